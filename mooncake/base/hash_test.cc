@@ -1,0 +1,133 @@
+#include "mooncake/base/hash.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace mooncake {
+namespace {
+
+// xxHash's own sanity buffer (cli/xsum_sanity_check.c): byte i is the top byte
+// of PRIME32 * PRIME64^i. The vectors below are upstream's published
+// XSUM_XXH3_testdata / XSUM_XXH128_testdata rows.
+constexpr uint64_t kPrime32 = 2654435761U;
+constexpr uint64_t kPrime64 = 11400714785074694797ULL;
+
+std::vector<unsigned char> SanityBuffer(size_t len) {
+  std::vector<unsigned char> buf(len);
+  uint64_t gen = kPrime32;
+  for (auto& b : buf) {
+    b = static_cast<unsigned char>(gen >> 56);
+    gen *= kPrime64;
+  }
+  return buf;
+}
+
+struct Vector64 {
+  size_t len;
+  uint64_t seed;
+  uint64_t expected;
+};
+
+struct Vector128 {
+  size_t len;
+  uint64_t seed;
+  uint64_t low;
+  uint64_t high;
+};
+
+constexpr Vector64 kXxh3Vectors[] = {
+    {0, 0, 0x2D06800538D394C2ULL},    {0, kPrime64, 0xA8A6B918B2F0364AULL},
+    {1, 0, 0xC44BDFF4074EECDBULL},    {1, kPrime64, 0x032BE332DD766EF8ULL},
+    {6, 0, 0x27B56A84CD2D7325ULL},    {6, kPrime64, 0x84589C116AB59AB9ULL},
+    {12, 0, 0xA713DAF0DFBB77E7ULL},   {12, kPrime64, 0xE7303E1B2336DE0EULL},
+    {24, 0, 0xA3FE70BF9D3510EBULL},   {24, kPrime64, 0x850E80FC35BDD690ULL},
+    {48, 0, 0x397DA259ECBA1F11ULL},   {48, kPrime64, 0xADC2CBAA44ACC616ULL},
+    {80, 0, 0xBCDEFBBB2C47C90AULL},   {80, kPrime64, 0xC6DD0CB699532E73ULL},
+    {195, 0, 0xCD94217EE362EC3AULL},  {195, kPrime64, 0xBA68003D370CB3D9ULL},
+    {403, 0, 0xCDEB804D65C6DEA4ULL},  {403, kPrime64, 0x6259F6ECFD6443FDULL},
+    {512, 0, 0x617E49599013CB6BULL},  {512, kPrime64, 0x3CE457DE14C27708ULL},
+    {2048, 0, 0xDD59E2C3A5F038E0ULL}, {2048, kPrime64, 0x66F81670669ABABCULL},
+    {2099, 0, 0xC6B9D9B3FC9AC765ULL}, {2099, kPrime64, 0x184F316843663974ULL},
+    {2240, 0, 0x6E73A90539CF2948ULL}, {2240, kPrime64, 0x757BA8487D1B5247ULL},
+    {2367, 0, 0xCB37AEB9E5D361EDULL}, {2367, kPrime64, 0xD2DB3415B942B42AULL},
+};
+
+constexpr Vector128 kXxh128Vectors[] = {
+    {0, 0, 0x6001C324468D497FULL, 0x99AA06D3014798D8ULL},
+    {0, kPrime32, 0x5444F7869C671AB0ULL, 0x92220AE55E14AB50ULL},
+    {1, 0, 0xC44BDFF4074EECDBULL, 0xA6CD5E9392000F6AULL},
+    {1, kPrime32, 0xB53D5557E7F76F8DULL, 0x89B99554BA22467CULL},
+    {6, 0, 0x3E7039BDDA43CFC6ULL, 0x082AFE0B8162D12AULL},
+    {12, 0, 0x061A192713F69AD9ULL, 0x6E3EFD8FC7802B18ULL},
+    {24, 0, 0x1E7044D28B1B901DULL, 0x0CE966E4678D3761ULL},
+    {48, 0, 0xF942219AED80F67BULL, 0xA002AC4E5478227EULL},
+    {81, 0, 0x5E8BAFB9F95FB803ULL, 0x4952F58181AB0042ULL},
+    {222, 0, 0xF1AEBD597CEC6B3AULL, 0x337E09641B948717ULL},
+    {403, 0, 0xCDEB804D65C6DEA4ULL, 0x1B6DE21E332DD73DULL},
+    {403, kPrime64, 0x6259F6ECFD6443FDULL, 0xBED311971E0BE8F2ULL},
+    {512, 0, 0x617E49599013CB6BULL, 0x18D2D110DCC9BCA1ULL},
+    {2048, 0, 0xDD59E2C3A5F038E0ULL, 0xF736557FD47073A5ULL},
+    {2048, kPrime32, 0x230D43F30206260BULL, 0x7FB03F7E7186C3EAULL},
+    {2240, 0, 0x6E73A90539CF2948ULL, 0xCCB134FBFA7CE49DULL},
+    {2367, 0, 0xCB37AEB9E5D361EDULL, 0xE89C0F6FF369B427ULL},
+    {2367, kPrime32, 0x6F5360AE69C2F406ULL, 0xD23AAE4B76C31ECBULL},
+};
+
+TEST(StableHashTest, Xxh3MatchesPublishedVectors) {
+  const auto buf = SanityBuffer(2367);
+  for (const auto& v : kXxh3Vectors) {
+    EXPECT_EQ(StableHash64(buf.data(), v.len, v.seed), v.expected)
+        << "len=" << v.len << " seed=" << v.seed;
+  }
+}
+
+TEST(StableHashTest, Xxh128MatchesPublishedVectors) {
+  const auto buf = SanityBuffer(2367);
+  for (const auto& v : kXxh128Vectors) {
+    const Hash128 h = StableHash128(buf.data(), v.len, v.seed);
+    EXPECT_EQ(h.low, v.low) << "len=" << v.len << " seed=" << v.seed;
+    EXPECT_EQ(h.high, v.high) << "len=" << v.len << " seed=" << v.seed;
+  }
+}
+
+TEST(StableHashTest, EmptyInputAcceptsNull) {
+  EXPECT_EQ(StableHash64(nullptr, 0), 0x2D06800538D394C2ULL);
+  EXPECT_EQ(StableHash64(""), 0x2D06800538D394C2ULL);
+}
+
+TEST(StableHashTest, StreamingEqualsOneShotForEverySplit) {
+  const auto buf = SanityBuffer(2367);
+  for (const auto& v : kXxh128Vectors) {
+    for (size_t split : {size_t{0}, v.len / 3, v.len / 2, v.len}) {
+      StableHasher128 hasher(v.seed);
+      hasher.Update(buf.data(), split);
+      hasher.Update(buf.data() + split, v.len - split);
+      EXPECT_EQ(hasher.Digest(), (Hash128{v.low, v.high})) << "len=" << v.len << " split=" << split;
+    }
+  }
+}
+
+TEST(StableHashTest, UpdateU64IsLittleEndian) {
+  StableHasher128 a;
+  a.UpdateU64(0x0807060504030201ULL);
+  const unsigned char le[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(a.Digest(), StableHash128(le, 8));
+}
+
+TEST(StableHashTest, ResetStartsOver) {
+  StableHasher128 h;
+  h.Update("garbage");
+  h.Reset(0);
+  EXPECT_EQ(h.Digest(), (Hash128{0x6001C324468D497FULL, 0x99AA06D3014798D8ULL}));
+}
+
+TEST(StableHashTest, HexIsHighHalfFirst) {
+  EXPECT_EQ((Hash128{0x6001C324468D497FULL, 0x99AA06D3014798D8ULL}).ToHex(),
+            "99aa06d3014798d86001c324468d497f");
+  EXPECT_EQ((Hash128{1, 0}).ToHex(), "00000000000000000000000000000001");
+}
+
+}  // namespace
+}  // namespace mooncake

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs what mooncake needs from Debian 12 packages, and nothing else.
+# Idempotent and quiet: when everything is present it prints nothing.
+# Run as root (or through sudo). Used by both Quick start commands and CI.
+set -euo pipefail
+
+packages=(
+  # toolchain and build
+  bazel-bootstrap bazel-rules-java g++ clang-format git python3 ca-certificates
+  # libraries (see docs/DESIGN.md "Dependencies")
+  libabsl-dev libzstd-dev liburing-dev libprotobuf-dev protobuf-compiler libxxhash-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libibverbs-dev librdmacm-dev
+  # baselines and tools the benchmarks and tests start
+  memcached redis-server fio iproute2 npm
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "setup: missing packages: ${missing[*]}; run as root (sudo bash tools/setup.sh)" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Services the tests start themselves must not be left running by the
+# packages' own post-install scripts on a fresh machine (they would hold the
+# default ports). Stopping is harmless when they are not running.
+if ((${#missing[@]})) && command -v systemctl >/dev/null 2>&1; then
+  systemctl stop memcached redis-server >/dev/null 2>&1 || true
+fi
+exit 0

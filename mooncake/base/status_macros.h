@@ -11,10 +11,9 @@
 //     Evaluates `expr` (an absl::StatusOr<T>) once; on error returns its
 //     Status, otherwise moves the value into `lhs`. `lhs` may declare a new
 //     variable (`ASSIGN_OR_RETURN(auto fd, OpenFile(path));`) or name an
-//     existing one. A type containing a top-level comma must be wrapped in
-//     parentheses... which C++ does not allow in a declaration, so use an
-//     alias or `auto` for such types. One use per line (the temporary's name
-//     is made unique with __LINE__).
+//     existing one. The preprocessor splits arguments at top-level commas, so
+//     a type such as `std::pair<int, int>` needs an alias or `auto`. At most
+//     one use per line (the temporary's name is made unique with __LINE__).
 //
 // Both macros are statements; use them only as full statements.
 #ifndef MOONCAKE_BASE_STATUS_MACROS_H_

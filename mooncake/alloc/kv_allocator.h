@@ -1,0 +1,98 @@
+// KvAllocator: the composition for a KV-cache pool. Requests whose size is
+// exactly one of the configured KV block sizes go to a SizeClassAllocator;
+// every other size (and a block size whose class cannot give it a slot) goes
+// straight to the backing allocator (TLSF by default) that also supplies the
+// slab's pages.
+//
+//   ASSIGN_OR_RETURN(auto pool, KvAllocator<>::Create(
+//       TlsfAllocator(TlsfOptions{.capacity_bytes = segment_bytes}),
+//       SizeClassOptions{.class_bytes = {2 << 20, 8 << 20}}));
+//   std::optional<Allocation> block = pool.allocate(2 << 20, 4096);
+//
+// Why: equal-size blocks packed into pages leave holes only where another
+// block of the same size fits, and odd sizes never split a block-sized hole;
+// emptied pages return to the backing, so nothing stays reserved for a size
+// nobody asks for any more. Routing is by exact size: a request one byte off
+// a block size is an odd size. When the slab cannot even get a one-slot page
+// the request is retried on the backing directly (it may still have a hole
+// the exact size of one block, where a page would need the page alignment).
+//
+// Complexity: that of the two parts (O(1) with the TLSF backing), plus
+// O(number of classes) to route. Thread-safety: none (see allocator.h).
+#ifndef MOONCAKE_ALLOC_KV_ALLOCATOR_H_
+#define MOONCAKE_ALLOC_KV_ALLOCATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mooncake/alloc/allocator.h"
+#include "mooncake/alloc/internal/archetype.h"
+#include "mooncake/alloc/size_class_allocator.h"
+#include "mooncake/alloc/tlsf_allocator.h"
+#include "mooncake/base/assert.h"
+
+namespace mooncake::alloc {
+
+template <Allocator Backing = TlsfAllocator>
+class KvAllocator {
+ public:
+  static absl::StatusOr<KvAllocator> Create(Backing backing, SizeClassOptions options) {
+    if (absl::Status s = SizeClassAllocator<Backing>::ValidateOptions(options); !s.ok()) return s;
+    return KvAllocator(std::move(backing), std::move(options));
+  }
+
+  // REQUIRES: SizeClassAllocator<Backing>::ValidateOptions(options).ok().
+  KvAllocator(Backing backing, SizeClassOptions options)
+      : slab_(std::move(backing), std::move(options)) {}
+
+  [[nodiscard]] std::optional<Allocation> allocate(uint64_t size, uint64_t alignment) {
+    if (const std::optional<uint32_t> c = slab_.ClassFor(size, alignment);
+        c.has_value() && slab_.class_bytes(*c) == size) {
+      if (std::optional<Allocation> a = slab_.AllocateInClass(*c, size)) return a;
+    }
+    std::optional<Allocation> a = slab_.backing().allocate(size, alignment);
+    if (a.has_value()) {
+      direct_used_bytes_ += size;
+      ++direct_live_;
+    }
+    return a;
+  }
+
+  void free(const Allocation& allocation) {
+    if (slab_.Owns(allocation)) {
+      slab_.free(allocation);
+      return;
+    }
+    // The backing asserts the handle is its own; count only after it agreed.
+    slab_.backing().free(allocation);
+    MC_DASSERT(direct_live_ > 0 && direct_used_bytes_ >= allocation.size,
+               "KvAllocator::free: direct allocation counters underflow");
+    direct_used_bytes_ -= allocation.size;
+    --direct_live_;
+  }
+
+  AllocatorStats stats() const {
+    AllocatorStats s = slab_.stats();
+    s.used_bytes += direct_used_bytes_;
+    s.live_allocations += direct_live_;
+    return s;
+  }
+
+  const SizeClassAllocator<Backing>& slab() const { return slab_; }
+  const Backing& backing() const { return slab_.backing(); }
+
+ private:
+  SizeClassAllocator<Backing> slab_;
+  uint64_t direct_used_bytes_ = 0;
+  uint64_t direct_live_ = 0;
+};
+
+static_assert(Allocator<KvAllocator<>>);
+static_assert(Allocator<KvAllocator<alloc_internal::AllocatorArchetype>>);
+
+}  // namespace mooncake::alloc
+
+#endif  // MOONCAKE_ALLOC_KV_ALLOCATOR_H_

@@ -1,0 +1,68 @@
+// LockedAllocator<A>: any Allocator made safe to share between threads by
+// one mutex around every call.
+//
+//   LockedAllocator<TlsfAllocator> shared(TlsfAllocator(TlsfOptions{...}));
+//   // any thread:
+//   std::optional<Allocation> a = shared.allocate(size, 64);
+//   shared.free(*a);
+//
+// Thread-safety: every method may be called concurrently. Each call holds the
+// mutex for the inner call only, so complexity is the inner model's plus the
+// lock. It is neither copyable nor movable (the mutex is not); construct it
+// in place. An allocation freed through the wrapper must have come from it.
+#ifndef MOONCAKE_ALLOC_LOCKED_ALLOCATOR_H_
+#define MOONCAKE_ALLOC_LOCKED_ALLOCATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "mooncake/alloc/allocator.h"
+#include "mooncake/alloc/internal/archetype.h"
+
+namespace mooncake::alloc {
+
+template <Allocator A>
+class LockedAllocator {
+ public:
+  explicit LockedAllocator(A inner) : inner_(std::move(inner)) {}
+
+  LockedAllocator(const LockedAllocator&) = delete;
+  LockedAllocator& operator=(const LockedAllocator&) = delete;
+
+  [[nodiscard]] std::optional<Allocation> allocate(uint64_t size, uint64_t alignment) {
+    absl::MutexLock lock(&mu_);
+    return inner_.allocate(size, alignment);
+  }
+
+  void free(const Allocation& allocation) {
+    absl::MutexLock lock(&mu_);
+    inner_.free(allocation);
+  }
+
+  AllocatorStats stats() const {
+    absl::MutexLock lock(&mu_);
+    return inner_.stats();
+  }
+
+  // Runs fn(A&) under the lock, for calls specific to the model
+  // (CheckInvariants, Owns, ...). fn must not call back into this wrapper.
+  template <typename Fn>
+  std::invoke_result_t<Fn, A&> WithLock(Fn&& fn) {
+    absl::MutexLock lock(&mu_);
+    return std::forward<Fn>(fn)(inner_);
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  A inner_ ABSL_GUARDED_BY(mu_);
+};
+
+static_assert(Allocator<LockedAllocator<alloc_internal::AllocatorArchetype>>);
+
+}  // namespace mooncake::alloc
+
+#endif  // MOONCAKE_ALLOC_LOCKED_ALLOCATOR_H_

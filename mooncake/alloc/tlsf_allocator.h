@@ -1,0 +1,450 @@
+// TlsfAllocator: a two-level segregated fit allocator (Masmano et al., "TLSF:
+// a new dynamic memory allocator for real-time systems", ECRTS 2004) over an
+// abstract range, with all metadata outside the range.
+//
+// Free extents sit in size bins shaped like floating-point numbers: the first
+// level is the position of the size's top bit (the exponent), the second
+// splits each power-of-two range into 32 equal steps (5 bits of mantissa), so
+// a bin's sizes differ by at most 1/32. Two bitmaps (one word for the first
+// level, one 32-bit word per first-level bin) find the smallest non-empty bin
+// at or above a size with two count-trailing-zeros instructions.
+//
+// allocate(size, alignment), good fit:
+//   1. the head of the request's own bin, if it is large enough;
+//   2. else the head of the first non-empty bin whose every block is large
+//      enough (size + worst-case alignment padding, rounded up to a bin);
+//   3. else, close to exhaustion, at most kFitScanMax blocks of the bins in
+//      between, so that a request fails only when nothing close fits.
+// The chosen extent is split: alignment padding before it and the remainder
+// after it go back to the bins as free extents. free() merges the extent with
+// its free physical neighbours (found through an address-ordered neighbour
+// list) before binning it, so no two free extents are ever adjacent.
+//
+// Complexity: allocate and free are O(1): bin lookups are bit scans, step 3
+// is bounded by a constant, and metadata records come from a free list (the
+// record array grows geometrically; reserve records up front with
+// TlsfOptions::reserve_records for a strict bound). stats() is O(k), k = the
+// number of free extents in the highest non-empty bin.
+//
+// Every offset and every reserved size is a multiple of
+// TlsfOptions::granularity_bytes; an allocation reserves its size rounded up
+// to it. Alignments up to the granularity cost nothing.
+//
+// Thread-safety: none (see allocator.h); wrap in LockedAllocator to share.
+// Invariants (checked by CheckInvariants()): the records in physical order
+// tile [0, capacity) exactly; no two free records are adjacent; each free
+// record is in the bin of its size and each non-empty bin has its bitmap bits
+// set.
+#ifndef MOONCAKE_ALLOC_TLSF_ALLOCATOR_H_
+#define MOONCAKE_ALLOC_TLSF_ALLOCATOR_H_
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "mooncake/alloc/allocator.h"
+#include "mooncake/alloc/internal/handle.h"
+#include "mooncake/base/assert.h"
+
+namespace mooncake::alloc {
+
+struct TlsfOptions {
+  // Size of the managed range; a multiple of granularity_bytes, <= 2^62.
+  uint64_t capacity_bytes = 0;
+  // Power of two; offsets and reserved sizes are multiples of it.
+  uint64_t granularity_bytes = 64;
+  // Metadata records to preallocate (about two per live allocation).
+  uint32_t reserve_records = 0;
+};
+
+class TlsfAllocator {
+ public:
+  static constexpr uint64_t kMaxCapacityBytes = uint64_t{1} << 62;
+  // Blocks examined in step 3 of allocate(); bounds its worst case.
+  static constexpr uint32_t kFitScanMax = 64;
+
+  static absl::Status ValidateOptions(const TlsfOptions& options) {
+    if (options.granularity_bytes == 0 ||
+        (options.granularity_bytes & (options.granularity_bytes - 1)) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("TlsfOptions.granularity_bytes must be a ",
+                                                     "power of two, got ",
+                                                     options.granularity_bytes));
+    }
+    if (options.capacity_bytes == 0 || options.capacity_bytes > kMaxCapacityBytes ||
+        options.capacity_bytes % options.granularity_bytes != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TlsfOptions.capacity_bytes must be a positive multiple of ",
+                       "granularity_bytes (", options.granularity_bytes, ") and at most 2^62, got ",
+                       options.capacity_bytes));
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::StatusOr<TlsfAllocator> Create(const TlsfOptions& options) {
+    if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
+    return TlsfAllocator(options);
+  }
+
+  // REQUIRES: ValidateOptions(options).ok() (use Create for untrusted input).
+  explicit TlsfAllocator(const TlsfOptions& options)
+      : capacity_(options.capacity_bytes),
+        granule_(options.granularity_bytes),
+        alignment_cap_(std::bit_ceil(options.capacity_bytes)),
+        owner_tag_(alloc_internal::NewOwnerTag()) {
+    MC_ASSERT(ValidateOptions(options).ok(), "invalid TlsfOptions; use TlsfAllocator::Create");
+    heads_.fill(kNone);
+    sl_bitmap_.fill(0);
+    nodes_.reserve(std::max<uint32_t>(options.reserve_records, 1));
+    const uint32_t first = NewRecord();
+    nodes_[first] = Node{.offset = 0, .size = capacity_};
+    phys_head_ = first;
+    InsertFree(first);
+  }
+
+  TlsfAllocator(TlsfAllocator&&) = default;
+  TlsfAllocator& operator=(TlsfAllocator&&) = default;
+  // Copies would share handles (the owner tag), so there are none.
+  TlsfAllocator(const TlsfAllocator&) = delete;
+  TlsfAllocator& operator=(const TlsfAllocator&) = delete;
+
+  [[nodiscard]] std::optional<Allocation> allocate(uint64_t size, uint64_t alignment) {
+    if (size == 0 || size > capacity_ || !IsValidAlignment(alignment)) return std::nullopt;
+    // Past the capacity only offset 0 is aligned, as it is for bit_ceil(capacity);
+    // clamping keeps size + padding far from overflow.
+    alignment = std::min(alignment, alignment_cap_);
+    const uint64_t reserved = RoundUp(size, granule_);
+    if (!HasSpareRecords()) return std::nullopt;
+    const uint32_t index = FindFit(reserved, alignment);
+    if (index == kNone) return std::nullopt;
+    return Carve(index, size, reserved, alignment);
+  }
+
+  void free(const Allocation& allocation) {
+    const uint32_t index = alloc_internal::HandleIndex(allocation.handle);
+    MC_ASSERT(alloc_internal::HandleOwnerTag(allocation.handle) == owner_tag_,
+              "TlsfAllocator::free: the allocation belongs to another allocator");
+    MC_ASSERT(index < nodes_.size(), "TlsfAllocator::free: corrupt handle");
+    Node& node = nodes_[index];
+    MC_ASSERT(node.state == State::kUsed &&
+                  node.generation == alloc_internal::HandleGeneration(allocation.handle),
+              "TlsfAllocator::free: double free or stale handle");
+    MC_DASSERT(node.offset == allocation.offset && node.size == RoundUp(allocation.size, granule_),
+               "TlsfAllocator::free: the allocation's offset or size was modified");
+    used_bytes_ -= allocation.size;
+    reserved_bytes_ -= node.size;
+    --live_;
+    node.state = State::kFree;
+    InsertFree(Coalesce(index));
+  }
+
+  AllocatorStats stats() const {
+    return AllocatorStats{.capacity_bytes = capacity_,
+                          .used_bytes = used_bytes_,
+                          .free_bytes = capacity_ - reserved_bytes_,
+                          .largest_free_bytes = LargestFreeBytes(),
+                          .live_allocations = live_};
+  }
+
+  uint64_t capacity_bytes() const { return capacity_; }
+  uint64_t granularity_bytes() const { return granule_; }
+  // Bytes a live allocation of `size` holds (size rounded up to the granule).
+  uint64_t ReservedBytes(uint64_t size) const { return RoundUp(size, granule_); }
+  // True when the allocation's handle was issued by this object (live or not).
+  bool Owns(const Allocation& allocation) const {
+    return alloc_internal::HandleOwnerTag(allocation.handle) == owner_tag_;
+  }
+
+  // O(records) walk of every invariant; aborts on the first broken one.
+  void CheckInvariants() const;
+
+ private:
+  static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  static constexpr uint32_t kSlLog2 = 5;
+  static constexpr uint32_t kSlCount = 1u << kSlLog2;
+  static constexpr uint32_t kFlCount = 64;
+  static constexpr uint32_t kBinCount = kFlCount * kSlCount;
+
+  enum class State : uint8_t { kSpare, kFree, kUsed };
+
+  // One extent of the range, or a spare record on the spare list.
+  struct Node {
+    uint64_t offset = 0;
+    uint64_t size = 0;
+    uint32_t prev_phys = kNone;  // address-ordered neighbours
+    uint32_t next_phys = kNone;
+    uint32_t prev_free = kNone;  // bin list when kFree; spare list when kSpare
+    uint32_t next_free = kNone;
+    uint16_t generation = 0;  // bumped each time the record becomes kUsed
+    State state = State::kFree;
+  };
+
+  static constexpr uint64_t RoundUp(uint64_t x, uint64_t pow2) { return (x + pow2 - 1) & ~(pow2 - 1); }
+
+  // The bin holding extents of exactly `size` bytes (size >= 1), as a linear
+  // index fl * kSlCount + sl that grows with size.
+  static uint32_t BinOf(uint64_t size) {
+    if (size < kSlCount) return static_cast<uint32_t>(size);
+    const uint32_t shift = static_cast<uint32_t>(std::bit_width(size)) - 1 - kSlLog2;
+    return ((shift + 1) << kSlLog2) | static_cast<uint32_t>((size >> shift) - kSlCount);
+  }
+
+  // The smallest bin boundary >= size: every extent in BinOf(result) fits.
+  static uint64_t RoundUpToBin(uint64_t size) {
+    if (size < kSlCount) return size;
+    const uint32_t shift = static_cast<uint32_t>(std::bit_width(size)) - 1 - kSlLog2;
+    return RoundUp(size, uint64_t{1} << shift);
+  }
+
+  // The first non-empty bin at or after `bin`, or kNone.
+  uint32_t FirstNonEmptyBin(uint32_t bin) const {
+    uint32_t fl = bin >> kSlLog2;
+    if (fl >= kFlCount) return kNone;
+    const uint32_t sl_map = sl_bitmap_[fl] & (~0u << (bin & (kSlCount - 1)));
+    if (sl_map != 0) return (fl << kSlLog2) | static_cast<uint32_t>(std::countr_zero(sl_map));
+    const uint64_t fl_map = fl + 1 < kFlCount ? fl_bitmap_ & (~uint64_t{0} << (fl + 1)) : 0;
+    if (fl_map == 0) return kNone;
+    fl = static_cast<uint32_t>(std::countr_zero(fl_map));
+    MC_DASSERT(sl_bitmap_[fl] != 0, "first-level bit set over an empty second level");
+    return (fl << kSlLog2) | static_cast<uint32_t>(std::countr_zero(sl_bitmap_[fl]));
+  }
+
+  bool Fits(const Node& node, uint64_t reserved, uint64_t alignment) const {
+    const uint64_t padding = RoundUp(node.offset, alignment) - node.offset;
+    return node.size >= reserved && node.size - reserved >= padding;
+  }
+
+  uint32_t FindFit(uint64_t reserved, uint64_t alignment) const {
+    const uint32_t own = BinOf(reserved);
+    if (const uint32_t head = heads_[own]; head != kNone && Fits(nodes_[head], reserved, alignment)) {
+      return head;
+    }
+    const uint64_t padding_max = alignment > granule_ ? alignment - granule_ : 0;
+    const uint32_t sure = BinOf(RoundUpToBin(reserved + padding_max));
+    if (const uint32_t bin = FirstNonEmptyBin(sure); bin != kNone) {
+      MC_DASSERT(Fits(nodes_[heads_[bin]], reserved, alignment), "bin rounding broke the fit");
+      return heads_[bin];
+    }
+    uint32_t budget = kFitScanMax;
+    for (uint32_t bin = FirstNonEmptyBin(own); bin != kNone && bin < sure && budget > 0;
+         bin = FirstNonEmptyBin(bin + 1)) {
+      for (uint32_t i = heads_[bin]; i != kNone && budget > 0; i = nodes_[i].next_free, --budget) {
+        if (Fits(nodes_[i], reserved, alignment)) return i;
+      }
+    }
+    return kNone;
+  }
+
+  // Turns free record `index` into the allocation; padding and remainder
+  // become free records of their own.
+  Allocation Carve(uint32_t index, uint64_t size, uint64_t reserved, uint64_t alignment) {
+    RemoveFree(index);
+    const uint64_t start = nodes_[index].offset;
+    const uint64_t aligned = RoundUp(start, alignment);
+    if (aligned > start) SplitFront(index, aligned - start);
+    if (nodes_[index].size > reserved) SplitBack(index, reserved);
+    Node& node = nodes_[index];
+    MC_DASSERT(node.offset == aligned && node.size == reserved, "carve produced the wrong extent");
+    node.state = State::kUsed;
+    ++node.generation;
+    used_bytes_ += size;
+    reserved_bytes_ += reserved;
+    ++live_;
+    return Allocation{.offset = aligned,
+                      .size = size,
+                      .handle = alloc_internal::PackHandle(owner_tag_, node.generation, index)};
+  }
+
+  // Splits the first `bytes` of record `index` off into a new free record.
+  void SplitFront(uint32_t index, uint64_t bytes) {
+    const uint32_t front = NewRecord();
+    Node& node = nodes_[index];
+    nodes_[front] = Node{.offset = node.offset,
+                         .size = bytes,
+                         .prev_phys = node.prev_phys,
+                         .next_phys = index,
+                         .state = State::kFree};
+    if (node.prev_phys != kNone) {
+      nodes_[node.prev_phys].next_phys = front;
+    } else {
+      phys_head_ = front;
+    }
+    node.prev_phys = front;
+    node.offset += bytes;
+    node.size -= bytes;
+    InsertFree(front);
+  }
+
+  // Keeps the first `keep` bytes of record `index`; the rest becomes a new
+  // free record.
+  void SplitBack(uint32_t index, uint64_t keep) {
+    const uint32_t back = NewRecord();
+    Node& node = nodes_[index];
+    nodes_[back] = Node{.offset = node.offset + keep,
+                        .size = node.size - keep,
+                        .prev_phys = index,
+                        .next_phys = node.next_phys,
+                        .state = State::kFree};
+    if (node.next_phys != kNone) nodes_[node.next_phys].prev_phys = back;
+    node.next_phys = back;
+    node.size = keep;
+    InsertFree(back);
+  }
+
+  // Merges free record `index` with free physical neighbours; returns the
+  // surviving record (not yet in a bin).
+  uint32_t Coalesce(uint32_t index) {
+    if (const uint32_t prev = nodes_[index].prev_phys;
+        prev != kNone && nodes_[prev].state == State::kFree) {
+      RemoveFree(prev);
+      Absorb(prev, index);
+      index = prev;
+    }
+    if (const uint32_t next = nodes_[index].next_phys;
+        next != kNone && nodes_[next].state == State::kFree) {
+      RemoveFree(next);
+      Absorb(index, next);
+    }
+    return index;
+  }
+
+  // Appends record `victim` (the physical successor of `keeper`) to keeper.
+  void Absorb(uint32_t keeper, uint32_t victim) {
+    Node& k = nodes_[keeper];
+    const Node& v = nodes_[victim];
+    MC_DASSERT(k.next_phys == victim && k.offset + k.size == v.offset, "absorbing a non-neighbour");
+    k.size += v.size;
+    k.next_phys = v.next_phys;
+    if (v.next_phys != kNone) nodes_[v.next_phys].prev_phys = keeper;
+    ReleaseRecord(victim);
+  }
+
+  void InsertFree(uint32_t index) {
+    Node& node = nodes_[index];
+    const uint32_t bin = BinOf(node.size);
+    node.state = State::kFree;
+    node.prev_free = kNone;
+    node.next_free = heads_[bin];
+    if (heads_[bin] != kNone) nodes_[heads_[bin]].prev_free = index;
+    heads_[bin] = index;
+    sl_bitmap_[bin >> kSlLog2] |= 1u << (bin & (kSlCount - 1));
+    fl_bitmap_ |= uint64_t{1} << (bin >> kSlLog2);
+  }
+
+  void RemoveFree(uint32_t index) {
+    const Node& node = nodes_[index];
+    MC_DASSERT(node.state == State::kFree, "removing a record that is not free");
+    if (node.next_free != kNone) nodes_[node.next_free].prev_free = node.prev_free;
+    if (node.prev_free != kNone) {
+      nodes_[node.prev_free].next_free = node.next_free;
+      return;
+    }
+    const uint32_t bin = BinOf(node.size);
+    MC_DASSERT(heads_[bin] == index, "free record missing from its bin");
+    heads_[bin] = node.next_free;
+    if (node.next_free != kNone) return;
+    const uint32_t fl = bin >> kSlLog2;
+    sl_bitmap_[fl] &= ~(1u << (bin & (kSlCount - 1)));
+    if (sl_bitmap_[fl] == 0) fl_bitmap_ &= ~(uint64_t{1} << fl);
+  }
+
+  bool HasSpareRecords() const {
+    // A carve needs at most two new records; indices must stay below kNone.
+    return spare_head_ != kNone || nodes_.size() + 2 < kNone;
+  }
+
+  uint32_t NewRecord() {
+    if (spare_head_ != kNone) {
+      const uint32_t index = spare_head_;
+      spare_head_ = nodes_[index].next_free;
+      return index;
+    }
+    MC_ASSERT(nodes_.size() < kNone, "TLSF record index space exhausted");
+    nodes_.emplace_back();
+    return static_cast<uint32_t>(nodes_.size() - 1);
+  }
+
+  void ReleaseRecord(uint32_t index) {
+    Node& node = nodes_[index];
+    node.state = State::kSpare;
+    node.next_free = spare_head_;
+    spare_head_ = index;
+  }
+
+  uint64_t LargestFreeBytes() const {
+    if (fl_bitmap_ == 0) return 0;
+    const uint32_t fl = static_cast<uint32_t>(std::bit_width(fl_bitmap_)) - 1;
+    const uint32_t sl = static_cast<uint32_t>(std::bit_width(sl_bitmap_[fl])) - 1;
+    uint64_t largest = 0;
+    for (uint32_t i = heads_[(fl << kSlLog2) | sl]; i != kNone; i = nodes_[i].next_free) {
+      largest = std::max(largest, nodes_[i].size);
+    }
+    return largest;
+  }
+
+  uint64_t capacity_;
+  uint64_t granule_;
+  uint64_t alignment_cap_;
+  uint16_t owner_tag_;
+  uint64_t used_bytes_ = 0;
+  uint64_t reserved_bytes_ = 0;
+  uint64_t live_ = 0;
+  uint32_t phys_head_ = kNone;
+  uint32_t spare_head_ = kNone;
+  uint64_t fl_bitmap_ = 0;
+  std::array<uint32_t, kFlCount> sl_bitmap_;
+  std::array<uint32_t, kBinCount> heads_;
+  std::vector<Node> nodes_;
+};
+
+static_assert(Allocator<TlsfAllocator>);
+
+inline void TlsfAllocator::CheckInvariants() const {
+  uint64_t expect_offset = 0, reserved = 0, live = 0, free_records = 0;
+  bool prev_free = false;
+  uint32_t prev = kNone;
+  for (uint32_t i = phys_head_; i != kNone; prev = i, i = nodes_[i].next_phys) {
+    const Node& node = nodes_[i];
+    MC_ASSERT(node.prev_phys == prev, "broken physical back link");
+    MC_ASSERT(node.offset == expect_offset && node.size > 0, "records do not tile the range");
+    MC_ASSERT(node.offset % granule_ == 0 && node.size % granule_ == 0, "record off granule");
+    MC_ASSERT(node.state != State::kSpare, "spare record in the physical list");
+    const bool is_free = node.state == State::kFree;
+    MC_ASSERT(!(is_free && prev_free), "two adjacent free records were not coalesced");
+    if (is_free) {
+      ++free_records;
+    } else {
+      reserved += node.size;
+      ++live;
+    }
+    prev_free = is_free;
+    expect_offset += node.size;
+  }
+  MC_ASSERT(expect_offset == capacity_, "records do not cover the range");
+  MC_ASSERT(reserved == reserved_bytes_ && live == live_, "counters disagree with the records");
+  uint64_t binned = 0;
+  for (uint32_t bin = 0; bin < kBinCount; ++bin) {
+    const bool bit = (sl_bitmap_[bin >> kSlLog2] >> (bin & (kSlCount - 1))) & 1u;
+    MC_ASSERT(bit == (heads_[bin] != kNone), "bitmap disagrees with bin list");
+    for (uint32_t i = heads_[bin], p = kNone; i != kNone; p = i, i = nodes_[i].next_free) {
+      MC_ASSERT(nodes_[i].state == State::kFree && BinOf(nodes_[i].size) == bin,
+                "record in the wrong bin");
+      MC_ASSERT(nodes_[i].prev_free == p, "broken bin back link");
+      ++binned;
+    }
+  }
+  for (uint32_t fl = 0; fl < kFlCount; ++fl) {
+    MC_ASSERT(((fl_bitmap_ >> fl) & 1u) == (sl_bitmap_[fl] != 0), "first-level bitmap wrong");
+  }
+  MC_ASSERT(binned == free_records, "a free record is missing from the bins");
+}
+
+}  // namespace mooncake::alloc
+
+#endif  // MOONCAKE_ALLOC_TLSF_ALLOCATOR_H_

@@ -1,0 +1,191 @@
+#include "mooncake/alloc/tlsf_allocator.h"
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "mooncake/alloc/allocator_testing.h"
+
+namespace mooncake::alloc {
+namespace {
+
+uint64_t LogUniformSize(std::mt19937_64& rng, uint64_t max_bytes) {
+  const int bits = std::uniform_int_distribution<int>(0, std::bit_width(max_bytes) - 1)(rng);
+  const uint64_t lo = uint64_t{1} << bits;
+  return std::uniform_int_distribution<uint64_t>(lo, std::min(max_bytes, 2 * lo - 1))(rng);
+}
+
+template <uint64_t kGranule>
+struct TlsfFactory {
+  using Allocator = TlsfAllocator;
+  static TlsfAllocator Make(uint64_t capacity_bytes) {
+    return TlsfAllocator(TlsfOptions{.capacity_bytes = capacity_bytes,
+                                     .granularity_bytes = kGranule});
+  }
+  static uint64_t RandomSize(std::mt19937_64& rng, uint64_t capacity_bytes) {
+    return LogUniformSize(rng, capacity_bytes / 8);
+  }
+  // Good fit rounds the request plus worst-case padding up to a bin (1/32);
+  // a gap seen by the reference may lose a granule of rounding at its start.
+  static bool MustFit(uint64_t size, uint64_t alignment, uint64_t gap) {
+    const uint64_t need = size + std::max(alignment, kGranule) + kGranule;
+    return gap >= need + need / 16;
+  }
+};
+
+using TlsfFactories = testing::Types<TlsfFactory<1>, TlsfFactory<64>, TlsfFactory<4096>>;
+INSTANTIATE_TYPED_TEST_SUITE_P(Tlsf, AllocatorConformanceTest, TlsfFactories);
+
+TEST(TlsfAllocatorTest, CreateRejectsBadOptionsWithInvalidArgument) {
+  for (const TlsfOptions& bad : {TlsfOptions{.capacity_bytes = 0},
+                                 TlsfOptions{.capacity_bytes = 100, .granularity_bytes = 64},
+                                 TlsfOptions{.capacity_bytes = 4096, .granularity_bytes = 0},
+                                 TlsfOptions{.capacity_bytes = 4096, .granularity_bytes = 48},
+                                 TlsfOptions{.capacity_bytes = (uint64_t{1} << 62) + 64}}) {
+    absl::StatusOr<TlsfAllocator> a = TlsfAllocator::Create(bad);
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(a.status().message().find("TlsfOptions"), absl::string_view::npos);
+  }
+  EXPECT_TRUE(TlsfAllocator::Create({.capacity_bytes = uint64_t{1} << 62}).ok());
+}
+
+// With granularity 1 every free byte is in a free record and records are
+// fully coalesced, so the model's view must equal the reference exactly.
+TEST(TlsfAllocatorTest, CoalescingKeepsFreeExtentsEqualToReferenceGaps) {
+  constexpr uint64_t kCap = 1 << 20;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    TlsfAllocator a({.capacity_bytes = kCap, .granularity_bytes = 1});
+    IntervalSetReference ref(kCap);
+    std::vector<Allocation> live;
+    std::mt19937_64 rng(seed);
+    for (int op = 0; op < 4000; ++op) {
+      if (live.empty() || rng() % 100 < 55) {
+        const uint64_t size = LogUniformSize(rng, kCap / 16);
+        const uint64_t alignment = uint64_t{1} << (rng() % 13);
+        if (std::optional<Allocation> got = a.allocate(size, alignment)) {
+          ref.Insert(*got, size, alignment);
+          live.push_back(*got);
+        }
+      } else {
+        const size_t i = rng() % live.size();
+        a.free(live[i]);
+        ref.Erase(live[i]);
+        live[i] = live.back();
+        live.pop_back();
+      }
+      a.CheckInvariants();
+      const AllocatorStats s = a.stats();
+      ASSERT_EQ(s.free_bytes, kCap - ref.used_bytes());
+      ASSERT_EQ(s.largest_free_bytes, ref.LargestGap()) << "op " << op;
+    }
+  }
+}
+
+TEST(TlsfAllocatorTest, RoundsReservationsUpToTheGranule) {
+  TlsfAllocator a({.capacity_bytes = 1 << 20, .granularity_bytes = 256});
+  const std::optional<Allocation> x = a.allocate(1, 1);
+  const std::optional<Allocation> y = a.allocate(300, 1);
+  ASSERT_TRUE(x && y);
+  EXPECT_EQ(x->size, 1u);
+  EXPECT_EQ(y->offset % 256, 0u);
+  EXPECT_EQ(y->offset - x->offset, 256u);
+  EXPECT_EQ(a.stats().used_bytes, 301u);
+  EXPECT_EQ(a.stats().free_bytes, (1u << 20) - 256 - 512);
+  a.CheckInvariants();
+}
+
+TEST(TlsfAllocatorTest, LargeAlignmentsSplitPaddingOffAsFreeSpace) {
+  TlsfAllocator a({.capacity_bytes = 1 << 20, .granularity_bytes = 64});
+  const std::optional<Allocation> small = a.allocate(64, 1);
+  const std::optional<Allocation> big = a.allocate(1000, 1 << 16);
+  ASSERT_TRUE(small && big);
+  EXPECT_EQ(big->offset, 1u << 16);
+  // The padding [64, 65536) is free and reusable.
+  const std::optional<Allocation> fill = a.allocate((1 << 16) - 64, 1);
+  ASSERT_TRUE(fill.has_value());
+  EXPECT_EQ(fill->offset, 64u);
+  a.CheckInvariants();
+}
+
+TEST(TlsfAllocatorTest, AlignmentBeyondCapacityOnlyFitsAtOffsetZero) {
+  TlsfAllocator a({.capacity_bytes = 3 << 12, .granularity_bytes = 64});
+  const std::optional<Allocation> x = a.allocate(64, uint64_t{1} << 40);
+  ASSERT_TRUE(x.has_value());
+  EXPECT_EQ(x->offset, 0u);
+  EXPECT_FALSE(a.allocate(64, uint64_t{1} << 40).has_value());
+  EXPECT_FALSE(a.allocate(64, uint64_t{1} << 63).has_value());
+  a.free(*x);
+  a.CheckInvariants();
+}
+
+// Regression: a plain good-fit search rounds a request up to the next bin
+// and so never reuses a hole of exactly the request's size unless that size
+// is a bin boundary; with fixed-size KV blocks that strands every hole.
+TEST(TlsfAllocatorTest, ReusesAnExactSizeHoleWhenFull) {
+  constexpr uint64_t kBlock = 917504;  // 896 KiB: not a bin boundary
+  constexpr uint64_t kCap = kBlock * 40;
+  TlsfAllocator a({.capacity_bytes = kCap, .granularity_bytes = 4096});
+  std::vector<Allocation> live;
+  while (std::optional<Allocation> x = a.allocate(kBlock, 4096)) live.push_back(*x);
+  ASSERT_EQ(live.size(), 40u);
+  for (size_t i = 1; i < live.size(); i += 3) a.free(live[i]);
+  for (size_t i = 1; i < live.size(); i += 3) {
+    ASSERT_TRUE(a.allocate(kBlock, 4096).has_value()) << "hole " << i << " not reused";
+  }
+  EXPECT_EQ(a.stats().free_bytes, 0u);
+  a.CheckInvariants();
+}
+
+// Near exhaustion step 3 scans the bins below the "sure fit" bin.
+TEST(TlsfAllocatorTest, FindsAFittingBlockInsideALowerBinWhenNothingElseFits) {
+  TlsfAllocator a({.capacity_bytes = 1 << 20, .granularity_bytes = 64});
+  // Bin [1024 + 32k]: a hole of 1088 bytes, then a request of 1050 rounded to 1088.
+  const auto a1 = a.allocate(1 << 19, 1);
+  const auto hole = a.allocate(1088, 1);
+  const auto rest = a.allocate((1 << 19) - 1088, 1);
+  ASSERT_TRUE(a1 && hole && rest);
+  EXPECT_EQ(a.stats().free_bytes, 0u);
+  a.free(*hole);
+  const std::optional<Allocation> x = a.allocate(1030, 1);
+  ASSERT_TRUE(x.has_value());
+  EXPECT_EQ(x->offset, hole->offset);
+  a.CheckInvariants();
+}
+
+TEST(TlsfAllocatorTest, StaleHandleAfterReuseDies) {
+  if (!AssertEnabled(AssertLevel::kDebug)) GTEST_SKIP();
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  TlsfAllocator a({.capacity_bytes = 1 << 20});
+  const Allocation first = *a.allocate(4096, 1);
+  a.free(first);
+  const Allocation second = *a.allocate(4096, 1);  // same record, new generation
+  EXPECT_EQ(second.offset, first.offset);
+  EXPECT_DEATH(a.free(first), "double free or stale handle");
+  a.free(second);
+}
+
+TEST(TlsfAllocatorTest, EditedAllocationDiesInDebugBuilds) {
+  if (!AssertEnabled(AssertLevel::kDebug)) GTEST_SKIP();
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  TlsfAllocator a({.capacity_bytes = 1 << 20});
+  Allocation x = *a.allocate(4096, 1);
+  Allocation edited = x;
+  edited.offset += 64;
+  EXPECT_DEATH(a.free(edited), "modified");
+  a.free(x);
+}
+
+TEST(TlsfAllocatorTest, ReserveRecordsAvoidsGrowth) {
+  TlsfAllocator a({.capacity_bytes = 1 << 20, .reserve_records = 1000});
+  std::vector<Allocation> live;
+  for (int i = 0; i < 400; ++i) live.push_back(*a.allocate(64 + i, 1));
+  for (const Allocation& x : live) a.free(x);
+  a.CheckInvariants();
+  EXPECT_EQ(a.stats().largest_free_bytes, 1u << 20);
+}
+
+}  // namespace
+}  // namespace mooncake::alloc

@@ -1,0 +1,223 @@
+// The RDMA transport's TCP control channel: endpoint parsing, listen,
+// connect and framed message I/O, every call bounded by a deadline.
+//
+// Sockets are non-blocking; each wait is a poll() bounded by the deadline, so
+// a stalled or dead peer turns into DeadlineExceeded / Unavailable.
+#ifndef MOONCAKE_TRANSPORT_INTERNAL_RDMA_CONTROL_H_
+#define MOONCAKE_TRANSPORT_INTERNAL_RDMA_CONTROL_H_
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/transport/internal/rdma_wire.h"
+
+namespace mooncake::transport_internal {
+
+// Owns a file descriptor.
+class ScopedFd {
+ public:
+  ScopedFd() = default;
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ScopedFd(ScopedFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  ScopedFd& operator=(ScopedFd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~ScopedFd() { Reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+
+inline absl::Status ErrnoStatus(int err, std::string_view what) {
+  return absl::UnavailableError(
+      absl::StrCat(AbslView(what), ": ", std::strerror(err), " (errno ", err, ")"));
+}
+
+// "scheme://a.b.c.d:port" -> {host, port}. IPv4 literals only.
+inline absl::StatusOr<HostPort> ParseEndpoint(std::string_view endpoint, std::string_view scheme) {
+  const std::string prefix = absl::StrCat(AbslView(scheme), "://");
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("bad endpoint '", AbslView(endpoint),
+                                                   "': ", AbslView(why), "; expected ", prefix,
+                                                   "<ipv4>:<port>"));
+  };
+  if (endpoint.substr(0, prefix.size()) != prefix) return bad("wrong scheme");
+  std::string_view rest = endpoint.substr(prefix.size());
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string_view::npos || colon == 0) return bad("no host:port");
+  HostPort hp;
+  hp.host = std::string(rest.substr(0, colon));
+  std::string_view port = rest.substr(colon + 1);
+  unsigned value = 0;
+  auto [p, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc() || p != port.data() + port.size() || value == 0 || value > 65535) {
+    return bad("port is not in 1..65535");
+  }
+  in_addr addr{};
+  if (inet_pton(AF_INET, hp.host.c_str(), &addr) != 1) return bad("host is not an IPv4 address");
+  hp.port = static_cast<uint16_t>(value);
+  return hp;
+}
+
+inline int PollMillis(absl::Time deadline) {
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+}
+
+// Waits until `fd` has `events` or the deadline passes.
+inline absl::Status WaitFd(int fd, short events, absl::Time deadline, std::string_view what) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, PollMillis(deadline));
+    if (n > 0) return absl::OkStatus();
+    if (n < 0 && errno != EINTR) return ErrnoStatus(errno, what);
+    if (n == 0 && absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(AbslView(what), ": the peer did not answer before the deadline"));
+    }
+  }
+}
+
+inline absl::Status SetNonBlocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return ErrnoStatus(errno, "fcntl");
+  return absl::OkStatus();
+}
+
+inline sockaddr_in ToSockaddr(const HostPort& hp) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(hp.port);
+  inet_pton(AF_INET, hp.host.c_str(), &sa.sin_addr);
+  return sa;
+}
+
+// Listens on host:port (port 0: any); returns the socket and the bound port.
+inline absl::StatusOr<std::pair<ScopedFd, uint16_t>> ListenTcp(const std::string& host,
+                                                               uint16_t port) {
+  ScopedFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  const int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  in_addr probe{};
+  if (inet_pton(AF_INET, host.c_str(), &probe) != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("listen host '", host, "' is not an IPv4 address"));
+  }
+  sockaddr_in sa = ToSockaddr({host, port});
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("bind ", host, ":", port));
+  }
+  if (::listen(fd.get(), 64) != 0) return ErrnoStatus(errno, "listen");
+  socklen_t len = sizeof(sa);
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
+  RETURN_IF_ERROR(SetNonBlocking(fd.get()));
+  return std::make_pair(std::move(fd), ntohs(sa.sin_port));
+}
+
+inline absl::StatusOr<ScopedFd> ConnectTcp(const HostPort& hp, absl::Time deadline) {
+  ScopedFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  RETURN_IF_ERROR(SetNonBlocking(fd.get()));
+  const int one = 1;
+  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  sockaddr_in sa = ToSockaddr(hp);
+  const std::string what = absl::StrCat("connect to RDMA control channel ", hp.host, ":", hp.port);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    if (errno != EINPROGRESS) return ErrnoStatus(errno, what);
+    RETURN_IF_ERROR(WaitFd(fd.get(), POLLOUT, deadline, what));
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return ErrnoStatus(err, what);
+  }
+  return fd;
+}
+
+inline absl::Status WriteFull(int fd, std::span<const uint8_t> bytes, absl::Time deadline) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline, "RDMA control send"));
+    } else if (n < 0 && errno != EINTR) {
+      return ErrnoStatus(errno, "RDMA control send");
+    }
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status ReadFull(int fd, std::span<uint8_t> bytes, absl::Time deadline) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::recv(fd, bytes.data() + done, bytes.size() - done, 0);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n == 0) {
+      return absl::UnavailableError("RDMA control channel closed by the peer");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, "RDMA control receive"));
+    } else if (errno != EINTR) {
+      return ErrnoStatus(errno, "RDMA control receive");
+    }
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status SendRdmaMessage(int fd, const RdmaMessage& m, absl::Time deadline) {
+  const std::vector<uint8_t> frame = EncodeRdmaMessage(m);
+  return WriteFull(fd, frame, deadline);
+}
+
+inline absl::StatusOr<RdmaMessage> RecvRdmaMessage(int fd, absl::Time deadline) {
+  uint8_t header_bytes[kRdmaHeaderBytes];
+  RETURN_IF_ERROR(ReadFull(fd, header_bytes, deadline));
+  ASSIGN_OR_RETURN(const RdmaHeader header, DecodeRdmaHeader(header_bytes));
+  std::vector<uint8_t> body(header.body_bytes);
+  RETURN_IF_ERROR(ReadFull(fd, body, deadline));
+  return DecodeRdmaBody(header.type, body);
+}
+
+}  // namespace mooncake::transport_internal
+
+#endif  // MOONCAKE_TRANSPORT_INTERNAL_RDMA_CONTROL_H_

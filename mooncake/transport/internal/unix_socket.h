@@ -1,0 +1,197 @@
+// Small POSIX helpers for the SHM and TCP models: owned fds, timeouts, full
+// reads and writes with deadlines, fd passing with SCM_RIGHTS.
+#ifndef MOONCAKE_TRANSPORT_INTERNAL_UNIX_SOCKET_H_
+#define MOONCAKE_TRANSPORT_INTERNAL_UNIX_SOCKET_H_
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
+
+namespace mooncake::transport_internal {
+
+// An owned file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Fd& operator=(Fd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void Reset() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+inline absl::Status ErrnoStatus(std::string_view what, int err) {
+  const std::string msg = absl::StrCat(AbslView(what), ": ", std::strerror(err));
+  switch (err) {
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case EPIPE:
+    case ENOENT:
+    case ENOTCONN:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      return absl::UnavailableError(msg);
+    case EAGAIN:
+    case ETIMEDOUT:
+      return absl::DeadlineExceededError(msg);
+    case EMFILE:
+    case ENFILE:
+    case ENOMEM:
+    case ENOSPC:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+// Sets SO_RCVTIMEO and SO_SNDTIMEO (0 = none).
+inline void SetSocketTimeouts(int fd, absl::Duration timeout) {
+  timeval tv = absl::ToTimeval(timeout);
+  if (timeout <= absl::ZeroDuration()) tv = timeval{0, 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+// Waits until `fd` is ready for `events` or `deadline`; false on timeout.
+inline bool PollUntil(int fd, short events, absl::Time deadline) {
+  for (;;) {
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    pollfd p{fd, events, 0};
+    const int ms = static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000));
+    const int n = ::poll(&p, 1, ms);
+    if (n > 0) return true;
+    if (n < 0 && errno != EINTR) return true;  // let the caller's I/O report the error
+  }
+}
+
+// Reads exactly `len` bytes from a socket with timeouts set; Unavailable on EOF.
+inline absl::Status RecvAll(int fd, void* buf, size_t len, std::string_view what) {
+  char* p = static_cast<char*>(buf);
+  while (len > 0) {
+    const ssize_t n = ::recv(fd, p, len, MSG_WAITALL);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+    } else if (n == 0) {
+      return absl::UnavailableError(absl::StrCat(AbslView(what), ": peer closed the connection"));
+    } else if (errno != EINTR) {
+      return ErrnoStatus(what, errno);
+    }
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status SendAll(int fd, const void* buf, size_t len, std::string_view what) {
+  const char* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    const ssize_t n = ::send(fd, p, len, MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+    } else if (n < 0 && errno != EINTR) {
+      return ErrnoStatus(what, errno);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A sockaddr_un for "path" or, with a leading '@', an abstract name.
+inline absl::StatusOr<std::pair<sockaddr_un, socklen_t>> UnixAddress(std::string_view name) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (name.empty() || name.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unix socket name \"", AbslView(name), "\" is empty or too long"));
+  }
+  std::memcpy(addr.sun_path, name.data(), name.size());
+  if (name[0] == '@') addr.sun_path[0] = '\0';
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + name.size() +
+                                               (name[0] == '@' ? 0 : 1));
+  return std::make_pair(addr, len);
+}
+
+// Sends `len` bytes plus one fd (SCM_RIGHTS; fd < 0 sends none).
+inline absl::Status SendWithFd(int sock, const void* buf, size_t len, int fd) {
+  iovec iov{const_cast<void*>(buf), len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  const ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+  if (n < 0) return ErrnoStatus("sendmsg with fd", errno);
+  if (static_cast<size_t>(n) != len) return absl::UnavailableError("short sendmsg with fd");
+  return absl::OkStatus();
+}
+
+// Receives exactly `len` bytes in one message plus at most one fd (-1 if none).
+inline absl::StatusOr<Fd> RecvWithFd(int sock, void* buf, size_t len) {
+  iovec iov{buf, len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t n;
+  do {
+    n = ::recvmsg(sock, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return ErrnoStatus("recvmsg with fd", errno);
+  Fd fd;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(sizeof(int))) {
+      int received;
+      std::memcpy(&received, CMSG_DATA(c), sizeof(int));
+      fd = Fd(received);
+    }
+  }
+  if (n == 0) return absl::UnavailableError("peer closed the connection before replying");
+  if (static_cast<size_t>(n) != len || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+    return absl::DataLossError("truncated reply from the segment owner");
+  }
+  return fd;
+}
+
+}  // namespace mooncake::transport_internal
+
+#endif  // MOONCAKE_TRANSPORT_INTERNAL_UNIX_SOCKET_H_

@@ -1,0 +1,416 @@
+// ShmTransport: same-host transfers between processes through shared memory.
+//
+// Segments are memfds. The owner allocates memory with SharedMemory::Create
+// (memfd_create, sealed against shrinking and growing) and registers it; a
+// peer's OpenSegment connects to the owner's Unix-domain socket once, receives
+// the memfd with SCM_RIGHTS and maps exactly the segment. A transfer is then
+// one memcpy in the requester's thread: no CPU and no code on the owner's side.
+//
+// Owner-side bounds: one memfd is one segment, so the fd a peer receives
+// reaches exactly the registered bytes; the shrink seal (checked by the peer)
+// keeps the owner from truncating it under a peer's mapping (SIGBUS).
+//
+// Lifetimes: a peer's mapping keeps the memory alive. If the owner dies,
+// existing mappings stay valid and keep working; new opens fail with
+// Unavailable (nobody listens). UnregisterMemory stops new opens only: it
+// cannot revoke mappings peers already hold (they keep seeing the memory).
+//
+// Endpoint: "shm://@name" (abstract socket, the default, nothing to clean
+// up) or "shm:///path/to.sock".
+//
+// Thread-safety: every method may be called concurrently.
+#ifndef MOONCAKE_TRANSPORT_SHM_TRANSPORT_H_
+#define MOONCAKE_TRANSPORT_SHM_TRANSPORT_H_
+
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/transport/internal/batch_table.h"
+#include "mooncake/transport/internal/unix_socket.h"
+#include "mooncake/transport/transport.h"
+#include "mooncake/transport/transport_metrics.h"
+
+namespace mooncake::transport {
+namespace shm_internal {
+
+using transport_internal::Fd;
+
+// Process-wide map from a SharedMemory's address to its memfd, so that
+// RegisterMemory(addr, length, ...) can find the fd to pass.
+class MemfdDirectory {
+ public:
+  static MemfdDirectory& Get() {
+    static MemfdDirectory* d = new MemfdDirectory();  // never destroyed
+    return *d;
+  }
+  void Add(void* addr, uint64_t length, int fd) {
+    absl::MutexLock lock(&mu_);
+    entries_[addr] = {length, fd};
+  }
+  void Remove(void* addr) {
+    absl::MutexLock lock(&mu_);
+    entries_.erase(addr);
+  }
+  // A dup of the memfd whose mapping is exactly [addr, addr + length).
+  absl::StatusOr<Fd> Dup(void* addr, uint64_t length) {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(addr);
+    if (it == entries_.end() || it->second.first != length) {
+      return absl::FailedPreconditionError(
+          "ShmTransport registers only whole SharedMemory regions (SharedMemory::Create); "
+          "this address/length is not one");
+    }
+    const int fd = ::fcntl(it->second.second, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return transport_internal::ErrnoStatus("dup memfd", errno);
+    return Fd(fd);
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::flat_hash_map<void*, std::pair<uint64_t, int>> entries_ ABSL_GUARDED_BY(mu_);
+};
+
+// Wire messages on the open socket (host byte order: same host only).
+inline constexpr uint32_t kOpenMagic = 0x4d435348;  // "HSCM"
+struct OpenRequest {
+  uint32_t magic = kOpenMagic;
+  uint32_t version = 1;
+  uint64_t segment_id = 0;
+};
+struct OpenReply {
+  uint32_t magic = kOpenMagic;
+  uint32_t code = 0;  // absl::StatusCode
+  uint64_t length = 0;
+  char message[112] = {};
+};
+
+// A peer's mapping of one segment; unmapped when the last user drops it.
+struct Mapping {
+  void* addr = nullptr;
+  uint64_t length = 0;
+  ~Mapping() {
+    if (addr != nullptr) ::munmap(addr, length);
+  }
+};
+
+}  // namespace shm_internal
+
+// Shared memory that ShmTransport can register: a sealed memfd, mapped here.
+// Movable owner; unmaps and closes on destruction (peers' mappings survive).
+class SharedMemory {
+ public:
+  static absl::StatusOr<SharedMemory> Create(uint64_t length) {
+    if (length == 0) return absl::InvalidArgumentError("SharedMemory of 0 bytes");
+    shm_internal::Fd fd(::memfd_create("mooncake-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd.valid()) return transport_internal::ErrnoStatus("memfd_create", errno);
+    if (::ftruncate(fd.get(), static_cast<off_t>(length)) != 0) {
+      return transport_internal::ErrnoStatus("ftruncate memfd", errno);
+    }
+    if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      return transport_internal::ErrnoStatus("seal memfd", errno);
+    }
+    void* addr = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+    if (addr == MAP_FAILED) return transport_internal::ErrnoStatus("mmap memfd", errno);
+    shm_internal::MemfdDirectory::Get().Add(addr, length, fd.get());
+    return SharedMemory(addr, length, std::move(fd));
+  }
+
+  SharedMemory(SharedMemory&& o) noexcept
+      : addr_(std::exchange(o.addr_, nullptr)),
+        length_(std::exchange(o.length_, 0)),
+        fd_(std::move(o.fd_)) {}
+  SharedMemory& operator=(SharedMemory&& o) noexcept {
+    if (this != &o) {
+      Release();
+      addr_ = std::exchange(o.addr_, nullptr);
+      length_ = std::exchange(o.length_, 0);
+      fd_ = std::move(o.fd_);
+    }
+    return *this;
+  }
+  ~SharedMemory() { Release(); }
+
+  void* data() const { return addr_; }
+  uint64_t size() const { return length_; }
+
+ private:
+  SharedMemory(void* addr, uint64_t length, shm_internal::Fd fd)
+      : addr_(addr), length_(length), fd_(std::move(fd)) {}
+  void Release() {
+    if (addr_ == nullptr) return;
+    shm_internal::MemfdDirectory::Get().Remove(addr_);
+    ::munmap(addr_, length_);
+    addr_ = nullptr;
+  }
+
+  void* addr_ = nullptr;
+  uint64_t length_ = 0;
+  shm_internal::Fd fd_;
+};
+
+class ShmTransport {
+ public:
+  struct Options {
+    std::string socket_name;                       // "" = "@mooncake-shm.<pid>.<n>"
+    absl::Duration io_timeout = absl::Seconds(5);  // bounds every open exchange
+    size_t max_batches = 1024;
+    MetricsRegistry* metrics = nullptr;  // null: a private registry
+  };
+
+  // Listens at once; a failure to listen aborts (use Create for a Status).
+  ShmTransport() : ShmTransport(Options{}) {}
+  explicit ShmTransport(Options options) : ShmTransport(std::move(options), 0) {
+    const absl::Status s = Listen();
+    MC_ASSERT(s.ok(), "ShmTransport could not listen on its unix socket");
+  }
+  static absl::StatusOr<std::unique_ptr<ShmTransport>> Create(Options options) {
+    std::unique_ptr<ShmTransport> t(new ShmTransport(std::move(options), 0));
+    RETURN_IF_ERROR(t->Listen());
+    return t;
+  }
+  ~ShmTransport() {
+    const uint64_t one = 1;
+    if (wake_.valid()) (void)!::write(wake_.get(), &one, sizeof(one));
+    if (server_.joinable()) server_.join();
+  }
+  ShmTransport(const ShmTransport&) = delete;
+  ShmTransport& operator=(const ShmTransport&) = delete;
+
+  std::string_view Name() const { return "shm"; }
+  std::string LocalEndpoint() const { return absl::StrCat("shm://", options_.socket_name); }
+  TransportMetrics& metrics() { return metrics_; }
+
+  absl::StatusOr<SegmentDesc> RegisterMemory(void* addr, uint64_t length, MemoryLocation location) {
+    if (addr == nullptr || length == 0) {
+      return absl::InvalidArgumentError("RegisterMemory needs a non-null address and length > 0");
+    }
+    if (location.kind == MemoryKind::kGpu) {
+      return absl::FailedPreconditionError(
+          "ShmTransport cannot share GPU memory; use CudaTransport");
+    }
+    ASSIGN_OR_RETURN(shm_internal::Fd fd, shm_internal::MemfdDirectory::Get().Dup(addr, length));
+    absl::MutexLock lock(&mu_);
+    const SegmentId id = next_segment_++;
+    owned_.emplace(id, Owned{std::move(fd), length});
+    return SegmentDesc{id, length, MemoryLocation::SharedMemory()};
+  }
+
+  absl::Status UnregisterMemory(SegmentId id) {
+    absl::MutexLock lock(&mu_);
+    if (owned_.erase(id) == 0) {
+      return absl::NotFoundError(absl::StrCat("segment ", id, " is not registered here"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<RemoteSegment> OpenSegment(std::string_view endpoint, SegmentId id) {
+    if (!endpoint.starts_with("shm://")) {
+      return absl::InvalidArgumentError(absl::StrCat("bad shm endpoint \"", AbslView(endpoint),
+                                                     "\"; expected shm://@name or shm:///path"));
+    }
+    ASSIGN_OR_RETURN(auto addr, transport_internal::UnixAddress(endpoint.substr(6)));
+    shm_internal::Fd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!sock.valid()) return transport_internal::ErrnoStatus("socket", errno);
+    transport_internal::SetSocketTimeouts(sock.get(), options_.io_timeout);
+    if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr.first), addr.second) != 0) {
+      return transport_internal::ErrnoStatus(
+          absl::StrCat("connect to ", AbslView(endpoint), " (is the owner alive?)"), errno);
+    }
+    shm_internal::OpenRequest req;
+    req.segment_id = id;
+    RETURN_IF_ERROR(transport_internal::SendAll(sock.get(), &req, sizeof(req), "shm open"));
+    shm_internal::OpenReply reply;
+    ASSIGN_OR_RETURN(shm_internal::Fd fd,
+                     transport_internal::RecvWithFd(sock.get(), &reply, sizeof(reply)));
+    ASSIGN_OR_RETURN(auto mapping, MapReply(reply, std::move(fd)));
+    RemoteSegment remote{0, id, mapping->length, MemoryLocation::SharedMemory()};
+    absl::MutexLock lock(&mu_);
+    remote.handle = next_handle_++;
+    handles_.emplace(remote.handle, std::move(mapping));
+    return remote;
+  }
+
+  absl::Status CloseSegment(SegmentHandle handle) {
+    absl::MutexLock lock(&mu_);  // batches in flight hold their own reference
+    if (handles_.erase(handle) == 0) {
+      return absl::NotFoundError(absl::StrCat("segment handle ", handle, " is not open"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BatchId> Submit(std::span<const TransferRequest> requests) {
+    ASSIGN_OR_RETURN(auto batch, batches_.Create(requests));
+    for (size_t i = 0; i < requests.size(); ++i) {
+      batches_.Settle(*batch, i, Copy(requests[i]));
+    }
+    return batch->id();
+  }
+
+  absl::StatusOr<BatchProgress> Poll(BatchId batch) const { return batches_.Poll(batch); }
+  absl::StatusOr<BatchResult> Wait(BatchId batch, absl::Time deadline) {
+    return batches_.Wait(batch, deadline);
+  }
+  absl::StatusOr<BatchResult> Cancel(BatchId batch) {
+    return batches_.Cancel(batch, absl::Now() + options_.io_timeout);
+  }
+
+ private:
+  struct Owned {
+    shm_internal::Fd fd;
+    uint64_t length = 0;
+  };
+
+  ShmTransport(Options options, int /*tag*/)
+      : options_(std::move(options)),
+        metrics_(options_.metrics, "shm"),
+        batches_(options_.max_batches, &metrics_) {
+    static std::atomic<uint64_t> counter{0};
+    if (options_.socket_name.empty()) {
+      // relaxed: only uniqueness matters.
+      options_.socket_name = absl::StrCat("@mooncake-shm.", ::getpid(), ".",
+                                          counter.fetch_add(1, std::memory_order_relaxed));
+    }
+  }
+
+  absl::Status Listen() {
+    ASSIGN_OR_RETURN(auto addr, transport_internal::UnixAddress(options_.socket_name));
+    listen_ = shm_internal::Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!listen_.valid()) return transport_internal::ErrnoStatus("socket", errno);
+    if (::bind(listen_.get(), reinterpret_cast<const sockaddr*>(&addr.first), addr.second) != 0) {
+      return transport_internal::ErrnoStatus(
+          absl::StrCat("bind ", options_.socket_name, " (name in use?)"), errno);
+    }
+    if (::listen(listen_.get(), 64) != 0) return transport_internal::ErrnoStatus("listen", errno);
+    wake_ = shm_internal::Fd(::eventfd(0, EFD_CLOEXEC));
+    if (!wake_.valid()) return transport_internal::ErrnoStatus("eventfd", errno);
+    server_ = std::thread([this] { Serve(); });
+    return absl::OkStatus();
+  }
+
+  // Answers opens one at a time; each exchange is bounded by io_timeout, so a
+  // stalled peer delays others by at most that.
+  void Serve() {
+    for (;;) {
+      pollfd p[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) continue;
+      if (p[1].revents != 0) return;
+      shm_internal::Fd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!conn.valid()) continue;
+      transport_internal::SetSocketTimeouts(conn.get(), options_.io_timeout);
+      shm_internal::OpenRequest req;
+      if (!transport_internal::RecvAll(conn.get(), &req, sizeof(req), "shm open").ok()) continue;
+      AnswerOpen(conn.get(), req);
+    }
+  }
+
+  void AnswerOpen(int conn, const shm_internal::OpenRequest& req) {
+    shm_internal::OpenReply reply;
+    absl::Status status;
+    int fd = -1;
+    absl::MutexLock lock(&mu_);  // the fd stays open while we send it
+    if (req.magic != shm_internal::kOpenMagic || req.version != 1) {
+      status = absl::InvalidArgumentError("bad shm open request (magic/version)");
+    } else if (auto it = owned_.find(req.segment_id); it == owned_.end()) {
+      status = absl::NotFoundError(absl::StrCat("segment ", req.segment_id, " is not registered"));
+    } else {
+      fd = it->second.fd.get();
+      reply.length = it->second.length;
+    }
+    reply.code = static_cast<uint32_t>(status.code());
+    std::snprintf(reply.message, sizeof(reply.message), "%s",
+                  std::string(status.message()).c_str());
+    (void)transport_internal::SendWithFd(conn, &reply, sizeof(reply), fd);
+  }
+
+  static absl::StatusOr<std::shared_ptr<shm_internal::Mapping>> MapReply(
+      const shm_internal::OpenReply& reply, shm_internal::Fd fd) {
+    if (reply.magic != shm_internal::kOpenMagic) {
+      return absl::DataLossError("bad shm open reply (magic)");
+    }
+    if (reply.code != 0) {
+      const std::string msg(reply.message, strnlen(reply.message, sizeof(reply.message)));
+      return absl::Status(static_cast<absl::StatusCode>(reply.code <= 16 ? reply.code : 2), msg);
+    }
+    if (!fd.valid()) return absl::DataLossError("shm open reply carried no fd");
+    struct stat st;
+    if (::fstat(fd.get(), &st) != 0) return transport_internal::ErrnoStatus("fstat", errno);
+    const int seals = ::fcntl(fd.get(), F_GET_SEALS);
+    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0 || reply.length == 0 ||
+        static_cast<uint64_t>(st.st_size) < reply.length) {
+      return absl::DataLossError(
+          "the owner's memfd is not sealed against shrinking or is shorter than advertised");
+    }
+    auto m = std::make_shared<shm_internal::Mapping>();
+    void* addr = ::mmap(nullptr, reply.length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                        fd.get(), 0);
+    if (addr == MAP_FAILED) return transport_internal::ErrnoStatus("mmap peer segment", errno);
+    m->addr = addr;
+    m->length = reply.length;
+    return m;
+  }
+
+  absl::Status Copy(const TransferRequest& r) {
+    std::shared_ptr<shm_internal::Mapping> m;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = handles_.find(r.segment);
+      if (it == handles_.end()) {
+        return absl::NotFoundError(absl::StrCat("segment handle ", r.segment, " is not open"));
+      }
+      m = it->second;
+    }
+    RETURN_IF_ERROR(
+        transport_internal::CheckRange(r.local_addr, r.remote_offset, r.length, m->length));
+    char* remote = static_cast<char*>(m->addr) + r.remote_offset;
+    if (r.op == OpCode::kRead) {
+      std::memcpy(r.local_addr, remote, r.length);
+    } else {
+      std::memcpy(remote, r.local_addr, r.length);
+    }
+    return absl::OkStatus();
+  }
+
+  Options options_;
+  TransportMetrics metrics_;
+  transport_internal::BatchTable batches_;
+  shm_internal::Fd listen_;
+  shm_internal::Fd wake_;
+  std::thread server_;
+  absl::Mutex mu_;
+  SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;
+  SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<SegmentId, Owned> owned_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<SegmentHandle, std::shared_ptr<shm_internal::Mapping>> handles_
+      ABSL_GUARDED_BY(mu_);
+};
+
+static_assert(Transport<ShmTransport>);
+
+}  // namespace mooncake::transport
+
+#endif  // MOONCAKE_TRANSPORT_SHM_TRANSPORT_H_

@@ -1,0 +1,79 @@
+#include "mooncake/transport/shm_transport.h"
+
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "mooncake/transport/transport_testing.h"
+
+namespace mooncake::transport {
+namespace {
+
+struct ShmFactory {
+  using Transport = ShmTransport;
+  static constexpr bool kCrossProcess = true;
+  static constexpr bool kUnregisterRevokes = false;  // peers keep their mapping
+  static constexpr bool kMappingSurvivesOwner = true;
+  static std::unique_ptr<ShmTransport> Make() {
+    ShmTransport::Options o;
+    o.io_timeout = absl::Seconds(5);
+    auto t = ShmTransport::Create(o);
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+  static absl::StatusOr<KitBuffer> Allocate(uint64_t length) {
+    absl::StatusOr<SharedMemory> m = SharedMemory::Create(length);
+    if (!m.ok()) return m.status();
+    auto holder = std::make_shared<SharedMemory>(std::move(*m));
+    return KitBuffer{holder, static_cast<std::byte*>(holder->data())};
+  }
+};
+INSTANTIATE_TYPED_TEST_SUITE_P(Shm, TransportConformanceTest, ShmFactory);
+
+TEST(ShmTransportTest, RegistersOnlyWholeSharedMemory) {
+  auto t = ShmFactory::Make();
+  ASSERT_NE(t, nullptr);
+  std::vector<char> heap(4096);
+  EXPECT_EQ(t->RegisterMemory(heap.data(), heap.size(), MemoryLocation::HostDram()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto m = SharedMemory::Create(8192);
+  ASSERT_TRUE(m.ok());
+  // A sub-range would hand the peer an fd reaching past it: refused.
+  EXPECT_EQ(t->RegisterMemory(m->data(), 4096, MemoryLocation::HostDram()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(t->RegisterMemory(m->data(), 8192, MemoryLocation::HostDram()).ok());
+}
+
+TEST(ShmTransportTest, SegmentOutlivesTheOwnersSharedMemoryObject) {
+  auto owner = ShmFactory::Make();
+  auto requester = ShmFactory::Make();
+  SegmentId id;
+  {
+    auto m = SharedMemory::Create(4096);
+    ASSERT_TRUE(m.ok());
+    std::memset(m->data(), 0x5a, 4096);
+    auto seg = owner->RegisterMemory(m->data(), 4096, MemoryLocation::HostDram());
+    ASSERT_TRUE(seg.ok());
+    id = seg->id;
+  }  // unmapped here; the registered memfd keeps the bytes
+  auto remote = requester->OpenSegment(owner->LocalEndpoint(), id);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  char dst[16];
+  const TransferRequest r{OpCode::kRead, dst, remote->handle, 4000, 16};
+  auto b = requester->Submit({&r, 1});
+  ASSERT_TRUE(b.ok());
+  auto res = requester->Wait(*b, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(res.ok() && res->ok());
+  EXPECT_EQ(dst[15], 0x5a);
+}
+
+TEST(ShmTransportTest, NameInUseIsAClearError) {
+  ShmTransport::Options o;
+  o.socket_name = "@mooncake-shm-test-dup-" + std::to_string(::getpid());
+  auto a = ShmTransport::Create(o);
+  ASSERT_TRUE(a.ok());
+  auto b = ShmTransport::Create(o);
+  EXPECT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("in use"), std::string::npos) << b.status();
+}
+
+}  // namespace
+}  // namespace mooncake::transport

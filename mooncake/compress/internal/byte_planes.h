@@ -1,0 +1,86 @@
+// Byte-plane split and merge: element i's byte j <-> plane j's byte i.
+//
+// The 2-byte case (bf16/fp16, the hot one) uses SSE2, which every x86-64 CPU has, so it
+// is vectorized without -march flags; other targets and element sizes take a scalar loop
+// the compiler may vectorize on its own.
+#ifndef MOONCAKE_COMPRESS_INTERNAL_BYTE_PLANES_H_
+#define MOONCAKE_COMPRESS_INTERNAL_BYTE_PLANES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "mooncake/base/assert.h"
+
+namespace mooncake::compress_internal {
+
+// src holds n elements of `elem` bytes; planes[j] receives n bytes.
+inline void SplitPlanes(const uint8_t* src, size_t n, size_t elem, uint8_t* const* planes) {
+  MC_DASSERT(elem >= 1 && elem <= 8, "element size");
+  if (elem == 1) {
+    std::memcpy(planes[0], src, n);
+    return;
+  }
+  size_t i = 0;
+  if (elem == 2) {
+    uint8_t* lo = planes[0];
+    uint8_t* hi = planes[1];
+#if defined(__SSE2__)
+    const __m128i mask = _mm_set1_epi16(0x00FF);
+    for (; i + 16 <= n; i += 16) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i + 16));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + i),
+                       _mm_packus_epi16(_mm_and_si128(a, mask), _mm_and_si128(b, mask)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + i),
+                       _mm_packus_epi16(_mm_srli_epi16(a, 8), _mm_srli_epi16(b, 8)));
+    }
+#endif
+    for (; i < n; ++i) {
+      lo[i] = src[2 * i];
+      hi[i] = src[2 * i + 1];
+    }
+    return;
+  }
+  for (; i < n; ++i) {
+    for (size_t j = 0; j < elem; ++j) planes[j][i] = src[i * elem + j];
+  }
+}
+
+// The inverse of SplitPlanes: planes[j] holds n bytes; dst receives n elements.
+inline void MergePlanes(const uint8_t* const* planes, size_t n, size_t elem, uint8_t* dst) {
+  MC_DASSERT(elem >= 1 && elem <= 8, "element size");
+  if (elem == 1) {
+    std::memcpy(dst, planes[0], n);
+    return;
+  }
+  size_t i = 0;
+  if (elem == 2) {
+    const uint8_t* lo = planes[0];
+    const uint8_t* hi = planes[1];
+#if defined(__SSE2__)
+    for (; i + 16 <= n; i += 16) {
+      const __m128i l = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + i));
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(hi + i));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i), _mm_unpacklo_epi8(l, h));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i + 16), _mm_unpackhi_epi8(l, h));
+    }
+#endif
+    for (; i < n; ++i) {
+      dst[2 * i] = lo[i];
+      dst[2 * i + 1] = hi[i];
+    }
+    return;
+  }
+  for (; i < n; ++i) {
+    for (size_t j = 0; j < elem; ++j) dst[i * elem + j] = planes[j][i];
+  }
+}
+
+}  // namespace mooncake::compress_internal
+
+#endif  // MOONCAKE_COMPRESS_INTERNAL_BYTE_PLANES_H_

@@ -1,0 +1,436 @@
+// A small static Huffman coder for one byte plane: 4 interleaved LSB-first bit streams,
+// code lengths limited to 11 bits, decoded with a 2048-entry table that yields up to two
+// symbols per lookup. Built for the sign+exponent plane of bf16/fp16, where zstd's match
+// finder costs time and finds nothing the order-0 coder does not.
+//
+// Block layout (docs/frame_format.md, "Huffman block"):
+//   u8      max code length L (1..11)
+//   u8[32]  bitmap of present symbols (bit s%8 of byte s/8)
+//   u8[...] ceil(k/2) bytes: 4-bit code length of each present symbol, ascending symbol
+//           order, low nibble first (k = present symbols, k >= 2)
+//   u32[4]  byte size of each stream
+//   ...     the 4 streams; stream j codes symbols [j*q, min((j+1)*q, n)), q = ceil(n/4)
+// Codes are canonical (shorter first, then by symbol) and complete (Kraft sum exactly 1),
+// written least-significant bit first; each stream's last byte is zero-padded.
+#ifndef MOONCAKE_COMPRESS_INTERNAL_HUFFMAN_H_
+#define MOONCAKE_COMPRESS_INTERNAL_HUFFMAN_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "mooncake/base/assert.h"
+
+namespace mooncake::compress_internal {
+
+inline constexpr int kHuffMaxBits = 11;
+inline constexpr int kHuffStreams = 4;
+inline constexpr size_t kHuffTableSize = size_t{1} << kHuffMaxBits;
+inline constexpr size_t kHuffStreamTableBytes = 4 * kHuffStreams;
+
+inline uint64_t LoadLE64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// Segment j of n symbols split over the streams.
+inline size_t SegmentBegin(size_t n, int j) {
+  return std::min(n, static_cast<size_t>(j) * ((n + kHuffStreams - 1) / kHuffStreams));
+}
+
+// Computes complete, length-limited Huffman code lengths for the symbols with freq > 0.
+// REQUIRES: at least two symbols have freq > 0.
+inline void BuildCodeLengths(const uint64_t (&freq)[256], uint8_t (&len)[256]) {
+  uint16_t sym[256];
+  int k = 0;
+  for (int s = 0; s < 256; ++s) {
+    len[s] = 0;
+    if (freq[s] != 0) sym[k++] = static_cast<uint16_t>(s);
+  }
+  MC_ASSERT(k >= 2, "Huffman needs two symbols");
+  std::sort(sym, sym + k,
+            [&](uint16_t a, uint16_t b) { return freq[a] != freq[b] ? freq[a] < freq[b] : a < b; });
+  // Two-queue Huffman: leaves 0..k-1 ascending, internal nodes k..2k-2 made in
+  // ascending weight order, so the two smallest are always at a queue head.
+  uint64_t weight[511];
+  uint16_t parent[511];
+  for (int i = 0; i < k; ++i) weight[i] = freq[sym[i]];
+  int leaf = 0, inner = k;
+  for (int node = k; node < 2 * k - 1; ++node) {
+    uint64_t w = 0;
+    for (int pick = 0; pick < 2; ++pick) {
+      const bool take_leaf = leaf < k && (inner >= node || weight[leaf] <= weight[inner]);
+      const int child = take_leaf ? leaf++ : inner++;
+      w += weight[child];
+      parent[child] = static_cast<uint16_t>(node);
+    }
+    weight[node] = w;
+  }
+  uint8_t depth[511];
+  depth[2 * k - 2] = 0;
+  for (int node = 2 * k - 3; node >= 0; --node) depth[node] = depth[parent[node]] + 1;
+  // Clamp to kHuffMaxBits, then restore the Kraft sum (units of 2^-kHuffMaxBits) to
+  // exactly 2^kHuffMaxBits: lengthen the rarest symbols while over, then shorten the
+  // rarest of the longest while under (every term is a multiple of the longest's unit,
+  // so this lands exactly).
+  const int64_t target = int64_t{1} << kHuffMaxBits;
+  int64_t kraft = 0;
+  for (int i = 0; i < k; ++i) {
+    len[sym[i]] = static_cast<uint8_t>(std::min<int>(depth[i], kHuffMaxBits));
+    kraft += int64_t{1} << (kHuffMaxBits - len[sym[i]]);
+  }
+  while (kraft > target) {
+    for (int i = 0; i < k && kraft > target; ++i) {
+      uint8_t& l = len[sym[i]];
+      if (l < kHuffMaxBits) {
+        ++l;
+        kraft -= int64_t{1} << (kHuffMaxBits - l);
+      }
+    }
+  }
+  while (kraft < target) {
+    int best = -1;
+    for (int i = 0; i < k; ++i) {
+      if (best < 0 || len[sym[i]] > len[sym[best]]) best = i;
+    }
+    kraft += int64_t{1} << (kHuffMaxBits - len[sym[best]]);
+    --len[sym[best]];
+  }
+  MC_DASSERT(kraft == target, "code must be complete");
+}
+
+// Canonical codes, bit-reversed for LSB-first streams. Returns false if the lengths do
+// not form a complete code of at most kHuffMaxBits bits.
+inline bool CanonicalCodes(const uint8_t (&len)[256], uint16_t (&code)[256]) {
+  uint32_t count[kHuffMaxBits + 1] = {};
+  int64_t kraft = 0;
+  for (int s = 0; s < 256; ++s) {
+    if (len[s] > kHuffMaxBits) return false;
+    ++count[len[s]];
+    if (len[s] != 0) kraft += int64_t{1} << (kHuffMaxBits - len[s]);
+  }
+  if (kraft != (int64_t{1} << kHuffMaxBits)) return false;
+  uint32_t next[kHuffMaxBits + 1] = {};
+  count[0] = 0;
+  for (int l = 1; l <= kHuffMaxBits; ++l) {
+    uint32_t c = 0;
+    for (int l2 = 1; l2 < l; ++l2) c = (c + count[l2]) << 1;
+    next[l] = c;
+  }
+  for (int s = 0; s < 256; ++s) {
+    if (len[s] == 0) continue;
+    const uint32_t c = next[len[s]]++;
+    uint32_t rev = 0;
+    for (int b = 0; b < len[s]; ++b) rev |= ((c >> b) & 1u) << (len[s] - 1 - b);
+    code[s] = static_cast<uint16_t>(rev);
+  }
+  return true;
+}
+
+// Plans and writes Huffman blocks. Reusable; not thread-safe.
+class HuffmanEncoder {
+ public:
+  // Counts `data` and builds the code. Returns the exact block size, or 0 when the data
+  // has fewer than two distinct symbols (code it some other way).
+  size_t Plan(const uint8_t* data, size_t n) {
+    std::memset(counts_, 0, sizeof(counts_));
+    n_ = n;
+    size_t begin[kHuffStreams + 1];
+    for (int j = 0; j <= kHuffStreams; ++j) begin[j] = SegmentBegin(n, j);
+    const size_t common = begin[4] - begin[3];  // the last segment is the shortest
+    for (size_t i = 0; i < common; ++i) {
+      ++counts_[0][data[begin[0] + i]];
+      ++counts_[1][data[begin[1] + i]];
+      ++counts_[2][data[begin[2] + i]];
+      ++counts_[3][data[begin[3] + i]];
+    }
+    for (int j = 0; j < 3; ++j) {
+      for (size_t i = begin[j] + common; i < begin[j + 1]; ++i) ++counts_[j][data[i]];
+    }
+    uint64_t freq[256];
+    int present = 0;
+    for (int s = 0; s < 256; ++s) {
+      freq[s] = uint64_t{counts_[0][s]} + counts_[1][s] + counts_[2][s] + counts_[3][s];
+      present += freq[s] != 0;
+    }
+    if (present < 2) return 0;
+    BuildCodeLengths(freq, len_);
+    const bool ok = CanonicalCodes(len_, code_);
+    MC_ASSERT(ok, "built an invalid code");
+    size_t bytes = 1 + 32 + (present + 1) / 2 + kHuffStreamTableBytes;
+    for (int j = 0; j < kHuffStreams; ++j) {
+      uint64_t bits = 0;
+      for (int s = 0; s < 256; ++s) bits += uint64_t{counts_[j][s]} * len_[s];
+      stream_bytes_[j] = (bits + 7) / 8;
+      bytes += stream_bytes_[j];
+    }
+    for (int s = 0; s < 256; ++s) enc_[s] = code_[s] | (uint32_t{len_[s]} << 16);
+    return bytes;
+  }
+
+  // Writes the block Plan() sized. REQUIRES: same data; out has Plan()'s bytes.
+  void Write(const uint8_t* data, uint8_t* out) {
+    const uint8_t* const out_begin = out;
+    uint8_t max_len = 0;
+    uint8_t bitmap[32] = {};
+    for (int s = 0; s < 256; ++s) {
+      max_len = std::max(max_len, len_[s]);
+      if (len_[s] != 0) bitmap[s / 8] |= static_cast<uint8_t>(1u << (s % 8));
+    }
+    *out++ = max_len;
+    std::memcpy(out, bitmap, 32);
+    out += 32;
+    int nibble = 0;
+    for (int s = 0; s < 256; ++s) {
+      if (len_[s] == 0) continue;
+      if (nibble++ % 2 == 0) {
+        *out = len_[s];
+      } else {
+        *out++ |= static_cast<uint8_t>(len_[s] << 4);
+      }
+    }
+    if (nibble % 2 == 1) ++out;
+    for (int j = 0; j < kHuffStreams; ++j) {
+      const uint32_t b = static_cast<uint32_t>(stream_bytes_[j]);
+      std::memcpy(out + 4 * j, &b, 4);
+    }
+    out += kHuffStreamTableBytes;
+    EncodeStreams(data, out);
+    MC_DASSERT(out - out_begin > 0, "block written");
+  }
+
+ private:
+  struct Writer {
+    uint64_t bits = 0;
+    uint32_t count = 0;
+    uint8_t* out = nullptr;
+  };
+
+  static inline void Put(Writer& w, uint32_t e) {
+    w.bits |= uint64_t{e & 0xFFFF} << w.count;
+    w.count += e >> 16;
+  }
+  static inline void Flush(Writer& w) {
+    std::memcpy(w.out, &w.bits, 8);
+    w.out += w.count >> 3;
+    w.bits >>= w.count & 56;
+    w.count &= 7;
+  }
+
+  void EncodeStreams(const uint8_t* data, uint8_t* out) {
+    size_t begin[kHuffStreams + 1];
+    for (int j = 0; j <= kHuffStreams; ++j) begin[j] = SegmentBegin(n_, j);
+    Writer w[kHuffStreams];
+    for (int j = 0; j < kHuffStreams; ++j) {
+      scratch_[j].resize(stream_bytes_[j] + 16);
+      w[j].out = scratch_[j].data();
+    }
+    const size_t common = begin[4] - begin[3];
+    const uint8_t* s0 = data + begin[0];
+    const uint8_t* s1 = data + begin[1];
+    const uint8_t* s2 = data + begin[2];
+    const uint8_t* s3 = data + begin[3];
+    size_t i = 0;
+    // 4 symbols of <= 11 bits plus <= 7 pending bits fit the 64-bit accumulator.
+    for (; i + 4 <= common; i += 4) {
+      for (size_t u = 0; u < 4; ++u) {
+        Put(w[0], enc_[s0[i + u]]);
+        Put(w[1], enc_[s1[i + u]]);
+        Put(w[2], enc_[s2[i + u]]);
+        Put(w[3], enc_[s3[i + u]]);
+      }
+      Flush(w[0]);
+      Flush(w[1]);
+      Flush(w[2]);
+      Flush(w[3]);
+    }
+    for (int j = 0; j < kHuffStreams; ++j) {
+      for (size_t p = begin[j] + i; p < begin[j + 1]; ++p) {
+        Put(w[j], enc_[data[p]]);
+        Flush(w[j]);
+      }
+      Flush(w[j]);
+      const size_t written = static_cast<size_t>(w[j].out - scratch_[j].data()) + (w[j].count != 0);
+      MC_ASSERT(written == stream_bytes_[j], "stream size differs from plan");
+      std::memcpy(out, scratch_[j].data(), written);
+      out += written;
+    }
+  }
+
+  uint32_t counts_[kHuffStreams][256];
+  uint8_t len_[256];
+  uint16_t code_[256];
+  uint32_t enc_[256];
+  size_t stream_bytes_[kHuffStreams] = {};
+  size_t n_ = 0;
+  std::vector<uint8_t> scratch_[kHuffStreams];
+};
+
+// Decodes Huffman blocks. Reusable (keeps the last tables and skips the rebuild when
+// the next block has the same code); not thread-safe.
+class HuffmanDecoder {
+ public:
+  // Decodes n symbols into out from the block at data[0, size). Bytes [size, readable)
+  // may be loaded but are not interpreted. On success *block_bytes = the block's size.
+  absl::Status Decode(const uint8_t* data, size_t size, size_t readable, uint8_t* out, size_t n,
+                      size_t* block_bytes) {
+    MC_DASSERT(readable >= size, "readable covers the block");
+    size_t pos = 0;
+    if (absl::Status s = ReadTable(data, size, &pos); !s.ok()) return s;
+    if (size - pos < kHuffStreamTableBytes) return Corrupt("stream sizes truncated");
+    size_t start[kHuffStreams + 1];
+    start[0] = pos + kHuffStreamTableBytes;
+    for (int j = 0; j < kHuffStreams; ++j) {
+      uint32_t b;
+      std::memcpy(&b, data + pos + 4 * j, 4);
+      start[j + 1] = start[j] + b;
+      if (start[j + 1] > size) return Corrupt("stream runs past the block");
+    }
+    *block_bytes = start[kHuffStreams];
+    return DecodeStreams(data, start, readable, out, n);
+  }
+
+ private:
+  struct Stream {
+    size_t off;
+    uint64_t buf;
+    uint32_t count;
+    uint8_t* out;
+    uint8_t* out_end;
+  };
+
+  static absl::Status Corrupt(const char* what) {
+    return absl::DataLossError(absl::StrCat("corrupt Huffman block: ", what));
+  }
+
+  absl::Status ReadTable(const uint8_t* data, size_t size, size_t* pos) {
+    if (size < 33) return Corrupt("header truncated");
+    const uint8_t max_len = data[0];
+    uint8_t len[256] = {};
+    int present = 0;
+    for (int s = 0; s < 256; ++s) present += (data[1 + s / 8] >> (s % 8)) & 1;
+    if (present < 2) return Corrupt("fewer than two symbols");
+    const size_t nibble_bytes = static_cast<size_t>(present + 1) / 2;
+    if (size < 33 + nibble_bytes) return Corrupt("code lengths truncated");
+    int idx = 0;
+    uint8_t seen_max = 0;
+    for (int s = 0; s < 256; ++s) {
+      if (((data[1 + s / 8] >> (s % 8)) & 1) == 0) continue;
+      const uint8_t b = data[33 + idx / 2];
+      len[s] = (idx % 2 == 0) ? (b & 15) : (b >> 4);
+      ++idx;
+      if (len[s] == 0) return Corrupt("present symbol with zero length");
+      seen_max = std::max(seen_max, len[s]);
+    }
+    if (seen_max != max_len) return Corrupt("max code length disagrees with the lengths");
+    *pos = 33 + nibble_bytes;
+    if (have_tables_ && std::memcmp(len, len_, sizeof(len)) == 0) return absl::OkStatus();
+    uint16_t code[256];
+    if (!CanonicalCodes(len, code)) return Corrupt("code lengths do not form a complete code");
+    std::memcpy(len_, len, sizeof(len));
+    BuildTables(code);
+    have_tables_ = true;
+    return absl::OkStatus();
+  }
+
+  void BuildTables(const uint16_t (&code)[256]) {
+    for (int s = 0; s < 256; ++s) {
+      if (len_[s] == 0) continue;
+      for (uint32_t fill = code[s]; fill < kHuffTableSize; fill += 1u << len_[s]) {
+        single_[fill] = static_cast<uint16_t>(s | (len_[s] << 8));
+      }
+    }
+    for (uint32_t i = 0; i < kHuffTableSize; ++i) {
+      const uint32_t e1 = single_[i];
+      const uint32_t l1 = e1 >> 8;
+      const uint32_t e2 = single_[i >> l1];
+      const uint32_t l2 = e2 >> 8;
+      double_[i] = (l1 + l2 <= kHuffMaxBits)
+                       ? (e1 & 0xFF) | ((e2 & 0xFF) << 8) | ((l1 + l2) << 16) | (2u << 24)
+                       : (e1 & 0xFF) | (l1 << 16) | (1u << 24);
+    }
+  }
+
+  static inline void Refill(Stream& s, const uint8_t* data) {
+    s.buf |= LoadLE64(data + s.off) << s.count;
+    s.off += (63 - s.count) >> 3;
+    s.count |= 56;
+  }
+
+  static inline void SafeRefill(Stream& s, const uint8_t* data, size_t readable) {
+    if (s.off + 8 <= readable) return Refill(s, data);
+    uint64_t v = 0;
+    if (s.off < readable) std::memcpy(&v, data + s.off, readable - s.off);
+    s.buf |= v << s.count;
+    s.off += (63 - s.count) >> 3;
+    s.count |= 56;
+  }
+
+  inline void Step2(Stream& s) const {
+    const uint32_t e = double_[s.buf & (kHuffTableSize - 1)];
+    const uint16_t two = static_cast<uint16_t>(e);
+    std::memcpy(s.out, &two, 2);
+    s.out += e >> 24;
+    const uint32_t l = (e >> 16) & 0xFF;
+    s.buf >>= l;
+    s.count -= l;
+  }
+
+  static inline bool Roomy(const Stream& s, size_t readable) {
+    // 5 lookups of up to 2 symbols, plus the spare byte a 2-byte store may touch.
+    return s.off + 8 <= readable && s.out_end - s.out >= 11;
+  }
+
+  absl::Status DecodeStreams(const uint8_t* data, const size_t (&start)[kHuffStreams + 1],
+                             size_t readable, uint8_t* out, size_t n) {
+    Stream st[kHuffStreams];
+    for (int j = 0; j < kHuffStreams; ++j) {
+      st[j] = Stream{start[j], 0, 0, out + SegmentBegin(n, j), out + SegmentBegin(n, j + 1)};
+    }
+    Stream s0 = st[0], s1 = st[1], s2 = st[2], s3 = st[3];
+    while (Roomy(s0, readable) && Roomy(s1, readable) && Roomy(s2, readable) &&
+           Roomy(s3, readable)) {
+      Refill(s0, data);
+      Refill(s1, data);
+      Refill(s2, data);
+      Refill(s3, data);
+      for (int r = 0; r < 5; ++r) {  // 5 x 11 bits <= the 56 a refill guarantees
+        Step2(s0);
+        Step2(s1);
+        Step2(s2);
+        Step2(s3);
+      }
+    }
+    st[0] = s0, st[1] = s1, st[2] = s2, st[3] = s3;
+    for (int j = 0; j < kHuffStreams; ++j) {
+      Stream& s = st[j];
+      while (s.out < s.out_end) {
+        if (s.count < kHuffMaxBits) SafeRefill(s, data, readable);
+        const uint32_t e = single_[s.buf & (kHuffTableSize - 1)];
+        *s.out++ = static_cast<uint8_t>(e);
+        s.buf >>= e >> 8;
+        s.count -= e >> 8;
+      }
+      const size_t consumed_bits = (s.off - start[j]) * 8 - s.count;
+      if ((consumed_bits + 7) / 8 != start[j + 1] - start[j]) {
+        return Corrupt("a stream's size does not match the symbols it codes");
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  uint8_t len_[256] = {};
+  bool have_tables_ = false;
+  uint16_t single_[kHuffTableSize];
+  uint32_t double_[kHuffTableSize];
+};
+
+}  // namespace mooncake::compress_internal
+
+#endif  // MOONCAKE_COMPRESS_INTERNAL_HUFFMAN_H_

@@ -1,0 +1,108 @@
+#include "mooncake/compress/internal/huffman.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "mooncake/compress/kv_data_testing.h"
+
+namespace mooncake::compress_internal {
+namespace {
+
+std::vector<uint8_t> Decode(HuffmanDecoder& dec, const std::vector<uint8_t>& block, size_t n,
+                            absl::Status* status) {
+  std::vector<uint8_t> out(n);
+  size_t used = 0;
+  *status = dec.Decode(block.data(), block.size(), block.size(), out.data(), n, &used);
+  if (status->ok() && used != block.size()) *status = absl::DataLossError("size");
+  return out;
+}
+
+std::vector<uint8_t> Encode(HuffmanEncoder& enc, const std::vector<uint8_t>& data) {
+  const size_t size = enc.Plan(data.data(), data.size());
+  std::vector<uint8_t> block(size);
+  if (size != 0) enc.Write(data.data(), block.data());
+  return block;
+}
+
+TEST(HuffmanTest, RoundTripsSkewedAndUniformDataOfManySizes) {
+  HuffmanEncoder enc;
+  HuffmanDecoder dec;
+  compress::TestRng rng(1);
+  for (size_t n : {2, 3, 4, 5, 11, 12, 13, 40, 41, 100, 1000, 4097, 65536}) {
+    for (int skew = 0; skew < 4; ++skew) {
+      std::vector<uint8_t> data(n);
+      for (auto& b : data) {
+        const uint64_t r = rng.Next();
+        b = skew == 0 ? static_cast<uint8_t>(r) : static_cast<uint8_t>((r % 64) >> (2 * skew));
+      }
+      data[0] = 0, data[1] = 1;  // at least two symbols
+      const std::vector<uint8_t> block = Encode(enc, data);
+      ASSERT_FALSE(block.empty());
+      absl::Status s;
+      EXPECT_EQ(Decode(dec, block, n, &s), data) << "n " << n << " skew " << skew;
+      ASSERT_TRUE(s.ok()) << s;
+    }
+  }
+}
+
+TEST(HuffmanTest, FibonacciFrequenciesAreLengthLimited) {
+  uint64_t freq[256] = {};
+  uint64_t a = 1, b = 1;
+  for (int s = 0; s < 30; ++s) {
+    freq[s] = a;
+    const uint64_t c = a + b;
+    a = b, b = c;
+  }
+  uint8_t len[256];
+  BuildCodeLengths(freq, len);
+  uint16_t code[256];
+  EXPECT_TRUE(CanonicalCodes(len, code));
+  for (int s = 0; s < 30; ++s) EXPECT_LE(len[s], kHuffMaxBits);
+  EXPECT_EQ(len[29], 1);  // the dominant symbol keeps a 1-bit code
+}
+
+TEST(HuffmanTest, SingleSymbolIsNotCoded) {
+  HuffmanEncoder enc;
+  std::vector<uint8_t> data(100, 7);
+  EXPECT_EQ(enc.Plan(data.data(), data.size()), 0u);
+}
+
+TEST(HuffmanTest, RejectsIncompleteCodesAndBadStreamSizes) {
+  HuffmanEncoder enc;
+  HuffmanDecoder dec;
+  std::vector<uint8_t> data(1000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i % 5);
+  const std::vector<uint8_t> block = Encode(enc, data);
+  absl::Status s;
+  std::vector<uint8_t> bad = block;
+  bad[33] = static_cast<uint8_t>((bad[33] & 0xF0) | 0x0B);  // lengthen a code: incomplete
+  Decode(dec, bad, data.size(), &s);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  bad = block;
+  const size_t sizes_at = 33 + 3;  // 5 symbols -> 3 nibble bytes
+  bad[sizes_at] += 1;              // stream 0 one byte longer: the others shift
+  Decode(dec, bad, data.size(), &s);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  bad = block;
+  bad.resize(bad.size() - 1);
+  Decode(dec, bad, data.size(), &s);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(HuffmanTest, TablesAreReusedOnlyForTheSameCode) {
+  HuffmanEncoder enc;
+  HuffmanDecoder dec;
+  std::vector<uint8_t> a(5000), b(5000);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<uint8_t>(i % 3);
+    b[i] = static_cast<uint8_t>((i * 7) % 11);
+  }
+  for (const auto* d : {&a, &b, &a, &a}) {
+    absl::Status s;
+    EXPECT_EQ(Decode(dec, Encode(enc, *d), d->size(), &s), *d);
+    EXPECT_TRUE(s.ok());
+  }
+}
+
+}  // namespace
+}  // namespace mooncake::compress_internal

@@ -76,10 +76,9 @@ class DrrScheduler {
     uint64_t max_weight = 1;
     for (uint32_t w : options.weights) max_weight = std::max<uint64_t>(max_weight, w);
     if (options.quantum_bytes < 1 || options.quantum_bytes > kMaxClassQuantumBytes / max_weight) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("quantum_bytes is ", options.quantum_bytes, " with a largest weight of ",
-                       max_weight, "; need 1 <= quantum_bytes * weight <= ",
-                       kMaxClassQuantumBytes));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "quantum_bytes is ", options.quantum_bytes, " with a largest weight of ", max_weight,
+          "; need 1 <= quantum_bytes * weight <= ", kMaxClassQuantumBytes));
     }
     return absl::OkStatus();
   }

@@ -36,11 +36,9 @@ struct Item {
 
 // Keeps every class backlogged and returns each class's share of popped bytes
 // at every checkpoint.
-std::vector<std::vector<double>> BacklogShares(const std::vector<uint32_t>& weights,
-                                               uint64_t quantum_bytes,
-                                               const std::vector<std::pair<uint64_t, uint64_t>>&
-                                                   cost_ranges,
-                                               int pops, int checkpoint_every) {
+std::vector<std::vector<double>> BacklogShares(
+    const std::vector<uint32_t>& weights, uint64_t quantum_bytes,
+    const std::vector<std::pair<uint64_t, uint64_t>>& cost_ranges, int pops, int checkpoint_every) {
   const size_t n = weights.size();
   DrrScheduler<Item> s({SchedulerLimits{n, 64 * n}, weights, quantum_bytes});
   std::mt19937_64 rng(3);
@@ -81,8 +79,7 @@ void ExpectSharesNearWeights(const std::vector<uint32_t>& weights,
   for (size_t k = 0; k < shares.size(); ++k) {
     for (size_t c = 0; c < weights.size(); ++c) {
       const double want = weights[c] / weight_sum;
-      EXPECT_NEAR(shares[k][c], want, tolerance * want)
-          << "class " << c << " at checkpoint " << k;
+      EXPECT_NEAR(shares[k][c], want, tolerance * want) << "class " << c << " at checkpoint " << k;
     }
   }
 }
@@ -133,8 +130,8 @@ TEST(DrrSchedulerTest, AClassThatEmptiesCannotBankCredit) {
 // model must pop exactly the same sequence.
 class ReferenceDrr {
  public:
-  ReferenceDrr(std::vector<uint64_t> quantum) : quantum_(quantum), queues_(quantum.size()),
-                                                deficit_(quantum.size(), 0) {}
+  ReferenceDrr(std::vector<uint64_t> quantum)
+      : quantum_(quantum), queues_(quantum.size()), deficit_(quantum.size(), 0) {}
   void Push(Item item) {
     if (queues_[item.cls].empty()) active_.push_back(item.cls);
     queues_[item.cls].push_back(item);

@@ -65,8 +65,8 @@ struct ClassStats {
 
 // Bounds shared by every model's options.
 struct SchedulerLimits {
-  size_t class_count = 1;          // in [1, kMaxClasses]
-  size_t capacity_items = 1024;    // in [1, kMaxCapacityItems]
+  size_t class_count = 1;                       // in [1, kMaxClasses]
+  size_t capacity_items = 1024;                 // in [1, kMaxCapacityItems]
   uint64_t capacity_bytes = uint64_t{1} << 62;  // total cost queued; in [1, kMaxCapacityBytes]
 };
 
@@ -78,21 +78,20 @@ inline constexpr uint64_t kMaxCapacityBytes = uint64_t{1} << 62;
 // --- The concept, one requirement per line. --------------------------------
 
 template <typename S>
-concept Scheduler =
-    std::movable<typename S::Item> &&
+concept Scheduler = std::movable<typename S::Item> &&
     requires(S& s, const S& cs, typename S::Item&& item, ClassId cls, uint64_t cost_bytes) {
-      // O(1) amortized (O(1) after the per-class buffers reached their size).
-      // On kFull `item` is left untouched.
-      { s.Push(std::move(item), cls, cost_bytes) } -> std::same_as<PushResult>;
-      // O(1) for FIFO and DRR; O(ClassCount()) for strict priority with aging.
-      { s.Pop() } -> std::same_as<std::optional<typename S::Item>>;
-      // O(1). Items queued now.
-      { cs.Size() } -> std::same_as<size_t>;
-      // O(1). The number of classes, fixed at construction.
-      { cs.ClassCount() } -> std::same_as<size_t>;
-      // O(1). REQUIRES: cls < ClassCount().
-      { cs.Stats(cls) } -> std::same_as<ClassStats>;
-    };
+  // O(1) amortized (O(1) after the per-class buffers reached their size).
+  // On kFull `item` is left untouched.
+  { s.Push(std::move(item), cls, cost_bytes) } -> std::same_as<PushResult>;
+  // O(1) for FIFO and DRR; O(ClassCount()) for strict priority with aging.
+  { s.Pop() } -> std::same_as<std::optional<typename S::Item>>;
+  // O(1). Items queued now.
+  { cs.Size() } -> std::same_as<size_t>;
+  // O(1). The number of classes, fixed at construction.
+  { cs.ClassCount() } -> std::same_as<size_t>;
+  // O(1). REQUIRES: cls < ClassCount().
+  { cs.Stats(cls) } -> std::same_as<ClassStats>;
+};
 
 }  // namespace mooncake::qos
 

@@ -88,8 +88,8 @@ TYPED_TEST_P(SchedulerConformanceTest, EmptyPopsNothing) {
 }
 
 TYPED_TEST_P(SchedulerConformanceTest, RefusesPastCapacityItemsAndLeavesTheItem) {
-  auto s = TypeParam::template Make<std::unique_ptr<int>>(
-      scheduler_testing_internal::KitLimits(2, 5));
+  auto s =
+      TypeParam::template Make<std::unique_ptr<int>>(scheduler_testing_internal::KitLimits(2, 5));
   for (int i = 0; i < 5; ++i) {
     ASSERT_EQ(s->Push(std::make_unique<int>(i), static_cast<ClassId>(i % 2), 1),
               PushResult::kAccepted);

@@ -122,8 +122,7 @@ class StrictPriorityScheduler {
       const int64_t waited_ns = now_ns > enqueue_ns ? now_ns - enqueue_ns : 0;
       const uint64_t promoted = static_cast<uint64_t>(waited_ns / aging_ns_);
       const uint64_t level = promoted >= c ? 0 : c - promoted;
-      if (!have || level < best_level ||
-          (level == best_level && enqueue_ns < best_enqueue_ns)) {
+      if (!have || level < best_level || (level == best_level && enqueue_ns < best_enqueue_ns)) {
         best = c;
         best_level = level;
         best_enqueue_ns = enqueue_ns;

@@ -108,9 +108,8 @@ TEST(StrictPriorityTest, AgingServesExactlyTheDocumentedHead) {
     for (size_t c = 0; c < kClasses; ++c) {
       if (oracle[c].empty()) continue;
       if (first_nonempty < 0) first_nonempty = static_cast<int>(c);
-      const int64_t level =
-          std::max<int64_t>(0, static_cast<int64_t>(c) -
-                                   (clock.NowNs() - oracle[c].front()) / kAgingNs);
+      const int64_t level = std::max<int64_t>(
+          0, static_cast<int64_t>(c) - (clock.NowNs() - oracle[c].front()) / kAgingNs);
       if (best < 0 || level < best_level ||
           (level == best_level && oracle[c].front() < oracle[best].front())) {
         best = static_cast<int>(c);

@@ -93,8 +93,8 @@ class TenantQuota {
       }
     }
     if (!options_.default_capacity_bytes.has_value()) {
-      return absl::NotFoundError(absl::StrCat("tenant '", AbslView(tenant),
-                                              "' has no quota; call SetCapacity first"));
+      return absl::NotFoundError(
+          absl::StrCat("tenant '", AbslView(tenant), "' has no quota; call SetCapacity first"));
     }
     absl::MutexLock lock(&mu_);
     auto it = tenants_.find(AbslView(tenant));
@@ -171,9 +171,8 @@ class TenantQuota {
 
   static absl::Status ValidateName(std::string_view tenant) {
     if (tenant.empty() || tenant.size() > kMaxTenantNameBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("tenant name has ", tenant.size(),
-                                                     " bytes; it must have 1 to ",
-                                                     kMaxTenantNameBytes));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tenant name has ", tenant.size(), " bytes; it must have 1 to ", kMaxTenantNameBytes));
     }
     return absl::OkStatus();
   }
@@ -198,10 +197,10 @@ class TenantQuota {
     do {
       if (bytes > capacity || used > capacity - bytes) {
         a.refused.fetch_add(1, std::memory_order_relaxed);
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "tenant '", AbslView(tenant), "' over quota: admitting ", bytes, " bytes with ", used,
-            " in use would exceed its capacity of ", capacity, " bytes (",
-            used < capacity ? capacity - used : 0, " free)"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("tenant '", AbslView(tenant), "' over quota: admitting ", bytes,
+                         " bytes with ", used, " in use would exceed its capacity of ", capacity,
+                         " bytes (", used < capacity ? capacity - used : 0, " free)"));
       }
     } while (!a.used_bytes.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
     a.admitted.fetch_add(1, std::memory_order_relaxed);

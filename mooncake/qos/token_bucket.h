@@ -114,13 +114,13 @@ class TokenBucket {
 
   static absl::Status ValidateDimension(const char* what, uint64_t rate, uint64_t burst) {
     if (rate > kMaxRatePerSec) {
-      return absl::InvalidArgumentError(absl::StrCat(what, "_per_sec is ", rate,
-                                                     "; the most is ", kMaxRatePerSec));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "_per_sec is ", rate, "; the most is ", kMaxRatePerSec));
     }
     if (rate > 0 && (burst < 1 || burst > kMaxBurst)) {
-      return absl::InvalidArgumentError(absl::StrCat("burst_", what, " is ", burst, " with ",
-                                                     what, "_per_sec ", rate,
-                                                     "; it must be in [1, ", kMaxBurst, "]"));
+      return absl::InvalidArgumentError(absl::StrCat("burst_", what, " is ", burst, " with ", what,
+                                                     "_per_sec ", rate, "; it must be in [1, ",
+                                                     kMaxBurst, "]"));
     }
     return absl::OkStatus();
   }
@@ -184,9 +184,7 @@ class TokenBucket {
       return wait > std::numeric_limits<int64_t>::max() ? std::numeric_limits<int64_t>::max()
                                                         : static_cast<int64_t>(wait);
     }
-    int64_t Available() const {
-      return rate == 0 ? std::numeric_limits<int64_t>::max() : tokens;
-    }
+    int64_t Available() const { return rate == 0 ? std::numeric_limits<int64_t>::max() : tokens; }
   };
 
   void RefillLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

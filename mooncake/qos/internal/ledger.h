@@ -26,13 +26,13 @@ inline absl::Status ValidateLimits(const qos::SchedulerLimits& limits) {
   }
   if (limits.capacity_items < 1 || limits.capacity_items > qos::kMaxCapacityItems) {
     return absl::InvalidArgumentError(absl::StrCat("capacity_items is ", limits.capacity_items,
-                                                   "; it must be in [1, ",
-                                                   qos::kMaxCapacityItems, "]"));
+                                                   "; it must be in [1, ", qos::kMaxCapacityItems,
+                                                   "]"));
   }
   if (limits.capacity_bytes < 1 || limits.capacity_bytes > qos::kMaxCapacityBytes) {
     return absl::InvalidArgumentError(absl::StrCat("capacity_bytes is ", limits.capacity_bytes,
-                                                   "; it must be in [1, ",
-                                                   qos::kMaxCapacityBytes, "]"));
+                                                   "; it must be in [1, ", qos::kMaxCapacityBytes,
+                                                   "]"));
   }
   return absl::OkStatus();
 }

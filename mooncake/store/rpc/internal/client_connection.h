@@ -1,0 +1,371 @@
+// One client TCP connection: many calls in flight, matched by request id.
+//
+// Threads: callers (any number) register a pending call, append its frame to
+// the output buffer and write what the socket takes without blocking. One I/O
+// thread per connection polls the socket and an eventfd; it reads responses
+// and completes their calls, writes leftover output on POLLOUT, and fails
+// calls whose deadline passed (DEADLINE_EXCEEDED) from a min-heap of
+// deadlines. On EOF, a socket error or a malformed frame the connection is
+// broken: every pending call fails with UNAVAILABLE, and so does every later
+// call (TcpChannel then reconnects).
+//
+// Exactly once: a call is completed only by whoever erases it from pending_
+// under mu_ (response, deadline, break, destruction), outside the lock.
+//
+// Invariants: every pending call has a heap entry with its deadline (the heap
+// may also hold stale entries of finished calls; it is rebuilt when stale
+// entries outnumber live ones); broken_ => pending_ is empty.
+#ifndef MOONCAKE_STORE_RPC_INTERNAL_CLIENT_CONNECTION_H_
+#define MOONCAKE_STORE_RPC_INTERNAL_CLIENT_CONNECTION_H_
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/store/rpc/channel.h"
+#include "mooncake/store/rpc/frame.h"
+#include "mooncake/store/rpc/internal/method_metrics.h"
+#include "mooncake/store/rpc/internal/socket.h"
+
+namespace mooncake::rpc_internal {
+
+struct ClientConnectionLimits {
+  uint32_t max_payload_bytes = rpc::kDefaultMaxPayloadBytes;
+  size_t max_pending_calls = 65536;
+};
+
+class ClientConnection {
+ public:
+  ClientConnection(UniqueFd fd, std::string address, ClientConnectionLimits limits,
+                   MetricsTable* metrics)
+      : address_(std::move(address)),
+        limits_(limits),
+        metrics_(metrics),
+        decoder_(limits.max_payload_bytes),
+        fd_(std::move(fd)) {
+    MC_ASSERT(fd_.valid() && metrics_ != nullptr, "connection needs a socket and metrics");
+    thread_ = std::thread([this] { Run(); });
+  }
+  ClientConnection(const ClientConnection&) = delete;
+  ClientConnection& operator=(const ClientConnection&) = delete;
+
+  // Fails what is still pending with CANCELLED. Must not run on the I/O
+  // thread (TcpChannel never lets it).
+  ~ClientConnection() {
+    MC_ASSERT(std::this_thread::get_id() != thread_.get_id(),
+              "a client connection destroyed from its own callback");
+    stop_.store(true, std::memory_order_release);
+    wake_.Notify();
+    thread_.join();
+    BreakWith(absl::CancelledError(absl::StrCat("channel to ", address_, " closed")));
+  }
+
+  // Thread-safe. REQUIRES: deadline_ns > now, request.size() <= limit.
+  void Call(uint16_t method_id, std::string_view method_name, std::string_view request,
+            int64_t timeout_ns, rpc::RawDone done) {
+    MC_DASSERT(request.size() <= limits_.max_payload_bytes, "caller checks the size");
+    MethodMetrics* m = metrics_->ForMethod(method_id, method_name);
+    const int64_t start_ns = MonotonicClock::Get().NowNs();
+    const int64_t deadline_ns = start_ns + timeout_ns;
+    const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
+    bool wake = false;
+    absl::Status refuse;
+    {
+      absl::MutexLock lock(&mu_);
+      if (broken_) {
+        refuse = broken_status_;
+      } else if (pending_.size() >= limits_.max_pending_calls) {
+        refuse = absl::ResourceExhaustedError(absl::StrCat(
+            limits_.max_pending_calls, " calls already in flight to ", address_));
+      } else {
+        pending_.emplace(id, Pending{std::move(done), method_name, deadline_ns, start_ns, m});
+        heap_.push({deadline_ns, id});
+        if (heap_.size() > 2 * pending_.size() + 1024) RebuildHeapLocked();
+        wake = deadline_ns < sleeping_until_ns_;
+      }
+    }
+    if (!refuse.ok()) {
+      m->Record(refuse.code(), 0);
+      done(refuse, {});
+      return;
+    }
+    rpc::FrameHeader h;
+    h.kind = rpc::FrameKind::kRequest;
+    h.method_id = method_id;
+    h.request_id = id;
+    h.timeout_us = static_cast<uint32_t>(
+        std::min<int64_t>(timeout_ns / 1000, std::numeric_limits<uint32_t>::max()));
+    {
+      absl::MutexLock lock(&out_mu_);
+      rpc::AppendFrame(h, request, &out_);
+      if (!want_out_.load(std::memory_order_relaxed)) wake |= FlushLocked();
+    }
+    if (wake) wake_.Notify();
+  }
+
+  bool broken() const {
+    absl::MutexLock lock(&mu_);
+    return broken_;
+  }
+  // True once the I/O thread has returned (the connection can be destroyed
+  // from any thread).
+  bool exited() const { return exited_.load(std::memory_order_acquire); }
+  uint64_t late_responses() const { return late_responses_.load(std::memory_order_relaxed); }
+  size_t pending() const {
+    absl::MutexLock lock(&mu_);
+    return pending_.size();
+  }
+
+ private:
+  struct Pending {
+    rpc::RawDone done;
+    std::string_view method_name;
+    int64_t deadline_ns;
+    int64_t start_ns;
+    MethodMetrics* metrics;
+  };
+  using HeapEntry = std::pair<int64_t, uint64_t>;  // (deadline, request id)
+
+  struct Completion {
+    Pending call;
+    absl::Status status;
+    std::string_view payload;
+  };
+
+  static void Complete(Completion& c, int64_t now_ns) {
+    c.call.metrics->Record(c.status.code(), static_cast<uint64_t>(now_ns - c.call.start_ns));
+    c.call.done(c.status, c.status.ok() ? c.payload : std::string_view());
+  }
+
+  // Returns true when the I/O thread must be woken (POLLOUT needed, or the
+  // socket failed).
+  bool FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(out_mu_) {
+    while (out_off_ < out_.size()) {
+      const ssize_t n = ::send(fd_.get(), out_.data() + out_off_, out_.size() - out_off_,
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        out_off_ += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      // A dead socket: poll reports it to the I/O thread, which breaks.
+      ::shutdown(fd_.get(), SHUT_RDWR);
+      out_.clear();
+      out_off_ = 0;
+      return true;
+    }
+    if (out_off_ == out_.size()) {
+      out_.clear();
+      out_off_ = 0;
+      want_out_.store(false, std::memory_order_relaxed);
+      return false;
+    }
+    const bool was = want_out_.exchange(true, std::memory_order_relaxed);
+    return !was;
+  }
+
+  void RebuildHeapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<HeapEntry> live;
+    live.reserve(pending_.size());
+    for (const auto& [id, p] : pending_) live.push_back({p.deadline_ns, id});
+    heap_ = decltype(heap_)(std::greater<HeapEntry>(), std::move(live));
+  }
+
+  void Run() {
+    while (!stop_.load(std::memory_order_acquire)) {
+      int timeout_ms = -1;
+      const int64_t now_ns = MonotonicClock::Get().NowNs();
+      {
+        absl::MutexLock lock(&mu_);
+        if (broken_) break;
+        sleeping_until_ns_ = heap_.empty() ? std::numeric_limits<int64_t>::max() : heap_.top().first;
+        if (!heap_.empty()) {
+          timeout_ms = static_cast<int>(
+              std::clamp<int64_t>((heap_.top().first - now_ns + 999999) / 1000000, 0, 60000));
+        }
+      }
+      pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
+      if (want_out_.load(std::memory_order_relaxed)) fds[0].events |= POLLOUT;
+      const int rc = ::poll(fds, 2, timeout_ms);
+      if (rc < 0 && errno != EINTR) {
+        BreakWith(ErrnoStatus(errno, "poll"));
+        break;
+      }
+      if (fds[1].revents & POLLIN) wake_.Drain();
+      if (fds[0].revents & POLLOUT) {
+        absl::MutexLock lock(&out_mu_);
+        FlushLocked();
+      }
+      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (!ReadResponses()) break;
+      }
+      ExpireDeadlines(MonotonicClock::Get().NowNs());
+    }
+    exited_.store(true, std::memory_order_release);
+  }
+
+  // Returns false once the connection is broken.
+  bool ReadResponses() {
+    constexpr size_t kReadChunk = 64 << 10;
+    for (int i = 0; i < 16; ++i) {
+      std::span<uint8_t> dst = decoder_.WritableSpan(std::max(kReadChunk, decoder_.MissingBytes()));
+      const ssize_t r = ::recv(fd_.get(), dst.data(), dst.size(), 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      if (r == 0) {
+        BreakWith(absl::UnavailableError(
+            server_error_.ok()
+                ? absl::StrCat("connection to ", address_, " closed by the server")
+                : absl::StrCat("connection to ", address_, " closed by the server: ",
+                               absl::StatusCodeToString(server_error_.code()), ": ",
+                               server_error_.message())));
+        return false;
+      }
+      if (r < 0) {
+        BreakWith(absl::UnavailableError(absl::StrCat("connection to ", address_, " lost: ",
+                                                      ErrnoStatus(errno, "recv").message())));
+        return false;
+      }
+      decoder_.Commit(static_cast<size_t>(r));
+      if (!DispatchFrames()) return false;
+      if (static_cast<size_t>(r) < dst.size()) return true;
+    }
+    return true;
+  }
+
+  bool DispatchFrames() {
+    std::vector<Completion> done;
+    absl::Status protocol_error;
+    {
+      absl::MutexLock lock(&mu_);
+      for (;;) {
+        auto next = decoder_.Next();
+        if (!next.ok()) {
+          protocol_error = next.status();
+          break;
+        }
+        if (!next->has_value()) break;
+        const rpc::Frame& f = **next;
+        if (f.header.kind != rpc::FrameKind::kResponse) {
+          protocol_error = absl::InvalidArgumentError("the server sent a request frame");
+          break;
+        }
+        if (f.header.request_id == 0) {  // connection error; EOF follows
+          server_error_ = absl::Status(f.header.code, AbslView(f.payload));
+          continue;
+        }
+        auto it = pending_.find(f.header.request_id);
+        if (it == pending_.end()) {  // finished already (deadline)
+          late_responses_.fetch_add(1, std::memory_order_relaxed);
+          continue;
+        }
+        absl::Status s = f.header.code == absl::StatusCode::kOk
+                             ? absl::OkStatus()
+                             : absl::Status(f.header.code, AbslView(f.payload));
+        done.push_back({std::move(it->second), std::move(s), f.payload});
+        pending_.erase(it);
+      }
+    }
+    // Payload views stay valid: the decoder is not written until we return.
+    const int64_t now_ns = MonotonicClock::Get().NowNs();
+    for (Completion& c : done) Complete(c, now_ns);
+    if (!protocol_error.ok()) {
+      BreakWith(absl::UnavailableError(absl::StrCat("protocol error on the connection to ",
+                                                    address_, ": ", protocol_error.ToString())));
+      return false;
+    }
+    return true;
+  }
+
+  void ExpireDeadlines(int64_t now_ns) {
+    std::vector<Completion> expired;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!heap_.empty() && heap_.top().first <= now_ns) {
+        const auto [deadline, id] = heap_.top();
+        heap_.pop();
+        auto it = pending_.find(id);
+        if (it == pending_.end() || it->second.deadline_ns != deadline) continue;
+        const double ms = static_cast<double>(deadline - it->second.start_ns) / 1e6;
+        absl::Status s = absl::DeadlineExceededError(
+            absl::StrCat(AbslView(it->second.method_name), " (request ", id, ") to ", address_,
+                         " got no response within ", ms, " ms"));
+        expired.push_back({std::move(it->second), std::move(s), {}});
+        pending_.erase(it);
+      }
+    }
+    for (Completion& c : expired) Complete(c, now_ns);
+  }
+
+  void BreakWith(const absl::Status& status) {
+    MC_DASSERT(!status.ok(), "breaking with OK");
+    std::vector<Completion> failed;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!broken_) {
+        broken_ = true;
+        broken_status_ = status;
+      }
+      for (auto& [id, p] : pending_) failed.push_back({std::move(p), status, {}});
+      pending_.clear();
+      heap_ = {};
+    }
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    const int64_t now_ns = MonotonicClock::Get().NowNs();
+    for (Completion& c : failed) Complete(c, now_ns);
+  }
+
+  const std::string address_;
+  const ClientConnectionLimits limits_;
+  MetricsTable* const metrics_;
+  rpc::FrameDecoder decoder_;  // I/O thread only
+  absl::Status server_error_;  // I/O thread only
+  UniqueFd fd_;                // closed only by the destructor, after the join
+  EventFd wake_;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> exited_{false};
+  std::atomic<uint64_t> late_responses_{0};
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<HeapEntry>> heap_
+      ABSL_GUARDED_BY(mu_);
+  int64_t sleeping_until_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status broken_status_ ABSL_GUARDED_BY(mu_);
+
+  absl::Mutex out_mu_;
+  std::string out_ ABSL_GUARDED_BY(out_mu_);
+  size_t out_off_ ABSL_GUARDED_BY(out_mu_) = 0;
+  // relaxed: a hint for poll's event mask; a stale read costs one extra
+  // wake-up or is fixed by the Notify that follows every false->true change.
+  std::atomic<bool> want_out_{false};
+
+  std::thread thread_;  // last: starts once everything above is built
+};
+
+}  // namespace mooncake::rpc_internal
+
+#endif  // MOONCAKE_STORE_RPC_INTERNAL_CLIENT_CONNECTION_H_

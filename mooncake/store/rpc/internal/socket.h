@@ -1,0 +1,254 @@
+// Socket helpers for the RPC server and client: an owning fd, TCP listen and
+// connect with timeouts, address parsing, errno -> absl::Status, an eventfd.
+//
+// Thread-safety: free functions are thread-safe; UniqueFd and EventFd are
+// thread-compatible, except EventFd::Notify, which any thread may call.
+#ifndef MOONCAKE_STORE_RPC_INTERNAL_SOCKET_H_
+#define MOONCAKE_STORE_RPC_INTERNAL_SOCKET_H_
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/clock.h"
+
+namespace mooncake::rpc_internal {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) Reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  ~UniqueFd() { Reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  void Reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Connection errors a peer causes map to UNAVAILABLE; running out of fds or
+// memory to RESOURCE_EXHAUSTED; the rest to INTERNAL.
+inline absl::Status ErrnoStatus(int err, std::string_view what) {
+  const std::string msg = absl::StrCat(AbslView(what), ": ", std::strerror(err));
+  switch (err) {
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case EPIPE:
+    case ENETUNREACH:
+    case EHOSTUNREACH:
+    case ENOTCONN:
+    case EADDRNOTAVAIL:
+      return absl::UnavailableError(msg);
+    case ETIMEDOUT:
+      return absl::DeadlineExceededError(msg);
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+    case ENOMEM:
+      return absl::ResourceExhaustedError(msg);
+    case EADDRINUSE:
+      return absl::AlreadyExistsError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+inline absl::Status SetNonBlocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    return ErrnoStatus(errno, "fcntl(O_NONBLOCK)");
+  }
+  return absl::OkStatus();
+}
+
+inline void SetNoDelay(int fd) {
+  int one = 1;
+  // Best effort: a socket without TCP_NODELAY is slower, not wrong.
+  (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+
+// "host:port" or "[v6]:port". Errors: INVALID_ARGUMENT.
+inline absl::StatusOr<HostPort> ParseHostPort(std::string_view address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == address.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", AbslView(address), "\" is not host:port"));
+  }
+  std::string_view host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  uint32_t port = 0;
+  if (!absl::SimpleAtoi(AbslView(address.substr(colon + 1)), &port) || port == 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("address \"", AbslView(address), "\" has no valid port (1..65535)"));
+  }
+  return HostPort{std::string(host), static_cast<uint16_t>(port)};
+}
+
+// Resolves numerically first, then through getaddrinfo (e.g. "localhost").
+inline absl::StatusOr<sockaddr_storage> Resolve(const HostPort& hp, socklen_t* len) {
+  sockaddr_storage ss{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  if (::inet_pton(AF_INET, hp.host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(hp.port);
+    *len = sizeof(sockaddr_in);
+    return ss;
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string port = absl::StrCat(hp.port);
+  if (const int rc = ::getaddrinfo(hp.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve \"", hp.host, "\": ", ::gai_strerror(rc)));
+  }
+  std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
+  *len = res->ai_addrlen;
+  ::freeaddrinfo(res);
+  return ss;
+}
+
+inline std::string SockaddrToString(const sockaddr_storage& ss) {
+  char buf[INET6_ADDRSTRLEN] = {0};
+  if (ss.ss_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof(buf));
+    return absl::StrCat(buf, ":", ntohs(v4->sin_port));
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof(buf));
+    return absl::StrCat("[", buf, "]:", ntohs(v6->sin6_port));
+  }
+  return "unknown";
+}
+
+// A non-blocking listening socket; port 0 picks a free port (BoundPort).
+inline absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port, int backlog) {
+  socklen_t len = 0;
+  auto addr = Resolve(HostPort{host, port}, &len);
+  if (!addr.ok()) return addr.status();
+  UniqueFd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  int one = 1;
+  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), len) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("bind ", host, ":", port));
+  }
+  if (::listen(fd.get(), backlog) != 0) return ErrnoStatus(errno, "listen");
+  return fd;
+}
+
+inline absl::StatusOr<uint16_t> BoundPort(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return ErrnoStatus(errno, "getsockname");
+  }
+  return ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
+                                       : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+}
+
+// A connected, non-blocking TCP socket with TCP_NODELAY, or UNAVAILABLE /
+// DEADLINE_EXCEEDED within `timeout_ns`.
+inline absl::StatusOr<UniqueFd> ConnectTcp(std::string_view address, int64_t timeout_ns) {
+  MC_ASSERT(timeout_ns > 0, "connect needs a positive timeout");
+  auto hp = ParseHostPort(address);
+  if (!hp.ok()) return hp.status();
+  socklen_t len = 0;
+  auto addr = Resolve(*hp, &len);
+  if (!addr.ok()) return addr.status();
+  UniqueFd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  const std::string what = absl::StrCat("connect to ", AbslView(address));
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), len) != 0) {
+    if (errno != EINPROGRESS) return ErrnoStatus(errno, what);
+    const int64_t deadline = MonotonicClock::Get().NowNs() + timeout_ns;
+    for (;;) {
+      const int64_t left_ms = (deadline - MonotonicClock::Get().NowNs() + 999999) / 1000000;
+      if (left_ms <= 0) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(what, ": no answer within ", timeout_ns / 1000000, " ms"));
+      }
+      pollfd p{fd.get(), POLLOUT, 0};
+      const int rc = ::poll(&p, 1, static_cast<int>(left_ms));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc < 0) return ErrnoStatus(errno, what);
+      if (rc == 0) continue;
+      int err = 0;
+      socklen_t elen = sizeof(err);
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen);
+      if (err != 0) return ErrnoStatus(err, what);
+      break;
+    }
+  }
+  SetNoDelay(fd.get());
+  return fd;
+}
+
+// A non-blocking eventfd used to wake a poll/epoll loop.
+class EventFd {
+ public:
+  EventFd() : fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    MC_ASSERT(fd_.valid(), "eventfd failed");
+  }
+  int fd() const { return fd_.get(); }
+  void Notify() {
+    const uint64_t one = 1;
+    // EAGAIN only when the counter is saturated, which still wakes the loop.
+    (void)!::write(fd_.get(), &one, sizeof(one));
+  }
+  void Drain() {
+    uint64_t v = 0;
+    (void)!::read(fd_.get(), &v, sizeof(v));
+  }
+
+ private:
+  UniqueFd fd_;
+};
+
+}  // namespace mooncake::rpc_internal
+
+#endif  // MOONCAKE_STORE_RPC_INTERNAL_SOCKET_H_

@@ -1,0 +1,205 @@
+// TcpChannel: the RPC client. One TCP connection to one server, any number of
+// calls in flight on it, matched by request id (an RpcChannel, channel.h).
+//
+//   ASSIGN_OR_RETURN(auto channel, TcpChannel::Connect("10.0.0.1:7000", {}));
+//   ASSIGN_OR_RETURN(auto resp,
+//                    rpc::Call<GetReplicasMethod>(*channel, req, {.timeout_ns = 50'000'000}));
+//
+// Deadlines: each call's deadline travels in its frame (so the server skips
+// calls that expired in its queue) and is enforced here by the connection's
+// I/O thread: DEADLINE_EXCEEDED at the deadline, and a response that comes
+// later is dropped (late_responses()).
+//
+// Connection loss (EOF, reset, a malformed frame, a connection error from the
+// server) fails every pending call with UNAVAILABLE at once. The next call
+// reconnects: one attempt, bounded by the smaller of connect_timeout_ns and
+// the call's timeout, and at most one attempt per reconnect_backoff_ns; while
+// another thread reconnects, or within the backoff, calls fail fast with
+// UNAVAILABLE. Nothing is retried automatically: only the caller knows which
+// of its calls are idempotent.
+//
+// Metrics: per method with prefix "mooncake_rpc_client" (latency from send to
+// completion), on `options.metrics` or a private registry.
+//
+// Thread-safety: CallRaw and the accessors from any thread. Callbacks run on
+// the I/O thread (or the calling thread for immediate failures) and must not
+// block or destroy the channel. The destructor fails pending calls with
+// CANCELLED and returns after every callback has run.
+#ifndef MOONCAKE_STORE_RPC_TCP_CHANNEL_H_
+#define MOONCAKE_STORE_RPC_TCP_CHANNEL_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/store/rpc/channel.h"
+#include "mooncake/store/rpc/frame.h"
+#include "mooncake/store/rpc/internal/client_connection.h"
+#include "mooncake/store/rpc/internal/method_metrics.h"
+#include "mooncake/store/rpc/internal/socket.h"
+
+namespace mooncake::rpc {
+
+struct TcpChannelOptions {
+  uint32_t max_payload_bytes = kDefaultMaxPayloadBytes;  // requests sent and responses accepted
+  int64_t connect_timeout_ns = 2'000'000'000;
+  int64_t default_timeout_ns = 5'000'000'000;  // CallOptions::timeout_ns == 0
+  int64_t max_timeout_ns = 300'000'000'000;    // longer timeouts are clamped
+  size_t max_pending_calls = 65536;            // more in flight: RESOURCE_EXHAUSTED
+  int64_t reconnect_backoff_ns = 100'000'000;
+  MetricsRegistry* metrics = nullptr;  // null: a private registry
+};
+
+class TcpChannel {
+ public:
+  // Connects now. Errors: INVALID_ARGUMENT (address, options), UNAVAILABLE
+  // (refused, unreachable), DEADLINE_EXCEEDED (connect timed out).
+  static absl::StatusOr<std::unique_ptr<TcpChannel>> Connect(std::string address,
+                                                             TcpChannelOptions options = {}) {
+    if (absl::Status s = CheckOptions(options); !s.ok()) return s;
+    auto channel = std::unique_ptr<TcpChannel>(new TcpChannel(std::move(address), options));
+    auto fd = rpc_internal::ConnectTcp(channel->address_, options.connect_timeout_ns);
+    if (!fd.ok()) return fd.status();
+    absl::MutexLock lock(&channel->mu_);
+    channel->conn_ = channel->MakeConnection(std::move(*fd));
+    return channel;
+  }
+
+  TcpChannel(const TcpChannel&) = delete;
+  TcpChannel& operator=(const TcpChannel&) = delete;
+  ~TcpChannel() {
+    absl::MutexLock lock(&mu_);
+    conn_.reset();
+    retired_.clear();
+  }
+
+  void CallRaw(uint16_t method_id, std::string_view method_name, std::string_view request,
+               CallOptions options, RawDone done) {
+    MC_DASSERT(done != nullptr, "a call needs a completion");
+    if (request.size() > options_.max_payload_bytes) {
+      done(absl::ResourceExhaustedError(absl::StrCat(
+               AbslView(method_name), " request of ", request.size(),
+               " bytes exceeds the channel's limit of ", options_.max_payload_bytes, " bytes")),
+           {});
+      return;
+    }
+    int64_t timeout_ns = options.timeout_ns > 0 ? options.timeout_ns : options_.default_timeout_ns;
+    timeout_ns = std::min(timeout_ns, options_.max_timeout_ns);
+    auto conn = Connection(timeout_ns);
+    if (!conn.ok()) {
+      done(conn.status(), {});
+      return;
+    }
+    (*conn)->Call(method_id, method_name, request, timeout_ns, std::move(done));
+  }
+
+  uint32_t max_payload_bytes() const { return options_.max_payload_bytes; }
+  const std::string& address() const { return address_; }
+  MetricsRegistry* metrics() const { return metrics_.registry(); }
+
+  // Calls in flight on the current connection.
+  size_t pending_calls() const {
+    absl::MutexLock lock(&mu_);
+    return conn_ == nullptr ? 0 : conn_->pending();
+  }
+  // Responses that arrived after their call's deadline, current connection.
+  uint64_t late_responses() const {
+    absl::MutexLock lock(&mu_);
+    return conn_ == nullptr ? 0 : conn_->late_responses();
+  }
+  bool connected() const {
+    absl::MutexLock lock(&mu_);
+    return conn_ != nullptr && !conn_->broken();
+  }
+
+ private:
+  using ConnPtr = std::shared_ptr<rpc_internal::ClientConnection>;
+
+  TcpChannel(std::string address, const TcpChannelOptions& options)
+      : address_(std::move(address)),
+        options_(options),
+        metrics_(options.metrics, "mooncake_rpc_client") {}
+
+  static absl::Status CheckOptions(const TcpChannelOptions& o) {
+    if (o.max_payload_bytes > kMaxPayloadBytesCeiling) {
+      return absl::InvalidArgumentError(absl::StrCat("max_payload_bytes ", o.max_payload_bytes,
+                                                     " exceeds the format's ceiling of ",
+                                                     kMaxPayloadBytesCeiling));
+    }
+    if (o.connect_timeout_ns <= 0 || o.default_timeout_ns <= 0 || o.max_timeout_ns <= 0 ||
+        o.max_pending_calls < 1 || o.reconnect_backoff_ns < 0) {
+      return absl::InvalidArgumentError(
+          "timeouts and max_pending_calls must be positive, reconnect_backoff_ns >= 0");
+    }
+    return absl::OkStatus();
+  }
+
+  ConnPtr MakeConnection(rpc_internal::UniqueFd fd) {
+    return std::make_shared<rpc_internal::ClientConnection>(
+        std::move(fd), address_,
+        rpc_internal::ClientConnectionLimits{options_.max_payload_bytes,
+                                             options_.max_pending_calls},
+        &metrics_);
+  }
+
+  // The live connection, reconnecting if it broke (see the file comment).
+  absl::StatusOr<ConnPtr> Connection(int64_t timeout_ns) {
+    absl::Status last;
+    {
+      absl::MutexLock lock(&mu_);
+      if (conn_ != nullptr && !conn_->broken()) return conn_;
+      const int64_t now = MonotonicClock::Get().NowNs();
+      if (reconnecting_ || now - last_attempt_ns_ < options_.reconnect_backoff_ns) {
+        // A broken connection answers with its own status (why it broke).
+        if (conn_ != nullptr) return conn_;
+        return absl::UnavailableError(
+            absl::StrCat("not connected to ", address_, ": ", last_error_.ToString()));
+      }
+      reconnecting_ = true;
+      last_attempt_ns_ = now;
+    }
+    auto fd = rpc_internal::ConnectTcp(address_, std::min(timeout_ns, options_.connect_timeout_ns));
+    absl::MutexLock lock(&mu_);
+    reconnecting_ = false;
+    if (!fd.ok()) {
+      last_error_ = fd.status();
+      return absl::UnavailableError(
+          absl::StrCat("reconnect to ", address_, " failed: ", fd.status().ToString()));
+    }
+    // The old connection may be destroyed only off its own I/O thread (this
+    // call might run in one of its callbacks): keep it until it has exited.
+    if (conn_ != nullptr) retired_.push_back(std::move(conn_));
+    std::erase_if(retired_, [](const ConnPtr& c) { return c->exited() && c.use_count() == 1; });
+    conn_ = MakeConnection(std::move(*fd));
+    return conn_;
+  }
+
+  const std::string address_;
+  const TcpChannelOptions options_;
+  mutable rpc_internal::MetricsTable metrics_;
+  mutable absl::Mutex mu_;
+  ConnPtr conn_ ABSL_GUARDED_BY(mu_);
+  std::vector<ConnPtr> retired_ ABSL_GUARDED_BY(mu_);
+  bool reconnecting_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t last_attempt_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+};
+
+static_assert(RpcChannel<TcpChannel>);
+
+}  // namespace mooncake::rpc
+
+#endif  // MOONCAKE_STORE_RPC_TCP_CHANNEL_H_

@@ -1,0 +1,512 @@
+// RpcServer: serves a ServiceRegistry over TCP (frames of frame.h).
+//
+//   ServiceRegistry registry;
+//   registry.Register<EchoMethod>(...);
+//   RpcServer server(&registry, {.port = 0});
+//   RETURN_IF_ERROR(server.Start());
+//   ... connect a TcpChannel to server.address() ...
+//   server.Stop();   // or let the destructor do it
+//
+// Threads: `io_threads` event loops (epoll, level-triggered); loop 0 also
+// accepts and deals new connections round-robin. A loop reads what a socket
+// has, decodes every complete frame and either runs the handler inline
+// (ExecutionMode::kInline) or hands it to the `worker_threads` pool through a
+// bounded queue of `worker_queue_capacity` calls. Responses of one read are
+// written together (pipelined requests cost one send).
+//
+// Bounds and failure behaviour:
+//   - a request whose method has no handler: UNIMPLEMENTED response;
+//   - a full worker queue: UNAVAILABLE response ("server overloaded"), the
+//     request is not run;
+//   - a request whose deadline (sent in the frame) passed while it was queued:
+//     DEADLINE_EXCEEDED response, not run;
+//   - any malformed frame (bad magic, checksum, version, reserved bits, over
+//     `max_payload_bytes`, a response frame): one connection-error frame
+//     (request id 0) saying why, then the connection is half-closed, drained
+//     for at most `linger_ms`, and closed. Other connections are unaffected.
+//   - more than `max_connections` connections: the newcomer gets a
+//     RESOURCE_EXHAUSTED connection error and is closed;
+//   - a peer that does not read its responses: once `max_output_bytes` are
+//     unsent, the server stops reading that peer's requests until it catches
+//     up (memory per connection stays bounded).
+// Metrics: per method (service.h), plus mooncake_rpc_server_connections
+// (gauge), _protocol_errors_total and _overloaded_total.
+//
+// Thread-safety: Start, Stop and the destructor from one owning thread;
+// address()/port() from any thread after Start. Stop drops queued calls (their
+// connections are closed first, so their callers see UNAVAILABLE) and waits
+// for running handlers to return.
+#ifndef MOONCAKE_STORE_RPC_TCP_SERVER_H_
+#define MOONCAKE_STORE_RPC_TCP_SERVER_H_
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/store/rpc/frame.h"
+#include "mooncake/store/rpc/internal/server_connection.h"
+#include "mooncake/store/rpc/internal/socket.h"
+#include "mooncake/store/rpc/internal/worker_pool.h"
+#include "mooncake/store/rpc/service.h"
+
+namespace mooncake::rpc {
+
+struct RpcServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: any free port (see port())
+  size_t io_threads = 1;
+  size_t worker_threads = 2;
+  size_t worker_queue_capacity = 4096;
+  uint32_t max_payload_bytes = kDefaultMaxPayloadBytes;  // requests; <= kMaxPayloadBytesCeiling
+  size_t max_connections = 1024;
+  size_t max_output_bytes = size_t{64} << 20;  // unsent bytes per connection before pausing reads
+  int64_t linger_ms = 1000;                    // drain time after a protocol error
+};
+
+namespace rpc_internal_server {
+
+struct ServerShared;
+
+// One event loop thread and the connections it owns.
+class IoLoop {
+ public:
+  IoLoop(ServerShared* shared, size_t index);
+  ~IoLoop();
+  void Start() { thread_ = std::thread([this] { Run(); }); }
+  void Stop();
+  // Any thread: hand an accepted socket to this loop.
+  void Adopt(rpc_internal::UniqueFd fd, std::string peer);
+  int epoll_fd() const { return epoll_fd_.get(); }
+
+ private:
+  using ConnPtr = std::shared_ptr<rpc_internal::ServerConnection>;
+  void Run();
+  void AdoptPending();
+  void AcceptAll();
+  void OnEvent(uint64_t id, uint32_t events);
+  void ReadAndServe(const ConnPtr& conn);
+  bool ServeFrames(const ConnPtr& conn);
+  void HandleRequest(const ConnPtr& conn, const Frame& frame, int64_t now_ns);
+  void DrainInput(const ConnPtr& conn);
+  void CloseConn(uint64_t id);
+  void ExpireDraining(int64_t now_ns);
+
+  ServerShared* const shared_;
+  const size_t index_;
+  rpc_internal::UniqueFd epoll_fd_;
+  rpc_internal::EventFd wake_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  absl::Mutex adopt_mu_;
+  std::vector<std::pair<rpc_internal::UniqueFd, std::string>> adopt_ ABSL_GUARDED_BY(adopt_mu_);
+  absl::flat_hash_map<uint64_t, ConnPtr> conns_;  // loop thread only
+  absl::flat_hash_map<uint64_t, int64_t> draining_until_ns_;  // loop thread only
+};
+
+// State every loop shares.
+struct ServerShared {
+  ServiceRegistry* registry = nullptr;
+  RpcServerOptions options;
+  rpc_internal::UniqueFd listen_fd;
+  std::unique_ptr<rpc_internal::WorkerPool> workers;
+  std::vector<std::unique_ptr<IoLoop>> loops;
+  std::atomic<uint64_t> next_conn_id{1};
+  std::atomic<size_t> next_loop{0};
+  std::atomic<int64_t> connections{0};
+  Gauge* connections_gauge = nullptr;
+  Counter* protocol_errors = nullptr;
+  Counter* overloaded = nullptr;
+};
+
+}  // namespace rpc_internal_server
+
+class RpcServer {
+ public:
+  // `registry` must outlive the server; Start freezes it.
+  RpcServer(ServiceRegistry* registry, RpcServerOptions options) {
+    MC_ASSERT(registry != nullptr, "a server needs a registry");
+    shared_.registry = registry;
+    shared_.options = std::move(options);
+  }
+  RpcServer(const RpcServer&) = delete;
+  RpcServer& operator=(const RpcServer&) = delete;
+  ~RpcServer() { Stop(); }
+
+  // Binds, listens and starts the threads. Errors: INVALID_ARGUMENT (bad
+  // options or host), ALREADY_EXISTS (port in use), FAILED_PRECONDITION
+  // (started twice), others from the socket calls.
+  absl::Status Start();
+
+  // Idempotent.
+  void Stop();
+
+  uint16_t port() const { return port_; }
+  std::string address() const { return absl::StrCat(shared_.options.host, ":", port_); }
+  MetricsRegistry* metrics() const { return shared_.registry->metrics(); }
+
+ private:
+  absl::Status CheckOptions() const;
+
+  rpc_internal_server::ServerShared shared_;
+  uint16_t port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+// ---- Implementation ------------------------------------------------------------
+
+namespace rpc_internal_server {
+
+inline IoLoop::IoLoop(ServerShared* shared, size_t index)
+    : shared_(shared), index_(index), epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)) {
+  MC_ASSERT(epoll_fd_.valid(), "epoll_create1 failed");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;  // connection ids start at 1; 0 is the wake fd
+  MC_ASSERT(::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_.fd(), &ev) == 0,
+            "epoll_ctl(wake) failed");
+}
+
+inline IoLoop::~IoLoop() { Stop(); }
+
+inline void IoLoop::Stop() {
+  stop_.store(true, std::memory_order_release);
+  wake_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+inline void IoLoop::Adopt(rpc_internal::UniqueFd fd, std::string peer) {
+  {
+    absl::MutexLock lock(&adopt_mu_);
+    adopt_.emplace_back(std::move(fd), std::move(peer));
+  }
+  wake_.Notify();
+}
+
+inline void IoLoop::AdoptPending() {
+  std::vector<std::pair<rpc_internal::UniqueFd, std::string>> adopted;
+  {
+    absl::MutexLock lock(&adopt_mu_);
+    adopted.swap(adopt_);
+  }
+  for (auto& [fd, peer] : adopted) {
+    const uint64_t id = shared_->next_conn_id.fetch_add(1, std::memory_order_relaxed);
+    auto conn = std::make_shared<rpc_internal::ServerConnection>(
+        id, std::move(fd), std::move(peer), epoll_fd_.get(), shared_->options.max_payload_bytes,
+        shared_->options.max_output_bytes);
+    if (!conn->Register().ok()) {
+      conn->Close();
+      shared_->connections.fetch_sub(1, std::memory_order_relaxed);
+      continue;
+    }
+    conns_.emplace(id, std::move(conn));
+  }
+}
+
+inline void IoLoop::AcceptAll() {
+  for (;;) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof(ss);
+    const int fd = ::accept4(shared_->listen_fd.get(), reinterpret_cast<sockaddr*>(&ss), &len,
+                             SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // EAGAIN, or EMFILE & co: retried on the next readiness
+    }
+    rpc_internal::UniqueFd owned(fd);
+    rpc_internal::SetNoDelay(fd);
+    const int64_t n = shared_->connections.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (static_cast<size_t>(n) > shared_->options.max_connections) {
+      shared_->connections.fetch_sub(1, std::memory_order_relaxed);
+      FrameHeader h;
+      h.kind = FrameKind::kResponse;
+      h.code = absl::StatusCode::kResourceExhausted;
+      const std::string frame = EncodeFrame(
+          h, absl::StrCat("server has its maximum of ", shared_->options.max_connections,
+                          " connections"));
+      (void)!::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      continue;
+    }
+    shared_->connections_gauge->Set(static_cast<double>(n));
+    const size_t target =
+        shared_->next_loop.fetch_add(1, std::memory_order_relaxed) % shared_->loops.size();
+    shared_->loops[target]->Adopt(std::move(owned), rpc_internal::SockaddrToString(ss));
+  }
+}
+
+inline void IoLoop::Run() {
+  constexpr int kMaxEvents = 128;
+  epoll_event events[kMaxEvents];
+  while (!stop_.load(std::memory_order_acquire)) {
+    const int timeout_ms = draining_until_ns_.empty() ? -1 : 50;
+    const int n = ::epoll_wait(epoll_fd_.get(), events, kMaxEvents, timeout_ms);
+    if (n < 0 && errno != EINTR) break;
+    for (int i = 0; i < n; ++i) {
+      const uint64_t id = events[i].data.u64;
+      if (id == 0) {
+        wake_.Drain();
+        AdoptPending();
+      } else if (id == UINT64_MAX) {
+        AcceptAll();
+      } else {
+        OnEvent(id, events[i].events);
+      }
+    }
+    if (!draining_until_ns_.empty()) ExpireDraining(MonotonicClock::Get().NowNs());
+  }
+  AdoptPending();
+  for (auto& [id, conn] : conns_) conn->Close();
+  shared_->connections.fetch_sub(static_cast<int64_t>(conns_.size()), std::memory_order_relaxed);
+  conns_.clear();
+  draining_until_ns_.clear();
+}
+
+inline void IoLoop::OnEvent(uint64_t id, uint32_t events) {
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;  // closed earlier in this batch
+  ConnPtr conn = it->second;
+  if (events & EPOLLOUT) conn->OnWritable();
+  if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+    if (conn->draining()) {
+      DrainInput(conn);
+    } else {
+      ReadAndServe(conn);
+    }
+  }
+}
+
+// Reads until the socket is empty (bounded per wake for fairness), serving
+// complete frames after each read so the buffer holds at most one frame.
+inline void IoLoop::ReadAndServe(const ConnPtr& conn) {
+  constexpr size_t kReadChunk = 64 << 10;
+  constexpr int kMaxReadsPerWake = 16;
+  conn->Cork();
+  bool close = false;
+  for (int i = 0; i < kMaxReadsPerWake; ++i) {
+    FrameDecoder& dec = conn->decoder();
+    std::span<uint8_t> dst = dec.WritableSpan(std::max(kReadChunk, dec.MissingBytes()));
+    const ssize_t r = ::recv(conn->fd(), dst.data(), dst.size(), 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (r <= 0) {
+      close = true;  // EOF or a socket error: nobody to answer
+      break;
+    }
+    dec.Commit(static_cast<size_t>(r));
+    if (!ServeFrames(conn)) break;  // protocol error: now draining
+    if (static_cast<size_t>(r) < dst.size()) break;  // socket drained
+  }
+  conn->Uncork();
+  if (close) CloseConn(conn->id());
+}
+
+// Returns false after a protocol error (the connection is then draining).
+inline bool IoLoop::ServeFrames(const ConnPtr& conn) {
+  const int64_t now_ns = MonotonicClock::Get().NowNs();
+  for (;;) {
+    auto next = conn->decoder().Next();
+    if (!next.ok()) {
+      shared_->protocol_errors->Increment();
+      conn->FailAndDrain(absl::Status(
+          next.status().code(), absl::StrCat("closing connection: ", next.status().message())));
+      draining_until_ns_[conn->id()] = now_ns + shared_->options.linger_ms * 1000000;
+      return false;
+    }
+    if (!next->has_value()) return true;
+    const Frame& frame = **next;
+    if (frame.header.kind != FrameKind::kRequest) {
+      shared_->protocol_errors->Increment();
+      conn->FailAndDrain(absl::InvalidArgumentError(
+          "closing connection: a client sent a response frame (request id " +
+          std::to_string(frame.header.request_id) + ")"));
+      draining_until_ns_[conn->id()] = now_ns + shared_->options.linger_ms * 1000000;
+      return false;
+    }
+    HandleRequest(conn, frame, now_ns);
+  }
+}
+
+inline void IoLoop::HandleRequest(const ConnPtr& conn, const Frame& frame, int64_t now_ns) {
+  ServiceRegistry& registry = *shared_->registry;
+  const FrameHeader& h = frame.header;
+  const Handler* handler = registry.Find(h.method_id);
+  if (handler == nullptr) {
+    // One "unknown" series for every unknown id: ids come from the peer and
+    // must not mint metric series.
+    registry.RecordRejected(0, "unknown", absl::StatusCode::kUnimplemented, now_ns);
+    conn->SendError(h, absl::UnimplementedError(absl::StrCat(
+                           "no handler for method id ", h.method_id, " on this server")));
+    return;
+  }
+  ServerCallContext ctx;
+  ctx.request_id = h.request_id;
+  ctx.method_id = h.method_id;
+  ctx.received_ns = now_ns;
+  ctx.deadline_ns = h.timeout_us == 0 ? 0 : now_ns + int64_t{h.timeout_us} * 1000;
+  ctx.peer = conn->peer();
+  FrameHeader resp;
+  resp.kind = FrameKind::kResponse;
+  resp.method_id = h.method_id;
+  resp.request_id = h.request_id;
+  if (handler->options.mode == ExecutionMode::kInline) {
+    std::string out;
+    const absl::Status s = registry.Invoke(*handler, frame.payload, ctx, &out);
+    if (s.ok()) {
+      conn->SendResponse(resp, out);
+    } else {
+      conn->SendError(h, s);
+    }
+    return;
+  }
+  const bool queued = shared_->workers->TrySubmit(
+      [conn, handler, &registry, ctx, resp, payload = std::string(frame.payload)]() mutable {
+        if (ctx.deadline_ns != 0 && MonotonicClock::Get().NowNs() > ctx.deadline_ns) {
+          registry.RecordRejected(handler->method_id, handler->name,
+                                  absl::StatusCode::kDeadlineExceeded, ctx.received_ns);
+          conn->SendError(resp, absl::DeadlineExceededError(absl::StrCat(
+                                    handler->name, " expired in the server's queue")));
+          return;
+        }
+        std::string out;
+        const absl::Status s = registry.Invoke(*handler, payload, ctx, &out);
+        if (s.ok()) {
+          conn->SendResponse(resp, out);
+        } else {
+          conn->SendError(resp, s);
+        }
+      });
+  if (!queued) {
+    shared_->overloaded->Increment();
+    registry.RecordRejected(handler->method_id, handler->name, absl::StatusCode::kUnavailable,
+                            now_ns);
+    conn->SendError(h, absl::UnavailableError(absl::StrCat(
+                           "server overloaded: ", shared_->workers->capacity(),
+                           " calls already queued for its handler threads; retry later")));
+  }
+}
+
+inline void IoLoop::DrainInput(const ConnPtr& conn) {
+  char sink[16 << 10];
+  for (int i = 0; i < 64; ++i) {
+    const ssize_t r = ::recv(conn->fd(), sink, sizeof(sink), 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (r <= 0) break;
+  }
+  // EOF or error: the peer has our error frame or is gone. (A peer still
+  // flooding after 64 reads is cut off by the linger timer.)
+  if (conn->UnsentBytes() == 0) CloseConn(conn->id());
+}
+
+inline void IoLoop::ExpireDraining(int64_t now_ns) {
+  std::vector<uint64_t> expired;
+  for (const auto& [id, until] : draining_until_ns_) {
+    if (now_ns >= until) expired.push_back(id);
+  }
+  for (uint64_t id : expired) CloseConn(id);
+}
+
+inline void IoLoop::CloseConn(uint64_t id) {
+  draining_until_ns_.erase(id);
+  auto it = conns_.find(id);
+  if (it == conns_.end()) return;
+  it->second->Close();
+  conns_.erase(it);
+  const int64_t n = shared_->connections.fetch_sub(1, std::memory_order_relaxed) - 1;
+  shared_->connections_gauge->Set(static_cast<double>(n));
+}
+
+}  // namespace rpc_internal_server
+
+inline absl::Status RpcServer::CheckOptions() const {
+  const RpcServerOptions& o = shared_.options;
+  if (o.io_threads < 1 || o.io_threads > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("io_threads must be in [1, 64], got ", o.io_threads));
+  }
+  if (o.worker_threads < 1 || o.worker_threads > 1024 || o.worker_queue_capacity < 1) {
+    return absl::InvalidArgumentError(
+        "worker_threads must be in [1, 1024] and worker_queue_capacity >= 1");
+  }
+  if (o.max_payload_bytes > kMaxPayloadBytesCeiling) {
+    return absl::InvalidArgumentError(absl::StrCat("max_payload_bytes ", o.max_payload_bytes,
+                                                   " exceeds the format's ceiling of ",
+                                                   kMaxPayloadBytesCeiling));
+  }
+  if (o.max_connections < 1 || o.max_output_bytes < 1 || o.linger_ms < 0) {
+    return absl::InvalidArgumentError(
+        "max_connections and max_output_bytes must be positive, linger_ms >= 0");
+  }
+  return absl::OkStatus();
+}
+
+inline absl::Status RpcServer::Start() {
+  if (started_) return absl::FailedPreconditionError("RpcServer::Start called twice");
+  if (absl::Status s = CheckOptions(); !s.ok()) return s;
+  auto fd = rpc_internal::ListenTcp(shared_.options.host, shared_.options.port, 1024);
+  if (!fd.ok()) return fd.status();
+  auto port = rpc_internal::BoundPort(fd->get());
+  if (!port.ok()) return port.status();
+  port_ = *port;
+  shared_.listen_fd = std::move(*fd);
+
+  MetricsRegistry* m = shared_.registry->metrics();
+  auto gauge = m->GetGauge("mooncake_rpc_server_connections", "Open RPC server connections.");
+  auto proto = m->GetCounter("mooncake_rpc_server_protocol_errors_total",
+                             "Connections closed for a malformed frame.");
+  auto over = m->GetCounter("mooncake_rpc_server_overloaded_total",
+                            "Requests refused because the handler queue was full.");
+  if (!gauge.ok()) return gauge.status();
+  if (!proto.ok()) return proto.status();
+  if (!over.ok()) return over.status();
+  shared_.connections_gauge = *gauge;
+  shared_.protocol_errors = *proto;
+  shared_.overloaded = *over;
+
+  shared_.registry->Freeze();
+  shared_.workers = std::make_unique<rpc_internal::WorkerPool>(
+      shared_.options.worker_threads, shared_.options.worker_queue_capacity);
+  for (size_t i = 0; i < shared_.options.io_threads; ++i) {
+    shared_.loops.push_back(std::make_unique<rpc_internal_server::IoLoop>(&shared_, i));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = UINT64_MAX;  // the listening socket
+  if (::epoll_ctl(shared_.loops[0]->epoll_fd(), EPOLL_CTL_ADD, shared_.listen_fd.get(), &ev) !=
+      0) {
+    return rpc_internal::ErrnoStatus(errno, "epoll_ctl(listen)");
+  }
+  for (auto& loop : shared_.loops) loop->Start();
+  started_ = true;
+  return absl::OkStatus();
+}
+
+inline void RpcServer::Stop() {
+  if (!started_ || stopped_) return;
+  stopped_ = true;
+  // Loops first: they close every connection, so callers of queued or
+  // running calls see UNAVAILABLE at once; then the workers finish.
+  for (auto& loop : shared_.loops) loop->Stop();
+  shared_.listen_fd.Reset();
+  shared_.workers->Stop();
+  shared_.loops.clear();
+}
+
+}  // namespace mooncake::rpc
+
+#endif  // MOONCAKE_STORE_RPC_TCP_SERVER_H_

@@ -28,6 +28,10 @@
 
 namespace mooncake::compress_internal {
 
+// The per-symbol helpers must inline into the interleaved loops, or every stream's state
+// goes through memory; GCC's -O2 heuristics do not always do it on their own.
+#define MOONCAKE_HUFF_INLINE inline __attribute__((always_inline))
+
 inline constexpr int kHuffMaxBits = 11;
 inline constexpr int kHuffStreams = 4;
 inline constexpr size_t kHuffTableSize = size_t{1} << kHuffMaxBits;
@@ -212,11 +216,11 @@ class HuffmanEncoder {
     uint8_t* out = nullptr;
   };
 
-  static inline void Put(Writer& w, uint32_t e) {
+  static MOONCAKE_HUFF_INLINE void Put(Writer& w, uint32_t e) {
     w.bits |= uint64_t{e & 0xFFFF} << w.count;
     w.count += e >> 16;
   }
-  static inline void Flush(Writer& w) {
+  static MOONCAKE_HUFF_INLINE void Flush(Writer& w) {
     std::memcpy(w.out, &w.bits, 8);
     w.out += w.count >> 3;
     w.bits >>= w.count & 56;
@@ -226,30 +230,36 @@ class HuffmanEncoder {
   void EncodeStreams(const uint8_t* data, uint8_t* out) {
     size_t begin[kHuffStreams + 1];
     for (int j = 0; j <= kHuffStreams; ++j) begin[j] = SegmentBegin(n_, j);
-    Writer w[kHuffStreams];
-    for (int j = 0; j < kHuffStreams; ++j) {
-      scratch_[j].resize(stream_bytes_[j] + 16);
-      w[j].out = scratch_[j].data();
-    }
+    for (int j = 0; j < kHuffStreams; ++j) scratch_[j].resize(stream_bytes_[j] + 16);
+    // Four named writers (not an array) so each stays in registers.
+    Writer w0{0, 0, scratch_[0].data()}, w1{0, 0, scratch_[1].data()};
+    Writer w2{0, 0, scratch_[2].data()}, w3{0, 0, scratch_[3].data()};
     const size_t common = begin[4] - begin[3];
     const uint8_t* s0 = data + begin[0];
     const uint8_t* s1 = data + begin[1];
     const uint8_t* s2 = data + begin[2];
     const uint8_t* s3 = data + begin[3];
+    const uint32_t* enc = enc_;
     size_t i = 0;
     // 4 symbols of <= 11 bits plus <= 7 pending bits fit the 64-bit accumulator.
     for (; i + 4 <= common; i += 4) {
-      for (size_t u = 0; u < 4; ++u) {
-        Put(w[0], enc_[s0[i + u]]);
-        Put(w[1], enc_[s1[i + u]]);
-        Put(w[2], enc_[s2[i + u]]);
-        Put(w[3], enc_[s3[i + u]]);
+      uint32_t a, b, c, d;
+      std::memcpy(&a, s0 + i, 4);
+      std::memcpy(&b, s1 + i, 4);
+      std::memcpy(&c, s2 + i, 4);
+      std::memcpy(&d, s3 + i, 4);
+      for (int u = 0; u < 4; ++u, a >>= 8, b >>= 8, c >>= 8, d >>= 8) {
+        Put(w0, enc[a & 0xFF]);
+        Put(w1, enc[b & 0xFF]);
+        Put(w2, enc[c & 0xFF]);
+        Put(w3, enc[d & 0xFF]);
       }
-      Flush(w[0]);
-      Flush(w[1]);
-      Flush(w[2]);
-      Flush(w[3]);
+      Flush(w0);
+      Flush(w1);
+      Flush(w2);
+      Flush(w3);
     }
+    Writer w[kHuffStreams] = {w0, w1, w2, w3};
     for (int j = 0; j < kHuffStreams; ++j) {
       for (size_t p = begin[j] + i; p < begin[j + 1]; ++p) {
         Put(w[j], enc_[data[p]]);
@@ -357,7 +367,7 @@ class HuffmanDecoder {
     }
   }
 
-  static inline void Refill(Stream& s, const uint8_t* data) {
+  static MOONCAKE_HUFF_INLINE void Refill(Stream& s, const uint8_t* data) {
     s.buf |= LoadLE64(data + s.off) << s.count;
     s.off += (63 - s.count) >> 3;
     s.count |= 56;
@@ -372,7 +382,7 @@ class HuffmanDecoder {
     s.count |= 56;
   }
 
-  inline void Step2(Stream& s) const {
+  MOONCAKE_HUFF_INLINE void Step2(Stream& s) const {
     const uint32_t e = double_[s.buf & (kHuffTableSize - 1)];
     const uint16_t two = static_cast<uint16_t>(e);
     std::memcpy(s.out, &two, 2);
@@ -382,7 +392,7 @@ class HuffmanDecoder {
     s.count -= l;
   }
 
-  static inline bool Roomy(const Stream& s, size_t readable) {
+  static MOONCAKE_HUFF_INLINE bool Roomy(const Stream& s, size_t readable) {
     // 5 lookups of up to 2 symbols, plus the spare byte a 2-byte store may touch.
     return s.off + 8 <= readable && s.out_end - s.out >= 11;
   }
@@ -432,5 +442,7 @@ class HuffmanDecoder {
 };
 
 }  // namespace mooncake::compress_internal
+
+#undef MOONCAKE_HUFF_INLINE
 
 #endif  // MOONCAKE_COMPRESS_INTERNAL_HUFFMAN_H_

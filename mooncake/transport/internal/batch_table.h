@@ -208,10 +208,7 @@ class BatchTable {
     auto it = batches_.find(id);
     if (it == batches_.end()) return UnknownBatch(id);
     std::shared_ptr<BatchState> b = it->second;
-    b->cancelled_.store(true, std::memory_order_release);
-    for (RequestState& r : b->requests_) {
-      if (!r.done && r.status.ok()) r.status = absl::CancelledError("batch cancelled");
-    }
+    MarkCancelledLocked(*b);
     const auto done = [&b]() { return b->unsettled_ == 0; };
     if (!mu_.AwaitWithDeadline(absl::Condition(&done), drain_deadline)) {
       return absl::InternalError(absl::StrCat("batch ", id,
@@ -219,6 +216,16 @@ class BatchTable {
                                               "may still be in use"));
     }
     return TakeLocked(*b);
+  }
+
+  // Step one of Cancel alone, so a model can sweep queued work before the
+  // drain: sets the flag and fails unfinished requests with Cancelled.
+  absl::Status MarkCancelled(BatchId id) {
+    absl::MutexLock lock(&mu_);
+    auto it = batches_.find(id);
+    if (it == batches_.end()) return UnknownBatch(id);
+    MarkCancelledLocked(*it->second);
+    return absl::OkStatus();
   }
 
   size_t InFlight() const {
@@ -239,6 +246,13 @@ class BatchTable {
   static absl::Status UnknownBatch(BatchId id) {
     return absl::NotFoundError(
         absl::StrCat("unknown batch id ", id, " (never submitted, or already collected)"));
+  }
+
+  void MarkCancelledLocked(BatchState& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    b.cancelled_.store(true, std::memory_order_release);
+    for (RequestState& r : b.requests_) {
+      if (!r.done && r.status.ok()) r.status = absl::CancelledError("batch cancelled");
+    }
   }
 
   BatchResult TakeLocked(BatchState& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -7,9 +7,11 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -120,6 +122,61 @@ inline absl::Status SendAll(int fd, const void* buf, size_t len, std::string_vie
       len -= static_cast<size_t>(n);
     } else if (n < 0 && errno != EINTR) {
       return ErrnoStatus(what, errno);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Reads exactly `len` bytes before `deadline` (socket timeouts set to a short
+// tick make each recv return in time to check it).
+inline absl::Status RecvAllBy(int fd, void* buf, size_t len, absl::Time deadline,
+                              std::string_view what) {
+  char* p = static_cast<char*>(buf);
+  while (len > 0) {
+    const ssize_t n = ::recv(fd, p, len, MSG_WAITALL);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      return absl::UnavailableError(absl::StrCat(AbslView(what), ": peer closed the connection"));
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoStatus(what, errno);
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(AbslView(what), ": peer stalled past the I/O deadline"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Writes every byte of `iov` (modified in place) before `deadline`.
+inline absl::Status SendIovBy(int fd, iovec* iov, int iovcnt, absl::Time deadline,
+                              std::string_view what) {
+  while (iovcnt > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(iovcnt);
+    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoStatus(what, errno);
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat(AbslView(what), ": peer stopped reading past the I/O deadline"));
+      }
+      continue;
+    }
+    while (iovcnt > 0 && static_cast<size_t>(n) >= iov->iov_len) {
+      n -= static_cast<ssize_t>(iov->iov_len);
+      ++iov;
+      --iovcnt;
+    }
+    if (iovcnt > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + n;
+      iov->iov_len -= static_cast<size_t>(n);
     }
   }
   return absl::OkStatus();

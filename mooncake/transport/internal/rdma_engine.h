@@ -1,0 +1,278 @@
+// RdmaEngine<V>: the RDMA transport, generic over the verbs interface
+// (rdma_verbs.h). rdma_transport.h instantiates it with libibverbs; tests
+// instantiate it with FakeVerbs. It models transport::Transport.
+//
+// Shape
+//   - One device context, one protection domain. Every registered segment is
+//     one memory region (LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE); peers get
+//     (addr, rkey, length, location) from the owner over the control channel,
+//     and the device enforces the rkey's bounds on the owner side.
+//   - Control channel (rdma_control.h / rdma_wire.h): the owner listens on TCP;
+//     a requester connects once per endpoint, sends its QP's (qpn, psn, lid,
+//     gid, mtu); the owner creates a passive RC QP, drives it
+//     INIT->RTR->RTS, answers with its own; the requester brings its QP up the
+//     same way. OpenSegment then asks for a segment's keys on that channel.
+//   - Data path: one-sided RDMA READ/WRITE only. A request is cut into WRs of
+//     at most `wr_bytes_max` bytes and `max_sge` local pieces; WRs wait in a
+//     per-connection queue and are posted as chains of up to `post_chain_max`
+//     within the send queue's free slots; one WR in `signal_interval` is
+//     signalled (plus the one that ends a queue or fills the send queue), and
+//     a signalled completion retires every WR before it (RC is in-order).
+//   - Local buffers inside a registered segment use its lkey; any other local
+//     range is registered on the fly for the batch and deregistered when the
+//     batch's result is taken (costly: register hot buffers).
+//   - Progress runs in the caller's thread: Submit posts, Poll/Wait/Cancel
+//     poll the completion queues. No progress thread.
+//   - An error completion breaks the connection: later WRs on it fail with
+//     Unavailable, the endpoint is forgotten, and the next OpenSegment to it
+//     builds a new queue pair. Cancel fails unfinished requests with Cancelled
+//     and waits for posted WRs up to the I/O timeout, then moves the QP to
+//     ERR, which flushes them (the device stops touching their buffers).
+//
+// Status codes follow transport.h; completion errors map through
+// WcStatusToStatus (rdma_work.h).
+//
+// Thread-safety: every public method may be called concurrently. State is
+// guarded by `mu_`; control-channel I/O runs outside it under the
+// connection's `control_mu`. The owner side runs on one server thread.
+#ifndef MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_H_
+#define MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_H_
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/transport/internal/rdma_control.h"
+#include "mooncake/transport/internal/rdma_verbs.h"
+#include "mooncake/transport/internal/rdma_wire.h"
+#include "mooncake/transport/internal/rdma_work.h"
+#include "mooncake/transport/transport.h"
+#include "mooncake/transport/transport_metrics.h"
+
+namespace mooncake::transport_internal {
+
+struct RdmaOptions {
+  std::string device_name;  // empty: the first device found
+  uint8_t port = 1;
+  int gid_index = 0;  // RoCE v2 usually wants the IPv4-mapped GID (often 3)
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 0;  // 0: any free port
+  uint32_t send_queue_depth = 256;
+  uint32_t signal_interval = 16;
+  uint32_t post_chain_max = 32;
+  uint64_t wr_bytes_max = uint64_t{1} << 20;
+  uint32_t max_sge = 4;
+  size_t batches_in_flight_max = 256;
+  absl::Duration connect_timeout = absl::Seconds(3);
+  absl::Duration io_timeout = absl::Seconds(5);
+  RtsParams rts;                       // timeout / retry counts; sq_psn is filled in per QP
+  MetricsRegistry* metrics = nullptr;  // null: a private registry
+};
+
+inline absl::Status ValidateRdmaOptions(const RdmaOptions& o) {
+  if (o.send_queue_depth < 2 || o.signal_interval < 1 || o.post_chain_max < 1 ||
+      o.wr_bytes_max == 0 || o.max_sge < 1 || o.batches_in_flight_max < 1 || o.port < 1 ||
+      o.gid_index < 0 || o.io_timeout <= absl::ZeroDuration() ||
+      o.connect_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "RdmaOptions: depths, intervals, sizes, port and timeouts must be positive");
+  }
+  if (o.signal_interval > o.send_queue_depth) {
+    return absl::InvalidArgumentError(
+        "RdmaOptions: signal_interval must not exceed send_queue_depth (the send queue "
+        "would fill with unsignalled work requests)");
+  }
+  return absl::OkStatus();
+}
+
+template <RdmaVerbs V>
+class RdmaEngine {
+ public:
+  // Opens the device, allocates the PD and starts the control server.
+  // FailedPrecondition "no RDMA device" when the host has none.
+  static absl::StatusOr<std::unique_ptr<RdmaEngine>> Create(V verbs, RdmaOptions options = {}) {
+    RETURN_IF_ERROR(ValidateRdmaOptions(options));
+    std::unique_ptr<RdmaEngine> engine(new RdmaEngine(std::move(verbs), std::move(options)));
+    RETURN_IF_ERROR(engine->Init());
+    return engine;
+  }
+
+  RdmaEngine(const RdmaEngine&) = delete;
+  RdmaEngine& operator=(const RdmaEngine&) = delete;
+  ~RdmaEngine() { Shutdown(); }
+
+  std::string_view Name() const { return "rdma"; }
+  std::string LocalEndpoint() const {
+    return absl::StrCat("rdma://", options_.listen_host, ":", listen_port_);
+  }
+  // The device limits the engine runs with (after clamping the options).
+  SliceLimits slice_limits() const { return limits_; }
+  uint32_t send_queue_depth() const { return sq_depth_; }
+  transport::TransportMetrics& metrics() { return metrics_; }
+
+  absl::StatusOr<transport::SegmentDesc> RegisterMemory(void* addr, uint64_t length,
+                                                        transport::MemoryLocation location);
+  absl::Status UnregisterMemory(transport::SegmentId id);
+  absl::StatusOr<transport::RemoteSegment> OpenSegment(std::string_view endpoint,
+                                                       transport::SegmentId id);
+  absl::Status CloseSegment(transport::SegmentHandle handle);
+  absl::StatusOr<transport::BatchId> Submit(std::span<const transport::TransferRequest> requests);
+  absl::StatusOr<transport::BatchProgress> Poll(transport::BatchId batch);
+  absl::StatusOr<transport::BatchResult> Wait(transport::BatchId batch, absl::Time deadline);
+  absl::StatusOr<transport::BatchResult> Cancel(transport::BatchId batch);
+
+ private:
+  struct LocalSegment {
+    uint64_t addr = 0;
+    uint64_t length = 0;
+    transport::MemoryLocation location;
+    MemoryRegion mr;
+  };
+  struct PendingWr {
+    SendWr wr;
+    WrTag tag;
+  };
+  // A requester-side RC connection to one peer endpoint.
+  struct Connection {
+    uint64_t id = 0;
+    std::string endpoint;
+    CqHandle cq{};
+    QueuePair qp;
+    absl::Mutex control_mu;
+    ScopedFd control ABSL_GUARDED_BY(control_mu);
+    WrTracker tracker;
+    std::deque<PendingWr> pending;
+    SignalPolicy signal{1};
+    absl::Status broken;  // OK while usable
+    size_t refs = 0;      // endpoint map + open handles + batches
+  };
+  struct OpenedSegment {
+    Connection* conn = nullptr;
+    SegmentInfo info;
+  };
+  struct RequestState {
+    transport::OpCode op = transport::OpCode::kRead;
+    uint64_t length = 0;
+    absl::Status status;
+    uint32_t wrs_left = 0;
+    bool done = false;
+  };
+  struct Batch {
+    std::vector<RequestState> requests;
+    size_t done_count = 0;
+    size_t failed_count = 0;
+    size_t wrs_outstanding = 0;  // posted, not yet retired
+    std::vector<MemoryRegion> temp_mrs;
+    std::vector<Connection*> conns;  // each holds one ref
+    bool cancelling = false;         // a Cancel owns it; Wait/Cancel see NotFound
+    absl::Time submitted;
+    bool done() const { return done_count == requests.size() && wrs_outstanding == 0; }
+  };
+  // Owner side: one per accepted control connection.
+  struct Session {
+    ScopedFd fd;
+    QueuePair qp;
+    bool has_qp = false;
+  };
+
+  RdmaEngine(V verbs, RdmaOptions options)
+      : verbs_(std::move(verbs)),
+        options_(std::move(options)),
+        metrics_(options_.metrics, "rdma"),
+        rng_(std::random_device{}()) {}
+
+  absl::Status Init();
+  void Shutdown();
+  uint32_t NextPsn() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return rng_() & 0xFFFFFF; }
+  QpInfo LocalQpInfo(uint32_t qpn, uint32_t psn) const;
+  absl::Status BringUp(QpHandle qp, const QpInfo& peer, uint32_t own_psn);
+
+  absl::StatusOr<Connection*> GetOrConnect(const std::string& endpoint);
+  absl::StatusOr<std::unique_ptr<Connection>> Connect(const std::string& endpoint);
+  void DestroyConnectionResources(Connection& c);
+  void Release(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Reap() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Break(Connection* c, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Status PrepareRequest(const transport::TransferRequest& r, uint64_t batch_id,
+                              uint32_t index, Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::vector<LocalChunk>> CoverLocal(uint64_t addr, uint64_t length, Batch& batch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishRequest(Batch& b, uint32_t index, const absl::Status& s);
+  void Retire(const WrTag& tag, const absl::Status& s, bool was_posted)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Pump(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  transport::BatchResult TakeResult(transport::BatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  void ServeLoop();
+  absl::Status HandleMessage(Session& s);
+  void DropSession(Session& s);
+
+  V verbs_;
+  const RdmaOptions options_;
+  transport::TransportMetrics metrics_;
+  ContextHandle ctx_{};
+  PdHandle pd_{};
+  CqHandle passive_cq_{};  // owner-side QPs; one-sided inbound work makes no CQEs
+  DeviceAttrs device_attrs_;
+  PortAttrs port_attrs_;
+  SliceLimits limits_;
+  uint32_t sq_depth_ = 0;
+  bool device_open_ = false;
+
+  ScopedFd listen_fd_;
+  uint16_t listen_port_ = 0;
+  ScopedFd wake_read_, wake_write_;
+  std::thread server_;
+  std::atomic<bool> stopping_{false};
+  std::vector<std::unique_ptr<Session>> sessions_;  // server thread only
+
+  absl::Mutex mu_;
+  std::mt19937 rng_ ABSL_GUARDED_BY(mu_);
+  transport::SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_conn_ ABSL_GUARDED_BY(mu_) = 1;
+  transport::SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  transport::BatchId next_batch_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<transport::SegmentId, LocalSegment> segments_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, transport::SegmentId> segments_by_addr_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> conns_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint64_t> zombies_ ABSL_GUARDED_BY(mu_);  // released, not yet erased
+  absl::flat_hash_map<std::string, Connection*> by_endpoint_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<transport::SegmentHandle, OpenedSegment> handles_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<transport::BatchId, std::unique_ptr<Batch>> batches_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mooncake::transport_internal
+
+// Member definitions, split to keep each header readable.
+#include "mooncake/transport/internal/rdma_engine_data.h"  // IWYU pragma: export
+#include "mooncake/transport/internal/rdma_engine_impl.h"  // IWYU pragma: export
+
+#endif  // MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_H_

@@ -1,0 +1,428 @@
+// Member definitions of RdmaEngine<V>; included only by rdma_engine.h.
+#ifndef MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_IMPL_H_
+#define MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_IMPL_H_
+
+#ifndef MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_H_
+#error "include mooncake/transport/internal/rdma_engine.h instead"
+#endif
+
+#include <fcntl.h>
+#include <poll.h>
+
+namespace mooncake::transport_internal {
+
+// --- Setup and teardown -------------------------------------------------------
+
+template <RdmaVerbs V>
+absl::Status RdmaEngine<V>::Init() {
+  const std::vector<std::string> devices = verbs_.ListDevices();
+  if (devices.empty()) {
+    return absl::FailedPreconditionError(
+        "no RDMA device: ibv_get_device_list found none (no NIC, driver or rdma_rxe link); "
+        "use the TCP transport on this host");
+  }
+  std::string name = options_.device_name.empty() ? devices.front() : options_.device_name;
+  if (std::find(devices.begin(), devices.end(), name) == devices.end()) {
+    return absl::NotFoundError(absl::StrCat("no RDMA device named '", name,
+                                            "'; present: ", devices.size(), " device(s), first '",
+                                            devices.front(), "'"));
+  }
+  ASSIGN_OR_RETURN(ctx_, verbs_.OpenDevice(name));
+  device_open_ = true;
+  ASSIGN_OR_RETURN(device_attrs_, verbs_.QueryDevice(ctx_));
+  ASSIGN_OR_RETURN(port_attrs_, verbs_.QueryPort(ctx_, options_.port, options_.gid_index));
+  ASSIGN_OR_RETURN(pd_, verbs_.AllocPd(ctx_));
+  ASSIGN_OR_RETURN(passive_cq_, verbs_.CreateCq(ctx_, 16));
+  sq_depth_ = std::min(options_.send_queue_depth, device_attrs_.max_qp_wr);
+  limits_.max_sge = static_cast<uint32_t>(
+      std::min<uint64_t>({options_.max_sge, device_attrs_.max_sge, kMaxSgePerWr}));
+  limits_.wr_bytes_max = std::min<uint64_t>(options_.wr_bytes_max, port_attrs_.max_msg_sz);
+  if (sq_depth_ < 2 || limits_.max_sge < 1 || limits_.wr_bytes_max == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "RDMA device '", name, "' reports unusable limits: max_qp_wr ", device_attrs_.max_qp_wr,
+        ", max_sge ", device_attrs_.max_sge, ", max_msg_sz ", port_attrs_.max_msg_sz));
+  }
+  ASSIGN_OR_RETURN(auto listener, ListenTcp(options_.listen_host, options_.listen_port));
+  listen_fd_ = std::move(listener.first);
+  listen_port_ = listener.second;
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoStatus(errno, "pipe2");
+  wake_read_ = ScopedFd(pipe_fds[0]);
+  wake_write_ = ScopedFd(pipe_fds[1]);
+  server_ = std::thread([this] { ServeLoop(); });
+  return absl::OkStatus();
+}
+
+template <RdmaVerbs V>
+void RdmaEngine<V>::Shutdown() {
+  if (server_.joinable()) {
+    stopping_.store(true, std::memory_order_relaxed);  // the pipe write publishes it
+    const char byte = 1;
+    [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &byte, 1);
+    server_.join();
+  }
+  for (auto& s : sessions_) DropSession(*s);
+  sessions_.clear();
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, c] : conns_) {
+    if (c->qp.handle != QpHandle{}) verbs_.ModifyQpToError(c->qp.handle).IgnoreError();
+    DestroyConnectionResources(*c);
+  }
+  conns_.clear();
+  for (auto& [id, b] : batches_) {
+    for (const MemoryRegion& mr : b->temp_mrs) verbs_.DeregMr(mr.handle).IgnoreError();
+  }
+  batches_.clear();
+  for (auto& [id, seg] : segments_) verbs_.DeregMr(seg.mr.handle).IgnoreError();
+  segments_.clear();
+  if (device_open_) {
+    if (passive_cq_ != CqHandle{}) verbs_.DestroyCq(passive_cq_).IgnoreError();
+    if (pd_ != PdHandle{}) verbs_.DeallocPd(pd_).IgnoreError();
+    verbs_.CloseDevice(ctx_).IgnoreError();
+    device_open_ = false;
+  }
+}
+
+template <RdmaVerbs V>
+QpInfo RdmaEngine<V>::LocalQpInfo(uint32_t qpn, uint32_t psn) const {
+  QpInfo info;
+  info.qpn = qpn;
+  info.psn = psn;
+  info.lid = port_attrs_.lid;
+  info.mtu = port_attrs_.active_mtu;
+  info.use_gid = port_attrs_.is_ethernet;
+  info.gid = port_attrs_.gid;
+  return info;
+}
+
+// INIT -> RTR -> RTS against `peer`.
+template <RdmaVerbs V>
+absl::Status RdmaEngine<V>::BringUp(QpHandle qp, const QpInfo& peer, uint32_t own_psn) {
+  RETURN_IF_ERROR(verbs_.ModifyQpToInit(
+      qp, options_.port, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite));
+  RtrParams rtr;
+  rtr.dest_qpn = peer.qpn;
+  rtr.rq_psn = peer.psn;
+  rtr.dlid = peer.lid;
+  rtr.dgid = peer.gid;
+  rtr.use_gid = peer.use_gid || port_attrs_.is_ethernet;
+  rtr.sgid_index = static_cast<uint8_t>(options_.gid_index);
+  rtr.port = options_.port;
+  rtr.path_mtu = std::min(port_attrs_.active_mtu, peer.mtu);
+  RETURN_IF_ERROR(verbs_.ModifyQpToRtr(qp, rtr));
+  RtsParams rts = options_.rts;
+  rts.sq_psn = own_psn;
+  return verbs_.ModifyQpToRts(qp, rts);
+}
+
+// --- Registration -----------------------------------------------------------------
+
+template <RdmaVerbs V>
+absl::StatusOr<transport::SegmentDesc> RdmaEngine<V>::RegisterMemory(
+    void* addr, uint64_t length, transport::MemoryLocation location) {
+  const auto a = reinterpret_cast<uint64_t>(addr);
+  if (addr == nullptr || length == 0 || a + length < a) {
+    return absl::InvalidArgumentError("RegisterMemory: null address, zero length or overflow");
+  }
+  if (length > device_attrs_.max_mr_size) {
+    return absl::InvalidArgumentError(absl::StrCat("RegisterMemory: ", length,
+                                                   " bytes exceed the device's max_mr_size ",
+                                                   device_attrs_.max_mr_size));
+  }
+  absl::MutexLock lock(&mu_);
+  auto next = segments_by_addr_.lower_bound(a);
+  bool overlaps = next != segments_by_addr_.end() && next->first < a + length;
+  if (next != segments_by_addr_.begin()) {
+    const LocalSegment& prev = segments_.at(std::prev(next)->second);
+    overlaps = overlaps || prev.addr + prev.length > a;
+  }
+  if (overlaps) {
+    return absl::AlreadyExistsError("RegisterMemory: range overlaps a registered segment");
+  }
+  ASSIGN_OR_RETURN(
+      MemoryRegion mr,
+      verbs_.RegMr(pd_, addr, length, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite));
+  const transport::SegmentId id = next_segment_++;
+  segments_[id] = LocalSegment{a, length, location, mr};
+  segments_by_addr_[a] = id;
+  return transport::SegmentDesc{id, length, location};
+}
+
+template <RdmaVerbs V>
+absl::Status RdmaEngine<V>::UnregisterMemory(transport::SegmentId id) {
+  absl::MutexLock lock(&mu_);
+  auto it = segments_.find(id);
+  if (it == segments_.end()) {
+    return absl::NotFoundError(absl::StrCat("UnregisterMemory: no segment ", id));
+  }
+  // Deregistering invalidates the rkey: peers' later accesses fail on the device.
+  RETURN_IF_ERROR(verbs_.DeregMr(it->second.mr.handle));
+  segments_by_addr_.erase(it->second.addr);
+  segments_.erase(it);
+  return absl::OkStatus();
+}
+
+// --- Connections ----------------------------------------------------------------
+
+template <RdmaVerbs V>
+absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V>::Connect(
+    const std::string& endpoint) {
+  ASSIGN_OR_RETURN(const HostPort hp, ParseEndpoint(endpoint, "rdma"));
+  const absl::Time deadline = absl::Now() + options_.connect_timeout;
+  auto c = std::make_unique<Connection>();
+  c->endpoint = endpoint;
+  c->signal = SignalPolicy(options_.signal_interval);
+  ASSIGN_OR_RETURN(c->cq, verbs_.CreateCq(ctx_, sq_depth_ + 1));
+  auto created = verbs_.CreateQp(pd_, c->cq, QpCaps{sq_depth_, limits_.max_sge});
+  if (!created.ok()) {
+    verbs_.DestroyCq(c->cq).IgnoreError();
+    return created.status();
+  }
+  c->qp = *created;
+  uint32_t psn;
+  {
+    absl::MutexLock lock(&mu_);
+    psn = NextPsn();
+  }
+  auto status = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(ScopedFd fd, ConnectTcp(hp, deadline));
+    RdmaMessage hello;
+    hello.type = RdmaMsgType::kConnectRequest;
+    hello.qp = LocalQpInfo(c->qp.qpn, psn);
+    RETURN_IF_ERROR(SendRdmaMessage(fd.get(), hello, deadline));
+    ASSIGN_OR_RETURN(RdmaMessage reply, RecvRdmaMessage(fd.get(), deadline));
+    if (reply.type != RdmaMsgType::kConnectReply) {
+      return absl::DataLossError("RDMA control: expected a connect reply");
+    }
+    RETURN_IF_ERROR(reply.status);
+    RETURN_IF_ERROR(BringUp(c->qp.handle, reply.qp, psn));
+    absl::MutexLock lock(&c->control_mu);
+    c->control = std::move(fd);
+    return absl::OkStatus();
+  }();
+  if (!status.ok()) {
+    DestroyConnectionResources(*c);
+    return absl::Status(status.code(),
+                        absl::StrCat("RDMA connect to ", endpoint, ": ", status.message()));
+  }
+  return c;
+}
+
+template <RdmaVerbs V>
+absl::StatusOr<typename RdmaEngine<V>::Connection*> RdmaEngine<V>::GetOrConnect(
+    const std::string& endpoint) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = by_endpoint_.find(endpoint);
+    if (it != by_endpoint_.end()) {
+      ++it->second->refs;
+      return it->second;
+    }
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Connection> fresh, Connect(endpoint));
+  absl::MutexLock lock(&mu_);
+  auto it = by_endpoint_.find(endpoint);
+  if (it != by_endpoint_.end()) {  // another thread connected first: keep theirs
+    DestroyConnectionResources(*fresh);
+    ++it->second->refs;
+    return it->second;
+  }
+  fresh->id = next_conn_++;
+  fresh->refs = 2;  // the endpoint map and the caller
+  Connection* c = fresh.get();
+  by_endpoint_[endpoint] = c;
+  conns_[c->id] = std::move(fresh);
+  return c;
+}
+
+template <RdmaVerbs V>
+void RdmaEngine<V>::DestroyConnectionResources(Connection& c) {
+  if (c.qp.handle != QpHandle{}) verbs_.DestroyQp(c.qp.handle).IgnoreError();
+  if (c.cq != CqHandle{}) verbs_.DestroyCq(c.cq).IgnoreError();
+  c.qp = QueuePair{};
+  c.cq = CqHandle{};
+  absl::MutexLock lock(&c.control_mu);
+  c.control.Reset();  // the owner drops its passive QP when the channel closes
+}
+
+template <RdmaVerbs V>
+void RdmaEngine<V>::Release(Connection* c) {
+  MC_ASSERT(c->refs > 0, "connection reference count underflow");
+  if (--c->refs > 0) return;
+  MC_DASSERT(c->tracker.outstanding() == 0 && c->pending.empty(), "released with work queued");
+  // Erased later by Reap(): Release may run while Progress iterates conns_.
+  DestroyConnectionResources(*c);
+  zombies_.push_back(c->id);
+}
+
+template <RdmaVerbs V>
+void RdmaEngine<V>::Reap() {
+  for (uint64_t id : zombies_) conns_.erase(id);
+  zombies_.clear();
+}
+
+// The QP is unusable: flush it, fail everything queued on it and forget the
+// endpoint so the next OpenSegment builds a fresh connection.
+template <RdmaVerbs V>
+void RdmaEngine<V>::Break(Connection* c, const absl::Status& why) {
+  if (!c->broken.ok()) return;
+  c->broken = why;
+  verbs_.ModifyQpToError(c->qp.handle).IgnoreError();
+  const absl::Status flushed = WrTracker::FlushedStatus(why);
+  c->tracker.FailAll(flushed, [&](const WrTag& t, const absl::Status& s) { Retire(t, s, true); });
+  for (const PendingWr& p : c->pending) Retire(p.tag, flushed, false);
+  c->pending.clear();
+  auto it = by_endpoint_.find(c->endpoint);
+  if (it != by_endpoint_.end() && it->second == c) {
+    by_endpoint_.erase(it);
+    Release(c);
+  }
+}
+
+template <RdmaVerbs V>
+absl::StatusOr<transport::RemoteSegment> RdmaEngine<V>::OpenSegment(std::string_view endpoint,
+                                                                    transport::SegmentId id) {
+  if (id == 0) return absl::InvalidArgumentError("OpenSegment: segment id 0 is never valid");
+  ASSIGN_OR_RETURN(Connection * c, GetOrConnect(std::string(endpoint)));
+  RdmaMessage ask;
+  ask.type = RdmaMsgType::kOpenRequest;
+  ask.segment.id = id;
+  absl::StatusOr<RdmaMessage> reply;
+  {
+    absl::MutexLock lock(&c->control_mu);
+    const absl::Time deadline = absl::Now() + options_.io_timeout;
+    absl::Status sent = c->control.valid()
+                            ? SendRdmaMessage(c->control.get(), ask, deadline)
+                            : absl::UnavailableError("RDMA control channel already closed");
+    reply = sent.ok() ? RecvRdmaMessage(c->control.get(), deadline) : sent;
+  }
+  absl::MutexLock lock(&mu_);
+  if (reply.ok() && reply->type != RdmaMsgType::kOpenReply) {
+    reply = absl::DataLossError("RDMA control: expected an open reply");
+  }
+  if (!reply.ok()) {
+    Break(c, reply.status());
+    Release(c);
+    Reap();
+    return absl::UnavailableError(
+        absl::StrCat("OpenSegment ", AbslView(endpoint), ": ", reply.status().message()));
+  }
+  if (!reply->status.ok() || reply->segment.id != id) {
+    Release(c);
+    if (reply->status.ok()) return absl::DataLossError("OpenSegment: reply names another segment");
+    return reply->status;
+  }
+  const transport::SegmentHandle handle = next_handle_++;
+  handles_[handle] = OpenedSegment{c, reply->segment};  // keeps the caller's ref
+  return transport::RemoteSegment{handle, id, reply->segment.length, reply->segment.location};
+}
+
+template <RdmaVerbs V>
+absl::Status RdmaEngine<V>::CloseSegment(transport::SegmentHandle handle) {
+  absl::MutexLock lock(&mu_);
+  auto it = handles_.find(handle);
+  if (it == handles_.end()) {
+    return absl::NotFoundError(absl::StrCat("CloseSegment: unknown handle ", handle));
+  }
+  Connection* c = it->second.conn;
+  handles_.erase(it);
+  Release(c);
+  Reap();
+  return absl::OkStatus();
+}
+
+// --- Owner side: the control server --------------------------------------------
+
+inline constexpr size_t kRdmaSessionsMax = 1024;
+
+template <RdmaVerbs V>
+void RdmaEngine<V>::ServeLoop() {
+  std::vector<pollfd> fds;
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    fds.clear();
+    fds.push_back({wake_read_.get(), POLLIN, 0});
+    fds.push_back({listen_fd_.get(), POLLIN, 0});
+    for (auto& s : sessions_) fds.push_back({s->fd.get(), POLLIN, 0});
+    const int n = ::poll(fds.data(), fds.size(), 200);
+    if (n <= 0) continue;
+    if (fds[0].revents != 0) break;
+    // Sessions first: fds[2 + i] matches sessions_[i] only before accepting.
+    for (size_t i = sessions_.size(); i-- > 0;) {
+      if (fds[2 + i].revents == 0) continue;
+      if (!HandleMessage(*sessions_[i]).ok()) {
+        DropSession(*sessions_[i]);
+        sessions_.erase(sessions_.begin() + static_cast<ptrdiff_t>(i));
+      }
+    }
+    if ((fds[1].revents & POLLIN) == 0) continue;
+    for (;;) {
+      const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) break;
+      ScopedFd owned(fd);
+      if (sessions_.size() >= kRdmaSessionsMax) continue;  // closes it: bounded
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      auto s = std::make_unique<Session>();
+      s->fd = std::move(owned);
+      sessions_.push_back(std::move(s));
+    }
+  }
+}
+
+// Serves one control message. A non-OK return closes the session.
+template <RdmaVerbs V>
+absl::Status RdmaEngine<V>::HandleMessage(Session& s) {
+  const absl::Time deadline = absl::Now() + options_.io_timeout;
+  ASSIGN_OR_RETURN(RdmaMessage m, RecvRdmaMessage(s.fd.get(), deadline));
+  RdmaMessage reply;
+  if (m.type == RdmaMsgType::kConnectRequest) {
+    reply.type = RdmaMsgType::kConnectReply;
+    if (s.has_qp) verbs_.DestroyQp(s.qp.handle).IgnoreError();
+    s.has_qp = false;
+    uint32_t psn;
+    {
+      absl::MutexLock lock(&mu_);
+      psn = NextPsn();
+    }
+    auto qp = verbs_.CreateQp(pd_, passive_cq_, QpCaps{1, 1});
+    absl::Status up = qp.ok() ? BringUp(qp->handle, m.qp, psn) : qp.status();
+    if (up.ok()) {
+      s.qp = *qp;
+      s.has_qp = true;
+    } else if (qp.ok()) {
+      verbs_.DestroyQp(qp->handle).IgnoreError();
+    }
+    reply.status = up;
+    reply.qp = LocalQpInfo(up.ok() ? qp->qpn : 0, psn);
+  } else if (m.type == RdmaMsgType::kOpenRequest) {
+    reply.type = RdmaMsgType::kOpenReply;
+    reply.segment.id = m.segment.id;
+    absl::MutexLock lock(&mu_);
+    auto it = segments_.find(m.segment.id);
+    if (!s.has_qp) {
+      reply.status = absl::FailedPreconditionError("RDMA control: open before connect");
+    } else if (it == segments_.end()) {
+      reply.status =
+          absl::NotFoundError(absl::StrCat("no segment ", m.segment.id, " at ", LocalEndpoint(),
+                                           " (never registered or "
+                                           "unregistered)"));
+    } else {
+      const LocalSegment& seg = it->second;
+      reply.segment = SegmentInfo{m.segment.id, seg.addr, seg.mr.rkey, seg.length, seg.location};
+    }
+  } else {
+    return absl::DataLossError("RDMA control: unexpected message type from a requester");
+  }
+  return SendRdmaMessage(s.fd.get(), reply, deadline);
+}
+
+template <RdmaVerbs V>
+void RdmaEngine<V>::DropSession(Session& s) {
+  if (s.has_qp) verbs_.DestroyQp(s.qp.handle).IgnoreError();
+  s.has_qp = false;
+  s.fd.Reset();
+}
+
+}  // namespace mooncake::transport_internal
+
+#endif  // MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_IMPL_H_

@@ -1,0 +1,339 @@
+// TcpLane: one requester-side TCP connection of TcpTransport.
+//
+// Slices queue on the lane; they move to `pending_` (sent, awaiting the
+// response) in wire order while `inflight_bytes_` stays under the window, so
+// many slices are in flight with no round trip between them. READ request
+// frames are a header each and go out in one sendmsg; WRITE frames carry
+// their payload straight from the caller's buffer. The receiver thread reads
+// responses in order, each straight into its slice's destination.
+//
+// Who sends: Kick() from Submit sends inline when the send lock is free and
+// the work is small (no thread hop on the latency path); otherwise the sender
+// thread does. Lock order: send_mu_ before mu_.
+//
+// Failure: any I/O error, stall past io_timeout or protocol violation marks
+// the lane dead, shuts the socket down (waking both threads) and fails every
+// queued and pending slice with that Status. Pending slices are settled only
+// under send_mu_, so no sender still reads a WRITE buffer once its batch can
+// be collected.
+#ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_LANE_H_
+#define MOONCAKE_TRANSPORT_INTERNAL_TCP_LANE_H_
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/transport/internal/batch_table.h"
+#include "mooncake/transport/internal/tcp_server.h"
+#include "mooncake/transport/internal/tcp_wire.h"
+#include "mooncake/transport/internal/unix_socket.h"
+
+namespace mooncake::transport_internal {
+
+struct Slice {
+  std::shared_ptr<BatchState> batch;
+  uint32_t index = 0;  // request index in the batch
+  OpCode op = OpCode::kRead;
+  char* local = nullptr;
+  uint64_t segment = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  uint64_t tag = 0;
+};
+
+// Connects to host:port before `deadline` (non-blocking connect + poll).
+inline absl::StatusOr<Fd> ConnectTcp(const std::string& host, uint16_t port, absl::Time deadline,
+                                     absl::Duration io_timeout) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("host \"", host, "\" is not IPv4"));
+  }
+  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return ErrnoStatus("socket", errno);
+  const std::string who = absl::StrCat("connect to ", host, ":", port);
+  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (errno != EINPROGRESS) return ErrnoStatus(who, errno);
+    if (!PollUntil(fd.get(), POLLOUT, deadline)) {
+      return absl::DeadlineExceededError(absl::StrCat(who, ": timed out"));
+    }
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) return ErrnoStatus(who, err);
+  }
+  ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+  TuneTcpSocket(fd.get(), io_timeout);
+  return fd;
+}
+
+class TcpLane {
+ public:
+  struct Limits {
+    uint64_t window_bytes = 8 << 20;  // bytes in flight (sent, unanswered)
+    size_t window_slices = 256;
+    absl::Duration io_timeout = absl::Seconds(5);
+    uint32_t inline_write_bytes = 64 << 10;  // larger WRITE slices go via the sender thread
+  };
+
+  // `outstanding` counts the transport's unsettled slices; the lane
+  // decrements it for every slice it settles.
+  TcpLane(BatchTable* table, std::atomic<size_t>* outstanding, Limits limits)
+      : table_(table), outstanding_(outstanding), limits_(limits) {}
+  ~TcpLane() { Stop(absl::CancelledError("transport shut down")); }
+  TcpLane(const TcpLane&) = delete;
+  TcpLane& operator=(const TcpLane&) = delete;
+
+  absl::Status Connect(const std::string& host, uint16_t port, absl::Time deadline) {
+    ASSIGN_OR_RETURN(fd_, ConnectTcp(host, port, deadline, limits_.io_timeout));
+    sender_ = std::thread([this] { SenderLoop(); });
+    receiver_ = std::thread([this] { ReceiverLoop(); });
+    return absl::OkStatus();
+  }
+
+  bool dead() const {
+    absl::MutexLock lock(&mu_);
+    return dead_;
+  }
+
+  // Queues slices; a dead lane fails them at once.
+  void Enqueue(std::vector<Slice>& slices) {
+    absl::Status dead_status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!dead_) {
+        for (Slice& s : slices) queue_.push_back(std::move(s));
+        slices.clear();
+        return;
+      }
+      dead_status = dead_status_;
+    }
+    for (Slice& s : slices) SettleSlice(s, dead_status);
+    slices.clear();
+  }
+
+  // Sends what it can inline if no one else is sending; else the sender will.
+  void Kick() {
+    if (!send_mu_.TryLock()) return;
+    SendSomeLocked(/*inline_mode=*/true);
+    send_mu_.Unlock();
+  }
+
+  // Settles queued slices of cancelled batches now instead of when sent.
+  void SweepCancelled() {
+    std::vector<Slice> swept;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if (it->batch->cancelled()) {
+          swept.push_back(std::move(*it));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (Slice& s : swept) SettleSlice(s, absl::CancelledError("cancelled"));
+  }
+
+  void Stop(const absl::Status& why) {
+    Fail(why);
+    if (sender_.joinable()) sender_.join();
+    if (receiver_.joinable()) receiver_.join();
+    SettleAllAfterDeath();  // when never connected, or the receiver never ran
+  }
+
+ private:
+  void Fail(const absl::Status& why) {
+    absl::MutexLock lock(&mu_);
+    if (dead_) return;
+    dead_ = true;
+    dead_status_ = why;
+    if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
+  }
+
+  void SettleAllAfterDeath() {
+    absl::MutexLock send(&send_mu_);  // no sender is writing from a pending slice now
+    std::deque<Slice> pending, queued;
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      MC_ASSERT(dead_, "settling a live lane");
+      pending.swap(pending_);
+      queued.swap(queue_);
+      inflight_bytes_ = 0;
+      status = dead_status_;
+    }
+    for (Slice& s : pending) SettleSlice(s, status);
+    for (Slice& s : queued) SettleSlice(s, status);
+  }
+
+  bool WindowOpenLocked(const Slice& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return pending_.empty() || (inflight_bytes_ + s.length <= limits_.window_bytes &&
+                                pending_.size() < limits_.window_slices);
+  }
+
+  void SenderLoop() {
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return dead_ || (!queue_.empty() && WindowOpenLocked(queue_.front()));
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (dead_) return;
+      }
+      absl::MutexLock send(&send_mu_);
+      SendSomeLocked(/*inline_mode=*/false);
+    }
+  }
+
+  // Moves slices queue -> pending within the window and writes their frames.
+  void SendSomeLocked(bool inline_mode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
+    for (;;) {
+      std::vector<Slice> out, cancelled;
+      {
+        absl::MutexLock lock(&mu_);
+        while (!dead_ && !queue_.empty() && out.size() < 64 && WindowOpenLocked(queue_.front())) {
+          Slice& s = queue_.front();
+          if (inline_mode && s.op == OpCode::kWrite && s.length > limits_.inline_write_bytes) break;
+          if (s.batch->cancelled()) {
+            cancelled.push_back(std::move(s));
+          } else {
+            s.tag = next_tag_++;
+            inflight_bytes_ += s.length;
+            pending_.push_back(s);
+            out.push_back(std::move(s));
+          }
+          queue_.pop_front();
+        }
+      }
+      for (Slice& s : cancelled) {
+        SettleSlice(s, absl::CancelledError("cancelled"));
+      }
+      if (out.empty()) return;
+      const absl::Status st = WriteFrames(out);
+      if (!st.ok()) {
+        Fail(st);
+        return;
+      }
+    }
+  }
+
+  absl::Status WriteFrames(const std::vector<Slice>& out) {
+    std::vector<WireHeader> headers(out.size());
+    std::vector<iovec> iov;
+    iov.reserve(out.size() * 2);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const Slice& s = out[i];
+      headers[i] = EncodeHeader({s.op == OpCode::kRead ? FrameType::kRead : FrameType::kWrite, 0,
+                                 s.tag, s.segment, s.offset, s.length, 0});
+      iov.push_back({headers[i].data(), headers[i].size()});
+      if (s.op == OpCode::kWrite) iov.push_back({s.local, s.length});
+    }
+    const absl::Time deadline = absl::Now() + limits_.io_timeout;
+    for (size_t at = 0; at < iov.size(); at += IOV_MAX) {
+      const int n = static_cast<int>(std::min<size_t>(IOV_MAX, iov.size() - at));
+      RETURN_IF_ERROR(SendIovBy(fd_.get(), iov.data() + at, n, deadline, "request frames"));
+    }
+    return absl::OkStatus();
+  }
+
+  void ReceiverLoop() {
+    for (;;) {
+      Slice front;
+      {
+        absl::MutexLock lock(&mu_);
+        const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return dead_ || !pending_.empty();
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (dead_) break;
+        front = pending_.front();
+      }
+      absl::StatusOr<absl::Status> r = ReceiveOne(front);
+      if (!r.ok()) {
+        Fail(r.status());
+        break;
+      }
+      SettleSlice(front, *r);
+      absl::MutexLock lock(&mu_);
+      MC_DASSERT(!pending_.empty() && pending_.front().tag == front.tag, "pending order");
+      inflight_bytes_ -= pending_.front().length;
+      pending_.pop_front();
+    }
+    SettleAllAfterDeath();
+  }
+
+  // Outer Status: the lane broke. Inner: the request's outcome.
+  absl::StatusOr<absl::Status> ReceiveOne(const Slice& s) {
+    const absl::Time deadline = absl::Now() + limits_.io_timeout;
+    WireHeader raw;
+    RETURN_IF_ERROR(RecvAllBy(fd_.get(), raw.data(), raw.size(), deadline, "response header"));
+    ASSIGN_OR_RETURN(FrameHeader h, DecodeHeader(raw.data()));
+    if (h.tag != s.tag) {
+      return absl::DataLossError(
+          absl::StrCat("response tag ", h.tag, " does not match the oldest request ", s.tag));
+    }
+    switch (h.type) {
+      case FrameType::kReadData:
+        if (s.op != OpCode::kRead || h.length != s.length) {
+          return absl::DataLossError("READ_DATA does not match its request");
+        }
+        RETURN_IF_ERROR(RecvAllBy(fd_.get(), s.local, s.length, deadline, "READ_DATA payload"));
+        return absl::OkStatus();
+      case FrameType::kWriteAck:
+        if (s.op != OpCode::kWrite) return absl::DataLossError("WRITE_ACK for a READ");
+        return absl::OkStatus();
+      case FrameType::kError: {
+        std::string msg(h.length, '\0');
+        RETURN_IF_ERROR(RecvAllBy(fd_.get(), msg.data(), msg.size(), deadline, "ERROR message"));
+        return absl::Status(static_cast<absl::StatusCode>(h.code), absl::StrCat("owner: ", msg));
+      }
+      default:
+        return absl::DataLossError("unexpected frame type in a response");
+    }
+  }
+
+  void SettleSlice(const Slice& s, const absl::Status& status) {
+    table_->Settle(*s.batch, s.index, status);
+    // relaxed: the count is a soft admission bound, it publishes nothing.
+    outstanding_->fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  BatchTable* const table_;
+  std::atomic<size_t>* const outstanding_;
+  const Limits limits_;
+  Fd fd_;
+  std::thread sender_;
+  std::thread receiver_;
+  absl::Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  bool dead_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status dead_status_ ABSL_GUARDED_BY(mu_);
+  std::deque<Slice> queue_ ABSL_GUARDED_BY(mu_);    // not yet sent
+  std::deque<Slice> pending_ ABSL_GUARDED_BY(mu_);  // sent, in wire order
+  uint64_t inflight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace mooncake::transport_internal
+
+#endif  // MOONCAKE_TRANSPORT_INTERNAL_TCP_LANE_H_

@@ -1,0 +1,290 @@
+// TcpServer: the owner side of TcpTransport. Serves OPEN, READ and WRITE
+// frames (docs/tcp_wire_format.md) on registered segments.
+//
+// One thread per connection, blocking I/O with a short socket tick so every
+// frame has an absolute deadline (io_timeout): a requester that stalls
+// mid-frame or stops reading loses its connection, never a thread forever.
+// READ data goes out with one sendmsg of {header, segment bytes} (no copy in
+// user space); WRITE data is received straight into the segment. Every range
+// is checked against the registered length first (owner-side bounds); a bad
+// WRITE's payload is drained through a bounded scratch buffer.
+//
+// Unregistering waits (segment writer lock) for frames in progress on the
+// segment, so once Remove returns no connection touches its memory.
+//
+// Thread-safety: Add / Remove / Stop may be called concurrently with serving.
+#ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_
+#define MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/transport/internal/batch_table.h"
+#include "mooncake/transport/internal/tcp_wire.h"
+#include "mooncake/transport/internal/unix_socket.h"
+#include "mooncake/transport/transport.h"
+
+namespace mooncake::transport_internal {
+
+// The socket timeout tick: how often blocked I/O wakes to check a deadline.
+inline absl::Duration IoTick(absl::Duration io_timeout) {
+  return std::min(io_timeout, absl::Milliseconds(50));
+}
+
+inline void TuneTcpSocket(int fd, absl::Duration io_timeout) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  SetSocketTimeouts(fd, IoTick(io_timeout));
+}
+
+class TcpServer {
+ public:
+  TcpServer(absl::Duration io_timeout, size_t max_connections)
+      : io_timeout_(io_timeout), max_connections_(max_connections) {}
+  ~TcpServer() { Stop(); }
+  TcpServer(const TcpServer&) = delete;
+  TcpServer& operator=(const TcpServer&) = delete;
+
+  absl::Status Listen(const std::string& host, uint16_t port) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("bind host \"", host, "\" is not IPv4"));
+    }
+    listen_ = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!listen_.valid()) return ErrnoStatus("socket", errno);
+    const int one = 1;
+    ::setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      return ErrnoStatus(absl::StrCat("bind ", host, ":", port), errno);
+    }
+    if (::listen(listen_.get(), 128) != 0) return ErrnoStatus("listen", errno);
+    socklen_t len = sizeof(addr);
+    ::getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    wake_ = Fd(::eventfd(0, EFD_CLOEXEC));
+    if (!wake_.valid()) return ErrnoStatus("eventfd", errno);
+    acceptor_ = std::thread([this] { AcceptLoop(); });
+    return absl::OkStatus();
+  }
+
+  uint16_t port() const { return port_; }
+
+  transport::SegmentId Add(void* addr, uint64_t length, transport::MemoryLocation location) {
+    auto seg = std::make_shared<Segment>();
+    seg->addr = static_cast<char*>(addr);
+    seg->length = length;
+    seg->location = location;
+    absl::MutexLock lock(&mu_);
+    const transport::SegmentId id = next_segment_++;
+    segments_.emplace(id, std::move(seg));
+    return id;
+  }
+
+  absl::Status Remove(transport::SegmentId id) {
+    std::shared_ptr<Segment> seg;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = segments_.find(id);
+      if (it == segments_.end()) {
+        return absl::NotFoundError(absl::StrCat("segment ", id, " is not registered here"));
+      }
+      seg = std::move(it->second);
+      segments_.erase(it);
+    }
+    absl::MutexLock drain(&seg->io_mu);  // waits for frames in progress
+    return absl::OkStatus();
+  }
+
+  void Stop() {
+    if (!acceptor_.joinable()) return;
+    const uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof(one));
+    acceptor_.join();
+    std::list<std::unique_ptr<Conn>> conns;
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      conns.swap(conns_);
+      for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RDWR);
+    }
+    for (auto& c : conns) c->thread.join();
+  }
+
+ private:
+  struct Segment {
+    char* addr = nullptr;
+    uint64_t length = 0;
+    transport::MemoryLocation location;
+    absl::Mutex io_mu;  // readers: frames in progress; writer: Remove
+  };
+  struct Conn {
+    Fd fd;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  void AcceptLoop() {
+    for (;;) {
+      pollfd p[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
+      if (::poll(p, 2, -1) < 0) continue;
+      if (p[1].revents != 0) return;
+      Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      if (!fd.valid()) continue;
+      TuneTcpSocket(fd.get(), io_timeout_);
+      absl::MutexLock lock(&mu_);
+      ReapLocked();
+      if (stopping_ || conns_.size() >= max_connections_) continue;  // closes fd
+      auto conn = std::make_unique<Conn>();
+      conn->fd = std::move(fd);
+      Conn* c = conn.get();
+      conn->thread = std::thread([this, c] {
+        Serve(c->fd.get());
+        // release: Reap's acquire load sees a finished thread it may join.
+        c->done.store(true, std::memory_order_release);
+      });
+      conns_.push_back(std::move(conn));
+    }
+  }
+
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if ((*it)->done.load(std::memory_order_acquire)) {
+        (*it)->thread.join();
+        it = conns_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // Serves frames until the peer closes, errs, stalls mid-frame or Stop.
+  void Serve(int fd) {
+    WireHeader raw;
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      const int n = ::poll(&p, 1, 200);
+      if (n == 0) continue;  // idle connections are fine
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 || !RecvAllBy(fd, raw.data(), raw.size(), Deadline(), "request header").ok()) {
+        return;
+      }
+      absl::StatusOr<FrameHeader> h = DecodeHeader(raw.data());
+      if (!h.ok() || !IsRequest(h->type)) {
+        (void)Reply(fd, 0,
+                    h.ok() ? absl::DataLossError("response frame sent to a server") : h.status());
+        return;  // after garbage the stream cannot be resynchronized
+      }
+      if (!Handle(fd, *h).ok()) return;
+    }
+  }
+
+  absl::Time Deadline() const { return absl::Now() + io_timeout_; }
+
+  std::shared_ptr<Segment> Find(transport::SegmentId id) {
+    absl::MutexLock lock(&mu_);
+    auto it = segments_.find(id);
+    return it == segments_.end() ? nullptr : it->second;
+  }
+
+  // Returns a non-OK Status only when the connection must close.
+  absl::Status Handle(int fd, const FrameHeader& h) {
+    std::shared_ptr<Segment> seg = Find(h.segment);
+    if (seg == nullptr) {
+      if (h.type == FrameType::kWrite) RETURN_IF_ERROR(Drain(fd, h.length));
+      return Reply(fd, h.tag,
+                   absl::NotFoundError(
+                       absl::StrCat("segment ", h.segment, " is not registered at the owner")));
+    }
+    absl::ReaderMutexLock io(&seg->io_mu);
+    if (h.type == FrameType::kOpen) {
+      FrameHeader ok{FrameType::kOpenOk,
+                     0,
+                     h.tag,
+                     h.segment,
+                     seg->length,
+                     0,
+                     static_cast<uint32_t>(seg->location.kind) |
+                         (static_cast<uint32_t>(seg->location.device + 1) << 8)};
+      const WireHeader out = EncodeHeader(ok);
+      iovec iov{const_cast<uint8_t*>(out.data()), out.size()};
+      return SendIovBy(fd, &iov, 1, Deadline(), "OPEN_OK");
+    }
+    const absl::Status range = CheckRange(seg->addr, h.offset, h.length, seg->length);
+    if (!range.ok()) {
+      if (h.type == FrameType::kWrite) RETURN_IF_ERROR(Drain(fd, h.length));
+      return Reply(fd, h.tag, range);
+    }
+    if (h.type == FrameType::kRead) {
+      const WireHeader out =
+          EncodeHeader({FrameType::kReadData, 0, h.tag, h.segment, h.offset, h.length, 0});
+      iovec iov[2] = {{const_cast<uint8_t*>(out.data()), out.size()},
+                      {seg->addr + h.offset, h.length}};
+      return SendIovBy(fd, iov, 2, Deadline(), "READ_DATA");
+    }
+    RETURN_IF_ERROR(RecvAllBy(fd, seg->addr + h.offset, h.length, Deadline(), "WRITE payload"));
+    const WireHeader out =
+        EncodeHeader({FrameType::kWriteAck, 0, h.tag, h.segment, h.offset, 0, 0});
+    iovec iov{const_cast<uint8_t*>(out.data()), out.size()};
+    return SendIovBy(fd, &iov, 1, Deadline(), "WRITE_ACK");
+  }
+
+  absl::Status Drain(int fd, uint32_t length) {
+    std::vector<char> scratch(std::min<uint32_t>(length, 64 << 10));
+    const absl::Time deadline = Deadline();
+    while (length > 0) {
+      const uint32_t n = std::min<uint32_t>(length, static_cast<uint32_t>(scratch.size()));
+      RETURN_IF_ERROR(RecvAllBy(fd, scratch.data(), n, deadline, "rejected WRITE payload"));
+      length -= n;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Reply(int fd, uint64_t tag, const absl::Status& error) {
+    MC_DASSERT(!error.ok(), "Reply sends errors only");
+    std::string msg(error.message().substr(0, kMaxErrorBytes));
+    const WireHeader out = EncodeHeader({FrameType::kError, static_cast<uint16_t>(error.code()),
+                                         tag, 0, 0, static_cast<uint32_t>(msg.size()), 0});
+    iovec iov[2] = {{const_cast<uint8_t*>(out.data()), out.size()}, {msg.data(), msg.size()}};
+    return SendIovBy(fd, iov, msg.empty() ? 1 : 2, Deadline(), "ERROR");
+  }
+
+  const absl::Duration io_timeout_;
+  const size_t max_connections_;
+  Fd listen_;
+  Fd wake_;
+  uint16_t port_ = 0;
+  std::thread acceptor_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  transport::SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<transport::SegmentId, std::shared_ptr<Segment>> segments_
+      ABSL_GUARDED_BY(mu_);
+  std::list<std::unique_ptr<Conn>> conns_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mooncake::transport_internal
+
+#endif  // MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_

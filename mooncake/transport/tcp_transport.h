@@ -1,0 +1,414 @@
+// TcpTransport: transfers between processes on any hosts over TCP.
+//
+// Owner side (internal/tcp_server.h): a listener on Options::bind_host and a
+// thread per connection serving READ/WRITE frames straight from/into segment
+// memory after an owner-side bounds check.
+//
+// Requester side (internal/tcp_lane.h): `lanes_per_peer` connections per peer
+// endpoint. Submit cuts each request into slices of at most `slice_bytes`,
+// deals them round-robin over the peer's live lanes and returns; each lane
+// pipelines its slices (a window of bytes in flight, no round trip per slice)
+// and receives each response straight into the destination buffer.
+//
+// I/O model: one blocking socket per thread with a short SO_RCVTIMEO /
+// SO_SNDTIMEO tick, so every frame has an absolute deadline (io_timeout). A
+// lane has exactly one socket, so readiness multiplexing (epoll) or a
+// submission ring (io_uring) buys nothing on the data path; transfer_bench
+// measures the alternatives (docs/transport.md has the figures and reasons).
+//
+// Failures: a peer that closes (Unavailable), stalls past io_timeout
+// (DeadlineExceeded) or sends bytes that break the protocol (DataLoss) fails
+// the requests on that lane with that Status and the lane is dropped; the next
+// Submit to the peer reconnects it (bounded by connect_timeout). Nothing
+// waits without a deadline.
+//
+// Bounds: slices queued per transport (max_queued_slices), bytes in flight per
+// lane (lane_window_bytes), connections served (max_connections), one frame's
+// payload (16 MiB). No data is buffered: payloads move between sockets and the
+// caller's or the segment's memory.
+//
+// Endpoint: "tcp://<ipv4>:<port>".
+// Thread-safety: every method may be called concurrently.
+#ifndef MOONCAKE_TRANSPORT_TCP_TRANSPORT_H_
+#define MOONCAKE_TRANSPORT_TCP_TRANSPORT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/transport/internal/batch_table.h"
+#include "mooncake/transport/internal/tcp_lane.h"
+#include "mooncake/transport/internal/tcp_server.h"
+#include "mooncake/transport/internal/tcp_wire.h"
+#include "mooncake/transport/transport.h"
+#include "mooncake/transport/transport_metrics.h"
+
+namespace mooncake::transport {
+
+class TcpTransport {
+ public:
+  struct Options {
+    std::string bind_host = "127.0.0.1";
+    uint16_t port = 0;                     // 0: any free port
+    size_t lanes_per_peer = 2;             // in [1, 64]
+    uint32_t slice_bytes = 512 << 10;      // in [4 KiB, 16 MiB]
+    uint64_t lane_window_bytes = 8 << 20;  // bytes in flight per lane
+    absl::Duration io_timeout = absl::Seconds(5);
+    absl::Duration connect_timeout = absl::Seconds(2);
+    size_t max_batches = 1024;
+    size_t max_queued_slices = 1 << 16;
+    size_t max_connections = 256;
+    MetricsRegistry* metrics = nullptr;  // null: a private registry
+  };
+
+  // Listens at once; aborts if it cannot (use Create for a Status).
+  TcpTransport() : TcpTransport(Options{}) {}
+  explicit TcpTransport(Options options) : TcpTransport(std::move(options), 0) {
+    const absl::Status s = server_.Listen(options_.bind_host, options_.port);
+    MC_ASSERT(s.ok(), "TcpTransport could not listen");
+  }
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> Create(Options options) {
+    if (options.lanes_per_peer < 1 || options.lanes_per_peer > 64 || options.slice_bytes < 4096 ||
+        options.slice_bytes > transport_internal::kMaxSliceBytes) {
+      return absl::InvalidArgumentError(
+          "TcpTransport options: lanes_per_peer in [1, 64], slice_bytes in [4 KiB, 16 MiB]");
+    }
+    std::unique_ptr<TcpTransport> t(new TcpTransport(std::move(options), 0));
+    RETURN_IF_ERROR(t->server_.Listen(t->options_.bind_host, t->options_.port));
+    return t;
+  }
+  ~TcpTransport() {
+    server_.Stop();
+    absl::MutexLock lock(&mu_);
+    peers_.clear();  // stops every lane, failing what is still in flight
+  }
+  TcpTransport(const TcpTransport&) = delete;
+  TcpTransport& operator=(const TcpTransport&) = delete;
+
+  std::string_view Name() const { return "tcp"; }
+  std::string LocalEndpoint() const {
+    return absl::StrCat("tcp://", options_.bind_host, ":", server_.port());
+  }
+  TransportMetrics& metrics() { return metrics_; }
+
+  absl::StatusOr<SegmentDesc> RegisterMemory(void* addr, uint64_t length, MemoryLocation location) {
+    if (addr == nullptr || length == 0) {
+      return absl::InvalidArgumentError("RegisterMemory needs a non-null address and length > 0");
+    }
+    if (location.kind == MemoryKind::kGpu) {
+      return absl::FailedPreconditionError(
+          "TcpTransport sends from host memory; stage GPU memory or use CudaTransport");
+    }
+    return SegmentDesc{server_.Add(addr, length, location), length, location};
+  }
+
+  absl::Status UnregisterMemory(SegmentId id) { return server_.Remove(id); }
+
+  absl::StatusOr<RemoteSegment> OpenSegment(std::string_view endpoint, SegmentId id) {
+    ASSIGN_OR_RETURN(auto host_port, ParseEndpoint(endpoint));
+    const absl::Time deadline = absl::Now() + options_.connect_timeout + options_.io_timeout;
+    // A short control connection: the lanes stay free for data.
+    ASSIGN_OR_RETURN(transport_internal::Fd fd,
+                     transport_internal::ConnectTcp(host_port.first, host_port.second,
+                                                    absl::Now() + options_.connect_timeout,
+                                                    options_.io_timeout));
+    ASSIGN_OR_RETURN(RemoteSegment remote, ExchangeOpen(fd.get(), id, deadline));
+    ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, GetPeer(host_port.first, host_port.second));
+    absl::MutexLock lock(&mu_);
+    remote.handle = next_handle_++;
+    handles_.emplace(remote.handle, Handle{std::move(peer), remote.id, remote.length});
+    return remote;
+  }
+
+  absl::Status CloseSegment(SegmentHandle handle) {
+    absl::MutexLock lock(&mu_);
+    if (handles_.erase(handle) == 0) {
+      return absl::NotFoundError(absl::StrCat("segment handle ", handle, " is not open"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<BatchId> Submit(std::span<const TransferRequest> requests) {
+    if (requests.empty() || requests.size() > kMaxBatchRequests) {
+      return batches_.Create(requests).status();  // the table words the error
+    }
+    std::vector<Handle> targets(requests.size());
+    std::vector<absl::Status> early(requests.size());
+    std::vector<uint32_t> pieces(requests.size(), 1);
+    size_t slices = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      for (size_t i = 0; i < requests.size(); ++i) {
+        early[i] = Resolve(requests[i], &targets[i]);
+        if (early[i].ok()) {
+          pieces[i] = static_cast<uint32_t>((requests[i].length + options_.slice_bytes - 1) /
+                                            options_.slice_bytes);
+          slices += pieces[i];
+        }
+      }
+    }
+    // relaxed: a soft bound; the count is not used to publish memory.
+    if (queued_slices_.load(std::memory_order_relaxed) + slices > options_.max_queued_slices) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "TcpTransport queue full (", options_.max_queued_slices, " slices); Wait for batches"));
+    }
+    ASSIGN_OR_RETURN(auto batch, batches_.Create(requests, pieces));
+    queued_slices_.fetch_add(slices, std::memory_order_relaxed);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!early[i].ok()) batches_.Fail(*batch, i, early[i]);
+    }
+    Dispatch(batch, requests, targets, early);
+    return batch->id();
+  }
+
+  absl::StatusOr<BatchProgress> Poll(BatchId batch) const { return batches_.Poll(batch); }
+  absl::StatusOr<BatchResult> Wait(BatchId batch, absl::Time deadline) {
+    return batches_.Wait(batch, deadline);
+  }
+  absl::StatusOr<BatchResult> Cancel(BatchId batch) {
+    RETURN_IF_ERROR(batches_.MarkCancelled(batch));
+    for (const auto& peer : AllPeers()) {
+      absl::MutexLock lock(&peer->mu);
+      for (auto& lane : peer->lanes) {
+        if (lane != nullptr) lane->SweepCancelled();
+      }
+    }
+    // Slices on the wire finish or fail within io_timeout each.
+    return batches_.Cancel(batch, absl::Now() + 2 * options_.io_timeout + absl::Seconds(1));
+  }
+
+  // Lanes of the peer at `endpoint` that are connected and healthy (tests).
+  size_t LiveLanes(std::string_view endpoint) {
+    auto hp = ParseEndpoint(endpoint);
+    if (!hp.ok()) return 0;
+    std::shared_ptr<Peer> peer;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = peers_.find(absl::StrCat(hp->first, ":", hp->second));
+      if (it == peers_.end()) return 0;
+      peer = it->second;
+    }
+    absl::MutexLock lock(&peer->mu);
+    size_t n = 0;
+    for (auto& lane : peer->lanes) n += (lane != nullptr && !lane->dead()) ? 1 : 0;
+    return n;
+  }
+
+ private:
+  using Lane = transport_internal::TcpLane;
+  using Slice = transport_internal::Slice;
+
+  struct Peer {
+    std::string host;
+    uint16_t port = 0;
+    absl::Mutex mu;
+    std::vector<std::shared_ptr<Lane>> lanes ABSL_GUARDED_BY(mu);
+    size_t next_lane ABSL_GUARDED_BY(mu) = 0;
+  };
+  struct Handle {
+    std::shared_ptr<Peer> peer;
+    SegmentId id = 0;
+    uint64_t length = 0;
+  };
+
+  TcpTransport(Options options, int /*tag*/)
+      : options_(std::move(options)),
+        metrics_(options_.metrics, "tcp"),
+        batches_(options_.max_batches, &metrics_),
+        server_(options_.io_timeout, options_.max_connections) {}
+
+  static absl::StatusOr<std::pair<std::string, uint16_t>> ParseEndpoint(std::string_view ep) {
+    const size_t colon = ep.rfind(':');
+    uint32_t port = 0;
+    if (!ep.starts_with("tcp://") || colon == std::string_view::npos || colon < 6 ||
+        !absl::SimpleAtoi(AbslView(ep.substr(colon + 1)), &port) || port == 0 || port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bad tcp endpoint \"", AbslView(ep), "\"; expected tcp://<ipv4>:<port>"));
+    }
+    return std::make_pair(std::string(ep.substr(6, colon - 6)), static_cast<uint16_t>(port));
+  }
+
+  absl::StatusOr<RemoteSegment> ExchangeOpen(int fd, SegmentId id, absl::Time deadline) {
+    using transport_internal::FrameType;
+    const auto req = transport_internal::EncodeHeader({FrameType::kOpen, 0, 1, id, 0, 0, 0});
+    iovec iov{const_cast<uint8_t*>(req.data()), req.size()};
+    RETURN_IF_ERROR(transport_internal::SendIovBy(fd, &iov, 1, deadline, "OPEN"));
+    transport_internal::WireHeader raw;
+    RETURN_IF_ERROR(
+        transport_internal::RecvAllBy(fd, raw.data(), raw.size(), deadline, "OPEN reply"));
+    ASSIGN_OR_RETURN(transport_internal::FrameHeader h,
+                     transport_internal::DecodeHeader(raw.data()));
+    if (h.type == FrameType::kError) {
+      std::string msg(h.length, '\0');
+      RETURN_IF_ERROR(
+          transport_internal::RecvAllBy(fd, msg.data(), msg.size(), deadline, "OPEN error"));
+      return absl::Status(static_cast<absl::StatusCode>(h.code), absl::StrCat("owner: ", msg));
+    }
+    if (h.type != FrameType::kOpenOk || h.tag != 1 || h.segment != id) {
+      return absl::DataLossError("unexpected reply to OPEN");
+    }
+    RemoteSegment r;
+    r.id = id;
+    r.length = h.offset;
+    r.location.kind = static_cast<MemoryKind>(h.aux & 0xFF);
+    r.location.device = static_cast<int32_t>(h.aux >> 8) - 1;
+    return r;
+  }
+
+  absl::StatusOr<std::shared_ptr<Peer>> GetPeer(const std::string& host, uint16_t port) {
+    std::shared_ptr<Peer> peer;
+    {
+      absl::MutexLock lock(&mu_);
+      auto& slot = peers_[absl::StrCat(host, ":", port)];
+      if (slot == nullptr) {
+        slot = std::make_shared<Peer>();
+        slot->host = host;
+        slot->port = port;
+      }
+      peer = slot;
+    }
+    absl::MutexLock lock(&peer->mu);
+    RETURN_IF_ERROR(ReviveLanesLocked(*peer));
+    return peer;
+  }
+
+  // Replaces dead or missing lanes; OK if at least one lane is live.
+  absl::Status ReviveLanesLocked(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(peer.mu) {
+    peer.lanes.resize(options_.lanes_per_peer);
+    absl::Status last;
+    size_t live = 0;
+    for (auto& lane : peer.lanes) {
+      if (lane != nullptr && !lane->dead()) {
+        ++live;
+        continue;
+      }
+      Lane::Limits limits;
+      limits.window_bytes = options_.lane_window_bytes;
+      limits.io_timeout = options_.io_timeout;
+      auto fresh = std::make_shared<Lane>(&batches_, &queued_slices_, limits);
+      last = fresh->Connect(peer.host, peer.port, absl::Now() + options_.connect_timeout);
+      if (!last.ok()) continue;
+      lane = std::move(fresh);  // the old lane (if any) stops and fails its slices
+      ++live;
+    }
+    return live > 0 ? absl::OkStatus() : last;
+  }
+
+  absl::Status Resolve(const TransferRequest& r, Handle* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = handles_.find(r.segment);
+    if (it == handles_.end()) {
+      return absl::NotFoundError(absl::StrCat("segment handle ", r.segment, " is not open"));
+    }
+    *out = it->second;
+    // A requester-side pre-check with the advertised length; the owner checks again.
+    return transport_internal::CheckRange(r.local_addr, r.remote_offset, r.length, out->length);
+  }
+
+  // Cuts requests into slices and deals them over each peer's live lanes.
+  void Dispatch(const std::shared_ptr<transport_internal::BatchState>& batch,
+                std::span<const TransferRequest> requests, const std::vector<Handle>& targets,
+                const std::vector<absl::Status>& early) {
+    absl::flat_hash_map<Peer*, std::vector<std::vector<Slice>>> per_peer;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      if (!early[i].ok()) continue;
+      Peer* peer = targets[i].peer.get();
+      auto& lanes = per_peer[peer];
+      if (lanes.empty()) lanes.resize(options_.lanes_per_peer);
+      const TransferRequest& r = requests[i];
+      for (uint64_t done = 0; done < r.length; done += options_.slice_bytes) {
+        Slice s;
+        s.batch = batch;
+        s.index = static_cast<uint32_t>(i);
+        s.op = r.op;
+        s.local = static_cast<char*>(r.local_addr) + done;
+        s.segment = targets[i].id;
+        s.offset = r.remote_offset + done;
+        s.length = static_cast<uint32_t>(std::min<uint64_t>(options_.slice_bytes, r.length - done));
+        lanes[rr_.fetch_add(1, std::memory_order_relaxed) % options_.lanes_per_peer].push_back(
+            std::move(s));
+      }
+    }
+    for (auto& [peer, lanes] : per_peer) EnqueueOnPeer(*peer, lanes);
+  }
+
+  void EnqueueOnPeer(Peer& peer, std::vector<std::vector<Slice>>& lanes) {
+    std::vector<std::shared_ptr<Lane>> kicked;  // kept alive past the lock
+    {
+      absl::MutexLock lock(&peer.mu);
+      if (!AllLive(peer)) (void)ReviveLanesLocked(peer);
+      std::vector<size_t> live;
+      for (size_t l = 0; l < peer.lanes.size(); ++l) {
+        if (peer.lanes[l] != nullptr && !peer.lanes[l]->dead()) live.push_back(l);
+      }
+      for (size_t l = 0; l < lanes.size(); ++l) {
+        if (lanes[l].empty()) continue;
+        // A dead lane's share moves to a live one; with none, Enqueue on the
+        // dead lane (or the failure below) fails the slices.
+        const size_t target = live.empty() ? l : live[l % live.size()];
+        std::shared_ptr<Lane> lane = target < peer.lanes.size() ? peer.lanes[target] : nullptr;
+        if (lane == nullptr) {
+          for (Slice& s : lanes[l]) {
+            batches_.Settle(*s.batch, s.index,
+                            absl::UnavailableError(
+                                absl::StrCat("no connection to ", peer.host, ":", peer.port)));
+            // relaxed: a soft bound (see Submit).
+            queued_slices_.fetch_sub(1, std::memory_order_relaxed);
+          }
+          continue;
+        }
+        lane->Enqueue(lanes[l]);
+        kicked.push_back(std::move(lane));
+      }
+    }
+    for (auto& lane : kicked) lane->Kick();
+  }
+
+  static bool AllLive(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(peer.mu) {
+    for (auto& lane : peer.lanes) {
+      if (lane == nullptr || lane->dead()) return false;
+    }
+    return true;
+  }
+
+  std::vector<std::shared_ptr<Peer>> AllPeers() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::shared_ptr<Peer>> out;
+    for (auto& [k, p] : peers_) out.push_back(p);
+    return out;
+  }
+
+  Options options_;
+  TransportMetrics metrics_;
+  transport_internal::BatchTable batches_;
+  transport_internal::TcpServer server_;
+  std::atomic<size_t> rr_{0};
+  std::atomic<size_t> queued_slices_{0};
+  absl::Mutex mu_;
+  SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<SegmentHandle, Handle> handles_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+};
+
+static_assert(Transport<TcpTransport>);
+
+}  // namespace mooncake::transport
+
+#endif  // MOONCAKE_TRANSPORT_TCP_TRANSPORT_H_

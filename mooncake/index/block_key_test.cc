@@ -1,0 +1,202 @@
+#include "mooncake/index/block_key.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "mooncake/base/hash.h"
+
+namespace mooncake::index {
+namespace {
+
+// The namespace and tokens of docs/block_key_spec.md's test vectors.
+KeyNamespace SpecNamespace() {
+  return KeyNamespace{.model_id = "Qwen/Qwen2.5-7B-Instruct", .dtype = "bf16", .tp_size = 2,
+                      .tp_rank = 1};
+}
+
+std::string Hex(const std::string& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out.push_back(kDigits[c >> 4]);
+    out.push_back(kDigits[c & 15]);
+  }
+  return out;
+}
+
+TEST(BlockKeyTest, RootMessageByteLayout) {
+  auto msg = RootKeyMessage(SpecNamespace(), 4);
+  ASSERT_TRUE(msg.ok());
+  EXPECT_EQ(Hex(*msg),
+            "4d43424b"                    // "MCBK"
+            "01000000"                    // version 1
+            "04000000"                    // block_tokens 4
+            "02000000"                    // tp_size 2
+            "01000000"                    // tp_rank 1
+            "18000000"                    // len("Qwen/Qwen2.5-7B-Instruct") = 24
+            "5177656e2f5177656e322e352d37422d496e737472756374"
+            "04000000"
+            "62663136"                    // "bf16"
+            "00000000"                    // lora_id ""
+            "00000000");                  // salt ""
+}
+
+// Reproduced independently with `xxhsum -H2` over the hex messages in the spec.
+constexpr char kSpecRoot[] = "03c73d9bfdef376c142f061648fe4ae8";
+constexpr char kSpecKey0[] = "e10d452b0e99819ef9c311f4a3376dee";
+constexpr char kSpecKey1[] = "a8fab85e5e8b91459f6844e6d93c0c64";
+
+// The vectors in docs/block_key_spec.md; regenerate the doc if these change
+// (they must not: the key is a published format).
+TEST(BlockKeyTest, SpecVectors) {
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 4);
+  ASSERT_TRUE(keyer.ok());
+  EXPECT_EQ(keyer->root().ToHex(), StableHash128(*RootKeyMessage(SpecNamespace(), 4)).ToHex());
+  const std::vector<uint32_t> tokens = {1, 2, 3, 4, 100000, 0xFFFFFFFF, 7, 8, 9};
+  const std::vector<BlockKey> keys = keyer->Compute(tokens);
+  ASSERT_EQ(keys.size(), 2u) << "the partial third block has no key";
+  EXPECT_EQ(keyer->root().ToHex(), kSpecRoot);
+  EXPECT_EQ(keys[0].ToHex(), kSpecKey0);
+  EXPECT_EQ(keys[1].ToHex(), kSpecKey1);
+}
+
+TEST(BlockKeyTest, SpecVectorsWithLoraSaltAndExtraKeys) {
+  const KeyNamespace ns{.model_id = "m", .dtype = "fp8", .lora_id = "lora-7", .salt = "tenant-a"};
+  auto keyer = BlockKeyer::Create(ns, 16);
+  ASSERT_TRUE(keyer.ok());
+  std::vector<uint32_t> tokens(32);
+  for (uint32_t i = 0; i < tokens.size(); ++i) tokens[i] = i;
+  const auto keys = keyer->Compute(tokens);
+  EXPECT_EQ(keyer->root().ToHex(), "f0f50f0236edbdcf518d3d182b052c91");
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ(keys[0].ToHex(), "afd96126eb6dc517912e30766b75791a");
+  EXPECT_EQ(keys[1].ToHex(), "14559bd7f9d904ed684c37a880860a24");
+  auto spec = BlockKeyer::Create(SpecNamespace(), 4);
+  const uint32_t block[4] = {5, 6, 7, 8};
+  const uint64_t extra = 0x0102030405060708ull;
+  EXPECT_EQ(spec->Next(spec->root(), block, {&extra, 1}).ToHex(),
+            "177a643bac09311ac285c444edb04a9a");
+}
+
+TEST(BlockKeyTest, BlockMessageIsParentThenLittleEndianTokens) {
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 4);
+  ASSERT_TRUE(keyer.ok());
+  const BlockKey root = keyer->root();
+  unsigned char msg[16 + 16];
+  for (int i = 0; i < 8; ++i) {
+    msg[i] = static_cast<unsigned char>(root.low >> (8 * i));
+    msg[8 + i] = static_cast<unsigned char>(root.high >> (8 * i));
+  }
+  const uint32_t tokens[4] = {1, 2, 3, 0xA1B2C3D4};
+  for (int t = 0; t < 4; ++t) {
+    for (int i = 0; i < 4; ++i) msg[16 + 4 * t + i] = static_cast<unsigned char>(tokens[t] >> (8 * i));
+  }
+  EXPECT_EQ(keyer->Next(root, tokens), StableHash128(msg, sizeof(msg)));
+}
+
+TEST(BlockKeyTest, ExtraKeysFollowTheTokens) {
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 1);
+  ASSERT_TRUE(keyer.ok());
+  const uint32_t token = 5;
+  const uint64_t extra = 0x0102030405060708ull;
+  StableHasher128 h;
+  h.UpdateU64(keyer->root().low);
+  h.UpdateU64(keyer->root().high);
+  const unsigned char le_token[4] = {5, 0, 0, 0};
+  h.Update(le_token, 4);
+  h.UpdateU64(extra);
+  EXPECT_EQ(keyer->Next(keyer->root(), {&token, 1}, {&extra, 1}), h.Digest());
+  EXPECT_NE(keyer->Next(keyer->root(), {&token, 1}, {&extra, 1}),
+            keyer->Next(keyer->root(), {&token, 1}));
+}
+
+TEST(BlockKeyTest, LongBlocksStreamToTheSameKey) {
+  // 2048 tokens = 8 KiB: past the stack buffer, so Next() streams.
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 2048);
+  ASSERT_TRUE(keyer.ok());
+  std::vector<uint32_t> tokens(2048);
+  for (uint32_t i = 0; i < tokens.size(); ++i) tokens[i] = i * 2654435761u;
+  std::string msg(16 + 4 * tokens.size(), '\0');
+  for (int i = 0; i < 8; ++i) {
+    msg[i] = static_cast<char>(keyer->root().low >> (8 * i));
+    msg[8 + i] = static_cast<char>(keyer->root().high >> (8 * i));
+  }
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    for (int i = 0; i < 4; ++i) msg[16 + 4 * t + i] = static_cast<char>(tokens[t] >> (8 * i));
+  }
+  EXPECT_EQ(keyer->Next(keyer->root(), tokens), StableHash128(msg));
+}
+
+TEST(BlockKeyTest, ChainsContinueAcrossCalls) {
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 4);
+  ASSERT_TRUE(keyer.ok());
+  std::vector<uint32_t> tokens(40);
+  for (uint32_t i = 0; i < tokens.size(); ++i) tokens[i] = i;
+  const auto all = keyer->Compute(tokens);
+  std::vector<BlockKey> tail(5);
+  keyer->Compute(std::span<const uint32_t>(tokens).subspan(20), all[4], tail);
+  EXPECT_EQ(std::vector<BlockKey>(all.begin() + 5, all.end()), tail);
+}
+
+TEST(BlockKeyTest, NamespaceFieldsSeparateCaches) {
+  const KeyNamespace base = SpecNamespace();
+  auto root = [](const KeyNamespace& ns, uint32_t bt = 4) { return BlockKeyer::Create(ns, bt)->root(); };
+  KeyNamespace other = base;
+  other.dtype = "fp8";
+  EXPECT_NE(root(base), root(other));
+  other = base;
+  other.tp_rank = 0;
+  EXPECT_NE(root(base), root(other));
+  other = base;
+  other.salt = "tenant-a";
+  EXPECT_NE(root(base), root(other));
+  other = base;
+  other.lora_id = "adapter-1";
+  EXPECT_NE(root(base), root(other));
+  EXPECT_NE(root(base, 4), root(base, 8));
+  // Length prefixes keep field boundaries unambiguous.
+  KeyNamespace a = base, b = base;
+  a.model_id = "ab";
+  a.dtype = "c";
+  b.model_id = "a";
+  b.dtype = "bc";
+  EXPECT_NE(root(a), root(b));
+}
+
+TEST(BlockKeyTest, BadNamespacesAreRejected) {
+  EXPECT_EQ(BlockKeyer::Create(KeyNamespace{}, 16).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BlockKeyer::Create(SpecNamespace(), 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  KeyNamespace ns = SpecNamespace();
+  ns.tp_rank = 2;
+  EXPECT_EQ(BlockKeyer::Create(ns, 16).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BlockKeyTest, CheckedTokenIds) {
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 2);
+  ASSERT_TRUE(keyer.ok());
+  const std::vector<int64_t> good = {1, 2, 3, 4, 5};
+  const std::vector<uint32_t> good32 = {1, 2, 3, 4, 5};
+  EXPECT_EQ(*keyer->ComputeChecked(std::span<const int64_t>(good)), keyer->Compute(good32));
+  const std::vector<int64_t> negative = {1, -2};
+  EXPECT_EQ(keyer->ComputeChecked(std::span<const int64_t>(negative)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const std::vector<int64_t> big = {1, int64_t{1} << 32};
+  EXPECT_FALSE(keyer->ComputeChecked(std::span<const int64_t>(big)).ok());
+  // Ids past the last full block are not keyed, so not checked either.
+  const std::vector<int32_t> partial = {1, 2, -1};
+  EXPECT_TRUE(keyer->ComputeChecked(std::span<const int32_t>(partial)).ok());
+}
+
+TEST(BlockKeyTest, NextRejectsAWrongBlockSize) {
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 4);
+  ASSERT_TRUE(keyer.ok());
+  const uint32_t three[3] = {1, 2, 3};
+  EXPECT_DEATH(keyer->Next(keyer->root(), three), "exactly one block");
+}
+
+}  // namespace
+}  // namespace mooncake::index

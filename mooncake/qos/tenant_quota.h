@@ -27,7 +27,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 
@@ -35,7 +37,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 
@@ -71,7 +72,7 @@ class TenantQuota {
   // Creates `tenant` or changes its capacity.
   absl::Status SetCapacity(std::string_view tenant, uint64_t capacity_bytes) {
     if (absl::Status s = ValidateName(tenant); !s.ok()) return s;
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::shared_mutex> lock(mu_);
     auto it = tenants_.find(AbslView(tenant));
     if (it == tenants_.end()) {
       if (absl::Status s = CheckRoomLocked(tenant); !s.ok()) return s;
@@ -87,7 +88,7 @@ class TenantQuota {
   absl::Status Admit(std::string_view tenant, uint64_t bytes) {
     if (absl::Status s = ValidateName(tenant); !s.ok()) return s;
     {
-      absl::ReaderMutexLock lock(&mu_);
+      std::shared_lock<std::shared_mutex> lock(mu_);
       if (auto it = tenants_.find(AbslView(tenant)); it != tenants_.end()) {
         return AdmitLocked(tenant, *it->second, bytes);
       }
@@ -96,7 +97,7 @@ class TenantQuota {
       return absl::NotFoundError(
           absl::StrCat("tenant '", AbslView(tenant), "' has no quota; call SetCapacity first"));
     }
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::shared_mutex> lock(mu_);
     auto it = tenants_.find(AbslView(tenant));
     if (it == tenants_.end()) {
       if (absl::Status s = CheckRoomLocked(tenant); !s.ok()) return s;
@@ -109,7 +110,7 @@ class TenantQuota {
 
   // Returns `bytes` that an earlier Admit charged to `tenant`.
   absl::Status Release(std::string_view tenant, uint64_t bytes) {
-    absl::ReaderMutexLock lock(&mu_);
+    std::shared_lock<std::shared_mutex> lock(mu_);
     auto it = tenants_.find(AbslView(tenant));
     if (it == tenants_.end()) {
       return absl::NotFoundError(
@@ -130,7 +131,7 @@ class TenantQuota {
 
   // Forgets a tenant that holds nothing.
   absl::Status RemoveTenant(std::string_view tenant) {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::shared_mutex> lock(mu_);
     auto it = tenants_.find(AbslView(tenant));
     if (it == tenants_.end()) {
       return absl::NotFoundError(absl::StrCat("no tenant '", AbslView(tenant), "'"));
@@ -145,7 +146,7 @@ class TenantQuota {
   }
 
   std::optional<TenantUsage> Usage(std::string_view tenant) const {
-    absl::ReaderMutexLock lock(&mu_);
+    std::shared_lock<std::shared_mutex> lock(mu_);
     auto it = tenants_.find(AbslView(tenant));
     if (it == tenants_.end()) return std::nullopt;
     const Account& a = *it->second;
@@ -156,7 +157,7 @@ class TenantQuota {
   }
 
   size_t TenantCount() const {
-    absl::ReaderMutexLock lock(&mu_);
+    std::shared_lock<std::shared_mutex> lock(mu_);
     return tenants_.size();
   }
 
@@ -209,7 +210,8 @@ class TenantQuota {
   }
 
   const Options options_;
-  mutable absl::Mutex mu_;
+  // std::shared_mutex, not absl::Mutex: see locked_scheduler.h.
+  mutable std::shared_mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<Account>> tenants_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -25,11 +25,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 
@@ -59,7 +59,7 @@ class TokenBucket {
   explicit TokenBucket(const TokenBucketOptions& options, const Clock* clock = nullptr)
       : clock_(clock != nullptr ? clock : &MonotonicClock::Get()) {
     MC_ASSERT(Validate(options).ok(), "invalid TokenBucketOptions; call Validate() first");
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     last_ns_ = clock_->NowNs();
     bytes_.Configure(options.bytes_per_sec, options.burst_bytes);
     ops_.Configure(options.ops_per_sec, options.burst_ops);
@@ -71,7 +71,7 @@ class TokenBucket {
   // Takes `bytes` byte tokens and one op token if both are available (see the
   // file comment for requests above the burst); otherwise takes nothing.
   [[nodiscard]] bool TryAcquire(uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     RefillLocked();
     if (!bytes_.CanTake(bytes) || !ops_.CanTake(1)) return false;
     bytes_.Take(bytes);
@@ -82,7 +82,7 @@ class TokenBucket {
   // Nanoseconds until TryAcquire(bytes) would succeed if nobody else takes
   // tokens meanwhile; 0 if it would succeed now.
   int64_t WaitNs(uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     RefillLocked();
     return std::max(bytes_.WaitNs(bytes), ops_.WaitNs(1));
   }
@@ -90,7 +90,7 @@ class TokenBucket {
   // Changes the limits at run time (see the file comment).
   absl::Status SetOptions(const TokenBucketOptions& options) {
     if (absl::Status s = Validate(options); !s.ok()) return s;
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     RefillLocked();
     bytes_.Configure(options.bytes_per_sec, options.burst_bytes);
     ops_.Configure(options.ops_per_sec, options.burst_ops);
@@ -99,12 +99,12 @@ class TokenBucket {
 
   // Tokens now (negative while in debt); INT64_MAX for an unlimited dimension.
   int64_t AvailableBytes() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     RefillLocked();
     return bytes_.Available();
   }
   int64_t AvailableOps() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     RefillLocked();
     return ops_.Available();
   }
@@ -197,7 +197,8 @@ class TokenBucket {
   }
 
   const Clock* const clock_;
-  absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: see locked_scheduler.h.
+  std::mutex mu_;
   int64_t last_ns_ ABSL_GUARDED_BY(mu_) = 0;
   Dimension bytes_ ABSL_GUARDED_BY(mu_);
   Dimension ops_ ABSL_GUARDED_BY(mu_);

@@ -52,8 +52,10 @@ namespace mooncake::alloc {
 struct SizeClassOptions {
   // Slot sizes, distinct and > 0; at most SizeClassAllocator::kMaxClasses.
   std::vector<uint64_t> class_bytes;
-  // Target page size; a page holds max(1, page_bytes / slot) slots.
-  uint64_t page_bytes = uint64_t{4} << 20;
+  // Target page size; a page holds max(1, page_bytes / slot) slots. 0: auto,
+  // capacity / 1024 clamped to [64 KiB, 4 MiB], so that the partly used
+  // pages of each class strand about 0.1% of the range at most.
+  uint64_t page_bytes = 0;
   // Power of two; pages are requested from the backing with this alignment.
   uint64_t page_alignment = 4096;
 };
@@ -63,12 +65,14 @@ class SizeClassAllocator {
  public:
   static constexpr size_t kMaxClasses = 32;
   static constexpr uint32_t kMaxSlotsPerPage = uint32_t{1} << 16;
+  static constexpr uint64_t kAutoPageMinBytes = uint64_t{64} << 10;
+  static constexpr uint64_t kAutoPageMaxBytes = uint64_t{4} << 20;
 
   static absl::Status ValidateOptions(const SizeClassOptions& options) {
     if (options.class_bytes.empty() || options.class_bytes.size() > kMaxClasses) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "SizeClassOptions.class_bytes must list 1 to ", kMaxClasses, " sizes, got ",
-          options.class_bytes.size()));
+      return absl::InvalidArgumentError(absl::StrCat("SizeClassOptions.class_bytes must list 1 to ",
+                                                     kMaxClasses, " sizes, got ",
+                                                     options.class_bytes.size()));
     }
     std::vector<uint64_t> sorted = options.class_bytes;
     std::sort(sorted.begin(), sorted.end());
@@ -76,10 +80,9 @@ class SizeClassAllocator {
       return absl::InvalidArgumentError(
           "SizeClassOptions.class_bytes must be distinct and greater than zero");
     }
-    if (options.page_bytes == 0 || !IsValidAlignment(options.page_alignment)) {
+    if (!IsValidAlignment(options.page_alignment)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "SizeClassOptions needs page_bytes > 0 and a power-of-two page_alignment, got ",
-          options.page_bytes, " and ", options.page_alignment));
+          "SizeClassOptions.page_alignment must be a power of two, got ", options.page_alignment));
     }
     return absl::OkStatus();
   }
@@ -96,8 +99,12 @@ class SizeClassAllocator {
         owner_tag_(alloc_internal::NewOwnerTag()) {
     MC_ASSERT(ValidateOptions(options).ok(), "invalid SizeClassOptions; use Create");
     std::sort(options.class_bytes.begin(), options.class_bytes.end());
+    const uint64_t page_bytes = options.page_bytes != 0
+                                    ? options.page_bytes
+                                    : std::clamp<uint64_t>(backing_.stats().capacity_bytes / 1024,
+                                                           kAutoPageMinBytes, kAutoPageMaxBytes);
     for (const uint64_t slot : options.class_bytes) {
-      const uint64_t slots = std::clamp<uint64_t>(options.page_bytes / slot, 1, kMaxSlotsPerPage);
+      const uint64_t slots = std::clamp<uint64_t>(page_bytes / slot, 1, kMaxSlotsPerPage);
       classes_.push_back(Class{.slot_bytes = slot,
                                .slot_alignment = std::min(page_alignment_, slot & (~slot + 1)),
                                .slots_per_page = static_cast<uint32_t>(slots)});

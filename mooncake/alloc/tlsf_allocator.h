@@ -79,10 +79,9 @@ class TlsfAllocator {
     }
     if (options.capacity_bytes == 0 || options.capacity_bytes > kMaxCapacityBytes ||
         options.capacity_bytes % options.granularity_bytes != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("TlsfOptions.capacity_bytes must be a positive multiple of ",
-                       "granularity_bytes (", options.granularity_bytes, ") and at most 2^62, got ",
-                       options.capacity_bytes));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TlsfOptions.capacity_bytes must be a positive multiple of ", "granularity_bytes (",
+          options.granularity_bytes, ") and at most 2^62, got ", options.capacity_bytes));
     }
     return absl::OkStatus();
   }
@@ -185,7 +184,9 @@ class TlsfAllocator {
     State state = State::kFree;
   };
 
-  static constexpr uint64_t RoundUp(uint64_t x, uint64_t pow2) { return (x + pow2 - 1) & ~(pow2 - 1); }
+  static constexpr uint64_t RoundUp(uint64_t x, uint64_t pow2) {
+    return (x + pow2 - 1) & ~(pow2 - 1);
+  }
 
   // The bin holding extents of exactly `size` bytes (size >= 1), as a linear
   // index fl * kSlCount + sl that grows with size.
@@ -222,7 +223,8 @@ class TlsfAllocator {
 
   uint32_t FindFit(uint64_t reserved, uint64_t alignment) const {
     const uint32_t own = BinOf(reserved);
-    if (const uint32_t head = heads_[own]; head != kNone && Fits(nodes_[head], reserved, alignment)) {
+    if (const uint32_t head = heads_[own];
+        head != kNone && Fits(nodes_[head], reserved, alignment)) {
       return head;
     }
     const uint64_t padding_max = alignment > granule_ ? alignment - granule_ : 0;

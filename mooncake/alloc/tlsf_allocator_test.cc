@@ -20,9 +20,10 @@ uint64_t LogUniformSize(std::mt19937_64& rng, uint64_t max_bytes) {
 template <uint64_t kGranule>
 struct TlsfFactory {
   using Allocator = TlsfAllocator;
+  static constexpr bool kServesWholeRange = true;
   static TlsfAllocator Make(uint64_t capacity_bytes) {
-    return TlsfAllocator(TlsfOptions{.capacity_bytes = capacity_bytes,
-                                     .granularity_bytes = kGranule});
+    return TlsfAllocator(
+        TlsfOptions{.capacity_bytes = capacity_bytes, .granularity_bytes = kGranule});
   }
   static uint64_t RandomSize(std::mt19937_64& rng, uint64_t capacity_bytes) {
     return LogUniformSize(rng, capacity_bytes / 8);

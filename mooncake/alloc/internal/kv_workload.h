@@ -35,6 +35,13 @@ inline std::vector<uint64_t> DefaultKvBlockSizes() {
           KvBlockBytes(28, 4, 128, 16, 2), KvBlockBytes(28, 4, 128, 64, 2)};
 }
 
+// The same models stored one layer per object (as engines that keep
+// per-layer KV tensors do): 64 KiB, 256 KiB, 32 KiB, 128 KiB.
+inline std::vector<uint64_t> PerLayerKvBlockSizes() {
+  return {KvBlockBytes(1, 8, 128, 16, 2), KvBlockBytes(1, 8, 128, 64, 2),
+          KvBlockBytes(1, 4, 128, 16, 2), KvBlockBytes(1, 4, 128, 64, 2)};
+}
+
 struct KvWorkloadOptions {
   std::vector<uint64_t> block_bytes = DefaultKvBlockSizes();
   double odd_fraction = 0.1;
@@ -43,6 +50,15 @@ struct KvWorkloadOptions {
   uint64_t block_alignment = 4096;
   uint64_t odd_alignment = 64;
 };
+
+// The per-layer variant: per-layer blocks, odd sizes scaled alike (4 KiB to
+// 128 KiB), so the largest request is again about the largest block.
+inline KvWorkloadOptions PerLayerKvWorkloadOptions() {
+  KvWorkloadOptions options;
+  options.block_bytes = PerLayerKvBlockSizes();
+  options.odd_max_bytes = uint64_t{128} << 10;
+  return options;
+}
 
 struct KvRequest {
   uint64_t size = 0;
@@ -63,7 +79,8 @@ class KvWorkload {
                                                       options_.odd_max_bytes)(rng_),
               options_.odd_alignment};
     }
-    const size_t i = std::uniform_int_distribution<size_t>(0, options_.block_bytes.size() - 1)(rng_);
+    const size_t i =
+        std::uniform_int_distribution<size_t>(0, options_.block_bytes.size() - 1)(rng_);
     return {options_.block_bytes[i], options_.block_alignment};
   }
 

@@ -1,0 +1,284 @@
+// Allocator benchmarks over every model, each with the plain first-fit free
+// list (internal/first_fit_allocator.h) measured in the same run as the
+// baseline; the ratios against it are printed after the table.
+//
+//   BM_AllocFreePairs<M>/fill/workload   single thread, steady state: one
+//       op per iteration, an allocation while live bytes are under
+//       fill% of 1 GiB, else a free of a random live allocation, so two
+//       iterations are one alloc+free pair; items_per_second = pairs/s.
+//       workload 0: the mixed KV workload (internal/kv_workload.h);
+//       workload 1: small objects, 64 B to 64 KiB log-uniform (~10^5 live).
+//   BM_UtilizationAtFirstFailure<M>   1 GiB, mixed KV workload, random walk
+//       (allocate with p = 0.55, else free a random live allocation) until the
+//       first failed allocation; utilization_at_first_failure = live requested
+//       bytes / capacity at that moment, mean over 8 seeds (min also shown).
+//   BM_FragmentationAfterChurn<M>    1 GiB, mixed KV workload held at 85%
+//       fill for 10^6 ops; external_fragmentation = 1 - largest free / free.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "mooncake/alloc/allocator.h"
+#include "mooncake/alloc/internal/first_fit_allocator.h"
+#include "mooncake/alloc/internal/kv_workload.h"
+#include "mooncake/alloc/kv_allocator.h"
+#include "mooncake/alloc/locked_allocator.h"
+#include "mooncake/alloc/size_class_allocator.h"
+#include "mooncake/alloc/tlsf_allocator.h"
+
+namespace mooncake::alloc {
+namespace {
+
+constexpr uint64_t kCapacity = uint64_t{1} << 30;
+
+TlsfAllocator MakeTlsf(uint64_t capacity_bytes) {
+  return TlsfAllocator(TlsfOptions{
+      .capacity_bytes = capacity_bytes, .granularity_bytes = 64, .reserve_records = 1 << 18});
+}
+
+SizeClassOptions KvClasses() {
+  return SizeClassOptions{.class_bytes = alloc_internal::DefaultKvBlockSizes()};
+}
+
+// Factories: the template argument names the model in each benchmark name.
+struct FirstFit {
+  using A = alloc_internal::FirstFitAllocator;
+  static std::unique_ptr<A> Make() { return std::make_unique<A>(kCapacity); }
+};
+struct Tlsf {
+  using A = TlsfAllocator;
+  static std::unique_ptr<A> Make() { return std::make_unique<A>(MakeTlsf(kCapacity)); }
+};
+struct LockedTlsf {
+  using A = LockedAllocator<TlsfAllocator>;
+  static std::unique_ptr<A> Make() { return std::make_unique<A>(MakeTlsf(kCapacity)); }
+};
+struct SizeClass {
+  using A = SizeClassAllocator<TlsfAllocator>;
+  static std::unique_ptr<A> Make() { return std::make_unique<A>(MakeTlsf(kCapacity), KvClasses()); }
+};
+struct Kv {
+  using A = KvAllocator<>;
+  static std::unique_ptr<A> Make() { return std::make_unique<A>(MakeTlsf(kCapacity), KvClasses()); }
+};
+
+// Small objects: log-uniform sizes 64 B .. 64 KiB, alignment 64.
+class SmallObjects {
+ public:
+  explicit SmallObjects(uint64_t seed) : rng_(seed) {}
+  alloc_internal::KvRequest Next() {
+    const int bits = std::uniform_int_distribution<int>(6, 15)(rng_);
+    return {std::uniform_int_distribution<uint64_t>(uint64_t{1} << bits, uint64_t{2} << bits)(rng_),
+            64};
+  }
+
+ private:
+  std::mt19937_64 rng_;
+};
+
+// Precomputed requests and victim picks so the timed loop measures the
+// allocator, not the random number generator.
+struct OpStream {
+  static constexpr size_t kLength = 1 << 16;
+  std::vector<alloc_internal::KvRequest> requests;
+  std::vector<uint64_t> picks;
+
+  template <typename Source>
+  OpStream(Source& source, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    for (size_t i = 0; i < kLength; ++i) {
+      requests.push_back(source.Next());
+      picks.push_back(rng());
+    }
+  }
+};
+
+// Holds live bytes near `target`: allocate while under it, else free a random
+// live allocation. Returns the number of failed allocations.
+template <typename A>
+uint64_t HoldFill(A& a, const OpStream& ops, size_t& cursor, std::vector<Allocation>& live,
+                  uint64_t& live_bytes, uint64_t target, uint64_t op_count) {
+  uint64_t failures = 0;
+  for (uint64_t n = 0; n < op_count; ++n, ++cursor) {
+    const size_t k = cursor & (OpStream::kLength - 1);
+    if (live_bytes < target || live.empty()) {
+      const alloc_internal::KvRequest& r = ops.requests[k];
+      if (std::optional<Allocation> x = a.allocate(r.size, r.alignment)) {
+        live.push_back(*x);
+        live_bytes += r.size;
+      } else {
+        ++failures;
+      }
+    } else {
+      const size_t v = ops.picks[k] % live.size();
+      a.free(live[v]);
+      live_bytes -= live[v].size;
+      live[v] = live.back();
+      live.pop_back();
+    }
+  }
+  return failures;
+}
+
+template <typename M>
+void BM_AllocFreePairs(benchmark::State& state) {
+  const uint64_t target = kCapacity * state.range(0) / 100;
+  std::unique_ptr<typename M::A> a = M::Make();
+  alloc_internal::KvWorkload kv({}, 42);
+  SmallObjects small(42);
+  const OpStream ops = state.range(1) == 0 ? OpStream(kv, 7) : OpStream(small, 7);
+  std::vector<Allocation> live;
+  uint64_t live_bytes = 0;
+  size_t cursor = 0;
+  // Reach the fill, then churn until the free extents reflect it.
+  while (live_bytes < target) {
+    if (HoldFill(*a, ops, cursor, live, live_bytes, target, 1) > 0) break;
+  }
+  HoldFill(*a, ops, cursor, live, live_bytes, target, 100'000);
+  uint64_t failures = 0;
+  for (auto _ : state) failures += HoldFill(*a, ops, cursor, live, live_bytes, target, 1);
+  state.SetItemsProcessed(state.iterations() / 2);
+  state.counters["fill"] = static_cast<double>(live_bytes) / kCapacity;
+  state.counters["live"] = static_cast<double>(live.size());
+  state.counters["failed_allocs"] = static_cast<double>(failures);
+  for (const Allocation& x : live) a->free(x);
+}
+
+template <typename M>
+void BM_UtilizationAtFirstFailure(benchmark::State& state) {
+  double sum = 0, min = 1;
+  int runs = 0;
+  for (auto _ : state) {
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      std::unique_ptr<typename M::A> a = M::Make();
+      alloc_internal::KvWorkload w({}, seed);
+      const double u =
+          alloc_internal::RunUntilFirstFailure(*a, kCapacity, w, 0.55, uint64_t{1} << 26)
+              .utilization;
+      sum += u;
+      min = std::min(min, u);
+      ++runs;
+    }
+  }
+  state.counters["utilization_at_first_failure"] = sum / runs;
+  state.counters["utilization_min"] = min;
+}
+
+template <typename M>
+void BM_FragmentationAfterChurn(benchmark::State& state) {
+  double fragmentation = 0, largest_mib = 0, failures = 0;
+  for (auto _ : state) {
+    std::unique_ptr<typename M::A> a = M::Make();
+    alloc_internal::KvWorkload kv({}, 99);
+    const OpStream ops(kv, 5);
+    std::vector<Allocation> live;
+    uint64_t live_bytes = 0;
+    size_t cursor = 0;
+    failures = static_cast<double>(
+        HoldFill(*a, ops, cursor, live, live_bytes, kCapacity * 85 / 100, 1'000'000));
+    const AllocatorStats s = a->stats();
+    fragmentation = s.ExternalFragmentation();
+    largest_mib = static_cast<double>(s.largest_free_bytes) / (1 << 20);
+    for (const Allocation& x : live) a->free(x);
+  }
+  state.counters["external_fragmentation"] = fragmentation;
+  state.counters["largest_free_mib"] = largest_mib;
+  state.counters["failed_allocs"] = failures;
+}
+
+void PairArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"fill", "workload"});
+  for (int workload : {0, 1}) {
+    for (int fill : {50, 90}) b->Args({fill, workload});
+  }
+}
+
+void KvPairArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"fill", "workload"});
+  for (int fill : {50, 90}) b->Args({fill, 0});
+}
+
+BENCHMARK_TEMPLATE(BM_AllocFreePairs, FirstFit)->Apply(PairArgs);
+BENCHMARK_TEMPLATE(BM_AllocFreePairs, Tlsf)->Apply(PairArgs);
+BENCHMARK_TEMPLATE(BM_AllocFreePairs, LockedTlsf)->Apply(PairArgs);
+BENCHMARK_TEMPLATE(BM_AllocFreePairs, SizeClass)->Apply(KvPairArgs);  // KV sizes only
+BENCHMARK_TEMPLATE(BM_AllocFreePairs, Kv)->Apply(PairArgs);
+
+BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, FirstFit)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Tlsf)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, SizeClass)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Kv)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, FirstFit)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, Tlsf)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, SizeClass)
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, Kv)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Passes everything to the console and keeps the counters of the runs that
+// matter (medians when repeated) to print ratios against FirstFit.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "median") continue;
+      std::string name = run.benchmark_name();
+      if (const size_t pos = name.find("_median"); pos != std::string::npos) name.erase(pos);
+      for (const auto& [counter, value] : run.counters) results_[name][counter] = value;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+
+  void PrintRatios() const {
+    static constexpr const char* kMetrics[] = {"items_per_second", "utilization_at_first_failure",
+                                               "external_fragmentation"};
+    std::printf("\nSame-run ratios against the first-fit baseline (median runs):\n");
+    for (const auto& [name, counters] : results_) {
+      const size_t open = name.find('<'), close = name.find('>');
+      if (open == std::string::npos || close == std::string::npos) continue;
+      if (name.compare(open + 1, close - open - 1, "FirstFit") == 0) continue;
+      const std::string base = name.substr(0, open + 1) + "FirstFit" + name.substr(close);
+      const auto it = results_.find(base);
+      if (it == results_.end()) continue;
+      for (const char* metric : kMetrics) {
+        const auto mine = counters.find(metric), theirs = it->second.find(metric);
+        if (mine == counters.end() || theirs == it->second.end()) continue;
+        std::printf("  %-58s %-29s %12.4g vs %12.4g  ratio %.3f\n", name.c_str(), metric,
+                    static_cast<double>(mine->second), static_cast<double>(theirs->second),
+                    theirs->second == 0 ? 0.0 : mine->second / theirs->second);
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::map<std::string, double>> results_;
+};
+
+}  // namespace
+}  // namespace mooncake::alloc
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  mooncake::alloc::RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintRatios();
+  benchmark::Shutdown();
+  return 0;
+}

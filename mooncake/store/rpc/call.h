@@ -28,11 +28,9 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/store/rpc/channel.h"
 
-namespace mooncake::rpc {
+namespace mooncake::rpc_internal {
 
-namespace rpc_internal {
-
-template <RpcMethod M>
+template <rpc::RpcMethod M>
 absl::StatusOr<typename M::Response> ParseResponse(const absl::Status& status,
                                                    std::string_view payload) {
   if (!status.ok()) return status;
@@ -46,7 +44,7 @@ absl::StatusOr<typename M::Response> ParseResponse(const absl::Status& status,
   return response;
 }
 
-template <RpcMethod M>
+template <rpc::RpcMethod M>
 absl::Status SerializeRequest(const typename M::Request& request, uint32_t max_payload_bytes,
                               std::string* out) {
   const size_t size = request.ByteSizeLong();
@@ -62,7 +60,9 @@ absl::Status SerializeRequest(const typename M::Request& request, uint32_t max_p
   return absl::OkStatus();
 }
 
-}  // namespace rpc_internal
+}  // namespace mooncake::rpc_internal
+
+namespace mooncake::rpc {
 
 // `done` is invoked exactly once with absl::StatusOr<typename M::Response>.
 template <RpcMethod M, RpcChannel C, typename F>

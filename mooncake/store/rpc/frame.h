@@ -80,7 +80,9 @@ struct Frame {
   std::string_view payload;  // points into the decoder's buffer
 };
 
-namespace rpc_internal {
+}  // namespace mooncake::rpc
+
+namespace mooncake::rpc_internal {
 
 inline void StoreLe16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v);
@@ -104,7 +106,9 @@ inline uint64_t LoadLe64(const uint8_t* p) {
   return v;
 }
 
-}  // namespace rpc_internal
+}  // namespace mooncake::rpc_internal
+
+namespace mooncake::rpc {
 
 inline uint32_t FrameChecksum(const void* data, size_t size) {
   return static_cast<uint32_t>(StableHash64(data, size));

@@ -79,7 +79,9 @@ struct RpcServerOptions {
   int64_t linger_ms = 1000;                    // drain time after a protocol error
 };
 
-namespace rpc_internal_server {
+}  // namespace mooncake::rpc
+
+namespace mooncake::rpc_internal {
 
 struct ServerShared;
 
@@ -91,40 +93,40 @@ class IoLoop {
   void Start() { thread_ = std::thread([this] { Run(); }); }
   void Stop();
   // Any thread: hand an accepted socket to this loop.
-  void Adopt(rpc_internal::UniqueFd fd, std::string peer);
+  void Adopt(UniqueFd fd, std::string peer);
   int epoll_fd() const { return epoll_fd_.get(); }
 
  private:
-  using ConnPtr = std::shared_ptr<rpc_internal::ServerConnection>;
+  using ConnPtr = std::shared_ptr<ServerConnection>;
   void Run();
   void AdoptPending();
   void AcceptAll();
   void OnEvent(uint64_t id, uint32_t events);
   void ReadAndServe(const ConnPtr& conn);
   bool ServeFrames(const ConnPtr& conn);
-  void HandleRequest(const ConnPtr& conn, const Frame& frame, int64_t now_ns);
+  void HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, int64_t now_ns);
   void DrainInput(const ConnPtr& conn);
   void CloseConn(uint64_t id);
   void ExpireDraining(int64_t now_ns);
 
   ServerShared* const shared_;
   const size_t index_;
-  rpc_internal::UniqueFd epoll_fd_;
-  rpc_internal::EventFd wake_;
+  UniqueFd epoll_fd_;
+  EventFd wake_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   absl::Mutex adopt_mu_;
-  std::vector<std::pair<rpc_internal::UniqueFd, std::string>> adopt_ ABSL_GUARDED_BY(adopt_mu_);
+  std::vector<std::pair<UniqueFd, std::string>> adopt_ ABSL_GUARDED_BY(adopt_mu_);
   absl::flat_hash_map<uint64_t, ConnPtr> conns_;  // loop thread only
   absl::flat_hash_map<uint64_t, int64_t> draining_until_ns_;  // loop thread only
 };
 
 // State every loop shares.
 struct ServerShared {
-  ServiceRegistry* registry = nullptr;
-  RpcServerOptions options;
-  rpc_internal::UniqueFd listen_fd;
-  std::unique_ptr<rpc_internal::WorkerPool> workers;
+  rpc::ServiceRegistry* registry = nullptr;
+  rpc::RpcServerOptions options;
+  UniqueFd listen_fd;
+  std::unique_ptr<WorkerPool> workers;
   std::vector<std::unique_ptr<IoLoop>> loops;
   std::atomic<uint64_t> next_conn_id{1};
   std::atomic<size_t> next_loop{0};
@@ -134,7 +136,9 @@ struct ServerShared {
   Counter* overloaded = nullptr;
 };
 
-}  // namespace rpc_internal_server
+}  // namespace mooncake::rpc_internal
+
+namespace mooncake::rpc {
 
 class RpcServer {
  public:
@@ -163,7 +167,7 @@ class RpcServer {
  private:
   absl::Status CheckOptions() const;
 
-  rpc_internal_server::ServerShared shared_;
+  rpc_internal::ServerShared shared_;
   uint16_t port_ = 0;
   bool started_ = false;
   bool stopped_ = false;
@@ -171,7 +175,9 @@ class RpcServer {
 
 // ---- Implementation ------------------------------------------------------------
 
-namespace rpc_internal_server {
+}  // namespace mooncake::rpc
+
+namespace mooncake::rpc_internal {
 
 inline IoLoop::IoLoop(ServerShared* shared, size_t index)
     : shared_(shared), index_(index), epoll_fd_(::epoll_create1(EPOLL_CLOEXEC)) {
@@ -191,7 +197,7 @@ inline void IoLoop::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-inline void IoLoop::Adopt(rpc_internal::UniqueFd fd, std::string peer) {
+inline void IoLoop::Adopt(UniqueFd fd, std::string peer) {
   {
     absl::MutexLock lock(&adopt_mu_);
     adopt_.emplace_back(std::move(fd), std::move(peer));
@@ -200,14 +206,14 @@ inline void IoLoop::Adopt(rpc_internal::UniqueFd fd, std::string peer) {
 }
 
 inline void IoLoop::AdoptPending() {
-  std::vector<std::pair<rpc_internal::UniqueFd, std::string>> adopted;
+  std::vector<std::pair<UniqueFd, std::string>> adopted;
   {
     absl::MutexLock lock(&adopt_mu_);
     adopted.swap(adopt_);
   }
   for (auto& [fd, peer] : adopted) {
     const uint64_t id = shared_->next_conn_id.fetch_add(1, std::memory_order_relaxed);
-    auto conn = std::make_shared<rpc_internal::ServerConnection>(
+    auto conn = std::make_shared<ServerConnection>(
         id, std::move(fd), std::move(peer), epoll_fd_.get(), shared_->options.max_payload_bytes,
         shared_->options.max_output_bytes);
     if (!conn->Register().ok()) {
@@ -229,15 +235,15 @@ inline void IoLoop::AcceptAll() {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;  // EAGAIN, or EMFILE & co: retried on the next readiness
     }
-    rpc_internal::UniqueFd owned(fd);
-    rpc_internal::SetNoDelay(fd);
+    UniqueFd owned(fd);
+    SetNoDelay(fd);
     const int64_t n = shared_->connections.fetch_add(1, std::memory_order_relaxed) + 1;
     if (static_cast<size_t>(n) > shared_->options.max_connections) {
       shared_->connections.fetch_sub(1, std::memory_order_relaxed);
-      FrameHeader h;
-      h.kind = FrameKind::kResponse;
+      rpc::FrameHeader h;
+      h.kind = rpc::FrameKind::kResponse;
       h.code = absl::StatusCode::kResourceExhausted;
-      const std::string frame = EncodeFrame(
+      const std::string frame = rpc::EncodeFrame(
           h, absl::StrCat("server has its maximum of ", shared_->options.max_connections,
                           " connections"));
       (void)!::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -246,7 +252,7 @@ inline void IoLoop::AcceptAll() {
     shared_->connections_gauge->Set(static_cast<double>(n));
     const size_t target =
         shared_->next_loop.fetch_add(1, std::memory_order_relaxed) % shared_->loops.size();
-    shared_->loops[target]->Adopt(std::move(owned), rpc_internal::SockaddrToString(ss));
+    shared_->loops[target]->Adopt(std::move(owned), SockaddrToString(ss));
   }
 }
 
@@ -299,7 +305,7 @@ inline void IoLoop::ReadAndServe(const ConnPtr& conn) {
   conn->Cork();
   bool close = false;
   for (int i = 0; i < kMaxReadsPerWake; ++i) {
-    FrameDecoder& dec = conn->decoder();
+    rpc::FrameDecoder& dec = conn->decoder();
     std::span<uint8_t> dst = dec.WritableSpan(std::max(kReadChunk, dec.MissingBytes()));
     const ssize_t r = ::recv(conn->fd(), dst.data(), dst.size(), 0);
     if (r < 0 && errno == EINTR) continue;
@@ -329,8 +335,8 @@ inline bool IoLoop::ServeFrames(const ConnPtr& conn) {
       return false;
     }
     if (!next->has_value()) return true;
-    const Frame& frame = **next;
-    if (frame.header.kind != FrameKind::kRequest) {
+    const rpc::Frame& frame = **next;
+    if (frame.header.kind != rpc::FrameKind::kRequest) {
       shared_->protocol_errors->Increment();
       conn->FailAndDrain(absl::InvalidArgumentError(
           "closing connection: a client sent a response frame (request id " +
@@ -342,10 +348,10 @@ inline bool IoLoop::ServeFrames(const ConnPtr& conn) {
   }
 }
 
-inline void IoLoop::HandleRequest(const ConnPtr& conn, const Frame& frame, int64_t now_ns) {
-  ServiceRegistry& registry = *shared_->registry;
-  const FrameHeader& h = frame.header;
-  const Handler* handler = registry.Find(h.method_id);
+inline void IoLoop::HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, int64_t now_ns) {
+  rpc::ServiceRegistry& registry = *shared_->registry;
+  const rpc::FrameHeader& h = frame.header;
+  const rpc::Handler* handler = registry.Find(h.method_id);
   if (handler == nullptr) {
     // One "unknown" series for every unknown id: ids come from the peer and
     // must not mint metric series.
@@ -354,17 +360,17 @@ inline void IoLoop::HandleRequest(const ConnPtr& conn, const Frame& frame, int64
                            "no handler for method id ", h.method_id, " on this server")));
     return;
   }
-  ServerCallContext ctx;
+  rpc::ServerCallContext ctx;
   ctx.request_id = h.request_id;
   ctx.method_id = h.method_id;
   ctx.received_ns = now_ns;
   ctx.deadline_ns = h.timeout_us == 0 ? 0 : now_ns + int64_t{h.timeout_us} * 1000;
   ctx.peer = conn->peer();
-  FrameHeader resp;
-  resp.kind = FrameKind::kResponse;
+  rpc::FrameHeader resp;
+  resp.kind = rpc::FrameKind::kResponse;
   resp.method_id = h.method_id;
   resp.request_id = h.request_id;
-  if (handler->options.mode == ExecutionMode::kInline) {
+  if (handler->options.mode == rpc::ExecutionMode::kInline) {
     std::string out;
     const absl::Status s = registry.Invoke(*handler, frame.payload, ctx, &out);
     if (s.ok()) {
@@ -432,7 +438,9 @@ inline void IoLoop::CloseConn(uint64_t id) {
   shared_->connections_gauge->Set(static_cast<double>(n));
 }
 
-}  // namespace rpc_internal_server
+}  // namespace mooncake::rpc_internal
+
+namespace mooncake::rpc {
 
 inline absl::Status RpcServer::CheckOptions() const {
   const RpcServerOptions& o = shared_.options;
@@ -482,7 +490,7 @@ inline absl::Status RpcServer::Start() {
   shared_.workers = std::make_unique<rpc_internal::WorkerPool>(
       shared_.options.worker_threads, shared_.options.worker_queue_capacity);
   for (size_t i = 0; i < shared_.options.io_threads; ++i) {
-    shared_.loops.push_back(std::make_unique<rpc_internal_server::IoLoop>(&shared_, i));
+    shared_.loops.push_back(std::make_unique<rpc_internal::IoLoop>(&shared_, i));
   }
   epoll_event ev{};
   ev.events = EPOLLIN;

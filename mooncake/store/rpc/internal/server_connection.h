@@ -27,6 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/socket.h"
@@ -81,7 +82,7 @@ class ServerConnection {
     h.method_id = request.method_id;
     h.request_id = request.request_id;
     h.code = status.code();
-    SendResponse(h, status.message().substr(0, rpc::kMaxErrorMessageBytes));
+    SendResponse(h, StdView(status.message()).substr(0, rpc::kMaxErrorMessageBytes));
   }
 
   // Loop thread: responses produced between Cork and Uncork go out in one
@@ -111,7 +112,7 @@ class ServerConnection {
     rpc::FrameHeader h;
     h.kind = rpc::FrameKind::kResponse;
     h.code = status.code();
-    rpc::AppendFrame(h, status.message().substr(0, rpc::kMaxErrorMessageBytes), &out_);
+    rpc::AppendFrame(h, StdView(status.message()).substr(0, rpc::kMaxErrorMessageBytes), &out_);
     FlushLocked();  // even when corked: nothing else will follow
     draining_ = true;
     ::shutdown(fd_.get(), SHUT_WR);

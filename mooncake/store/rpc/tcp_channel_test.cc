@@ -1,0 +1,305 @@
+#include "mooncake/store/rpc/tcp_channel.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "mooncake/store/rpc/call.h"
+#include "mooncake/store/rpc/channel_testing.h"
+#include "mooncake/store/rpc/echo_testing.h"
+#include "mooncake/store/rpc/internal/socket.h"
+#include "mooncake/store/rpc/tcp_server.h"
+
+namespace mooncake::rpc {
+namespace {
+
+struct TcpHarness {
+  using Channel = TcpChannel;
+  static std::unique_ptr<TcpHarness> Make(ServiceRegistry* registry, uint32_t max_payload_bytes) {
+    auto h = std::make_unique<TcpHarness>();
+    h->server = std::make_unique<RpcServer>(
+        registry, RpcServerOptions{.worker_threads = 3, .max_payload_bytes = max_payload_bytes});
+    if (!h->server->Start().ok()) return nullptr;
+    auto ch = TcpChannel::Connect(h->server->address(), {.max_payload_bytes = max_payload_bytes});
+    if (!ch.ok()) return nullptr;
+    h->channel_ = std::move(*ch);
+    return h;
+  }
+  Channel& channel() { return *channel_; }
+  ~TcpHarness() {
+    channel_.reset();
+    server.reset();
+  }
+  std::unique_ptr<RpcServer> server;
+  std::unique_ptr<TcpChannel> channel_;
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Tcp, RpcChannelConformance, TcpHarness);
+
+class TcpChannelTest : public ::testing::Test {
+ protected:
+  void StartServer(RpcServerOptions options = {}) {
+    if (!registered_) {
+      ASSERT_TRUE(RegisterEcho(&registry_).ok());
+      registered_ = true;
+    }
+    server_ = std::make_unique<RpcServer>(&registry_, options);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  std::unique_ptr<TcpChannel> Connect(TcpChannelOptions options = {}) {
+    auto ch = TcpChannel::Connect(server_->address(), options);
+    EXPECT_TRUE(ch.ok()) << ch.status();
+    return ch.ok() ? std::move(*ch) : nullptr;
+  }
+
+  ServiceRegistry registry_;
+  bool registered_ = false;
+  std::unique_ptr<RpcServer> server_;
+};
+
+// Waits (bounded) for `n` async completions recorded into `statuses`.
+struct Collector {
+  absl::Mutex mu;
+  std::vector<absl::Status> statuses;
+  void Add(const absl::Status& s) {
+    absl::MutexLock lock(&mu);
+    statuses.push_back(s);
+  }
+  bool WaitFor(size_t n, absl::Duration timeout = absl::Seconds(10)) {
+    absl::MutexLock lock(&mu);
+    auto cond = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return statuses.size() >= n; };
+    return mu.AwaitWithTimeout(absl::Condition(&cond), timeout);
+  }
+};
+
+TEST_F(TcpChannelTest, ThousandsOfCallsInFlightOnOneConnection) {
+  StartServer();
+  auto channel = Connect();
+  constexpr int kCalls = 3000;
+  std::atomic<int> wrong{0};
+  Collector done;
+  for (int i = 0; i < kCalls; ++i) {
+    const std::string p = "call-" + std::to_string(i);
+    auto cb = [&, p](absl::StatusOr<echo::EchoResponse> r) {
+      if (!r.ok() || r->payload() != p) wrong.fetch_add(1);
+      done.Add(r.status());
+    };
+    if (i % 2 == 0) {
+      CallAsync<EchoInlineMethod>(*channel, MakeEcho(p), {}, cb);
+    } else {
+      CallAsync<EchoMethod>(*channel, MakeEcho(p), {}, cb);
+    }
+  }
+  ASSERT_TRUE(done.WaitFor(kCalls));
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(channel->pending_calls(), 0u);
+}
+
+TEST_F(TcpChannelTest, DeadlineFiresWhileTheHandlerSleepsAndTheLateResponseIsDropped) {
+  StartServer();
+  auto channel = Connect();
+  auto r = Call<EchoMethod>(*channel, MakeEcho("slow", 300), {.timeout_ns = 20'000'000});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(r.status().message().find("Echo"), std::string_view::npos) << r.status();
+  for (int i = 0; i < 300 && channel->late_responses() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(channel->late_responses(), 1u);
+  EXPECT_TRUE(Call<EchoMethod>(*channel, MakeEcho("fine")).ok());
+}
+
+TEST_F(TcpChannelTest, ShortDeadlinesAmongLongOnesFireInOrder) {
+  StartServer({.worker_threads = 4});
+  auto channel = Connect();
+  Collector done;
+  // A long-deadline call first: the I/O thread must still wake for the
+  // shorter deadlines that come after it.
+  CallAsync<EchoMethod>(*channel, MakeEcho("long", 200), {.timeout_ns = 5'000'000'000},
+                        [&](absl::StatusOr<echo::EchoResponse> r) { done.Add(r.status()); });
+  for (int i = 0; i < 3; ++i) {
+    CallAsync<EchoMethod>(*channel, MakeEcho("short", 1000), {.timeout_ns = 30'000'000},
+                          [&](absl::StatusOr<echo::EchoResponse> r) { done.Add(r.status()); });
+  }
+  ASSERT_TRUE(done.WaitFor(3, absl::Milliseconds(900)));
+  {
+    absl::MutexLock lock(&done.mu);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(done.statuses[i].code(), absl::StatusCode::kDeadlineExceeded);
+    }
+  }
+  ASSERT_TRUE(done.WaitFor(4));
+  absl::MutexLock lock(&done.mu);
+  EXPECT_TRUE(done.statuses[3].ok()) << done.statuses[3];
+}
+
+TEST_F(TcpChannelTest, ServerStoppedMidCallFailsEveryPendingCallWithUnavailable) {
+  StartServer({.worker_threads = 2});
+  auto channel = Connect();
+  Collector done;
+  for (int i = 0; i < 5; ++i) {
+    CallAsync<EchoMethod>(*channel, MakeEcho("x", 400), {.timeout_ns = 30'000'000'000},
+                          [&](absl::StatusOr<echo::EchoResponse> r) { done.Add(r.status()); });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::thread stopper([&] { server_->Stop(); });
+  ASSERT_TRUE(done.WaitFor(5));
+  stopper.join();
+  absl::MutexLock lock(&done.mu);
+  for (const auto& s : done.statuses) EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+}
+
+TEST_F(TcpChannelTest, ServerProcessKilledMidCall) {
+  int pipefd[2];
+  ASSERT_EQ(::pipe(pipefd), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(pipefd[0]);
+    ServiceRegistry registry;
+    if (!RegisterEcho(&registry).ok()) ::_exit(2);
+    RpcServer server(&registry, {});
+    if (!server.Start().ok()) ::_exit(3);
+    const uint16_t port = server.port();
+    if (::write(pipefd[1], &port, sizeof(port)) != sizeof(port)) ::_exit(4);
+    for (;;) ::pause();
+  }
+  ::close(pipefd[1]);
+  uint16_t port = 0;
+  ASSERT_EQ(::read(pipefd[0], &port, sizeof(port)), static_cast<ssize_t>(sizeof(port)));
+  ::close(pipefd[0]);
+  auto channel = TcpChannel::Connect("127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  ASSERT_TRUE(Call<EchoMethod>(**channel, MakeEcho("alive")).ok());
+  Collector done;
+  CallAsync<EchoMethod>(**channel, MakeEcho("dies", 60'000), {.timeout_ns = 60'000'000'000},
+                        [&](absl::StatusOr<echo::EchoResponse> r) { done.Add(r.status()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(child, SIGKILL);
+  int wstatus = 0;
+  ::waitpid(child, &wstatus, 0);
+  ASSERT_TRUE(done.WaitFor(1));
+  absl::MutexLock lock(&done.mu);
+  EXPECT_EQ(done.statuses[0].code(), absl::StatusCode::kUnavailable) << done.statuses[0];
+  // Later calls fail fast too (the reconnect is refused).
+  auto after = Call<EchoMethod>(**channel, MakeEcho("x"), {.timeout_ns = 1'000'000'000});
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable) << after.status();
+}
+
+TEST_F(TcpChannelTest, ConnectRefusedIsUnavailable) {
+  auto fd = rpc_internal::ListenTcp("127.0.0.1", 0, 1);
+  ASSERT_TRUE(fd.ok());
+  const uint16_t port = *rpc_internal::BoundPort(fd->get());
+  fd->Reset();  // nothing listens there now
+  auto ch = TcpChannel::Connect("127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(ch.status().code(), absl::StatusCode::kUnavailable) << ch.status();
+}
+
+TEST_F(TcpChannelTest, BadAddressIsInvalidArgument) {
+  EXPECT_EQ(TcpChannel::Connect("no-port").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TcpChannel::Connect("127.0.0.1:99999").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(TcpChannel::Connect("127.0.0.1:1", {.default_timeout_ns = 0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TcpChannelTest, ReconnectsAfterTheServerComesBack) {
+  StartServer();
+  const uint16_t port = server_->port();
+  auto channel = Connect({.reconnect_backoff_ns = 0});
+  ASSERT_TRUE(Call<EchoMethod>(*channel, MakeEcho("one")).ok());
+  server_->Stop();
+  server_.reset();
+  auto down = Call<EchoMethod>(*channel, MakeEcho("two"));
+  EXPECT_EQ(down.status().code(), absl::StatusCode::kUnavailable) << down.status();
+  StartServer({.port = port});
+  auto back = Call<EchoMethod>(*channel, MakeEcho("three"));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->payload(), "three");
+}
+
+TEST_F(TcpChannelTest, ServerLimitSmallerThanClientsClosesWithTheReason) {
+  StartServer({.max_payload_bytes = 1024});
+  auto channel = Connect();
+  auto r = Call<EchoMethod>(*channel, MakeEcho(std::string(4096, 'x')));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  EXPECT_NE(r.status().message().find("exceeds the limit of 1024"), std::string_view::npos)
+      << r.status();
+}
+
+TEST_F(TcpChannelTest, TooManyCallsInFlightIsResourceExhausted) {
+  StartServer({.worker_threads = 2});
+  auto channel = Connect({.max_pending_calls = 2});
+  Collector done;
+  for (int i = 0; i < 2; ++i) {
+    CallAsync<EchoMethod>(*channel, MakeEcho("slow", 200), {},
+                          [&](absl::StatusOr<echo::EchoResponse> r) { done.Add(r.status()); });
+  }
+  auto third = Call<EchoMethod>(*channel, MakeEcho("third"));
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted) << third.status();
+  ASSERT_TRUE(done.WaitFor(2));
+}
+
+TEST_F(TcpChannelTest, DestroyingTheChannelCancelsPendingCalls) {
+  StartServer();
+  auto channel = Connect();
+  Collector done;
+  CallAsync<EchoMethod>(*channel, MakeEcho("slow", 300), {},
+                        [&](absl::StatusOr<echo::EchoResponse> r) { done.Add(r.status()); });
+  channel.reset();
+  ASSERT_TRUE(done.WaitFor(1, absl::ZeroDuration()));  // ran before reset() returned
+  absl::MutexLock lock(&done.mu);
+  EXPECT_EQ(done.statuses[0].code(), absl::StatusCode::kCancelled) << done.statuses[0];
+}
+
+TEST_F(TcpChannelTest, CallbackMayCallAgainOnTheSameChannel) {
+  StartServer();
+  auto channel = Connect();
+  Collector done;
+  CallAsync<EchoMethod>(*channel, MakeEcho("first"), {},
+                        [&](absl::StatusOr<echo::EchoResponse> r) {
+                          done.Add(r.status());
+                          CallAsync<EchoMethod>(
+                              *channel, MakeEcho("second"), {},
+                              [&](absl::StatusOr<echo::EchoResponse> r2) { done.Add(r2.status()); });
+                        });
+  ASSERT_TRUE(done.WaitFor(2));
+  absl::MutexLock lock(&done.mu);
+  EXPECT_TRUE(done.statuses[0].ok() && done.statuses[1].ok());
+}
+
+TEST_F(TcpChannelTest, PerMethodMetricsOnBothSides) {
+  MetricsRegistry server_metrics;
+  ServiceRegistry registry(&server_metrics);
+  ASSERT_TRUE(RegisterEcho(&registry).ok());
+  RpcServer server(&registry, {});
+  ASSERT_TRUE(server.Start().ok());
+  MetricsRegistry client_metrics;
+  auto channel = TcpChannel::Connect(server.address(), {.metrics = &client_metrics});
+  ASSERT_TRUE(channel.ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Call<EchoMethod>(**channel, MakeEcho("m")).ok());
+  echo::EchoRequest fail;
+  fail.set_error_code(static_cast<uint32_t>(absl::StatusCode::kNotFound));
+  EXPECT_FALSE(Call<EchoMethod>(**channel, fail).ok());
+  const std::string client = client_metrics.RenderPrometheus();
+  const std::string srv = server_metrics.RenderPrometheus();
+  for (const std::string* text : {&client, &srv}) {
+    EXPECT_NE(text->find("_calls_total{method=\"Echo\"} 4"), std::string::npos) << *text;
+    EXPECT_NE(text->find("_errors_total{code=\"NOT_FOUND\",method=\"Echo\"} 1"), std::string::npos)
+        << *text;
+    EXPECT_NE(text->find("_latency_seconds_count{method=\"Echo\"} 4"), std::string::npos)
+        << *text;
+  }
+  EXPECT_NE(srv.find("mooncake_rpc_server_connections 1"), std::string::npos) << srv;
+}
+
+}  // namespace
+}  // namespace mooncake::rpc

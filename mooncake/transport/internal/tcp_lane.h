@@ -39,6 +39,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_server.h"
 #include "mooncake/transport/internal/tcp_wire.h"

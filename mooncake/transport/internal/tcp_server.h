@@ -40,6 +40,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_wire.h"
 #include "mooncake/transport/internal/unix_socket.h"
@@ -117,6 +118,10 @@ class TcpServer {
     absl::MutexLock drain(&seg->io_mu);  // waits for frames in progress
     return absl::OkStatus();
   }
+
+  // Serves frames on `fd` until the peer closes, errs, stalls mid-frame or
+  // Stop; the accept loop runs it per connection, the fuzzer on a socketpair.
+  void ServeConnection(int fd) { Serve(fd); }
 
   void Stop() {
     if (!acceptor_.joinable()) return;

@@ -1,5 +1,6 @@
 // The RDMA transport's TCP control channel: endpoint parsing, listen,
-// connect and framed message I/O, every call bounded by a deadline.
+// connect and framed message I/O, every call bounded by a deadline. In its
+// own namespace: the TCP and SHM models have helpers of the same names.
 //
 // Sockets are non-blocking; each wait is a poll() bounded by the deadline, so
 // a stalled or dead peer turns into DeadlineExceeded / Unavailable.
@@ -33,7 +34,7 @@
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/rdma_wire.h"
 
-namespace mooncake::transport_internal {
+namespace mooncake::transport_internal::rdma_ctl {
 
 // Owns a file descriptor.
 class ScopedFd {
@@ -218,6 +219,6 @@ inline absl::StatusOr<RdmaMessage> RecvRdmaMessage(int fd, absl::Time deadline) 
   return DecodeRdmaBody(header.type, body);
 }
 
-}  // namespace mooncake::transport_internal
+}  // namespace mooncake::transport_internal::rdma_ctl
 
 #endif  // MOONCAKE_TRANSPORT_INTERNAL_RDMA_CONTROL_H_

@@ -165,7 +165,7 @@ class RdmaEngine {
     CqHandle cq{};
     QueuePair qp;
     absl::Mutex control_mu;
-    ScopedFd control ABSL_GUARDED_BY(control_mu);
+    rdma_ctl::ScopedFd control ABSL_GUARDED_BY(control_mu);
     WrTracker tracker;
     std::deque<PendingWr> pending;
     SignalPolicy signal{1};
@@ -196,7 +196,7 @@ class RdmaEngine {
   };
   // Owner side: one per accepted control connection.
   struct Session {
-    ScopedFd fd;
+    rdma_ctl::ScopedFd fd;
     QueuePair qp;
     bool has_qp = false;
   };
@@ -247,9 +247,9 @@ class RdmaEngine {
   uint32_t sq_depth_ = 0;
   bool device_open_ = false;
 
-  ScopedFd listen_fd_;
+  rdma_ctl::ScopedFd listen_fd_;
   uint16_t listen_port_ = 0;
-  ScopedFd wake_read_, wake_write_;
+  rdma_ctl::ScopedFd wake_read_, wake_write_;
   std::thread server_;
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Session>> sessions_;  // server thread only

@@ -42,13 +42,13 @@ absl::Status RdmaEngine<V>::Init() {
         "RDMA device '", name, "' reports unusable limits: max_qp_wr ", device_attrs_.max_qp_wr,
         ", max_sge ", device_attrs_.max_sge, ", max_msg_sz ", port_attrs_.max_msg_sz));
   }
-  ASSIGN_OR_RETURN(auto listener, ListenTcp(options_.listen_host, options_.listen_port));
+  ASSIGN_OR_RETURN(auto listener, rdma_ctl::ListenTcp(options_.listen_host, options_.listen_port));
   listen_fd_ = std::move(listener.first);
   listen_port_ = listener.second;
   int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoStatus(errno, "pipe2");
-  wake_read_ = ScopedFd(pipe_fds[0]);
-  wake_write_ = ScopedFd(pipe_fds[1]);
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return rdma_ctl::ErrnoStatus(errno, "pipe2");
+  wake_read_ = rdma_ctl::ScopedFd(pipe_fds[0]);
+  wake_write_ = rdma_ctl::ScopedFd(pipe_fds[1]);
   server_ = std::thread([this] { ServeLoop(); });
   return absl::OkStatus();
 }
@@ -167,7 +167,7 @@ absl::Status RdmaEngine<V>::UnregisterMemory(transport::SegmentId id) {
 template <RdmaVerbs V>
 absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V>::Connect(
     const std::string& endpoint) {
-  ASSIGN_OR_RETURN(const HostPort hp, ParseEndpoint(endpoint, "rdma"));
+  ASSIGN_OR_RETURN(const rdma_ctl::HostPort hp, rdma_ctl::ParseEndpoint(endpoint, "rdma"));
   const absl::Time deadline = absl::Now() + options_.connect_timeout;
   auto c = std::make_unique<Connection>();
   c->endpoint = endpoint;
@@ -185,12 +185,12 @@ absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V
     psn = NextPsn();
   }
   auto status = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(ScopedFd fd, ConnectTcp(hp, deadline));
+    ASSIGN_OR_RETURN(rdma_ctl::ScopedFd fd, rdma_ctl::ConnectTcp(hp, deadline));
     RdmaMessage hello;
     hello.type = RdmaMsgType::kConnectRequest;
     hello.qp = LocalQpInfo(c->qp.qpn, psn);
-    RETURN_IF_ERROR(SendRdmaMessage(fd.get(), hello, deadline));
-    ASSIGN_OR_RETURN(RdmaMessage reply, RecvRdmaMessage(fd.get(), deadline));
+    RETURN_IF_ERROR(rdma_ctl::SendRdmaMessage(fd.get(), hello, deadline));
+    ASSIGN_OR_RETURN(RdmaMessage reply, rdma_ctl::RecvRdmaMessage(fd.get(), deadline));
     if (reply.type != RdmaMsgType::kConnectReply) {
       return absl::DataLossError("RDMA control: expected a connect reply");
     }
@@ -292,9 +292,9 @@ absl::StatusOr<transport::RemoteSegment> RdmaEngine<V>::OpenSegment(std::string_
     absl::MutexLock lock(&c->control_mu);
     const absl::Time deadline = absl::Now() + options_.io_timeout;
     absl::Status sent = c->control.valid()
-                            ? SendRdmaMessage(c->control.get(), ask, deadline)
+                            ? rdma_ctl::SendRdmaMessage(c->control.get(), ask, deadline)
                             : absl::UnavailableError("RDMA control channel already closed");
-    reply = sent.ok() ? RecvRdmaMessage(c->control.get(), deadline) : sent;
+    reply = sent.ok() ? rdma_ctl::RecvRdmaMessage(c->control.get(), deadline) : sent;
   }
   absl::MutexLock lock(&mu_);
   if (reply.ok() && reply->type != RdmaMsgType::kOpenReply) {
@@ -358,7 +358,7 @@ void RdmaEngine<V>::ServeLoop() {
     for (;;) {
       const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
-      ScopedFd owned(fd);
+      rdma_ctl::ScopedFd owned(fd);
       if (sessions_.size() >= kRdmaSessionsMax) continue;  // closes it: bounded
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -373,7 +373,7 @@ void RdmaEngine<V>::ServeLoop() {
 template <RdmaVerbs V>
 absl::Status RdmaEngine<V>::HandleMessage(Session& s) {
   const absl::Time deadline = absl::Now() + options_.io_timeout;
-  ASSIGN_OR_RETURN(RdmaMessage m, RecvRdmaMessage(s.fd.get(), deadline));
+  ASSIGN_OR_RETURN(RdmaMessage m, rdma_ctl::RecvRdmaMessage(s.fd.get(), deadline));
   RdmaMessage reply;
   if (m.type == RdmaMsgType::kConnectRequest) {
     reply.type = RdmaMsgType::kConnectReply;
@@ -413,7 +413,7 @@ absl::Status RdmaEngine<V>::HandleMessage(Session& s) {
   } else {
     return absl::DataLossError("RDMA control: unexpected message type from a requester");
   }
-  return SendRdmaMessage(s.fd.get(), reply, deadline);
+  return rdma_ctl::SendRdmaMessage(s.fd.get(), reply, deadline);
 }
 
 template <RdmaVerbs V>

@@ -281,14 +281,14 @@ TEST(RdmaEngineTest, BatchesInFlightAreBounded) {
 // Garbage on the control port closes that session only; the server goes on.
 TEST(RdmaEngineTest, ControlServerSurvivesGarbage) {
   Pair p(4096, RdmaOptions{});
-  auto hp = ParseEndpoint(p.owner->LocalEndpoint(), "rdma");
+  auto hp = rdma_ctl::ParseEndpoint(p.owner->LocalEndpoint(), "rdma");
   ASSERT_TRUE(hp.ok());
-  auto fd = ConnectTcp(*hp, absl::Now() + absl::Seconds(2));
+  auto fd = rdma_ctl::ConnectTcp(*hp, absl::Now() + absl::Seconds(2));
   ASSERT_TRUE(fd.ok()) << fd.status();
   const std::vector<uint8_t> junk(64, 0xEE);
-  ASSERT_TRUE(WriteFull(fd->get(), junk, absl::Now() + absl::Seconds(2)).ok());
+  ASSERT_TRUE(rdma_ctl::WriteFull(fd->get(), junk, absl::Now() + absl::Seconds(2)).ok());
   uint8_t byte;
-  EXPECT_FALSE(ReadFull(fd->get(), {&byte, 1}, absl::Now() + absl::Seconds(5)).ok());
+  EXPECT_FALSE(rdma_ctl::ReadFull(fd->get(), {&byte, 1}, absl::Now() + absl::Seconds(5)).ok());
   auto other = FakeRdma::Create(FakeVerbs(p.fabric), RdmaOptions{.device_name = "b"});
   ASSERT_TRUE(other.ok());
   auto opened = (*other)->OpenSegment(p.owner->LocalEndpoint(), p.seg.id);

@@ -37,6 +37,19 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/hash.h"
 
+namespace mooncake::index_internal {
+
+inline void AppendU32(std::string& out, uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+
+inline void AppendField(std::string& out, const std::string& s) {
+  AppendU32(out, static_cast<uint32_t>(s.size()));
+  out.append(s);
+}
+
+}  // namespace mooncake::index_internal
+
 namespace mooncake::index {
 
 // A block key is a 128-bit XXH3 value; Hash128's (low, high) halves.
@@ -54,19 +67,6 @@ struct KeyNamespace {
   std::string salt;      // cache isolation (tenant, security domain); empty = none
 };
 
-namespace index_internal_detail {
-
-inline void AppendU32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
-}
-
-inline void AppendField(std::string& out, const std::string& s) {
-  AppendU32(out, static_cast<uint32_t>(s.size()));
-  out.append(s);
-}
-
-}  // namespace index_internal_detail
-
 // The exact bytes hashed into the root key (exposed for the spec's vectors).
 inline absl::StatusOr<std::string> RootKeyMessage(const KeyNamespace& ns, uint32_t block_tokens) {
   if (ns.model_id.empty()) return absl::InvalidArgumentError("KeyNamespace.model_id is empty");
@@ -81,14 +81,14 @@ inline absl::StatusOr<std::string> RootKeyMessage(const KeyNamespace& ns, uint32
     }
   }
   std::string msg = "MCBK";
-  index_internal_detail::AppendU32(msg, kBlockKeyVersion);
-  index_internal_detail::AppendU32(msg, block_tokens);
-  index_internal_detail::AppendU32(msg, ns.tp_size);
-  index_internal_detail::AppendU32(msg, ns.tp_rank);
-  index_internal_detail::AppendField(msg, ns.model_id);
-  index_internal_detail::AppendField(msg, ns.dtype);
-  index_internal_detail::AppendField(msg, ns.lora_id);
-  index_internal_detail::AppendField(msg, ns.salt);
+  index_internal::AppendU32(msg, kBlockKeyVersion);
+  index_internal::AppendU32(msg, block_tokens);
+  index_internal::AppendU32(msg, ns.tp_size);
+  index_internal::AppendU32(msg, ns.tp_rank);
+  index_internal::AppendField(msg, ns.model_id);
+  index_internal::AppendField(msg, ns.dtype);
+  index_internal::AppendField(msg, ns.lora_id);
+  index_internal::AppendField(msg, ns.salt);
   return msg;
 }
 
@@ -130,8 +130,7 @@ class BlockKeyer {
   // continue a sequence). Returns the number of keys written; trailing
   // tokens that do not fill a block get none.
   // REQUIRES: out.size() >= NumFullBlocks(tokens.size()).
-  size_t Compute(std::span<const uint32_t> tokens, BlockKey parent,
-                 std::span<BlockKey> out) const {
+  size_t Compute(std::span<const uint32_t> tokens, BlockKey parent, std::span<BlockKey> out) const {
     const size_t n = NumFullBlocks(tokens.size());
     MC_ASSERT(out.size() >= n, "output span too small for the key chain");
     for (size_t i = 0; i < n; ++i) {
@@ -150,8 +149,9 @@ class BlockKeyer {
   // For token ids that arrive as signed or 64-bit integers (Python lists,
   // torch int64 tensors): every id must lie in [0, 2^32).
   template <typename T>
-    requires std::is_integral_v<T>
-  absl::StatusOr<std::vector<BlockKey>> ComputeChecked(std::span<const T> tokens) const {
+  requires std::is_integral_v<T> absl::StatusOr<std::vector<BlockKey>> ComputeChecked(
+      std::span<const T> tokens)
+  const {
     const size_t used = NumFullBlocks(tokens.size()) * block_tokens_;
     std::vector<uint32_t> ids(used);
     for (size_t i = 0; i < used; ++i) {

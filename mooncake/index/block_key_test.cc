@@ -12,8 +12,8 @@ namespace {
 
 // The namespace and tokens of docs/block_key_spec.md's test vectors.
 KeyNamespace SpecNamespace() {
-  return KeyNamespace{.model_id = "Qwen/Qwen2.5-7B-Instruct", .dtype = "bf16", .tp_size = 2,
-                      .tp_rank = 1};
+  return KeyNamespace{
+      .model_id = "Qwen/Qwen2.5-7B-Instruct", .dtype = "bf16", .tp_size = 2, .tp_rank = 1};
 }
 
 std::string Hex(const std::string& bytes) {
@@ -30,17 +30,17 @@ TEST(BlockKeyTest, RootMessageByteLayout) {
   auto msg = RootKeyMessage(SpecNamespace(), 4);
   ASSERT_TRUE(msg.ok());
   EXPECT_EQ(Hex(*msg),
-            "4d43424b"                    // "MCBK"
-            "01000000"                    // version 1
-            "04000000"                    // block_tokens 4
-            "02000000"                    // tp_size 2
-            "01000000"                    // tp_rank 1
-            "18000000"                    // len("Qwen/Qwen2.5-7B-Instruct") = 24
+            "4d43424b"  // "MCBK"
+            "01000000"  // version 1
+            "04000000"  // block_tokens 4
+            "02000000"  // tp_size 2
+            "01000000"  // tp_rank 1
+            "18000000"  // len("Qwen/Qwen2.5-7B-Instruct") = 24
             "5177656e2f5177656e322e352d37422d496e737472756374"
             "04000000"
-            "62663136"                    // "bf16"
-            "00000000"                    // lora_id ""
-            "00000000");                  // salt ""
+            "62663136"    // "bf16"
+            "00000000"    // lora_id ""
+            "00000000");  // salt ""
 }
 
 // Reproduced independently with `xxhsum -H2` over the hex messages in the spec.
@@ -91,7 +91,8 @@ TEST(BlockKeyTest, BlockMessageIsParentThenLittleEndianTokens) {
   }
   const uint32_t tokens[4] = {1, 2, 3, 0xA1B2C3D4};
   for (int t = 0; t < 4; ++t) {
-    for (int i = 0; i < 4; ++i) msg[16 + 4 * t + i] = static_cast<unsigned char>(tokens[t] >> (8 * i));
+    for (int i = 0; i < 4; ++i)
+      msg[16 + 4 * t + i] = static_cast<unsigned char>(tokens[t] >> (8 * i));
   }
   EXPECT_EQ(keyer->Next(root, tokens), StableHash128(msg, sizeof(msg)));
 }
@@ -142,7 +143,9 @@ TEST(BlockKeyTest, ChainsContinueAcrossCalls) {
 
 TEST(BlockKeyTest, NamespaceFieldsSeparateCaches) {
   const KeyNamespace base = SpecNamespace();
-  auto root = [](const KeyNamespace& ns, uint32_t bt = 4) { return BlockKeyer::Create(ns, bt)->root(); };
+  auto root = [](const KeyNamespace& ns, uint32_t bt = 4) {
+    return BlockKeyer::Create(ns, bt)->root();
+  };
   KeyNamespace other = base;
   other.dtype = "fp8";
   EXPECT_NE(root(base), root(other));

@@ -30,6 +30,15 @@
 #include <optional>
 #include <span>
 
+namespace mooncake::index_internal {
+
+template <typename K>
+struct CanEvictArchetype {
+  bool operator()(const K&) const { return true; }
+};
+
+}  // namespace mooncake::index_internal
+
 namespace mooncake::index {
 
 template <typename K>
@@ -38,32 +47,23 @@ struct Eviction {
   uint64_t charge = 0;
 };
 
-namespace index_internal {
-
-template <typename K>
-struct CanEvictArchetype {
-  bool operator()(const K&) const { return true; }
-};
-
-}  // namespace index_internal
-
 template <typename P>
 concept EvictionPolicy =
     requires(P& policy, const P& cpolicy, std::span<const typename P::key_type> chain,
              size_t first_new, uint64_t charge, const typename P::key_type& key,
              index_internal::CanEvictArchetype<typename P::key_type> can_evict) {
-      typename P::key_type;
-      // O(chain.size()) amortized (x log n for ordered policies).
-      { policy.Touch(chain) } -> std::same_as<void>;
-      { policy.Admit(chain, first_new, charge) } -> std::same_as<void>;
-      // O(1) expected (log n for ordered policies).
-      { policy.Erase(key) } -> std::same_as<bool>;
-      // Amortized O(1); a scan past entries can_evict rejects is bounded.
-      { policy.Evict(can_evict) } -> std::same_as<std::optional<Eviction<typename P::key_type>>>;
-      { cpolicy.Contains(key) } -> std::same_as<bool>;
-      { cpolicy.size() } -> std::same_as<size_t>;
-      { cpolicy.charged() } -> std::same_as<uint64_t>;
-    };
+  typename P::key_type;
+  // O(chain.size()) amortized (x log n for ordered policies).
+  { policy.Touch(chain) } -> std::same_as<void>;
+  { policy.Admit(chain, first_new, charge) } -> std::same_as<void>;
+  // O(1) expected (log n for ordered policies).
+  { policy.Erase(key) } -> std::same_as<bool>;
+  // Amortized O(1); a scan past entries can_evict rejects is bounded.
+  { policy.Evict(can_evict) } -> std::same_as<std::optional<Eviction<typename P::key_type>>>;
+  { cpolicy.Contains(key) } -> std::same_as<bool>;
+  { cpolicy.size() } -> std::same_as<size_t>;
+  { cpolicy.charged() } -> std::same_as<uint64_t>;
+};
 
 }  // namespace mooncake::index
 

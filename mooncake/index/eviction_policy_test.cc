@@ -19,7 +19,9 @@ struct Complete {
   void Admit(std::span<const BlockKey>, size_t, uint64_t) {}
   bool Erase(const BlockKey&) { return false; }
   template <typename Fn>
-  std::optional<Eviction<BlockKey>> Evict(Fn&&) { return std::nullopt; }
+  std::optional<Eviction<BlockKey>> Evict(Fn&&) {
+    return std::nullopt;
+  }
   bool Contains(const BlockKey&) const { return false; }
   size_t size() const { return 0; }
   uint64_t charged() const { return 0; }
@@ -39,7 +41,9 @@ struct AdmitWithoutCharge : Complete {
 };
 struct EvictReturnsKeyOnly : Complete {
   template <typename Fn>
-  std::optional<BlockKey> Evict(Fn&&) { return std::nullopt; }
+  std::optional<BlockKey> Evict(Fn&&) {
+    return std::nullopt;
+  }
 };
 struct EvictIgnoresPredicate : Complete {
   template <typename Fn>

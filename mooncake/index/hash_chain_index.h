@@ -9,9 +9,9 @@
 #ifndef MOONCAKE_INDEX_HASH_CHAIN_INDEX_H_
 #define MOONCAKE_INDEX_HASH_CHAIN_INDEX_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <optional>
 #include <span>
 #include <utility>
@@ -42,7 +42,8 @@ class HashChainIndex {
     if (result.matched > 0) parent_entry = &map_.find(chain[result.matched - 1])->second;
     for (size_t i = result.matched; i < chain.size(); ++i) {
       const BlockKey parent = i == 0 ? kNoParent : chain[i - 1];
-      auto [it, fresh] = map_.try_emplace(chain[i], Entry{parent, values[i], static_cast<uint32_t>(i), 0});
+      auto [it, fresh] =
+          map_.try_emplace(chain[i], Entry{parent, values[i], static_cast<uint32_t>(i), 0});
       if (!fresh) break;  // stored under another parent: collision or malformed chain
       if (parent_entry != nullptr) ++parent_entry->num_children;
       parent_entry = &it->second;
@@ -94,7 +95,8 @@ class HashChainIndex {
     while (!stack.empty()) {
       const BlockKey k = stack.back();
       stack.pop_back();
-      if (auto c = kids.find(k); c != kids.end()) stack.insert(stack.end(), c->second.begin(), c->second.end());
+      if (auto c = kids.find(k); c != kids.end())
+        stack.insert(stack.end(), c->second.begin(), c->second.end());
       auto it = map_.find(k);
       MC_DASSERT(it != map_.end(), "descendant vanished during EraseSubtree");
       fn(k, std::move(it->second.value));

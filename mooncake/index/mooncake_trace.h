@@ -25,16 +25,9 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/index/block_key.h"
 
-namespace mooncake::index {
+namespace mooncake::index_internal {
 
-struct TraceRequest {
-  int64_t timestamp_ms = 0;
-  int64_t input_length = 0;
-  int64_t output_length = 0;
-  std::vector<uint64_t> hash_ids;
-};
-
-namespace index_internal {
+using ::mooncake::AbslView;
 
 // A cursor over one line; every error carries the column.
 class JsonLineReader {
@@ -100,8 +93,8 @@ class JsonLineReader {
     }
     if (pos_ < s_.size() && (s_[pos_] == '.' || s_[pos_] == 'e' || s_[pos_] == 'E')) {
       if (!allow_fraction) return Error("expected an integer");
-      while (pos_ < s_.size() && (std::string_view("0123456789.eE+-").find(s_[pos_]) !=
-                                  std::string_view::npos)) {
+      while (pos_ < s_.size() &&
+             (std::string_view("0123456789.eE+-").find(s_[pos_]) != std::string_view::npos)) {
         ++pos_;
       }
     }
@@ -164,7 +157,16 @@ inline absl::Status ParseHashIds(JsonLineReader& r, std::vector<uint64_t>& out) 
   return r.Consume(']') ? absl::OkStatus() : r.Error("expected ',' or ']' in hash_ids");
 }
 
-}  // namespace index_internal
+}  // namespace mooncake::index_internal
+
+namespace mooncake::index {
+
+struct TraceRequest {
+  int64_t timestamp_ms = 0;
+  int64_t input_length = 0;
+  int64_t output_length = 0;
+  std::vector<uint64_t> hash_ids;
+};
 
 // Parses one line. Requires "hash_ids" (ids in [0, 2^32)); the lengths and
 // timestamp default to 0 when absent.

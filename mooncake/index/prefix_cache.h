@@ -34,7 +34,7 @@ struct Evicted {
 };
 
 template <PrefixIndex Index, EvictionPolicy Policy>
-  requires std::same_as<typename Policy::key_type, BlockKey>
+requires std::same_as<typename Policy::key_type, BlockKey>
 class PrefixCache {
  public:
   using value_type = typename Index::value_type;

@@ -46,6 +46,20 @@
 
 #include "mooncake/index/block_key.h"
 
+namespace mooncake::index_internal {
+
+// Archetypes: the concept checks the template members with these callables.
+template <typename V>
+struct EraseVisitorArchetype {
+  void operator()(const ::mooncake::index::BlockKey&, V&&) const {}
+};
+template <typename V>
+struct ForEachVisitorArchetype {
+  void operator()(const ::mooncake::index::BlockKey&, const V&, size_t) const {}
+};
+
+}  // namespace mooncake::index_internal
+
 namespace mooncake::index {
 
 struct InsertResult {
@@ -61,26 +75,12 @@ struct IndexStats {
   size_t memory_bytes = 0;  // estimate of heap bytes held
 };
 
-namespace index_internal {
-
-// Archetypes: the concept checks the template members with these callables.
-template <typename V>
-struct EraseVisitorArchetype {
-  void operator()(const BlockKey&, V&&) const {}
-};
-template <typename V>
-struct ForEachVisitorArchetype {
-  void operator()(const BlockKey&, const V&, size_t) const {}
-};
-
-}  // namespace index_internal
-
 template <typename I>
-concept PrefixIndex = requires(I& index, const I& cindex, std::span<const BlockKey> chain,
-                               std::span<const typename I::value_type> values,
-                               std::span<typename I::value_type> out, const BlockKey& key,
-                               index_internal::EraseVisitorArchetype<typename I::value_type> erase_fn,
-                               index_internal::ForEachVisitorArchetype<typename I::value_type> each_fn) {
+concept PrefixIndex = requires(
+    I& index, const I& cindex, std::span<const BlockKey> chain,
+    std::span<const typename I::value_type> values, std::span<typename I::value_type> out,
+    const BlockKey& key, index_internal::EraseVisitorArchetype<typename I::value_type> erase_fn,
+    index_internal::ForEachVisitorArchetype<typename I::value_type> each_fn) {
   typename I::value_type;
   requires std::copyable<typename I::value_type>;
   // O(chain.size()) amortized.

@@ -21,7 +21,9 @@ struct Complete {
   bool IsLeaf(const BlockKey&) const { return false; }
   std::optional<int> EraseLeaf(const BlockKey&) { return std::nullopt; }
   template <typename Fn>
-  size_t EraseSubtree(const BlockKey&, Fn&&) { return 0; }
+  size_t EraseSubtree(const BlockKey&, Fn&&) {
+    return 0;
+  }
   template <typename Fn>
   void ForEach(Fn&&) const {}
   size_t size() const { return 0; }
@@ -46,7 +48,9 @@ struct NoMatchLength {
   bool IsLeaf(const BlockKey&) const { return false; }
   std::optional<int> EraseLeaf(const BlockKey&) { return std::nullopt; }
   template <typename Fn>
-  size_t EraseSubtree(const BlockKey&, Fn&&) { return 0; }
+  size_t EraseSubtree(const BlockKey&, Fn&&) {
+    return 0;
+  }
   template <typename Fn>
   void ForEach(Fn&&) const {}
   size_t size() const { return 0; }

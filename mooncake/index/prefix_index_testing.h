@@ -173,10 +173,9 @@ TYPED_TEST_P(PrefixIndexConformance, EraseSubtreeRemovesDescendants) {
   this->index_.Insert(b, index_testing::ValuesOf(3, 10));
   this->index_.Insert(c, index_testing::ValuesOf(1, 20));
   std::vector<uint64_t> removed;
-  EXPECT_EQ(this->index_.EraseSubtree(a[1], [&](const BlockKey&, uint64_t&& v) {
-    removed.push_back(v);
-  }),
-            4u);
+  EXPECT_EQ(
+      this->index_.EraseSubtree(a[1], [&](const BlockKey&, uint64_t&& v) { removed.push_back(v); }),
+      4u);
   std::sort(removed.begin(), removed.end());
   EXPECT_EQ(removed, (std::vector<uint64_t>{1, 2, 3, 12}));
   EXPECT_EQ(this->index_.size(), 2u);
@@ -190,7 +189,8 @@ TYPED_TEST_P(PrefixIndexConformance, ConflictingKeyStopsInsert) {
   const auto a = index_testing::ChainOf({1, 2});
   this->index_.Insert(a, index_testing::ValuesOf(2, 0));
   // a[1] presented as the child of another block: a malformed chain.
-  std::vector<BlockKey> bad = {index_testing::ChainOf({3})[0], a[1], index_testing::ChainOf({4})[0]};
+  std::vector<BlockKey> bad = {index_testing::ChainOf({3})[0], a[1],
+                               index_testing::ChainOf({4})[0]};
   EXPECT_EQ(this->index_.Insert(bad, index_testing::ValuesOf(3, 50)), (InsertResult{0, 1}));
   EXPECT_EQ(this->index_.MatchLength(bad), 1u);
   EXPECT_EQ(*this->index_.Find(a[1]), 1u);
@@ -263,7 +263,9 @@ TYPED_TEST_P(PrefixIndexConformance, RandomOpsMatchReference) {
       const uint64_t* found = index.Find(key);
       const uint64_t* expected = ref.Find(key);
       ASSERT_EQ(found == nullptr, expected == nullptr) << op;
-      if (found != nullptr) ASSERT_EQ(*found, *expected) << op;
+      if (found != nullptr) {
+        ASSERT_EQ(*found, *expected) << op;
+      }
     }
     index_testing::ExpectForEachConsistent(index);
   }

@@ -166,9 +166,9 @@ class RadixTree {
     std::vector<uint32_t> branches;  // runs attached after keys[o]
     std::vector<uint32_t> children;  // attached runs, any order
     uint32_t parent = kNone;
-    uint32_t attach = kNone;       // parent offset this run follows; kNone under the root
-    uint32_t child_slot = kNone;   // index in parent's children
-    uint32_t depth = 0;            // depth of keys[0]
+    uint32_t attach = kNone;      // parent offset this run follows; kNone under the root
+    uint32_t child_slot = kNone;  // index in parent's children
+    uint32_t depth = 0;           // depth of keys[0]
   };
 
   // Where a walk stopped: after runs_[run].keys[offset], or at the root.

@@ -37,8 +37,8 @@ TEST(S3FifoPolicyTest, GhostHitIsAdmittedToMain) {
   s3.Touch(b);
   s3.Admit(a, 0, 1);
   EXPECT_EQ(s3.Evict(Always())->key, a[0]);  // b promoted to main, a to the ghost
-  s3.Admit(a, 0, 1);                          // ghost hit: straight to main
-  s3.Admit(c, 0, 1);                          // small: c
+  s3.Admit(a, 0, 1);                         // ghost hit: straight to main
+  s3.Admit(c, 0, 1);                         // small: c
   // Small is over its 10% share, so c (never read) goes first.
   EXPECT_EQ(s3.Evict(Always())->key, c[0]);
   EXPECT_TRUE(s3.Contains(a[0]));

@@ -23,8 +23,7 @@ struct ReplayStats {
   uint64_t evicted_blocks = 0;
 
   double HitRate() const {
-    return requested_blocks == 0 ? 0.0
-                                 : static_cast<double>(hit_blocks) / requested_blocks;
+    return requested_blocks == 0 ? 0.0 : static_cast<double>(hit_blocks) / requested_blocks;
   }
 };
 

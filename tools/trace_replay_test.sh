@@ -1,0 +1,25 @@
+#!/bin/bash
+# trace_replay on a 4-request trace whose hit rates are worked out by hand
+# (mooncake/index/trace_replay_test.cc walks the same trace), and on a
+# malformed trace, which must fail with the line and column.
+set -u
+bin=tools/trace_replay
+data=tools/testdata
+fail() { echo "FAIL: $*"; exit 1; }
+
+out=$("$bin" "$data/small_trace.jsonl" --capacities=1536,0) || fail "exit status $?"
+echo "$out"
+# 11 blocks requested; unlimited: 5 hit (0.4545); 3 blocks under LRU: 4 hit.
+echo "$out" | grep -q "4 requests, 11 blocks requested, 6 distinct" || fail "header"
+echo "$out" | grep -Eq "^1536 +3 +0\.3636 " || fail "LRU at 3 blocks should be 4/11"
+echo "$out" | grep -Eq "^unlimited +7 +0\.4545 +0\.4545 +0\.4545 " || fail "unlimited should be 5/11"
+out=$("$bin" "$data/small_trace.jsonl" --index=hash --capacities=0) || fail "hash index"
+echo "$out" | grep -Eq "^unlimited +7 +0\.4545 " || fail "hash index unlimited"
+
+err=$("$bin" "$data/malformed_trace.jsonl" 2>&1) && fail "malformed trace accepted"
+echo "$err"
+echo "$err" | grep -q "trace line 2, column 36" || fail "error must name line and column"
+err=$("$bin" /nonexistent.jsonl 2>&1) && fail "missing file accepted"
+echo "$err" | grep -q "cannot open" || fail "missing file message"
+err=$("$bin" "$data/small_trace.jsonl" --index=btree 2>&1) && fail "bad flag accepted"
+echo "PASS"

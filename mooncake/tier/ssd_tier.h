@@ -1,0 +1,307 @@
+// SsdTier: a Tier on one or more files (or block devices) through io_uring,
+// with O_DIRECT, per-record checksums, optional compression and crash
+// recovery. The on-disk format is docs/ssd_format.md (internal/ssd_format.h).
+//
+// Layout: each file is [file header block][records...]; a record is a
+// 4 KiB header block (key, sizes, codec, XXH3 checksums) and its payload
+// padded to 4 KiB. File space is managed by one TlsfAllocator per file
+// (mooncake/alloc) with 4 KiB granularity; an in-memory hash map holds
+// key -> record (file, extent, header fields).
+//
+// I/O: `lanes` io_uring instances, each with one reaper thread. An operation
+// goes to one lane; payloads are split into io_chunk_bytes pieces submitted
+// together (device parallelism at queue depth 1) and hashed in order as they
+// complete (reads) or as they are staged (writes), so checksumming overlaps
+// the device. Reads of raw (uncompressed) records into a 4 KiB-aligned buffer
+// land directly in the caller's memory; everything else goes through
+// per-lane bounce arenas (registered with io_uring as fixed buffers when
+// register_buffers is set; files are registered when register_files is set).
+// Reapers verify checksums, decompress and run the completion callbacks, so
+// `lanes` is also the decompression parallelism.
+//
+// Durability policy (acknowledge only what survives kill -9 and power loss):
+// a write is acknowledged after its record is written AND an fdatasync issued
+// after that write completed has completed. Syncs are batched per lane and
+// file (group commit): at most one fdatasync is in flight per lane and file,
+// and every write completing meanwhile joins the next one, so an
+// acknowledgement waits for at most two fdatasync durations after its write
+// lands and the number of syncs is bounded by the number of writes. A remove
+// zeroes the record's header block and is acknowledged after the same kind of
+// sync; only then is the extent reused (and only once no read still uses it).
+// Objects are immutable (Write of a present key is AlreadyExists), and every
+// record carries a tier-wide increasing sequence number, so recovery keeps
+// the newest valid record of a key and zeroes older ones.
+//
+// Recovery (Open of existing files): every file is scanned once; records whose
+// header checksum or payload checksum fails (a torn tail, a damaged block) are
+// counted in corrupt_records and skipped, never served.
+//
+// Errors: a full tier is ResourceExhausted; an I/O error fails the operation
+// (Unavailable) and nothing is acknowledged; the extent of a failed write is
+// quarantined (never reused) until the next Open, since its bytes may form a
+// valid record; a read whose checksum fails is DataLoss, the record is dropped
+// from the index and its extent quarantined.
+//
+// Thread-safety: every public call may run concurrently. Complexity: Lookup,
+// Contains O(1) expected; Write/Read/Remove O(1) plus the I/O and the
+// allocator's O(1).
+#ifndef MOONCAKE_TIER_SSD_TIER_H_
+#define MOONCAKE_TIER_SSD_TIER_H_
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mooncake/alloc/tlsf_allocator.h"
+#include "mooncake/compress/adaptive_codec.h"
+#include "mooncake/compress/byte_plane_codec.h"
+#include "mooncake/compress/when_to_compress.h"
+#include "mooncake/tier/internal/ssd_file.h"
+#include "mooncake/tier/internal/ssd_format.h"
+#include "mooncake/tier/internal/string_map.h"
+#include "mooncake/tier/internal/uring.h"
+#include "mooncake/tier/io_faults.h"
+#include "mooncake/tier/tier.h"
+
+namespace mooncake::tier {
+
+enum class Compression : uint8_t {
+  kNever,   // store raw bytes
+  kAlways,  // compress every float-typed object (stored raw if it does not shrink)
+  kAuto,    // compress when compress::DecideCompression says it pays at the device's bandwidth
+};
+
+struct SsdTierOptions {
+  // One file per path, created (preallocated) when none exists; all must
+  // exist or none.
+  std::vector<std::string> paths;
+  // Size of each file, its header block included; a multiple of 4096 and at
+  // least 64 KiB. 0 when opening existing files: taken from their headers.
+  uint64_t capacity_bytes_per_file = 0;
+  // io_uring instances, each with a reaper thread (verify, decompress, complete).
+  uint32_t lanes = 2;
+  uint32_t ring_entries = 256;
+  // Payloads are read and written in pieces of this size (a multiple of 4096).
+  uint32_t io_chunk_bytes = 1 << 20;
+  // Per-lane bounce memory; larger staging falls back to the heap.
+  uint64_t bounce_arena_bytes = 64ull << 20;
+  bool register_files = true;
+  bool register_buffers = true;
+  // Where O_DIRECT is refused, use buffered I/O (logged; stats show it).
+  bool allow_buffered_fallback = true;
+  Compression compression = Compression::kAuto;
+  // Device bandwidth the compression rule uses; 0 = measure at Open (a short
+  // write and read probe in free space).
+  double device_read_bytes_per_s = 0;
+  double device_write_bytes_per_s = 0;
+  // Test hook: sees every I/O completion (io_faults.h). Null in production.
+  std::shared_ptr<IoFaults> faults;
+};
+
+// Figures specific to the SSD tier.
+struct SsdTierInfo {
+  bool direct_io = true;
+  double device_read_bytes_per_s = 0;
+  double device_write_bytes_per_s = 0;
+  uint64_t quarantined_bytes = 0;
+  uint64_t recovered_corrupt = 0;  // records skipped by recovery
+  uint64_t recovered_superseded = 0;
+};
+
+class SsdTier {
+ public:
+  // Creates or recovers the files. InvalidArgument for bad options,
+  // FailedPrecondition for foreign, mismatched or locked files,
+  // ResourceExhausted when the filesystem cannot hold the files.
+  static absl::StatusOr<std::unique_ptr<SsdTier>> Open(SsdTierOptions options);
+
+  // Waits for every operation in flight, then stops the reapers.
+  ~SsdTier();
+  SsdTier(const SsdTier&) = delete;
+  SsdTier& operator=(const SsdTier&) = delete;
+
+  void Write(std::string_view key, std::span<const std::byte> bytes, const ObjectMeta& meta,
+             WriteDone done);
+  void Read(std::string_view key, std::span<std::byte> into, ReadDone done);
+  void Remove(std::string_view key, WriteDone done);
+
+  std::optional<ObjectInfo> Lookup(std::string_view key) const;
+  bool Contains(std::string_view key) const;
+  void ForEach(ObjectVisitor visit) const;
+  TierStats stats() const;
+  uint64_t capacity_bytes() const { return capacity_bytes_; }
+  SsdTierInfo info() const;
+
+ private:
+  struct Record {
+    std::string key;
+    uint32_t file = 0;
+    alloc::Allocation extent;
+    tier_internal::RecordHeader header;
+    // Set once the record's header is durably gone (or was never written):
+    // only then may its extent be reused.
+    std::atomic<bool> reclaim{false};
+    uint64_t DiskOffset() const { return tier_internal::kBlockBytes + extent.offset; }
+  };
+  using RecordPtr = std::shared_ptr<Record>;
+
+  enum class OpType : uint8_t { kWrite, kRead, kRemove };
+  struct Op;
+  // One submission queue entry. `op` is null for syncs and the stop marker.
+  struct Io {
+    Op* op = nullptr;
+    uint32_t file = 0;
+    uint32_t index = 0;  // piece number within op, or the file of a sync
+    uint32_t lane = 0;
+    std::byte* data = nullptr;
+    uint32_t bytes = 0;    // transferred (a block multiple)
+    uint32_t payload = 0;  // payload bytes in it that the checksum covers
+    uint64_t offset = 0;   // in the file
+    bool fixed = false;    // data lies in the lane's registered arena
+    bool stop = false;
+  };
+  // Aligned staging memory: a slice of the lane's arena or a heap block.
+  struct Staging {
+    std::byte* data = nullptr;
+    std::optional<alloc::Allocation> slot;
+    tier_internal::AlignedBytes heap;
+  };
+  struct Op {
+    OpType type = OpType::kRead;
+    uint32_t lane = 0;
+    RecordPtr record;
+    std::vector<Io> ios;
+    uint32_t pending = 0;  // ios not yet completed; reaper-owned after submission
+    int error = 0;         // first failure (-errno)
+    Staging staging;
+    // Reads: pieces complete in any order and are hashed in order.
+    std::span<std::byte> into;
+    std::vector<uint8_t> piece_done;
+    uint32_t hashed = 0;
+    XXH3_state_t hash;
+    std::byte* tail_src = nullptr;  // zero-copy read: last piece staged here
+    std::byte* tail_dst = nullptr;
+    uint64_t tail_bytes = 0;
+    bool zero_copy = false;
+    WriteDone write_done;
+    ReadDone read_done;
+  };
+  // Group commit state of one (lane, file); owned by the lane's reaper.
+  struct SyncState {
+    bool in_flight = false;
+    std::vector<Op*> waiting;  // written, waiting for the next fdatasync
+    std::vector<Op*> batch;    // covered by the fdatasync in flight
+    Io io;
+  };
+  struct Lane {
+    tier_internal::Ring ring;
+    std::mutex sq_mu;
+    std::thread reaper;
+    std::mutex arena_mu;
+    tier_internal::AlignedBytes arena;
+    std::optional<alloc::TlsfAllocator> arena_alloc;
+    bool arena_registered = false;
+    std::vector<SyncState> sync;
+    compress::BytePlaneCodec decoder;
+    Io stop;
+  };
+  struct File {
+    tier_internal::OpenFile open;
+    std::optional<alloc::TlsfAllocator> alloc;
+  };
+  struct Counters {
+    std::atomic<uint64_t> writes{0}, write_failures{0}, reads{0}, read_misses{0}, removes{0},
+        bytes_written{0}, bytes_read{0}, compressed_writes{0}, corrupt_records{0}, io_errors{0},
+        syncs{0}, recovered_objects{0}, used_bytes{0}, raw_bytes{0}, quarantined_bytes{0};
+  };
+  struct Profile {
+    bool measured = false;
+    compress::CodecProfile codec;
+  };
+
+  explicit SsdTier(SsdTierOptions options) : options_(std::move(options)) {}
+
+  // Open steps (ssd_tier_impl.h).
+  absl::Status OpenFiles();
+  absl::Status Recover();
+  absl::Status RebuildAllocator(uint32_t file, std::vector<alloc::Allocation>& extents,
+                                const std::vector<uint64_t>& offsets,
+                                const std::vector<uint64_t>& sizes);
+  absl::Status StartLanes();
+  void ProbeDevice();
+
+  RecordPtr MakeRecord();
+  void ReleaseRecord(Record* r);
+  std::optional<std::pair<uint32_t, alloc::Allocation>> AllocateExtent(uint64_t bytes);
+  Staging AcquireStaging(Lane& lane, uint64_t bytes);
+  void ReleaseStaging(Lane& lane, Staging& staging);
+  uint32_t PickLane() { return next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size(); }
+  void BeginOp();
+  void EndOp(Op* op);
+  void SubmitIos(Op* op, size_t first, size_t last, bool is_write);
+  void SubmitSync(Lane& lane, uint32_t lane_index, uint32_t file);
+
+  uint64_t StageWrite(std::span<const std::byte> bytes, const ObjectMeta& meta, Lane& lane,
+                      Staging& staging, uint8_t& codec);
+  bool ShouldCompress(compress::DType dtype, uint64_t raw_bytes);
+
+  void ReapLoop(uint32_t lane_index);
+  void OnIo(Io* io, int res);
+  void OnIosDone(Op* op);
+  void AdvanceReadHash(Op* op);
+  void EnqueueSync(Op* op);
+  void OnSync(uint32_t lane_index, uint32_t file, int res);
+  void FinishWrite(Op* op, absl::Status status);
+  void FinishRemove(Op* op, absl::Status status);
+  void FinishRead(Op* op);
+  void DropCorrupt(const RecordPtr& record);
+
+  SsdTierOptions options_;
+  uint64_t capacity_bytes_ = 0;
+  std::vector<File> files_;
+  std::vector<int> fds_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  tier_internal::AlignedBytes zero_block_;
+
+  mutable std::mutex mu_;
+  tier_internal::StringMap<RecordPtr> index_;  // guarded by mu_
+  tier_internal::StringSet writing_;           // guarded by mu_: writes in flight
+  uint64_t next_sequence_ = 1;                 // guarded by mu_
+
+  std::mutex alloc_mu_;  // guards every files_[i].alloc
+
+  std::atomic<uint32_t> next_lane_{0};
+  std::atomic<uint32_t> next_file_{0};
+  std::mutex inflight_mu_;
+  std::condition_variable inflight_cv_;
+  uint64_t inflight_ = 0;  // guarded by inflight_mu_
+  std::atomic<bool> closing_{false};
+
+  Counters counters_;
+  SsdTierInfo info_;  // fixed after Open
+
+  std::mutex codec_mu_;
+  std::vector<std::unique_ptr<compress::AdaptiveCodec<>>> codec_pool_;  // guarded by codec_mu_
+  mutable std::mutex profile_mu_;
+  std::array<Profile, compress::kDTypeCount> profiles_;  // guarded by profile_mu_
+};
+
+static_assert(Tier<SsdTier>);
+
+}  // namespace mooncake::tier
+
+#include "mooncake/tier/internal/ssd_tier_impl.h"
+
+#endif  // MOONCAKE_TIER_SSD_TIER_H_

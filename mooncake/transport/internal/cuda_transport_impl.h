@@ -6,46 +6,6 @@
 #error "include mooncake/transport/cuda_transport.h instead"
 #endif
 
-namespace mooncake::transport_internal {
-
-// Makes `device` current for the calling thread for one scope.
-class CudaDeviceGuard {
- public:
-  explicit CudaDeviceGuard(int device) {
-    if (cudaGetDevice(&prev_) != cudaSuccess) prev_ = -1;
-    if (prev_ != device) cudaSetDevice(device);
-  }
-  ~CudaDeviceGuard() {
-    if (prev_ >= 0) cudaSetDevice(prev_);
-  }
-  CudaDeviceGuard(const CudaDeviceGuard&) = delete;
-  CudaDeviceGuard& operator=(const CudaDeviceGuard&) = delete;
-
- private:
-  int prev_ = -1;
-};
-
-// cuMemGetAddressRange from the driver, reached through the runtime so that
-// only libcudart is linked. Null if the driver does not offer it.
-using CuMemGetAddressRangeFn = int (*)(unsigned long long* base, size_t* size,
-                                       unsigned long long ptr);
-inline CuMemGetAddressRangeFn CuMemGetAddressRange() {
-  static const CuMemGetAddressRangeFn fn = []() -> CuMemGetAddressRangeFn {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    return reinterpret_cast<CuMemGetAddressRangeFn>(p);
-  }();
-  return fn;
-}
-
-}  // namespace mooncake::transport_internal
-
 namespace mooncake::transport {
 
 inline absl::Status CudaTransport::Init() {

@@ -442,7 +442,7 @@ BENCHMARK_TEMPLATE(BM_LockedMpsc, Drr)->Arg(0)->Arg(2)->Iterations(1)->UseRealTi
 
 // Args: critical burst (items of 4 KiB), bulk item bytes.
 void LinkArgs(benchmark::internal::Benchmark* b) {
-  b->Args({32, 64 * 1024})->Args({8, 64 * 1024})->Args({32, 256 * 1024});
+  b->Args({32, 64 * 1024})->Args({8, 64 * 1024})->Args({32, 256 * 1024})->Args({8, 1 << 20});
   b->Iterations(1)->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 BENCHMARK_TEMPLATE(BM_SharedLink, Fifo)->Apply(LinkArgs);
@@ -476,7 +476,7 @@ void PrintSummary() {
       "(target >= 0.90):\n");
   for (const char* kind : {"link", "sim"}) {
     std::printf(kind[0] == 'l' ? " consumer thread, real time:\n" : " virtual-time simulation:\n");
-    for (const char* cfg : {"32/65536", "8/65536", "32/262144"}) {
+    for (const char* cfg : {"32/65536", "8/65536", "32/262144", "8/1048576"}) {
       std::printf(" burst %s B bulk items:\n", cfg);
       for (const char* m : {"fifo", "strict", "drr"}) {
         const std::string k = std::string(kind) + "/" + m + "/" + cfg;

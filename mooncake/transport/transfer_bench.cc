@@ -1,0 +1,484 @@
+// transfer_bench: READ/WRITE bandwidth and P50/P99 latency of every transport
+// model against raw baselines measured in the same run.
+//
+//   bazel run -c opt //mooncake/transport:transfer_bench [-- --quick]
+//
+// A fork()ed owner process holds one 64 MiB segment, registered with both an
+// ShmTransport and a TcpTransport, plus a minimal plain-TCP server. This
+// process is the requester. Baselines: single-thread memcpy of the same block
+// sizes (same offset pattern); a plain TCP stream (server sends, client recv()s
+// each block straight into its buffer) received three ways (blocking recv,
+// epoll + non-blocking recv, io_uring recv) to measure the I/O model; and a
+// plain 64 KiB request/response on one connection for latency. All traffic is
+// on 127.0.0.1. Every figure is the median of `reps` runs.
+#include <arpa/inet.h>
+#include <liburing.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/base/histogram.h"
+#include "mooncake/transport/local_transport.h"
+#include "mooncake/transport/shm_transport.h"
+#include "mooncake/transport/tcp_transport.h"
+
+namespace mooncake::transport {
+namespace {
+
+constexpr uint64_t kSegmentBytes = 64 << 20;
+constexpr uint64_t kKiB = 1024, kMiB = 1024 * 1024;
+int g_reps = 5;
+uint64_t g_volume = 256 * kMiB;  // bytes per bandwidth run
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+int64_t NowNs() { return MonotonicClock::Get().NowNs(); }
+std::string SizeName(uint64_t b) {
+  return b >= kMiB ? std::to_string(b / kMiB) + "MiB" : std::to_string(b / kKiB) + "KiB";
+}
+size_t BatchFor(uint64_t block) { return block >= 16 * kMiB ? 1 : block >= kMiB ? 8 : 16; }
+
+// --- Plain TCP baseline: a minimal server and three receivers. -------------
+
+int ConnectLoopback(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  MC_ASSERT(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "connect");
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+void WriteFull(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t k = ::send(fd, c, n, MSG_NOSIGNAL);
+    if (k <= 0) return;
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+}
+bool ReadFull(int fd, void* p, size_t n) {
+  return ::recv(fd, p, n, MSG_WAITALL) == static_cast<ssize_t>(n);
+}
+
+// Request {mode, block, count}: 'S' streams count blocks; 'R' answers count
+// requests of one byte each with a block.
+struct PlainRequest {
+  char mode;
+  uint64_t block;
+  uint64_t count;
+};
+
+void PlainServe(int fd, const char* data) {
+  PlainRequest req;
+  while (ReadFull(fd, &req, sizeof(req))) {
+    for (uint64_t i = 0; i < req.count; ++i) {
+      if (req.mode == 'R') {
+        char b;
+        if (!ReadFull(fd, &b, 1)) return;
+      }
+      WriteFull(fd, data + (i * req.block) % (kSegmentBytes - req.block + 1), req.block);
+    }
+  }
+}
+
+uint16_t StartPlainServer(const char* data) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  MC_ASSERT(::bind(lfd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "bind");
+  ::listen(lfd, 64);
+  socklen_t len = sizeof(a);
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::thread([lfd, data] {
+    for (;;) {
+      const int fd = ::accept(lfd, nullptr, nullptr);
+      if (fd < 0) return;
+      const int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      std::thread([fd, data] {
+        PlainServe(fd, data);
+        ::close(fd);
+      }).detach();
+    }
+  }).detach();
+  return ntohs(a.sin_port);
+}
+
+enum class RecvModel { kBlocking, kEpoll, kIoUring };
+
+// Receives `count` blocks on fd; returns false on error.
+bool ReceiveBlocks(int fd, char* dst, uint64_t block, uint64_t count, RecvModel model) {
+  if (model == RecvModel::kBlocking) {
+    for (uint64_t i = 0; i < count; ++i) {
+      if (!ReadFull(fd, dst, block)) return false;
+    }
+    return true;
+  }
+  if (model == RecvModel::kEpoll) {
+    const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{EPOLLIN, {}};
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+    for (uint64_t i = 0; i < count; ++i) {
+      uint64_t got = 0;
+      while (got < block) {
+        const ssize_t k = ::recv(fd, dst + got, block - got, MSG_DONTWAIT);
+        if (k > 0) {
+          got += static_cast<uint64_t>(k);
+        } else if (k < 0 && errno == EAGAIN) {
+          ::epoll_wait(ep, &ev, 1, 1000);
+        } else {
+          ::close(ep);
+          return false;
+        }
+      }
+    }
+    ::close(ep);
+    return true;
+  }
+  io_uring ring;
+  if (::io_uring_queue_init(8, &ring, 0) != 0) return false;
+  bool ok = true;
+  for (uint64_t i = 0; i < count && ok; ++i) {
+    uint64_t got = 0;
+    while (got < block && ok) {
+      io_uring_sqe* sqe = ::io_uring_get_sqe(&ring);
+      ::io_uring_prep_recv(sqe, fd, dst + got, block - got, MSG_WAITALL);
+      ::io_uring_submit(&ring);
+      io_uring_cqe* cqe;
+      ok = ::io_uring_wait_cqe(&ring, &cqe) == 0 && cqe->res > 0;
+      if (ok) got += static_cast<uint64_t>(cqe->res);
+      ::io_uring_cqe_seen(&ring, cqe);
+    }
+  }
+  ::io_uring_queue_exit(&ring);
+  return ok;
+}
+
+// GB/s of a server->client stream over `pairs` connections in parallel.
+double PlainStreamGBps(uint16_t port, uint64_t block, int pairs, RecvModel model) {
+  const uint64_t count = std::max<uint64_t>(4, g_volume / block / pairs);
+  std::vector<int> fds;
+  std::vector<std::vector<char>> bufs;
+  for (int p = 0; p < pairs; ++p) {
+    fds.push_back(ConnectLoopback(port));
+    bufs.emplace_back(block);
+  }
+  std::vector<double> runs;
+  for (int r = 0; r < g_reps; ++r) {
+    const int64_t t0 = NowNs();
+    std::vector<std::thread> th;
+    for (int p = 0; p < pairs; ++p) {
+      th.emplace_back([&, p] {
+        const PlainRequest req{'S', block, count};
+        WriteFull(fds[p], &req, sizeof(req));
+        MC_ASSERT(ReceiveBlocks(fds[p], bufs[p].data(), block, count, model), "plain stream");
+      });
+    }
+    for (auto& t : th) t.join();
+    runs.push_back(double(count * block * pairs) / double(NowNs() - t0));
+  }
+  for (int fd : fds) ::close(fd);
+  return Median(runs);
+}
+
+// P50/P99 (us) of a plain request/response of `block` bytes on one connection.
+std::pair<double, double> PlainRequestResponseUs(uint16_t port, uint64_t block, int n) {
+  const int fd = ConnectLoopback(port);
+  std::vector<char> buf(block);
+  const PlainRequest req{'R', block, static_cast<uint64_t>(n)};
+  WriteFull(fd, &req, sizeof(req));
+  LatencyHistogram h;
+  for (int i = 0; i < n; ++i) {
+    const int64_t t0 = NowNs();
+    const char b = 'x';
+    WriteFull(fd, &b, 1);
+    MC_ASSERT(ReadFull(fd, buf.data(), block), "plain response");
+    h.Record(static_cast<uint64_t>(NowNs() - t0));
+  }
+  ::close(fd);
+  return {h.P50() / 1e3, h.P99() / 1e3};
+}
+
+// --- Transports. -------------------------------------------------------------
+
+// GB/s of `threads` threads each doing batches of `batch` blocks.
+template <typename T>
+double TransportGBps(T& t, SegmentHandle h, OpCode op, uint64_t block, size_t batch, int threads) {
+  const uint64_t per_batch = block * batch;
+  const uint64_t iters = std::max<uint64_t>(3, g_volume / per_batch / threads);
+  std::vector<std::vector<char>> bufs(threads, std::vector<char>(per_batch, 'w'));
+  std::vector<double> runs;
+  for (int r = 0; r < g_reps; ++r) {
+    const int64_t t0 = NowNs();
+    std::vector<std::thread> th;
+    for (int w = 0; w < threads; ++w) {
+      th.emplace_back([&, w] {
+        std::vector<TransferRequest> reqs(batch);
+        for (uint64_t it = 0; it < iters; ++it) {
+          for (size_t k = 0; k < batch; ++k) {
+            const uint64_t off =
+                ((it * batch + k) * block + w * 4096) % (kSegmentBytes - block + 1);
+            reqs[k] = {op, bufs[w].data() + k * block, h, off / 4096 * 4096, block};
+          }
+          auto id = t.Submit(reqs);
+          MC_ASSERT(id.ok(), "submit");
+          auto res = t.Wait(*id, absl::Now() + absl::Seconds(60));
+          MC_ASSERT(res.ok() && res->ok(), "transfer failed in the benchmark");
+        }
+      });
+    }
+    for (auto& x : th) x.join();
+    runs.push_back(double(iters * per_batch * threads) / double(NowNs() - t0));
+  }
+  return Median(runs);
+}
+
+template <typename T>
+std::pair<double, double> TransportLatencyUs(T& t, SegmentHandle h, OpCode op, uint64_t block,
+                                             int n) {
+  std::vector<char> buf(block, 'w');
+  LatencyHistogram hist;
+  for (int i = 0; i < n; ++i) {
+    const TransferRequest r{op, buf.data(), h,
+                            (i * block) % (kSegmentBytes - block + 1) / 4096 * 4096, block};
+    const int64_t t0 = NowNs();
+    auto id = t.Submit({&r, 1});
+    MC_ASSERT(id.ok(), "submit");
+    auto res = t.Wait(*id, absl::Now() + absl::Seconds(60));
+    MC_ASSERT(res.ok() && res->ok(), "transfer failed in the benchmark");
+    hist.Record(static_cast<uint64_t>(NowNs() - t0));
+  }
+  return {hist.P50() / 1e3, hist.P99() / 1e3};
+}
+
+double MemcpyGBps(const char* src, uint64_t block, size_t batch) {
+  std::vector<char> dst(block * batch);
+  const uint64_t iters = std::max<uint64_t>(3, g_volume / (block * batch));
+  std::vector<double> runs;
+  for (int r = 0; r < g_reps; ++r) {
+    const int64_t t0 = NowNs();
+    for (uint64_t it = 0; it < iters; ++it) {
+      for (size_t k = 0; k < batch; ++k) {
+        const uint64_t off = ((it * batch + k) * block) % (kSegmentBytes - block + 1) / 4096 * 4096;
+        std::memcpy(dst.data() + k * block, src + off, block);
+      }
+      asm volatile("" : : "r"(dst.data()) : "memory");
+    }
+    runs.push_back(double(iters * block * batch) / double(NowNs() - t0));
+  }
+  return Median(runs);
+}
+
+int RoundsFor(uint64_t block) { return block <= 64 * kKiB ? 3000 : block <= kMiB ? 300 : 30; }
+
+// --- The owner process. ------------------------------------------------------
+
+struct OwnerInfo {
+  char shm_endpoint[128];
+  char tcp_endpoint[128];
+  SegmentId shm_segment;
+  SegmentId tcp_segment;
+  uint16_t plain_port;
+};
+
+pid_t StartOwner(OwnerInfo* info, int* keepalive_fd) {
+  int ad[2], ctl[2];
+  MC_ASSERT(::pipe(ad) == 0 && ::pipe(ctl) == 0, "pipe");
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(ctl[1]);
+    ::alarm(3600);
+    auto mem = SharedMemory::Create(kSegmentBytes);
+    MC_ASSERT(mem.ok(), "shared memory");
+    std::memset(mem->data(), 'o', kSegmentBytes);
+    ShmTransport shm;
+    TcpTransport tcp;
+    OwnerInfo out{};
+    std::snprintf(out.shm_endpoint, sizeof(out.shm_endpoint), "%s", shm.LocalEndpoint().c_str());
+    std::snprintf(out.tcp_endpoint, sizeof(out.tcp_endpoint), "%s", tcp.LocalEndpoint().c_str());
+    out.shm_segment = shm.RegisterMemory(mem->data(), kSegmentBytes, {})->id;
+    out.tcp_segment = tcp.RegisterMemory(mem->data(), kSegmentBytes, {})->id;
+    out.plain_port = StartPlainServer(static_cast<const char*>(mem->data()));
+    MC_ASSERT(::write(ad[1], &out, sizeof(out)) == sizeof(out), "advertise");
+    char c;
+    while (::read(ctl[0], &c, 1) > 0) {
+    }
+    ::_exit(0);
+  }
+  ::close(ctl[0]);
+  ::close(ad[1]);
+  MC_ASSERT(::read(ad[0], info, sizeof(*info)) == sizeof(*info), "owner info");
+  *keepalive_fd = ctl[1];
+  return pid;
+}
+
+}  // namespace
+}  // namespace mooncake::transport
+
+namespace mooncake::transport {
+namespace {
+
+struct Row {
+  std::string name;
+  double gbps;
+  double p50_us;
+  double p99_us;
+};
+
+template <typename T>
+Row Measure(const std::string& name, T& t, SegmentHandle h, OpCode op, uint64_t block,
+            int threads = 1, size_t batch = 0) {
+  Row row{name, TransportGBps(t, h, op, block, batch == 0 ? BatchFor(block) : batch, threads), 0,
+          0};
+  std::tie(row.p50_us, row.p99_us) = TransportLatencyUs(t, h, op, block, RoundsFor(block));
+  return row;
+}
+
+void PrintRow(const Row& r, double baseline, const char* baseline_name) {
+  std::printf("  %-34s %8.2f GB/s  P50 %9.1f us  P99 %9.1f us  %5.2fx %s\n", r.name.c_str(), r.gbps,
+              r.p50_us, r.p99_us, r.gbps / baseline, baseline_name);
+}
+
+template <typename T>
+SegmentHandle Open(T& t, const std::string& endpoint, SegmentId id) {
+  auto r = t.OpenSegment(endpoint, id);
+  MC_ASSERT(r.ok(), "open segment in the benchmark");
+  return r->handle;
+}
+
+std::unique_ptr<TcpTransport> MakeTcp(size_t lanes) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = lanes;
+  auto t = TcpTransport::Create(o);
+  MC_ASSERT(t.ok(), "tcp transport");
+  return std::move(*t);
+}
+
+int Main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--quick") {
+      g_reps = 3;
+      g_volume = 64 * kMiB;
+    }
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  OwnerInfo info;
+  int keepalive = -1;
+  const pid_t owner = StartOwner(&info, &keepalive);
+  std::printf("transfer_bench: %u CPUs, owner pid %d, %d reps (median), %lu MiB per run\n",
+              std::thread::hardware_concurrency(), owner, g_reps,
+              static_cast<unsigned long>(g_volume / kMiB));
+
+  std::vector<char> local_mem(kSegmentBytes, 'o');
+  LocalTransport local;
+  const SegmentHandle lh = Open(local, local.LocalEndpoint(),
+                                local.RegisterMemory(local_mem.data(), kSegmentBytes, {})->id);
+  ShmTransport shm;
+  const SegmentHandle sh = Open(shm, info.shm_endpoint, info.shm_segment);
+  auto tcp1 = MakeTcp(1);
+  auto tcp2 = MakeTcp(2);
+  const SegmentHandle th1 = Open(*tcp1, info.tcp_endpoint, info.tcp_segment);
+  const SegmentHandle th2 = Open(*tcp2, info.tcp_endpoint, info.tcp_segment);
+
+  std::printf("\n[baselines]\n");
+  const auto [rr_p50, rr_p99] = PlainRequestResponseUs(info.plain_port, 64 * kKiB, 5000);
+  std::printf("  plain TCP 64KiB request/response     P50 %9.1f us  P99 %9.1f us\n", rr_p50,
+              rr_p99);
+  const double s_block = PlainStreamGBps(info.plain_port, kMiB, 1, RecvModel::kBlocking);
+  const double s_epoll = PlainStreamGBps(info.plain_port, kMiB, 1, RecvModel::kEpoll);
+  const double s_uring = PlainStreamGBps(info.plain_port, kMiB, 1, RecvModel::kIoUring);
+  const double s_two = PlainStreamGBps(info.plain_port, kMiB, 2, RecvModel::kBlocking);
+  std::printf("  plain TCP stream 1MiB blocks, recv()          %8.2f GB/s\n", s_block);
+  std::printf("  plain TCP stream 1MiB blocks, epoll+recv      %8.2f GB/s\n", s_epoll);
+  std::printf("  plain TCP stream 1MiB blocks, io_uring recv   %8.2f GB/s\n", s_uring);
+  std::printf("  plain TCP stream 1MiB blocks, 2 pairs, recv() %8.2f GB/s\n", s_two);
+
+  double shm_min_ratio = 1e9, tcp1_min_ratio = 1e9, lanes_min_ratio = 1e9, p99_ratio = 0;
+  for (uint64_t block : {4 * kKiB, 64 * kKiB, kMiB, 16 * kMiB}) {
+    const double mc = MemcpyGBps(local_mem.data(), block, BatchFor(block));
+    const double stream =
+        block == kMiB ? s_block : PlainStreamGBps(info.plain_port, block, 1, RecvModel::kBlocking);
+    std::printf("\n[%s blocks, batch %zu]  memcpy %.2f GB/s, plain TCP stream %.2f GB/s\n",
+                SizeName(block).c_str(), BatchFor(block), mc, stream);
+    for (OpCode op : {OpCode::kRead, OpCode::kWrite}) {
+      const char* opn = op == OpCode::kRead ? "READ" : "WRITE";
+      PrintRow(Measure(std::string("local ") + opn, local, lh, op, block), mc, "memcpy");
+      const Row s = Measure(std::string("shm ") + opn + " (2 procs)", shm, sh, op, block);
+      PrintRow(s, mc, "memcpy");
+      const Row t1 =
+          Measure(std::string("tcp ") + opn + " 1 lane (2 procs)", *tcp1, th1, op, block);
+      PrintRow(t1, stream, "plain stream");
+      const Row t2 =
+          Measure(std::string("tcp ") + opn + " 2 lanes (2 procs)", *tcp2, th2, op, block);
+      PrintRow(t2, stream, "plain stream");
+      std::printf("  %-34s %5.2fx\n", "tcp 2 lanes / 1 lane", t2.gbps / t1.gbps);
+      if (op == OpCode::kRead && block >= kMiB) {
+        shm_min_ratio = std::min(shm_min_ratio, s.gbps / mc);
+        tcp1_min_ratio = std::min(tcp1_min_ratio, t1.gbps / stream);
+        lanes_min_ratio = std::min(lanes_min_ratio, t2.gbps / t1.gbps);
+      }
+      if (op == OpCode::kRead && block == 64 * kKiB) p99_ratio = t1.p99_us / rr_p99;
+    }
+  }
+
+  std::printf("\n[tcp 2 lanes, READ: batch size and concurrency]\n");
+  for (size_t batch : {1, 8, 32}) {
+    PrintRow(Measure("64KiB batch " + std::to_string(batch), *tcp2, th2, OpCode::kRead, 64 * kKiB,
+                     1, batch),
+             s_block, "plain stream");
+  }
+  for (int threads : {1, 2, 4}) {
+    PrintRow(Measure("1MiB batch 8, threads " + std::to_string(threads), *tcp2, th2, OpCode::kRead,
+                     kMiB, threads),
+             s_block, "plain stream");
+  }
+  auto tcp4 = MakeTcp(4);
+  const SegmentHandle th4 = Open(*tcp4, info.tcp_endpoint, info.tcp_segment);
+  PrintRow(Measure("1MiB batch 8, 4 lanes", *tcp4, th4, OpCode::kRead, kMiB), s_block,
+           "plain stream");
+
+  std::printf("\n[targets]\n");
+  std::printf("  SHM READ >=1MiB / memcpy            min %.2fx  (target >= 0.80) %s\n",
+              shm_min_ratio, shm_min_ratio >= 0.8 ? "MET" : "NOT MET");
+  std::printf("  TCP READ >=1MiB 1 lane / plain      min %.2fx  (target >= 0.90) %s\n",
+              tcp1_min_ratio, tcp1_min_ratio >= 0.9 ? "MET" : "NOT MET");
+  std::printf("  TCP READ >=1MiB 2 lanes / 1 lane    min %.2fx  (target >= 1.40) %s\n",
+              lanes_min_ratio, lanes_min_ratio >= 1.4 ? "MET" : "NOT MET");
+  std::printf("  TCP 64KiB READ P99 / plain P99          %.2fx  (target <= 1.50) %s\n", p99_ratio,
+              p99_ratio <= 1.5 ? "MET" : "NOT MET");
+  ::close(keepalive);
+  int status = 0;
+  ::waitpid(owner, &status, 0);
+  return 0;
+}
+
+}  // namespace
+}  // namespace mooncake::transport
+
+int main(int argc, char** argv) { return mooncake::transport::Main(argc, argv); }

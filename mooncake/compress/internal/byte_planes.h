@@ -21,6 +21,7 @@ namespace mooncake::compress_internal {
 // src holds n elements of `elem` bytes; planes[j] receives n bytes.
 inline void SplitPlanes(const uint8_t* src, size_t n, size_t elem, uint8_t* const* planes) {
   MC_DASSERT(elem >= 1 && elem <= 8, "element size");
+  if (n == 0) return;  // empty buffers may be null
   if (elem == 1) {
     std::memcpy(planes[0], src, n);
     return;
@@ -54,6 +55,7 @@ inline void SplitPlanes(const uint8_t* src, size_t n, size_t elem, uint8_t* cons
 // The inverse of SplitPlanes: planes[j] holds n bytes; dst receives n elements.
 inline void MergePlanes(const uint8_t* const* planes, size_t n, size_t elem, uint8_t* dst) {
   MC_DASSERT(elem >= 1 && elem <= 8, "element size");
+  if (n == 0) return;  // empty buffers may be null
   if (elem == 1) {
     std::memcpy(dst, planes[0], n);
     return;

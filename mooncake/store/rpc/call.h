@@ -38,8 +38,7 @@ absl::StatusOr<typename M::Response> ParseResponse(const absl::Status& status,
   if (!response.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     return absl::InternalError(absl::StrCat("malformed ", AbslView(std::string_view(M::kName)),
                                             " response (", payload.size(),
-                                            " bytes): does not parse as ",
-                                            response.GetTypeName()));
+                                            " bytes): does not parse as ", response.GetTypeName()));
   }
   return response;
 }
@@ -74,11 +73,11 @@ void CallAsync(C& channel, const typename M::Request& request, CallOptions optio
     done(absl::StatusOr<typename M::Response>(std::move(s)));
     return;
   }
-  channel.CallRaw(M::kId, M::kName, payload, options,
-                  [done = std::move(done)](const absl::Status& status,
-                                           std::string_view response) mutable {
-                    done(rpc_internal::ParseResponse<M>(status, response));
-                  });
+  channel.CallRaw(
+      M::kId, M::kName, payload, options,
+      [done = std::move(done)](const absl::Status& status, std::string_view response) mutable {
+        done(rpc_internal::ParseResponse<M>(status, response));
+      });
 }
 
 template <RpcMethod M, RpcChannel C>

@@ -56,12 +56,12 @@ namespace mooncake::rpc {
 template <typename M>
 concept RpcMethod =
     // A stable wire id; 0 is reserved (a frame with method id 0 is malformed).
-    std::convertible_to<decltype(M::kId), uint16_t> && (M::kId != 0) &&
+    std::convertible_to<decltype(M::kId), uint16_t> &&(M::kId != 0) &&
     // A name for metrics labels and error messages.
-    std::convertible_to<decltype(M::kName), std::string_view> &&
+    std::convertible_to<decltype(M::kName), std::string_view>&&
     // Protobuf messages (full or lite runtime).
-    std::derived_from<typename M::Request, google::protobuf::MessageLite> &&
-    std::derived_from<typename M::Response, google::protobuf::MessageLite>;
+    std::derived_from<typename M::Request, google::protobuf::MessageLite>&& std::derived_from<
+        typename M::Response, google::protobuf::MessageLite>;
 
 // --- Calls -------------------------------------------------------------------
 

@@ -67,10 +67,10 @@ struct FrameHeader {
   FrameKind kind = FrameKind::kRequest;
   uint16_t method_id = 0;
   uint64_t request_id = 0;
-  uint32_t timeout_us = 0;                    // requests only
+  uint32_t timeout_us = 0;                        // requests only
   absl::StatusCode code = absl::StatusCode::kOk;  // responses only
-  uint32_t payload_bytes = 0;                 // filled by the encoder
-  uint32_t payload_checksum = 0;              // filled by the encoder
+  uint32_t payload_bytes = 0;                     // filled by the encoder
+  uint32_t payload_checksum = 0;                  // filled by the encoder
 
   friend bool operator==(const FrameHeader&, const FrameHeader&) = default;
 };
@@ -161,9 +161,9 @@ inline absl::StatusOr<FrameHeader> DecodeHeader(const uint8_t* p, uint32_t max_p
   MC_DASSERT(max_payload_bytes <= kMaxPayloadBytesCeiling, "limit over the format's ceiling");
   const uint32_t magic = LoadLe32(p);
   if (magic != kFrameMagic) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "not a mooncake RPC frame: magic 0x", absl::Hex(magic, absl::kZeroPad8),
-        ", expected 0x", absl::Hex(kFrameMagic, absl::kZeroPad8), " (\"MCRP\")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("not a mooncake RPC frame: magic 0x", absl::Hex(magic, absl::kZeroPad8),
+                     ", expected 0x", absl::Hex(kFrameMagic, absl::kZeroPad8), " (\"MCRP\")"));
   }
   if (const uint32_t want = LoadLe32(p + 28), got = FrameChecksum(p, 28); want != got) {
     return absl::DataLossError(absl::StrCat("frame header checksum mismatch: header says 0x",
@@ -191,9 +191,8 @@ inline absl::StatusOr<FrameHeader> DecodeHeader(const uint8_t* p, uint32_t max_p
     h.timeout_us = aux;
   } else {
     if (aux > kMaxStatusCode) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("response frame with unknown status code ", aux, " (max ", kMaxStatusCode,
-                       ")"));
+      return absl::InvalidArgumentError(absl::StrCat("response frame with unknown status code ",
+                                                     aux, " (max ", kMaxStatusCode, ")"));
     }
     h.code = static_cast<absl::StatusCode>(aux);
   }
@@ -211,8 +210,8 @@ inline absl::Status CheckPayload(const FrameHeader& h, std::string_view payload)
       got != h.payload_checksum) {
     return absl::DataLossError(absl::StrCat(
         "frame payload checksum mismatch (request id ", h.request_id, ", ", payload.size(),
-        " bytes): header says 0x", absl::Hex(h.payload_checksum, absl::kZeroPad8),
-        ", computed 0x", absl::Hex(got, absl::kZeroPad8)));
+        " bytes): header says 0x", absl::Hex(h.payload_checksum, absl::kZeroPad8), ", computed 0x",
+        absl::Hex(got, absl::kZeroPad8)));
   }
   return absl::OkStatus();
 }
@@ -285,9 +284,8 @@ class FrameDecoder {
     if (!header.ok()) return error_ = header.status();
     const size_t total = kFrameHeaderBytes + header->payload_bytes;
     if (avail < total) return std::optional<Frame>();
-    Frame frame{*header,
-                std::string_view(reinterpret_cast<const char*>(p) + kFrameHeaderBytes,
-                                 header->payload_bytes)};
+    Frame frame{*header, std::string_view(reinterpret_cast<const char*>(p) + kFrameHeaderBytes,
+                                          header->payload_bytes)};
     if (absl::Status s = CheckPayload(frame.header, frame.payload); !s.ok()) return error_ = s;
     begin_ += total;
     MC_DASSERT(begin_ <= end_, "decoder consumed past its data");
@@ -301,8 +299,9 @@ class FrameDecoder {
     if (avail < kFrameHeaderBytes) return avail == 0 ? 0 : kFrameHeaderBytes - avail;
     // Clamped: the length is not validated yet, and a reader must never size
     // a buffer by an unchecked length.
-    const size_t total = kFrameHeaderBytes + std::min(rpc_internal::LoadLe32(buf_.data() + begin_ + 20),
-                                                      max_payload_bytes_);
+    const size_t total =
+        kFrameHeaderBytes +
+        std::min(rpc_internal::LoadLe32(buf_.data() + begin_ + 20), max_payload_bytes_);
     return total > avail ? total - avail : 0;
   }
 

@@ -74,8 +74,8 @@ TEST(FrameTest, DocumentedTestVector) {
             payload_sum);
   EXPECT_EQ(rpc_internal::LoadLe32(reinterpret_cast<const uint8_t*>(bytes.data()) + 28),
             static_cast<uint32_t>(StableHash64(bytes.data(), 28)));
-  EXPECT_EQ(Hex(bytes), "4d4352500100070001000000000000008813000003000000" + Hex(bytes.substr(24, 8)) +
-                            "616263");
+  EXPECT_EQ(Hex(bytes), "4d4352500100070001000000000000008813000003000000" +
+                            Hex(bytes.substr(24, 8)) + "616263");
   std::printf("test vector: %s\n", Hex(bytes).c_str());
 }
 

@@ -61,9 +61,9 @@ class InProcessChannel {
     absl::Status status = Run(method_id, method_name, request, start_ns, timeout_ns, &response);
     const int64_t end_ns = MonotonicClock::Get().NowNs();
     if (status.ok() && response.size() > options_.max_payload_bytes) {
-      status = absl::ResourceExhaustedError(
-          absl::StrCat("response of ", response.size(), " bytes exceeds the channel's limit of ",
-                       options_.max_payload_bytes, " bytes"));
+      status = absl::ResourceExhaustedError(absl::StrCat("response of ", response.size(),
+                                                         " bytes exceeds the channel's limit of ",
+                                                         options_.max_payload_bytes, " bytes"));
     }
     if (status.ok() && end_ns - start_ns > timeout_ns) {
       status = absl::DeadlineExceededError(

@@ -28,13 +28,13 @@ inline constexpr size_t kMaxKeyBytes = 4096;
 inline constexpr size_t kMaxBatchKeys = 16384;
 inline constexpr size_t kMaxChainBlocks = 16384;
 
-#define MOONCAKE_MASTER_METHOD_(Type, Id, Name)                                 \
-  struct Type##Method {                                                         \
-    static constexpr uint16_t kId = static_cast<uint16_t>(store::proto::Id);    \
-    static constexpr std::string_view kName = Name;                             \
-    using Request = store::proto::Type##Request;                                \
-    using Response = store::proto::Type##Response;                              \
-  };                                                                            \
+#define MOONCAKE_MASTER_METHOD_(Type, Id, Name)                              \
+  struct Type##Method {                                                      \
+    static constexpr uint16_t kId = static_cast<uint16_t>(store::proto::Id); \
+    static constexpr std::string_view kName = Name;                          \
+    using Request = store::proto::Type##Request;                             \
+    using Response = store::proto::Type##Response;                           \
+  };                                                                         \
   static_assert(RpcMethod<Type##Method>)
 
 MOONCAKE_MASTER_METHOD_(MountSegment, MOUNT_SEGMENT, "MountSegment");

@@ -102,14 +102,14 @@ class ServiceRegistry {
                       std::is_invocable_v<F&, const Req&, const ServerCallContext&>,
                   "handler must be callable as (const Request&[, const ServerCallContext&])");
     if (frozen_.load(std::memory_order_acquire)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot register ", AbslView(std::string_view(M::kName)), ": the registry already serves"));
+      return absl::FailedPreconditionError(absl::StrCat("cannot register ",
+                                                        AbslView(std::string_view(M::kName)),
+                                                        ": the registry already serves"));
     }
     if (handlers_.contains(M::kId)) {
-      return absl::AlreadyExistsError(absl::StrCat("method id ", M::kId, " (",
-                                                   AbslView(std::string_view(M::kName)),
-                                                   ") is already registered as ",
-                                                   handlers_.at(M::kId)->name));
+      return absl::AlreadyExistsError(
+          absl::StrCat("method id ", M::kId, " (", AbslView(std::string_view(M::kName)),
+                       ") is already registered as ", handlers_.at(M::kId)->name));
     }
     auto h = std::make_unique<Handler>();
     h->method_id = M::kId;
@@ -122,11 +122,9 @@ class ServiceRegistry {
                  std::string* response) mutable -> absl::Status {
       Req req;
       if (!req.ParseFromArray(request.data(), static_cast<int>(request.size()))) {
-        return absl::InvalidArgumentError(absl::StrCat("malformed ",
-                                                       AbslView(std::string_view(M::kName)),
-                                                       " request (", request.size(),
-                                                       " bytes): does not parse as ",
-                                                       req.GetTypeName()));
+        return absl::InvalidArgumentError(
+            absl::StrCat("malformed ", AbslView(std::string_view(M::kName)), " request (",
+                         request.size(), " bytes): does not parse as ", req.GetTypeName()));
       }
       absl::StatusOr<Resp> resp = [&] {
         if constexpr (std::is_invocable_v<F&, const Req&, const ServerCallContext&>) {
@@ -144,8 +142,8 @@ class ServiceRegistry {
       }
       response->clear();
       if (!resp->SerializeToString(response)) {
-        return absl::InternalError(absl::StrCat(AbslView(std::string_view(M::kName)),
-                                                " response does not serialize"));
+        return absl::InternalError(
+            absl::StrCat(AbslView(std::string_view(M::kName)), " response does not serialize"));
       }
       return absl::OkStatus();
     };
@@ -171,8 +169,8 @@ class ServiceRegistry {
     absl::Status s = handler.run(request, ctx, response);
     if (!s.ok()) response->clear();
     const int64_t now = MonotonicClock::Get().NowNs();
-    handler.metrics->Record(s.code(),
-                            static_cast<uint64_t>(now > ctx.received_ns ? now - ctx.received_ns : 0));
+    handler.metrics->Record(
+        s.code(), static_cast<uint64_t>(now > ctx.received_ns ? now - ctx.received_ns : 0));
     return s;
   }
 

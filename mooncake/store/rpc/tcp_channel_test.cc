@@ -264,13 +264,11 @@ TEST_F(TcpChannelTest, CallbackMayCallAgainOnTheSameChannel) {
   StartServer();
   auto channel = Connect();
   Collector done;
-  CallAsync<EchoMethod>(*channel, MakeEcho("first"), {},
-                        [&](absl::StatusOr<echo::EchoResponse> r) {
-                          done.Add(r.status());
-                          CallAsync<EchoMethod>(
-                              *channel, MakeEcho("second"), {},
-                              [&](absl::StatusOr<echo::EchoResponse> r2) { done.Add(r2.status()); });
-                        });
+  CallAsync<EchoMethod>(*channel, MakeEcho("first"), {}, [&](absl::StatusOr<echo::EchoResponse> r) {
+    done.Add(r.status());
+    CallAsync<EchoMethod>(*channel, MakeEcho("second"), {},
+                          [&](absl::StatusOr<echo::EchoResponse> r2) { done.Add(r2.status()); });
+  });
   ASSERT_TRUE(done.WaitFor(2));
   absl::MutexLock lock(&done.mu);
   EXPECT_TRUE(done.statuses[0].ok() && done.statuses[1].ok());
@@ -295,8 +293,7 @@ TEST_F(TcpChannelTest, PerMethodMetricsOnBothSides) {
     EXPECT_NE(text->find("_calls_total{method=\"Echo\"} 4"), std::string::npos) << *text;
     EXPECT_NE(text->find("_errors_total{code=\"NOT_FOUND\",method=\"Echo\"} 1"), std::string::npos)
         << *text;
-    EXPECT_NE(text->find("_latency_seconds_count{method=\"Echo\"} 4"), std::string::npos)
-        << *text;
+    EXPECT_NE(text->find("_latency_seconds_count{method=\"Echo\"} 4"), std::string::npos) << *text;
   }
   EXPECT_NE(srv.find("mooncake_rpc_server_connections 1"), std::string::npos) << srv;
 }

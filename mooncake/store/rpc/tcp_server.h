@@ -30,7 +30,7 @@
 //     unsent, the server stops reading that peer's requests until it catches
 //     up (memory per connection stays bounded).
 // Metrics: per method (service.h), plus mooncake_rpc_server_connections
-// (gauge), _protocol_errors_total and _overloaded_total.
+// (gauge), _protocol_errors_total, _overloaded_total and _read_pauses_total.
 //
 // Thread-safety: Start, Stop and the destructor from one owning thread;
 // address()/port() from any thread after Start. Stop drops queued calls (their
@@ -90,7 +90,9 @@ class IoLoop {
  public:
   IoLoop(ServerShared* shared, size_t index);
   ~IoLoop();
-  void Start() { thread_ = std::thread([this] { Run(); }); }
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
   void Stop();
   // Any thread: hand an accepted socket to this loop.
   void Adopt(UniqueFd fd, std::string peer);
@@ -117,7 +119,7 @@ class IoLoop {
   std::atomic<bool> stop_{false};
   absl::Mutex adopt_mu_;
   std::vector<std::pair<UniqueFd, std::string>> adopt_ ABSL_GUARDED_BY(adopt_mu_);
-  absl::flat_hash_map<uint64_t, ConnPtr> conns_;  // loop thread only
+  absl::flat_hash_map<uint64_t, ConnPtr> conns_;              // loop thread only
   absl::flat_hash_map<uint64_t, int64_t> draining_until_ns_;  // loop thread only
 };
 
@@ -134,6 +136,7 @@ struct ServerShared {
   Gauge* connections_gauge = nullptr;
   Counter* protocol_errors = nullptr;
   Counter* overloaded = nullptr;
+  Counter* read_pauses = nullptr;
 };
 
 }  // namespace mooncake::rpc_internal
@@ -215,7 +218,7 @@ inline void IoLoop::AdoptPending() {
     const uint64_t id = shared_->next_conn_id.fetch_add(1, std::memory_order_relaxed);
     auto conn = std::make_shared<ServerConnection>(
         id, std::move(fd), std::move(peer), epoll_fd_.get(), shared_->options.max_payload_bytes,
-        shared_->options.max_output_bytes);
+        shared_->options.max_output_bytes, shared_->read_pauses);
     if (!conn->Register().ok()) {
       conn->Close();
       shared_->connections.fetch_sub(1, std::memory_order_relaxed);
@@ -243,9 +246,9 @@ inline void IoLoop::AcceptAll() {
       rpc::FrameHeader h;
       h.kind = rpc::FrameKind::kResponse;
       h.code = absl::StatusCode::kResourceExhausted;
-      const std::string frame = rpc::EncodeFrame(
-          h, absl::StrCat("server has its maximum of ", shared_->options.max_connections,
-                          " connections"));
+      const std::string frame =
+          rpc::EncodeFrame(h, absl::StrCat("server has its maximum of ",
+                                           shared_->options.max_connections, " connections"));
       (void)!::send(fd, frame.data(), frame.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       continue;
     }
@@ -287,7 +290,18 @@ inline void IoLoop::OnEvent(uint64_t id, uint32_t events) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;  // closed earlier in this batch
   ConnPtr conn = it->second;
-  if (events & EPOLLOUT) conn->OnWritable();
+  if (events & EPOLLOUT) {
+    const bool was_paused = conn->ReadPaused();
+    conn->OnWritable();
+    if (was_paused && !conn->ReadPaused() && !conn->draining() &&
+        conn->decoder().BufferedBytes() > 0) {
+      // Frames read before the pause: serve them now, the socket may have
+      // nothing new to wake us for.
+      conn->Cork();
+      ServeFrames(conn);
+      conn->Uncork();
+    }
+  }
   if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
     if (conn->draining()) {
       DrainInput(conn);
@@ -315,8 +329,9 @@ inline void IoLoop::ReadAndServe(const ConnPtr& conn) {
       break;
     }
     dec.Commit(static_cast<size_t>(r));
-    if (!ServeFrames(conn)) break;  // protocol error: now draining
+    if (!ServeFrames(conn)) break;                   // protocol error: now draining
     if (static_cast<size_t>(r) < dst.size()) break;  // socket drained
+    if (conn->ReadPaused()) break;
   }
   conn->Uncork();
   if (close) CloseConn(conn->id());
@@ -326,6 +341,9 @@ inline void IoLoop::ReadAndServe(const ConnPtr& conn) {
 inline bool IoLoop::ServeFrames(const ConnPtr& conn) {
   const int64_t now_ns = MonotonicClock::Get().NowNs();
   for (;;) {
+    // Backpressure: leave the rest buffered until the peer reads (OnEvent
+    // resumes when the output drains).
+    if (conn->ReadPaused()) return true;
     auto next = conn->decoder().Next();
     if (!next.ok()) {
       shared_->protocol_errors->Increment();
@@ -356,8 +374,8 @@ inline void IoLoop::HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, 
     // One "unknown" series for every unknown id: ids come from the peer and
     // must not mint metric series.
     registry.RecordRejected(0, "unknown", absl::StatusCode::kUnimplemented, now_ns);
-    conn->SendError(h, absl::UnimplementedError(absl::StrCat(
-                           "no handler for method id ", h.method_id, " on this server")));
+    conn->SendError(h, absl::UnimplementedError(absl::StrCat("no handler for method id ",
+                                                             h.method_id, " on this server")));
     return;
   }
   rpc::ServerCallContext ctx;
@@ -385,8 +403,8 @@ inline void IoLoop::HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, 
         if (ctx.deadline_ns != 0 && MonotonicClock::Get().NowNs() > ctx.deadline_ns) {
           registry.RecordRejected(handler->method_id, handler->name,
                                   absl::StatusCode::kDeadlineExceeded, ctx.received_ns);
-          conn->SendError(resp, absl::DeadlineExceededError(absl::StrCat(
-                                    handler->name, " expired in the server's queue")));
+          conn->SendError(resp, absl::DeadlineExceededError(
+                                    absl::StrCat(handler->name, " expired in the server's queue")));
           return;
         }
         std::string out;
@@ -445,7 +463,8 @@ namespace mooncake::rpc {
 inline absl::Status RpcServer::CheckOptions() const {
   const RpcServerOptions& o = shared_.options;
   if (o.io_threads < 1 || o.io_threads > 64) {
-    return absl::InvalidArgumentError(absl::StrCat("io_threads must be in [1, 64], got ", o.io_threads));
+    return absl::InvalidArgumentError(
+        absl::StrCat("io_threads must be in [1, 64], got ", o.io_threads));
   }
   if (o.worker_threads < 1 || o.worker_threads > 1024 || o.worker_queue_capacity < 1) {
     return absl::InvalidArgumentError(
@@ -481,7 +500,11 @@ inline absl::Status RpcServer::Start() {
                             "Requests refused because the handler queue was full.");
   if (!gauge.ok()) return gauge.status();
   if (!proto.ok()) return proto.status();
+  auto pauses = m->GetCounter("mooncake_rpc_server_read_pauses_total",
+                              "Times a connection's reads paused: max_output_bytes unsent.");
   if (!over.ok()) return over.status();
+  if (!pauses.ok()) return pauses.status();
+  shared_.read_pauses = *pauses;
   shared_.connections_gauge = *gauge;
   shared_.protocol_errors = *proto;
   shared_.overloaded = *over;
@@ -495,8 +518,7 @@ inline absl::Status RpcServer::Start() {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = UINT64_MAX;  // the listening socket
-  if (::epoll_ctl(shared_.loops[0]->epoll_fd(), EPOLL_CTL_ADD, shared_.listen_fd.get(), &ev) !=
-      0) {
+  if (::epoll_ctl(shared_.loops[0]->epoll_fd(), EPOLL_CTL_ADD, shared_.listen_fd.get(), &ev) != 0) {
     return rpc_internal::ErrnoStatus(errno, "epoll_ctl(listen)");
   }
   for (auto& loop : shared_.loops) loop->Start();

@@ -95,8 +95,8 @@ class ClientConnection {
       if (broken_) {
         refuse = broken_status_;
       } else if (pending_.size() >= limits_.max_pending_calls) {
-        refuse = absl::ResourceExhaustedError(absl::StrCat(
-            limits_.max_pending_calls, " calls already in flight to ", address_));
+        refuse = absl::ResourceExhaustedError(
+            absl::StrCat(limits_.max_pending_calls, " calls already in flight to ", address_));
       } else {
         pending_.emplace(id, Pending{std::move(done), method_name, deadline_ns, start_ns, m});
         heap_.push({deadline_ns, id});
@@ -199,7 +199,8 @@ class ClientConnection {
       {
         absl::MutexLock lock(&mu_);
         if (broken_) break;
-        sleeping_until_ns_ = heap_.empty() ? std::numeric_limits<int64_t>::max() : heap_.top().first;
+        sleeping_until_ns_ =
+            heap_.empty() ? std::numeric_limits<int64_t>::max() : heap_.top().first;
         if (!heap_.empty()) {
           timeout_ms = static_cast<int>(
               std::clamp<int64_t>((heap_.top().first - now_ns + 999999) / 1000000, 0, 60000));
@@ -235,16 +236,15 @@ class ClientConnection {
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
       if (r == 0) {
         BreakWith(absl::UnavailableError(
-            server_error_.ok()
-                ? absl::StrCat("connection to ", address_, " closed by the server")
-                : absl::StrCat("connection to ", address_, " closed by the server: ",
-                               absl::StatusCodeToString(server_error_.code()), ": ",
-                               server_error_.message())));
+            server_error_.ok() ? absl::StrCat("connection to ", address_, " closed by the server")
+                               : absl::StrCat("connection to ", address_, " closed by the server: ",
+                                              absl::StatusCodeToString(server_error_.code()), ": ",
+                                              server_error_.message())));
         return false;
       }
       if (r < 0) {
-        BreakWith(absl::UnavailableError(absl::StrCat("connection to ", address_, " lost: ",
-                                                      ErrnoStatus(errno, "recv").message())));
+        BreakWith(absl::UnavailableError(absl::StrCat(
+            "connection to ", address_, " lost: ", ErrnoStatus(errno, "recv").message())));
         return false;
       }
       decoder_.Commit(static_cast<size_t>(r));

@@ -37,9 +37,9 @@ class MethodMetrics {
     MC_ASSERT(registry_ != nullptr, "metrics need a registry");
     calls_ = Must(registry_->GetCounter(absl::StrCat(prefix_, "_calls_total"),
                                         "RPC calls finished, by method.", {{"method", method_}}));
-    latency_ = Must(registry_->GetHistogram(absl::StrCat(prefix_, "_latency_seconds"),
-                                            "RPC call latency, by method.", {{"method", method_}},
-                                            1e9));
+    latency_ =
+        Must(registry_->GetHistogram(absl::StrCat(prefix_, "_latency_seconds"),
+                                     "RPC call latency, by method.", {{"method", method_}}, 1e9));
     for (auto& e : errors_) e.store(nullptr, std::memory_order_relaxed);
   }
 
@@ -99,7 +99,8 @@ class MetricsTable {
     auto& slot = by_id_[method_id];
     if (slot == nullptr) {
       slot = std::make_unique<MethodMetrics>(
-          registry_, prefix_, name.empty() ? absl::StrCat("method_", method_id) : std::string(name));
+          registry_, prefix_,
+          name.empty() ? absl::StrCat("method_", method_id) : std::string(name));
     }
     return slot.get();
   }

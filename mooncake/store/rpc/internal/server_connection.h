@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/metrics.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/socket.h"
 
@@ -36,21 +37,24 @@ namespace mooncake::rpc_internal {
 
 class ServerConnection {
  public:
+  static constexpr size_t kCorkFlushBytes = 256 << 10;
+
   ServerConnection(uint64_t id, UniqueFd fd, std::string peer, int epoll_fd,
-                   uint32_t max_payload_bytes, size_t max_output_bytes)
+                   uint32_t max_payload_bytes, size_t max_output_bytes, Counter* read_pauses)
       : id_(id),
         peer_(std::move(peer)),
         epoll_fd_(epoll_fd),
         max_output_bytes_(max_output_bytes),
+        read_pauses_(read_pauses),
         decoder_(max_payload_bytes),
         fd_(std::move(fd)) {
-    MC_ASSERT(fd_.valid(), "connection without a socket");
+    MC_ASSERT(fd_.valid() && read_pauses_ != nullptr, "connection without a socket or metrics");
   }
 
   uint64_t id() const { return id_; }
   const std::string& peer() const { return peer_; }
   rpc::FrameDecoder& decoder() { return decoder_; }  // loop thread only
-  int fd() const { return fd_.get(); }              // loop thread only
+  int fd() const { return fd_.get(); }               // loop thread only
 
   // Loop thread: registers with epoll for reading.
   absl::Status Register() {
@@ -71,7 +75,16 @@ class ServerConnection {
     absl::MutexLock lock(&out_mu_);
     if (closed_ || draining_) return;
     rpc::AppendFrame(header, payload, &out_);
-    if (corked_ == 0) FlushLocked();
+    // A cork batches small responses; big ones go out as they come so the
+    // buffer never holds much more than the socket can take.
+    if (corked_ == 0 || out_.size() - out_off_ >= kCorkFlushBytes) FlushLocked();
+  }
+
+  // True while reads are paused because the peer is not taking responses;
+  // the loop then stops serving frames it already buffered, too.
+  bool ReadPaused() const {
+    absl::MutexLock lock(&out_mu_);
+    return (events_ & EPOLLIN) == 0 && !closed_;
   }
 
   // Any thread: a status as a response (its message cut to the wire limit).
@@ -173,6 +186,7 @@ class ServerConnection {
     const bool read_paused = (events_ & EPOLLIN) == 0;
     const bool pause = read_paused ? unsent > max_output_bytes_ / 2 : unsent > max_output_bytes_;
     if (!pause) want |= EPOLLIN;
+    if (pause && !read_paused) read_pauses_->Increment();
     if (unsent > 0) want |= EPOLLOUT;
     if (want == events_) return;
     epoll_event ev{};
@@ -185,6 +199,7 @@ class ServerConnection {
   const std::string peer_;
   const int epoll_fd_;
   const size_t max_output_bytes_;
+  Counter* const read_pauses_;
   rpc::FrameDecoder decoder_;  // loop thread only
 
   mutable absl::Mutex out_mu_;

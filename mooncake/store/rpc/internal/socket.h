@@ -117,8 +117,7 @@ inline absl::StatusOr<HostPort> ParseHostPort(std::string_view address) {
     host = host.substr(1, host.size() - 2);
   }
   uint32_t port = 0;
-  if (!absl::SimpleAtoi(AbslView(address.substr(colon + 1)), &port) || port == 0 ||
-      port > 65535) {
+  if (!absl::SimpleAtoi(AbslView(address.substr(colon + 1)), &port) || port == 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("address \"", AbslView(address), "\" has no valid port (1..65535)"));
   }

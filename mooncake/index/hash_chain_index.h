@@ -36,17 +36,13 @@ class HashChainIndex {
     MC_ASSERT(values.size() == chain.size(), "one value per block");
     InsertResult result;
     result.matched = MatchLength(chain);
-    // No rehash inside the loop, so `parent_entry` stays valid.
-    map_.reserve(map_.size() + (chain.size() - result.matched));
-    Entry* parent_entry = nullptr;
-    if (result.matched > 0) parent_entry = &map_.find(chain[result.matched - 1])->second;
     for (size_t i = result.matched; i < chain.size(); ++i) {
       const BlockKey parent = i == 0 ? kNoParent : chain[i - 1];
       auto [it, fresh] =
           map_.try_emplace(chain[i], Entry{parent, values[i], static_cast<uint32_t>(i), 0});
       if (!fresh) break;  // stored under another parent: collision or malformed chain
-      if (parent_entry != nullptr) ++parent_entry->num_children;
-      parent_entry = &it->second;
+      // The parent was just inserted or matched; one lookup (cache-hot).
+      if (i > 0) ++map_.find(parent)->second.num_children;
       ++result.inserted;
     }
     return result;

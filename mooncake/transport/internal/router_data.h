@@ -1,0 +1,310 @@
+// Router data path: submission, the dispatcher, failover, completion.
+// Included only by router_impl.h.
+#ifndef MOONCAKE_TRANSPORT_INTERNAL_ROUTER_DATA_H_
+#define MOONCAKE_TRANSPORT_INTERNAL_ROUTER_DATA_H_
+
+#ifndef MOONCAKE_TRANSPORT_ROUTER_H_
+#error "include mooncake/transport/router.h instead"
+#endif
+
+namespace mooncake::transport {
+
+inline absl::Status Router::CheckRequest(const TransferRequest& r) const {
+  const auto local = reinterpret_cast<uint64_t>(r.local_addr);
+  if (r.local_addr == nullptr || r.length == 0 || r.remote_offset + r.length < r.remote_offset ||
+      local + r.length < local) {
+    return absl::InvalidArgumentError("null address, zero length or offset + length overflows");
+  }
+  auto it = handles_.find(r.segment);
+  if (it == handles_.end() || it->second.closed) {
+    return absl::NotFoundError(absl::StrCat("unknown or closed handle ", r.segment));
+  }
+  if (r.remote_offset + r.length > it->second.length) {
+    return absl::OutOfRangeError(absl::StrCat("[", r.remote_offset, ", ",
+                                              r.remote_offset + r.length, ") is outside the ",
+                                              it->second.length, "-byte segment"));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::StatusOr<BatchId> Router::SubmitWithPriority(std::span<const TransferRequest> requests,
+                                                          qos::ClassId cls) {
+  if (requests.empty() || requests.size() > kMaxBatchRequests) {
+    return absl::InvalidArgumentError(absl::StrCat("Submit: a batch holds 1..", kMaxBatchRequests,
+                                                   " requests, got ", requests.size()));
+  }
+  if (cls >= options_.priority_classes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Submit: class ", cls, " >= ", options_.priority_classes));
+  }
+  absl::MutexLock lock(&mu_);
+  if (batches_.size() >= options_.batches_in_flight_max) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Submit: ", batches_.size(), " batches in flight; Wait for some first"));
+  }
+  size_t slices = 0;
+  for (const TransferRequest& r : requests) {
+    if (CheckRequest(r).ok())
+      slices += (r.length + options_.slice_bytes - 1) / options_.slice_bytes;
+  }
+  if (queue_.Size() + slices > options_.queued_slices_max) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("Submit: ", slices, " slices would overfill the router queue (", queue_.Size(),
+                     " of ", options_.queued_slices_max, " queued)"));
+  }
+  const BatchId id = next_batch_++;
+  auto batch = std::make_unique<Batch>();
+  batch->cls = cls;
+  batch->submitted = absl::Now();
+  batch->requests.resize(requests.size());
+  for (uint32_t i = 0; i < requests.size(); ++i) {
+    const TransferRequest& r = requests[i];
+    Request& q = batch->requests[i];
+    q.op = r.op;
+    q.length = r.length;
+    if (absl::Status s = CheckRequest(r); !s.ok()) {
+      q.status = s;
+      q.done = true;
+      ++batch->done_count;
+      ++batch->failed_count;
+      continue;
+    }
+    Opened& o = handles_.at(r.segment);
+    for (uint64_t off = 0; off < r.length; off += options_.slice_bytes) {
+      Slice s{id,
+              i,
+              r.op,
+              static_cast<uint8_t*>(r.local_addr) + off,
+              r.segment,
+              r.remote_offset + off,
+              std::min(options_.slice_bytes, r.length - off)};
+      const uint64_t cost = s.length;
+      const qos::PushResult pushed = queue_.Push(std::move(s), cls, cost);
+      MC_ASSERT(pushed == qos::PushResult::kAccepted, "queue capacity was checked");
+      ++q.slices_left;
+      ++o.slices_alive;
+    }
+  }
+  batches_[id] = std::move(batch);
+  cv_.SignalAll();
+  return id;
+}
+
+inline absl::StatusOr<BatchProgress> Router::Poll(BatchId id) {
+  absl::MutexLock lock(&mu_);
+  auto it = batches_.find(id);
+  if (it == batches_.end()) return absl::NotFoundError(absl::StrCat("Poll: unknown batch ", id));
+  const Batch& b = *it->second;
+  return BatchProgress{b.requests.size(), b.done_count - b.failed_count, b.failed_count};
+}
+
+inline BatchResult Router::Take(BatchId id) {
+  auto it = batches_.find(id);
+  MC_ASSERT(it != batches_.end(), "Take of an unknown batch");
+  BatchResult result;
+  for (const Request& r : it->second->requests) {
+    result.statuses.push_back(r.status);
+    metrics_.RecordRequest(r.op, r.length, r.status.ok());
+  }
+  metrics_.RecordBatchLatencyNs(
+      static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - it->second->submitted)));
+  batches_.erase(it);
+  return result;
+}
+
+inline absl::StatusOr<BatchResult> Router::Wait(BatchId id, absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    auto it = batches_.find(id);
+    if (it == batches_.end() || it->second->cancelling) {
+      return absl::NotFoundError(absl::StrCat("Wait: unknown or cancelled batch ", id));
+    }
+    if (it->second->done()) return Take(id);
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("Wait: batch ", id, " still in flight"));
+    }
+    cv_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
+inline absl::StatusOr<BatchResult> Router::Cancel(BatchId id) {
+  absl::MutexLock lock(&mu_);
+  auto it = batches_.find(id);
+  if (it == batches_.end() || it->second->cancelling) {
+    return absl::NotFoundError(absl::StrCat("Cancel: unknown or cancelled batch ", id));
+  }
+  Batch& b = *it->second;
+  b.cancelling = true;  // no retries from here on
+  // Sub-batches in flight: cancel them so no transport touches the buffers.
+  for (size_t i = 0; i < in_flight_.size();) {
+    if (in_flight_[i].batch != id) {
+      ++i;
+      continue;
+    }
+    SubBatch sb = std::move(in_flight_[i]);
+    in_flight_.erase(in_flight_.begin() + static_cast<ptrdiff_t>(i));
+    auto r = transports_[sb.transport]->Cancel(sb.id);
+    Settle(std::move(sb), r, false);
+  }
+  // Slices still queued never started; they are dropped when popped.
+  const absl::Status cancelled = absl::CancelledError("request cancelled before it completed");
+  for (Request& r : b.requests) {
+    if (r.done) continue;
+    r.done = true;
+    r.status = cancelled;
+    ++b.done_count;
+    ++b.failed_count;
+  }
+  return Take(id);
+}
+
+// --- The dispatcher -------------------------------------------------------------
+
+inline void Router::Loop() {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    Collect();
+    Dispatch();
+    if (in_flight_.empty()) {
+      cv_.Wait(&mu_);
+    } else {
+      cv_.WaitWithTimeout(&mu_, absl::Microseconds(50));
+    }
+  }
+}
+
+// Settles every sub-batch that finished, or ran past the attempt timeout.
+inline void Router::Collect() {
+  for (size_t i = 0; i < in_flight_.size();) {
+    SubBatch& sb = in_flight_[i];
+    auto& t = *transports_[sb.transport];
+    // Poll first: it is the contract's non-consuming progress check, and a
+    // done batch is then collected with a bounded Wait.
+    absl::StatusOr<BatchProgress> p = t.Poll(sb.id);
+    absl::StatusOr<BatchResult> r = absl::UnknownError("unset");
+    bool timed_out = false;
+    if (!p.ok()) {
+      r = p.status();
+    } else if (p->done()) {
+      r = t.Wait(sb.id, absl::Now() + options_.attempt_timeout);
+    } else {
+      if (absl::Now() - sb.started < options_.attempt_timeout) {
+        ++i;
+        continue;
+      }
+      r = t.Cancel(sb.id);
+      timed_out = true;
+    }
+    SubBatch done = std::move(sb);
+    in_flight_.erase(in_flight_.begin() + static_cast<ptrdiff_t>(i));
+    Settle(std::move(done), r, timed_out);
+  }
+}
+
+inline void Router::Settle(SubBatch sb, const absl::StatusOr<BatchResult>& r, bool timed_out) {
+  slices_in_flight_ -= sb.slices.size();
+  if (auto b = batches_.find(sb.batch); b != batches_.end()) --b->second->subs_in_flight;
+  for (size_t k = 0; k < sb.slices.size(); ++k) {
+    absl::Status s;
+    if (!r.ok()) {
+      s = r.status();
+    } else if (r->statuses.size() != sb.slices.size()) {
+      s = absl::InternalError("transport returned a result of the wrong size");
+    } else {
+      s = r->statuses[k];
+    }
+    if (timed_out && absl::IsCancelled(s)) {
+      s = absl::DeadlineExceededError(absl::StrCat(AbslView(transports_[sb.transport]->Name()),
+                                                   " stalled past the router's attempt timeout"));
+    }
+    OnSliceResult(std::move(sb.slices[k]), s);
+  }
+}
+
+inline void Router::Dispatch() {
+  std::map<std::pair<BatchId, size_t>, std::vector<Slice>> groups;
+  size_t taken = 0;
+  while (slices_in_flight_ + taken < options_.slices_in_flight_max) {
+    std::optional<Slice> s = queue_.Pop();
+    if (!s.has_value()) break;
+    if (!batches_.contains(s->batch)) {  // cancelled: never started
+      ReleaseSlice(*s);
+      continue;
+    }
+    const size_t t = handles_.at(s->handle).routes[s->route].transport;
+    groups[{s->batch, t}].push_back(std::move(*s));
+    ++taken;
+  }
+  for (auto& [key, slices] : groups) {
+    const auto [batch, t] = key;
+    std::vector<TransferRequest> reqs;
+    reqs.reserve(slices.size());
+    for (const Slice& s : slices) {
+      const Route& route = handles_.at(s.handle).routes[s.route];
+      reqs.push_back(TransferRequest{s.op, s.local, route.handle, s.offset, s.length});
+    }
+    absl::StatusOr<BatchId> sub = transports_[t]->Submit(reqs);
+    if (!sub.ok()) {
+      for (Slice& s : slices) OnSliceResult(std::move(s), sub.status());
+      continue;
+    }
+    slices_in_flight_ += slices.size();
+    ++batches_.at(batch)->subs_in_flight;
+    in_flight_.push_back(SubBatch{t, *sub, batch, std::move(slices), absl::Now()});
+  }
+}
+
+inline void Router::OnSliceResult(Slice s, absl::Status status) {
+  auto b = batches_.find(s.batch);
+  if (b == batches_.end()) {
+    ReleaseSlice(s);
+    return;
+  }
+  const Opened& o = handles_.at(s.handle);
+  RouteStats& st = stats_[o.routes[s.route].transport];
+  (status.ok() ? st.slices_ok : st.slices_failed)++;
+  const bool retryable = !status.ok() && !absl::IsInvalidArgument(status) &&
+                         !absl::IsOutOfRange(status) && !absl::IsCancelled(status);
+  if (retryable && !b->second->cancelling && s.tries < options_.retries_max &&
+      s.route + 1 < o.routes.size()) {
+    ++s.tries;
+    ++s.route;
+    const uint64_t cost = s.length;
+    if (queue_.Push(std::move(s), b->second->cls, cost) == qos::PushResult::kAccepted) {
+      ++failovers_;
+      return;
+    }
+    status = absl::ResourceExhaustedError(
+        absl::StrCat("router queue full while failing over after: ", status.message()));
+  }
+  FinishSlice(*b->second, s, status);
+}
+
+inline void Router::FinishSlice(Batch& b, const Slice& s, const absl::Status& status) {
+  Request& r = b.requests[s.request];
+  if (!r.done) {
+    if (!status.ok() && r.status.ok()) r.status = status;
+    MC_DASSERT(r.slices_left > 0, "slice count underflow");
+    if (--r.slices_left == 0) {
+      r.done = true;
+      ++b.done_count;
+      if (!r.status.ok()) ++b.failed_count;
+    }
+  }
+  ReleaseSlice(s);
+  if (b.done()) cv_.SignalAll();
+}
+
+inline void Router::ReleaseSlice(const Slice& s) {
+  auto it = handles_.find(s.handle);
+  MC_ASSERT(it != handles_.end(), "slice of an unknown handle");
+  MC_DASSERT(it->second.slices_alive > 0, "slices_alive underflow");
+  if (--it->second.slices_alive == 0 && it->second.closed) {
+    CloseRoutes(it->second);
+    handles_.erase(it);
+  }
+}
+
+}  // namespace mooncake::transport
+
+#endif  // MOONCAKE_TRANSPORT_INTERNAL_ROUTER_DATA_H_

@@ -1,0 +1,230 @@
+// Router: a Transport that owns several transports, sends each peer's traffic
+// over the best one that reaches it and fails over to the next.
+//
+//   auto router = Router::Create({}, std::make_unique<LocalTransport>(),
+//                                std::move(shm), std::move(tcp));
+//   ASSIGN_OR_RETURN(auto seg, (*router)->RegisterMemory(buf, len, loc));  // on every transport
+//   // peer: OpenSegment(owner->LocalEndpoint(), seg.id), Submit, Wait ...
+//   (*router)->SubmitWithPriority(urgent_requests, /*cls=*/0);  // overtakes bulk
+//
+// Choice. Transports are ranked local (same process) > cuda > shm (same host)
+// > rdma > tcp (router_ids.h). The router endpoint carries the owner's host,
+// pid and its transports' endpoints; OpenSegment opens the segment on every
+// transport of ours that can reach the owner (local only in the same process,
+// shm/cuda only on the same host, matched by endpoint scheme), best first.
+// A transport that fails to open is simply not a route.
+//
+// Slices and priority. Requests are cut into slices of `slice_bytes`; slices
+// wait in a qos::StrictPriorityScheduler (class 0 most urgent; Submit uses the
+// last class, SubmitWithPriority picks one) and at most
+// `slices_in_flight_max` are handed to the transports at a time, so a
+// high-priority batch submitted behind a bulk one goes next, not last.
+//
+// Failover. A slice that fails on its route is pushed back (same class) for
+// the next route, at most `retries_max` times; a sub-batch that is still in
+// flight after `attempt_timeout` is cancelled and its slices fail over too.
+// InvalidArgument, OutOfRange and Cancelled are not retried (they would
+// fail everywhere). A request's status is its first failing slice's final
+// status; the bytes of a retried slice are written again in full.
+// Silent corruption (a transport that returns wrong bytes with OK) is not
+// detected here: end-to-end checksums belong to the store's objects.
+//
+// Ids. A router segment id packs the ids the segment got on each transport
+// with a check (router_ids.h): at most 4 transports, sub ids below 4096.
+//
+// Progress runs on one dispatcher thread; sub-transports see one sub-batch
+// per (batch, transport) per dispatch round.
+//
+// Thread-safety: every method may be called concurrently.
+#ifndef MOONCAKE_TRANSPORT_ROUTER_H_
+#define MOONCAKE_TRANSPORT_ROUTER_H_
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/qos/scheduler.h"
+#include "mooncake/qos/strict_priority_scheduler.h"
+#include "mooncake/transport/internal/any_transport.h"
+#include "mooncake/transport/internal/router_ids.h"
+#include "mooncake/transport/transport.h"
+#include "mooncake/transport/transport_metrics.h"
+
+namespace mooncake::transport {
+
+struct RouterOptions {
+  size_t priority_classes = 2;  // class 0 most urgent; Submit uses the last
+  uint64_t slice_bytes = 1 << 20;
+  size_t slices_in_flight_max = 32;
+  size_t queued_slices_max = 1 << 16;
+  size_t batches_in_flight_max = 1024;
+  uint32_t retries_max = 2;  // extra attempts per slice, each on the next route
+  absl::Duration attempt_timeout = absl::Seconds(5);
+  MetricsRegistry* metrics = nullptr;  // null: a private registry
+};
+
+class Router {
+ public:
+  // Per sub-transport counters (in the router's rank order).
+  struct RouteStats {
+    std::string name;
+    uint64_t slices_ok = 0;
+    uint64_t slices_failed = 0;
+  };
+
+  template <Transport... Ts>
+  static absl::StatusOr<std::unique_ptr<Router>> Create(RouterOptions options,
+                                                        std::unique_ptr<Ts>... transports) {
+    std::vector<std::unique_ptr<transport_internal::AnyTransport>> list;
+    (list.push_back(
+         std::make_unique<transport_internal::AnyTransportOf<Ts>>(std::move(transports))),
+     ...);
+    return CreateFromList(options, std::move(list));
+  }
+
+  static absl::StatusOr<std::unique_ptr<Router>> CreateFromList(
+      RouterOptions options, std::vector<std::unique_ptr<transport_internal::AnyTransport>> list);
+
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+  ~Router();
+
+  std::string_view Name() const { return "router"; }
+  std::string LocalEndpoint() const { return endpoint_; }
+  TransportMetrics& metrics() { return metrics_; }
+  std::vector<RouteStats> route_stats() const;
+  uint64_t failovers() const;
+
+  absl::StatusOr<SegmentDesc> RegisterMemory(void* addr, uint64_t length, MemoryLocation location);
+  absl::Status UnregisterMemory(SegmentId id);
+  absl::StatusOr<RemoteSegment> OpenSegment(std::string_view endpoint, SegmentId id);
+  absl::Status CloseSegment(SegmentHandle handle);
+  absl::StatusOr<BatchId> Submit(std::span<const TransferRequest> requests) {
+    return SubmitWithPriority(requests, static_cast<qos::ClassId>(options_.priority_classes - 1));
+  }
+  // `cls` < priority_classes; 0 is served first.
+  absl::StatusOr<BatchId> SubmitWithPriority(std::span<const TransferRequest> requests,
+                                             qos::ClassId cls);
+  absl::StatusOr<BatchProgress> Poll(BatchId batch);
+  absl::StatusOr<BatchResult> Wait(BatchId batch, absl::Time deadline);
+  absl::StatusOr<BatchResult> Cancel(BatchId batch);
+
+ private:
+  struct Route {
+    size_t transport = 0;
+    SegmentHandle handle = 0;
+  };
+  struct Opened {
+    uint64_t length = 0;
+    MemoryLocation location;
+    std::vector<Route> routes;  // best first
+    size_t slices_alive = 0;    // slices queued or in flight on this handle
+    bool closed = false;
+  };
+  struct Slice {
+    BatchId batch = 0;
+    uint32_t request = 0;
+    OpCode op = OpCode::kRead;
+    uint8_t* local = nullptr;
+    SegmentHandle handle = 0;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    uint32_t route = 0;  // index into Opened::routes
+    uint32_t tries = 0;
+  };
+  struct Request {
+    OpCode op = OpCode::kRead;
+    uint64_t length = 0;
+    absl::Status status;
+    uint32_t slices_left = 0;
+    bool done = false;
+  };
+  struct Batch {
+    std::vector<Request> requests;
+    qos::ClassId cls = 0;
+    size_t done_count = 0;
+    size_t failed_count = 0;
+    size_t subs_in_flight = 0;
+    bool cancelling = false;
+    absl::Time submitted;
+    bool done() const { return done_count == requests.size() && subs_in_flight == 0; }
+  };
+  struct SubBatch {
+    size_t transport = 0;
+    BatchId id = 0;
+    BatchId batch = 0;
+    std::vector<Slice> slices;
+    absl::Time started;
+  };
+  using Queue = qos::StrictPriorityScheduler<Slice>;
+
+  Router(RouterOptions options, std::vector<std::unique_ptr<transport_internal::AnyTransport>> list,
+         Queue queue);
+
+  void Loop();
+  void Collect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Settle(SubBatch sb, const absl::StatusOr<BatchResult>& r, bool timed_out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnSliceResult(Slice s, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishSlice(Batch& b, const Slice& s, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseSlice(const Slice& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CloseRoutes(Opened& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status CheckRequest(const TransferRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  BatchResult Take(BatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const RouterOptions options_;
+  std::vector<std::unique_ptr<transport_internal::AnyTransport>> transports_;  // best first
+  std::string host_;
+  std::string endpoint_;
+  TransportMetrics metrics_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // batch finished, work queued, shutdown
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Queue queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<SubBatch> in_flight_ ABSL_GUARDED_BY(mu_);
+  size_t slices_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  BatchId next_batch_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<SegmentId, std::array<uint64_t, transport_internal::kRouterTransportsMax>> segments_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<SegmentHandle, Opened> handles_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<BatchId, std::unique_ptr<Batch>> batches_ ABSL_GUARDED_BY(mu_);
+  std::vector<RouteStats> stats_ ABSL_GUARDED_BY(mu_);
+  uint64_t failovers_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread dispatcher_;  // last: starts after everything above exists
+};
+
+static_assert(Transport<Router>);
+
+}  // namespace mooncake::transport
+
+// Member definitions, split to keep each header readable.
+#include "mooncake/transport/internal/router_impl.h"  // IWYU pragma: export
+
+#endif  // MOONCAKE_TRANSPORT_ROUTER_H_

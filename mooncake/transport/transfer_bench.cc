@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -181,7 +182,8 @@ bool ReceiveBlocks(int fd, char* dst, uint64_t block, uint64_t count, RecvModel 
 }
 
 // GB/s of a server->client stream over `pairs` connections in parallel.
-double PlainStreamGBps(uint16_t port, uint64_t block, int pairs, RecvModel model) {
+double PlainStreamGBps(uint16_t port, uint64_t block, int pairs, RecvModel model,
+                       int runs = g_reps) {
   const uint64_t count = std::max<uint64_t>(4, g_volume / block / pairs);
   std::vector<int> fds;
   std::vector<std::vector<char>> bufs;
@@ -189,8 +191,8 @@ double PlainStreamGBps(uint16_t port, uint64_t block, int pairs, RecvModel model
     fds.push_back(ConnectLoopback(port));
     bufs.emplace_back(block);
   }
-  std::vector<double> runs;
-  for (int r = 0; r < g_reps; ++r) {
+  std::vector<double> results;
+  for (int r = 0; r < runs; ++r) {
     const int64_t t0 = NowNs();
     std::vector<std::thread> th;
     for (int p = 0; p < pairs; ++p) {
@@ -201,10 +203,10 @@ double PlainStreamGBps(uint16_t port, uint64_t block, int pairs, RecvModel model
       });
     }
     for (auto& t : th) t.join();
-    runs.push_back(double(count * block * pairs) / double(NowNs() - t0));
+    results.push_back(double(count * block * pairs) / double(NowNs() - t0));
   }
   for (int fd : fds) ::close(fd);
-  return Median(runs);
+  return Median(results);
 }
 
 // P50/P99 (us) of a plain request/response of `block` bytes on one connection.
@@ -229,12 +231,13 @@ std::pair<double, double> PlainRequestResponseUs(uint16_t port, uint64_t block, 
 
 // GB/s of `threads` threads each doing batches of `batch` blocks.
 template <typename T>
-double TransportGBps(T& t, SegmentHandle h, OpCode op, uint64_t block, size_t batch, int threads) {
+double TransportGBps(T& t, SegmentHandle h, OpCode op, uint64_t block, size_t batch, int threads,
+                     int runs = g_reps) {
   const uint64_t per_batch = block * batch;
   const uint64_t iters = std::max<uint64_t>(3, g_volume / per_batch / threads);
   std::vector<std::vector<char>> bufs(threads, std::vector<char>(per_batch, 'w'));
-  std::vector<double> runs;
-  for (int r = 0; r < g_reps; ++r) {
+  std::vector<double> results;
+  for (int r = 0; r < runs; ++r) {
     const int64_t t0 = NowNs();
     std::vector<std::thread> th;
     for (int w = 0; w < threads; ++w) {
@@ -254,9 +257,9 @@ double TransportGBps(T& t, SegmentHandle h, OpCode op, uint64_t block, size_t ba
       });
     }
     for (auto& x : th) x.join();
-    runs.push_back(double(iters * per_batch * threads) / double(NowNs() - t0));
+    results.push_back(double(iters * per_batch * threads) / double(NowNs() - t0));
   }
-  return Median(runs);
+  return Median(results);
 }
 
 template <typename T>
@@ -277,11 +280,11 @@ std::pair<double, double> TransportLatencyUs(T& t, SegmentHandle h, OpCode op, u
   return {hist.P50() / 1e3, hist.P99() / 1e3};
 }
 
-double MemcpyGBps(const char* src, uint64_t block, size_t batch) {
+double MemcpyGBps(const char* src, uint64_t block, size_t batch, int runs = g_reps) {
   std::vector<char> dst(block * batch);
   const uint64_t iters = std::max<uint64_t>(3, g_volume / (block * batch));
-  std::vector<double> runs;
-  for (int r = 0; r < g_reps; ++r) {
+  std::vector<double> results;
+  for (int r = 0; r < runs; ++r) {
     const int64_t t0 = NowNs();
     for (uint64_t it = 0; it < iters; ++it) {
       for (size_t k = 0; k < batch; ++k) {
@@ -290,9 +293,9 @@ double MemcpyGBps(const char* src, uint64_t block, size_t batch) {
       }
       asm volatile("" : : "r"(dst.data()) : "memory");
     }
-    runs.push_back(double(iters * block * batch) / double(NowNs() - t0));
+    results.push_back(double(iters * block * batch) / double(NowNs() - t0));
   }
-  return Median(runs);
+  return Median(results);
 }
 
 int RoundsFor(uint64_t block) { return block <= 64 * kKiB ? 3000 : block <= kMiB ? 300 : 30; }
@@ -380,6 +383,60 @@ std::unique_ptr<TcpTransport> MakeTcp(size_t lanes) {
   return std::move(*t);
 }
 
+// Runs candidate and baseline alternately, one run each per rep, so both see
+// the same machine load; returns the medians and the median of the ratios.
+struct Paired {
+  double candidate, baseline, ratio;
+};
+Paired RunPaired(const std::function<double()>& candidate,
+                 const std::function<double()>& baseline) {
+  std::vector<double> c, b, r;
+  for (int i = 0; i < g_reps; ++i) {
+    c.push_back(candidate());
+    b.push_back(baseline());
+    r.push_back(c.back() / b.back());
+  }
+  return {Median(c), Median(b), Median(r)};
+}
+
+void PrintPaired(const char* what, const Paired& p, const char* unit, const char* cmp,
+                 double target) {
+  const bool met = cmp[0] == '>' ? p.ratio >= target : p.ratio <= target;
+  std::printf("  %-44s %8.2f vs %8.2f %s  ratio %5.2fx (target %s %.2f) %s\n", what, p.candidate,
+              p.baseline, unit, p.ratio, cmp, target, met ? "MET" : "NOT MET");
+}
+
+void PairedTargets(const OwnerInfo& info, const char* local_mem, ShmTransport& shm,
+                   SegmentHandle sh, TcpTransport& tcp1, SegmentHandle th1, TcpTransport& tcp2,
+                   SegmentHandle th2) {
+  std::printf("\n[targets, interleaved: candidate and baseline alternate, median of %d ratios]\n",
+              g_reps);
+  const OpCode rd = OpCode::kRead;
+  for (uint64_t block : {kMiB, 16 * kMiB}) {
+    const size_t batch = BatchFor(block);
+    const std::string b = SizeName(block);
+    PrintPaired(("SHM READ " + b + " / memcpy").c_str(),
+                RunPaired([&] { return TransportGBps(shm, sh, rd, block, batch, 1, 1); },
+                          [&] { return MemcpyGBps(local_mem, block, batch, 1); }),
+                "GB/s", ">=", 0.8);
+    PrintPaired(
+        ("TCP READ " + b + " 1 lane / plain stream").c_str(),
+        RunPaired(
+            [&] { return TransportGBps(tcp1, th1, rd, block, batch, 1, 1); },
+            [&] { return PlainStreamGBps(info.plain_port, block, 1, RecvModel::kBlocking, 1); }),
+        "GB/s", ">=", 0.9);
+    PrintPaired(("TCP READ " + b + " 2 lanes / 1 lane").c_str(),
+                RunPaired([&] { return TransportGBps(tcp2, th2, rd, block, batch, 1, 1); },
+                          [&] { return TransportGBps(tcp1, th1, rd, block, batch, 1, 1); }),
+                "GB/s", ">=", 1.4);
+  }
+  PrintPaired(
+      "TCP READ 64KiB P99 / plain req-resp P99",
+      RunPaired([&] { return TransportLatencyUs(tcp1, th1, rd, 64 * kKiB, 2000).second; },
+                [&] { return PlainRequestResponseUs(info.plain_port, 64 * kKiB, 2000).second; }),
+      "us", "<=", 1.5);
+}
+
 int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick") {
@@ -463,7 +520,8 @@ int Main(int argc, char** argv) {
   PrintRow(Measure("1MiB batch 8, 4 lanes", *tcp4, th4, OpCode::kRead, kMiB), s_block,
            "plain stream");
 
-  std::printf("\n[targets]\n");
+  PairedTargets(info, local_mem.data(), shm, sh, *tcp1, th1, *tcp2, th2);
+  std::printf("\n[targets, from the tables above (not interleaved)]\n");
   std::printf("  SHM READ >=1MiB / memcpy            min %.2fx  (target >= 0.80) %s\n",
               shm_min_ratio, shm_min_ratio >= 0.8 ? "MET" : "NOT MET");
   std::printf("  TCP READ >=1MiB 1 lane / plain      min %.2fx  (target >= 0.90) %s\n",

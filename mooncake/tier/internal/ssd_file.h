@@ -80,7 +80,15 @@ inline absl::StatusOr<OpenFile> OpenLocked(const std::string& path, int extra_fl
     f.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | extra_flags, 0644);
   }
   if (f.fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path).c_str());
-  if (::flock(f.fd, LOCK_EX | LOCK_NB) != 0) {
+  // A process killed a moment ago may still hold the lock through its
+  // io_uring instance, which the kernel tears down asynchronously: retry for
+  // up to about a second before calling the file busy.
+  int rc = ::flock(f.fd, LOCK_EX | LOCK_NB);
+  for (int tries = 0; rc != 0 && errno == EWOULDBLOCK && tries < 200; ++tries) {
+    ::usleep(5000);
+    rc = ::flock(f.fd, LOCK_EX | LOCK_NB);
+  }
+  if (rc != 0) {
     const int err = errno;
     CloseFd(f.fd);
     if (err == EWOULDBLOCK) {

@@ -3,6 +3,7 @@
 #ifndef MOONCAKE_TIER_INTERNAL_SSD_TIER_IMPL_H_
 #define MOONCAKE_TIER_INTERNAL_SSD_TIER_IMPL_H_
 
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -95,7 +96,12 @@ inline SsdTier::~SsdTier() {
     index_.clear();
   }
   lanes_.clear();
-  for (File& f : files_) tier_internal::CloseFd(f.open.fd);
+  // Unlock explicitly: rings that registered the files drop their references
+  // asynchronously, which would keep the flock held for a moment.
+  for (File& f : files_) {
+    if (f.open.fd >= 0) ::flock(f.open.fd, LOCK_UN);
+    tier_internal::CloseFd(f.open.fd);
+  }
 }
 
 inline absl::Status SsdTier::OpenFiles() {
@@ -142,7 +148,7 @@ inline absl::Status SsdTier::OpenFiles() {
     }
     info_.direct_io = info_.direct_io && f->direct_io;
     fds_.push_back(f->fd);
-    capacity_bytes_ += h.capacity_bytes - kBlockBytes;
+    capacity_bytes_ += h.capacity_bytes - tier_internal::kBlockBytes;
   }
   return absl::OkStatus();
 }
@@ -171,11 +177,12 @@ inline absl::Status SsdTier::Recover() {
       losers.push_back(i);
     }
   }
-  tier_internal::AlignedBytes zero = tier_internal::AllocateAligned(kBlockBytes, kBlockBytes);
+  tier_internal::AlignedBytes zero =
+      tier_internal::AllocateAligned(tier_internal::kBlockBytes, tier_internal::kBlockBytes);
   std::vector<bool> dirty(files_.size(), false);
   for (size_t i : losers) {
-    RETURN_IF_ERROR(tier_internal::PwriteFull(files_[all[i].file].open.fd, zero.get(), kBlockBytes,
-                                              all[i].offset));
+    RETURN_IF_ERROR(tier_internal::PwriteFull(files_[all[i].file].open.fd, zero.get(),
+                                              tier_internal::kBlockBytes, all[i].offset));
     dirty[all[i].file] = true;
   }
   for (uint32_t f = 0; f < files_.size(); ++f) {
@@ -196,8 +203,8 @@ inline absl::Status SsdTier::Recover() {
               [&](size_t a, size_t b) { return all[a].offset < all[b].offset; });
     std::vector<uint64_t> offsets, sizes;
     for (size_t i : v) {
-      offsets.push_back(all[i].offset - kBlockBytes);
-      sizes.push_back(RecordBytes(all[i].header.stored_bytes));
+      offsets.push_back(all[i].offset - tier_internal::kBlockBytes);
+      sizes.push_back(tier_internal::RecordBytes(all[i].header.stored_bytes));
     }
     std::vector<alloc::Allocation> extents;
     RETURN_IF_ERROR(RebuildAllocator(f, extents, offsets, sizes));
@@ -225,14 +232,14 @@ inline absl::Status SsdTier::RebuildAllocator(uint32_t file,
                                               std::vector<alloc::Allocation>& extents,
                                               const std::vector<uint64_t>& offsets,
                                               const std::vector<uint64_t>& sizes) {
-  const uint64_t cap = files_[file].open.header.capacity_bytes - kBlockBytes;
+  const uint64_t cap = files_[file].open.header.capacity_bytes - tier_internal::kBlockBytes;
   files_[file].alloc.emplace(
-      alloc::TlsfOptions{.capacity_bytes = cap, .granularity_bytes = kBlockBytes});
+      alloc::TlsfOptions{.capacity_bytes = cap, .granularity_bytes = tier_internal::kBlockBytes});
   alloc::TlsfAllocator& a = *files_[file].alloc;
   std::vector<alloc::Allocation> fillers;
   uint64_t cursor = 0;
   auto take = [&](uint64_t at, uint64_t size) -> absl::StatusOr<alloc::Allocation> {
-    std::optional<alloc::Allocation> got = a.allocate(size, kBlockBytes);
+    std::optional<alloc::Allocation> got = a.allocate(size, tier_internal::kBlockBytes);
     if (!got || got->offset != at) {
       return absl::InternalError(absl::StrCat("SsdTier recovery: allocator could not reserve [", at,
                                               ", +", size, ") of file ", file));
@@ -253,7 +260,8 @@ inline absl::Status SsdTier::RebuildAllocator(uint32_t file,
 }
 
 inline absl::Status SsdTier::StartLanes() {
-  zero_block_ = tier_internal::AllocateAligned(kBlockBytes, kBlockBytes);
+  zero_block_ =
+      tier_internal::AllocateAligned(tier_internal::kBlockBytes, tier_internal::kBlockBytes);
   for (uint32_t i = 0; i < options_.lanes; ++i) {
     auto lane = std::make_unique<Lane>();
     RETURN_IF_ERROR(lane->ring.Init(options_.ring_entries));
@@ -265,11 +273,12 @@ inline absl::Status SsdTier::StartLanes() {
         options_.register_files = false;
       }
     }
-    if (options_.bounce_arena_bytes >= kBlockBytes) {
-      const uint64_t bytes = options_.bounce_arena_bytes / kBlockBytes * kBlockBytes;
-      lane->arena = tier_internal::AllocateAligned(bytes, kBlockBytes);
-      lane->arena_alloc.emplace(
-          alloc::TlsfOptions{.capacity_bytes = bytes, .granularity_bytes = kBlockBytes});
+    if (options_.bounce_arena_bytes >= tier_internal::kBlockBytes) {
+      const uint64_t bytes =
+          options_.bounce_arena_bytes / tier_internal::kBlockBytes * tier_internal::kBlockBytes;
+      lane->arena = tier_internal::AllocateAligned(bytes, tier_internal::kBlockBytes);
+      lane->arena_alloc.emplace(alloc::TlsfOptions{
+          .capacity_bytes = bytes, .granularity_bytes = tier_internal::kBlockBytes});
       lane->arena_registered =
           options_.register_buffers && lane->ring.RegisterBuffer(lane->arena.get(), bytes).ok();
     }
@@ -303,13 +312,14 @@ inline void SsdTier::ProbeDevice() {
     std::lock_guard<std::mutex> lock(alloc_mu_);
     alloc::TlsfAllocator& a = *files_[0].alloc;
     bytes = std::min<uint64_t>(64 << 20, a.stats().largest_free_bytes / 2) / kPiece * kPiece;
-    if (bytes >= 4 * kPiece) probe = a.allocate(bytes, kBlockBytes);
+    if (bytes >= 4 * kPiece) probe = a.allocate(bytes, tier_internal::kBlockBytes);
   }
   double read_bw = 1e9, write_bw = 1e9;
   if (probe) {
     const int fd = files_[0].open.fd;
-    const uint64_t base = kBlockBytes + probe->offset;
-    tier_internal::AlignedBytes buf = tier_internal::AllocateAligned(kPiece, kBlockBytes);
+    const uint64_t base = tier_internal::kBlockBytes + probe->offset;
+    tier_internal::AlignedBytes buf =
+        tier_internal::AllocateAligned(kPiece, tier_internal::kBlockBytes);
     auto t0 = std::chrono::steady_clock::now();
     bool ok = true;
     for (uint64_t off = 0; ok && off < bytes; off += kPiece) {
@@ -356,7 +366,8 @@ inline std::optional<std::pair<uint32_t, alloc::Allocation>> SsdTier::AllocateEx
   const uint32_t start = next_file_.fetch_add(1, std::memory_order_relaxed) % n;
   for (uint32_t k = 0; k < n; ++k) {
     const uint32_t f = (start + k) % n;
-    if (std::optional<alloc::Allocation> a = files_[f].alloc->allocate(bytes, kBlockBytes)) {
+    if (std::optional<alloc::Allocation> a =
+            files_[f].alloc->allocate(bytes, tier_internal::kBlockBytes)) {
       return std::make_pair(f, *a);
     }
   }
@@ -367,12 +378,13 @@ inline SsdTier::Staging SsdTier::AcquireStaging(Lane& lane, uint64_t bytes) {
   Staging s;
   if (lane.arena_alloc) {
     std::lock_guard<std::mutex> lock(lane.arena_mu);
-    s.slot = lane.arena_alloc->allocate(RoundUpToBlock(bytes), kBlockBytes);
+    s.slot = lane.arena_alloc->allocate(tier_internal::RoundUpToBlock(bytes),
+                                        tier_internal::kBlockBytes);
   }
   if (s.slot) {
     s.data = lane.arena.get() + s.slot->offset;
   } else {
-    s.heap = tier_internal::AllocateAligned(bytes, kBlockBytes, /*zero=*/false);
+    s.heap = tier_internal::AllocateAligned(bytes, tier_internal::kBlockBytes, /*zero=*/false);
     s.data = s.heap.get();
   }
   return s;

@@ -386,6 +386,7 @@ inline void SsdTier::FinishWrite(Op* op, absl::Status status) {
   } else {
     counters_.write_failures.fetch_add(1, std::memory_order_relaxed);
   }
+  op->record.reset();  // a failed write's extent is quarantined now
   WriteDone done = std::move(op->write_done);
   done(std::move(status));
   EndOp(op);
@@ -398,13 +399,12 @@ inline void SsdTier::FinishRemove(Op* op, absl::Status status) {
     counters_.removes.fetch_add(1, std::memory_order_relaxed);
     counters_.used_bytes.fetch_sub(r.extent.size, std::memory_order_relaxed);
     counters_.raw_bytes.fetch_sub(r.header.raw_bytes, std::memory_order_relaxed);
-  } else {
-    // Not removed: the record is still on disk and stays readable, unless a
-    // new write of the key has started meanwhile (then the newer sequence
-    // number wins on recovery and this extent stays quarantined).
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!writing_.contains(r.key)) index_.try_emplace(r.key, op->record);
   }
+  // A failed remove is not acknowledged, but the header block may be zeroed
+  // on disk all the same (the device can fail after writing), so the object
+  // is no longer served in this session either way: its extent stays
+  // quarantined and, after a restart, it is present only if its record still
+  // verifies.
   // Dropping the op's reference frees the extent now, unless a read still
   // uses it (then the read's completion frees it).
   op->record.reset();

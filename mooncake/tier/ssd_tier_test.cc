@@ -1,0 +1,357 @@
+#include "mooncake/tier/ssd_tier.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "mooncake/compress/kv_data_testing.h"
+#include "mooncake/tier/blocking.h"
+#include "mooncake/tier/internal/ssd_format.h"
+#include "mooncake/tier/io_faults.h"
+#include "mooncake/tier/tier_testing.h"
+
+namespace mooncake::tier {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  static std::atomic<int> counter{0};
+  return std::string(dir ? dir : "/tmp") + "/" + name + "." + std::to_string(::getpid()) + "." +
+         std::to_string(counter++);
+}
+
+SsdTierOptions TestOptions(const std::string& path, uint64_t capacity) {
+  SsdTierOptions o;
+  o.paths = {path};
+  o.capacity_bytes_per_file = capacity;
+  o.bounce_arena_bytes = 8 << 20;
+  o.io_chunk_bytes = 256 << 10;
+  o.device_read_bytes_per_s = 1e9;  // skip the probe
+  o.device_write_bytes_per_s = 1e9;
+  return o;
+}
+
+std::unique_ptr<SsdTier> MustOpen(SsdTierOptions o) {
+  auto t = SsdTier::Open(std::move(o));
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+}  // namespace
+
+template <>
+struct TierTestTraits<SsdTier> {
+  static std::unique_ptr<SsdTier> Make(uint64_t capacity_bytes) {
+    return MustOpen(TestOptions(TempPath("conf"), capacity_bytes + 4096));
+  }
+};
+
+INSTANTIATE_TYPED_TEST_SUITE_P(Ssd, TierConformanceTest, ::testing::Types<SsdTier>);
+
+namespace {
+
+TEST(SsdTierTest, ReopenRecoversEveryAcknowledgedRecord) {
+  const std::string path = TempPath("reopen");
+  {
+    auto t = MustOpen(TestOptions(path, 8 << 20));
+    for (int i = 0; i < 20; ++i) {
+      const std::string k = "k" + std::to_string(i);
+      ASSERT_TRUE(WriteBlocking(*t, k, TestObject(k, 5000 + 3001 * i),
+                                ObjectMeta{compress::DType::kBytes, uint64_t(i)})
+                      .ok());
+    }
+    for (int i = 0; i < 20; i += 4) ASSERT_TRUE(RemoveBlocking(*t, "k" + std::to_string(i)).ok());
+    EXPECT_GE(t->stats().syncs, 1u);
+  }
+  auto t = MustOpen(TestOptions(path, 0));
+  EXPECT_EQ(t->stats().recovered_objects, 15u);
+  for (int i = 0; i < 20; ++i) {
+    const std::string k = "k" + std::to_string(i);
+    if (i % 4 == 0) {
+      EXPECT_FALSE(t->Contains(k)) << k << " was removed";
+      continue;
+    }
+    const auto want = TestObject(k, 5000 + 3001 * i);
+    std::vector<std::byte> back(want.size());
+    auto r = ReadBlocking(*t, k, back);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->meta.user_tag, uint64_t(i));
+    EXPECT_EQ(back, want);
+  }
+  // New writes after recovery never land on recovered records.
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(WriteBlocking(*t, "n" + std::to_string(i), TestObject("n", 70000)).ok());
+  }
+  std::vector<std::byte> back(5000 + 3001);
+  ASSERT_TRUE(ReadBlocking(*t, "k1", back).ok());
+  EXPECT_EQ(back, TestObject("k1", 5000 + 3001));
+}
+
+TEST(SsdTierTest, BFloat16IsCompressedAndRoundTrips) {
+  SsdTierOptions o = TestOptions(TempPath("bf16"), 16 << 20);
+  o.compression = Compression::kAlways;
+  auto t = MustOpen(o);
+  const auto kv = compress::SyntheticKvBytes(1 << 20, compress::DType::kBFloat16, 7);
+  ASSERT_TRUE(WriteBlocking(*t, "kv", kv, ObjectMeta{compress::DType::kBFloat16, 0}).ok());
+  auto info = t->Lookup("kv");
+  ASSERT_TRUE(info.has_value());
+  EXPECT_TRUE(info->compressed);
+  EXPECT_LT(info->stored_bytes, kv.size());
+  std::vector<std::byte> back(kv.size());
+  ASSERT_TRUE(ReadBlocking(*t, "kv", back).ok());
+  EXPECT_EQ(back, kv);
+  EXPECT_EQ(t->stats().compressed_writes, 1u);
+}
+
+TEST(SsdTierTest, AutoCompressionFollowsTheRule) {
+  // A slow device: compression pays. A device far faster than the codec: it does not.
+  for (double bw : {1e8, 1e12}) {
+    SsdTierOptions o = TestOptions(TempPath("auto"), 32 << 20);
+    o.device_read_bytes_per_s = o.device_write_bytes_per_s = bw;
+    auto t = MustOpen(o);
+    const auto kv = compress::SyntheticKvBytes(1 << 20, compress::DType::kBFloat16, 3);
+    for (int i = 0; i < 4; ++i) {
+      ASSERT_TRUE(
+          WriteBlocking(*t, "kv" + std::to_string(i), kv, ObjectMeta{compress::DType::kBFloat16, 0})
+              .ok());
+    }
+    // The first write always samples the codec; later ones follow the rule.
+    const uint64_t compressed = t->stats().compressed_writes;
+    if (bw < 1e9) {
+      EXPECT_EQ(compressed, 4u);
+    } else {
+      EXPECT_EQ(compressed, 1u);
+    }
+  }
+}
+
+TEST(SsdTierTest, ZeroCopyAndUnalignedReadsAgree) {
+  auto t = MustOpen(TestOptions(TempPath("align"), 16 << 20));
+  for (size_t size : {4096ul, 5000ul, (1ul << 20) + 123}) {
+    const std::string k = "s" + std::to_string(size);
+    const auto data = TestObject(k, size);
+    ASSERT_TRUE(WriteBlocking(*t, k, data).ok());
+    auto aligned = tier_internal::AllocateAligned(size + 8192, 4096);
+    // Exact size (the tail block staged), aligned-with-room, and unaligned.
+    for (size_t offset : {0ul, 1ul}) {
+      for (size_t room : {size, size + 4096}) {
+        std::span<std::byte> into(aligned.get() + offset, room);
+        std::memset(into.data(), 0, room);
+        ASSERT_TRUE(ReadBlocking(*t, k, into).ok());
+        EXPECT_EQ(0, std::memcmp(into.data(), data.data(), size)) << size << " " << offset;
+      }
+    }
+  }
+}
+
+TEST(SsdTierTest, CorruptRecordOnDiskIsReportedAndSkipped) {
+  const std::string path = TempPath("corrupt");
+  auto t = MustOpen(TestOptions(path, 8 << 20));
+  const auto data = TestObject("victim", 100000);
+  ASSERT_TRUE(WriteBlocking(*t, "victim", data).ok());
+  ASSERT_TRUE(WriteBlocking(*t, "other", TestObject("other", 100000)).ok());
+  // Flip one payload byte behind the tier's back, at the record's offset.
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::vector<std::byte> file(8 << 20);
+  ASSERT_EQ(::pread(fd, file.data(), file.size(), 0), ssize_t(file.size()));
+  size_t found = 0;
+  for (size_t off = 4096; off < file.size(); off += 4096) {
+    auto rec = tier_internal::DecodeRecordHeader(std::span<const std::byte>(&file[off], 4096));
+    if (rec && rec->key == "victim") found = off;
+  }
+  ASSERT_NE(found, 0u);
+  std::byte b = file[found + 4096 + 777] ^ std::byte{1};
+  ASSERT_EQ(::pwrite(fd, &b, 1, found + 4096 + 777), 1);
+  ::close(fd);
+  std::vector<std::byte> back(data.size());
+  auto r = ReadBlocking(*t, "victim", back);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+  EXPECT_FALSE(t->Contains("victim"));
+  EXPECT_EQ(t->stats().corrupt_records, 1u);
+  EXPECT_TRUE(ReadBlocking(*t, "other", back).ok());
+  t.reset();
+  // Recovery skips it too, and counts it.
+  t = MustOpen(TestOptions(path, 0));
+  EXPECT_FALSE(t->Contains("victim"));
+  EXPECT_TRUE(t->Contains("other"));
+  EXPECT_EQ(t->info().recovered_corrupt, 1u);
+}
+
+TEST(SsdTierTest, InjectedReadCorruptionIsNeverServed) {
+  SsdTierOptions o = TestOptions(TempPath("inject"), 8 << 20);
+  auto faults = std::make_shared<ScriptedFaults>();
+  o.faults = faults;
+  auto t = MustOpen(o);
+  const auto data = TestObject("k", 300000);
+  ASSERT_TRUE(WriteBlocking(*t, "k", data).ok());
+  faults->corrupt_reads = true;
+  std::vector<std::byte> back(data.size());
+  EXPECT_EQ(ReadBlocking(*t, "k", back).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_GT(faults->injected.load(), 0u);
+}
+
+TEST(SsdTierTest, InjectedWriteAndSyncErrorsAcknowledgeNothing) {
+  const std::string path = TempPath("ioerr");
+  SsdTierOptions o = TestOptions(path, 8 << 20);
+  auto faults = std::make_shared<ScriptedFaults>();
+  o.faults = faults;
+  {
+    auto t = MustOpen(o);
+    ASSERT_TRUE(WriteBlocking(*t, "good", TestObject("good", 50000)).ok());
+    ASSERT_TRUE(WriteBlocking(*t, "doomed", TestObject("doomed", 50000)).ok());
+    faults->fail_writes_after = 0;
+    absl::Status s = WriteBlocking(*t, "bad-write", TestObject("b", 50000));
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_FALSE(t->Contains("bad-write"));
+    EXPECT_EQ(RemoveBlocking(*t, "doomed").code(), absl::StatusCode::kUnavailable);
+    EXPECT_FALSE(t->Contains("doomed")) << "a failed remove leaves the object unserved";
+    faults->fail_writes_after = -1;
+    faults->fail_syncs_after = 0;
+    s = WriteBlocking(*t, "bad-sync", TestObject("c", 50000));
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_FALSE(t->Contains("bad-sync"));
+    faults->fail_syncs_after = -1;
+    EXPECT_GE(t->stats().io_errors, 3u);
+    EXPECT_GT(t->info().quarantined_bytes, 0u);
+    std::vector<std::byte> back(50000);
+    ASSERT_TRUE(ReadBlocking(*t, "good", back).ok());
+    EXPECT_EQ(back, TestObject("good", 50000));
+  }
+  o.faults = nullptr;
+  o.capacity_bytes_per_file = 0;
+  auto t = MustOpen(o);
+  std::vector<std::byte> back(50000);
+  ASSERT_TRUE(ReadBlocking(*t, "good", back).ok());
+  EXPECT_EQ(back, TestObject("good", 50000));
+  if (t->Contains("doomed")) {
+    ASSERT_TRUE(ReadBlocking(*t, "doomed", back).ok());
+    EXPECT_EQ(back, TestObject("doomed", 50000));
+  }
+}
+
+TEST(SsdTierTest, FullTierIsResourceExhausted) {
+  auto t = MustOpen(TestOptions(TempPath("full"), 1 << 20));
+  int ok = 0;
+  absl::Status last;
+  for (int i = 0; i < 20 && last.ok(); ++i) {
+    last = WriteBlocking(*t, "k" + std::to_string(i), TestObject("x", 200000));
+    ok += last.ok();
+  }
+  EXPECT_EQ(last.code(), absl::StatusCode::kResourceExhausted) << last;
+  EXPECT_EQ(ok, 5);  // records of 4 KiB + 196 KiB: 5 fit in 1 MiB - 4 KiB
+  EXPECT_EQ(WriteBlocking(*t, "huge", TestObject("x", 2 << 20)).code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST(SsdTierTest, FileSizeLimitFailsOpenWithResourceExhausted) {
+  const std::string path = TempPath("rlimit");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{1 << 20, 1 << 20};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    auto t = SsdTier::Open(TestOptions(path, 8 << 20));
+    _exit(!t.ok() && t.status().code() == absl::StatusCode::kResourceExhausted ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "a failed create leaves no file";
+}
+
+TEST(SsdTierTest, BadOptionsAndForeignFiles) {
+  SsdTierOptions o = TestOptions(TempPath("bad"), 12345);
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = TestOptions(TempPath("bad"), 0);
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
+  // A file that is not a tier file.
+  const std::string junk = TempPath("junk");
+  int fd = ::open(junk.c_str(), O_CREAT | O_RDWR, 0644);
+  std::vector<char> zeros(1 << 20, 'z');
+  ASSERT_EQ(::write(fd, zeros.data(), zeros.size()), ssize_t(zeros.size()));
+  ::close(fd);
+  EXPECT_EQ(SsdTier::Open(TestOptions(junk, 0)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A file already open by another tier.
+  const std::string path = TempPath("locked");
+  auto first = MustOpen(TestOptions(path, 1 << 20));
+  auto second = SsdTier::Open(TestOptions(path, 0));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition) << second.status();
+  // Files of two different tiers cannot be mixed.
+  const std::string a = TempPath("seta"), b = TempPath("setb");
+  { auto t = MustOpen(TestOptions(a, 1 << 20)); }
+  { auto t = MustOpen(TestOptions(b, 1 << 20)); }
+  SsdTierOptions mixed = TestOptions(a, 0);
+  mixed.paths = {a, b};
+  EXPECT_EQ(SsdTier::Open(mixed).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(SsdTierTest, SeveralFilesShareTheLoad) {
+  SsdTierOptions o = TestOptions(TempPath("multi0"), 4 << 20);
+  o.paths.push_back(TempPath("multi1"));
+  const std::vector<std::string> paths = o.paths;
+  {
+    auto t = MustOpen(o);
+    EXPECT_EQ(t->capacity_bytes(), 2 * ((4 << 20) - 4096u));
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_TRUE(WriteBlocking(*t, "k" + std::to_string(i), TestObject("m", 500000)).ok()) << i;
+    }
+  }
+  o.capacity_bytes_per_file = 0;
+  auto t = MustOpen(o);
+  EXPECT_EQ(t->stats().objects, 10u);
+}
+
+TEST(SsdTierTest, ReadsRacingRemovesNeverSeeWrongBytes) {
+  auto t = MustOpen(TestOptions(TempPath("race"), 16 << 20));
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0}, served{0};
+  std::thread writer([&] {
+    for (int round = 0; round < 60; ++round) {
+      for (int k = 0; k < 4; ++k) {
+        const std::string key = "k" + std::to_string(k);
+        (void)RemoveBlocking(*t, key);
+        (void)WriteBlocking(*t, key, TestObject(key + std::to_string(round), 200000));
+      }
+    }
+    stop = true;
+  });
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.emplace_back([&] {
+      std::vector<std::byte> back(200000);
+      while (!stop) {
+        for (int k = 0; k < 4; ++k) {
+          const std::string key = "k" + std::to_string(k);
+          if (!ReadBlocking(*t, key, back).ok()) continue;
+          bool match = false;
+          for (int round = 0; round < 60 && !match; ++round) {
+            match = back == TestObject(key + std::to_string(round), 200000);
+          }
+          ++served;
+          if (!match) ++wrong;
+        }
+      }
+    });
+  }
+  writer.join();
+  for (auto& r : readers) r.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(served.load(), 0);
+}
+
+}  // namespace
+}  // namespace mooncake::tier

@@ -56,7 +56,8 @@ TEST(FrameTest, ResponseCarriesStatusCode) {
   h.method_id = 3;
   h.request_id = 9;
   h.code = absl::StatusCode::kNotFound;
-  auto frame = DecodeFrame(EncodeFrame(h, "no such key"));
+  const std::string bytes = EncodeFrame(h, "no such key");
+  auto frame = DecodeFrame(bytes);
   ASSERT_TRUE(frame.ok()) << frame.status();
   EXPECT_EQ(frame->header.kind, FrameKind::kResponse);
   EXPECT_EQ(frame->header.code, absl::StatusCode::kNotFound);
@@ -80,7 +81,8 @@ TEST(FrameTest, DocumentedTestVector) {
 }
 
 TEST(FrameTest, EmptyPayload) {
-  auto frame = DecodeFrame(EncodeFrame(Request(1, 1), ""));
+  const std::string bytes = EncodeFrame(Request(1, 1), "");
+  auto frame = DecodeFrame(bytes);
   ASSERT_TRUE(frame.ok()) << frame.status();
   EXPECT_TRUE(frame->payload.empty());
 }

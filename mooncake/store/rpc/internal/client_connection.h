@@ -56,6 +56,8 @@ struct ClientConnectionLimits {
 
 class ClientConnection {
  public:
+  static constexpr size_t kCorkFlushBytes = 256 << 10;
+
   ClientConnection(UniqueFd fd, std::string address, ClientConnectionLimits limits,
                    MetricsTable* metrics)
       : address_(std::move(address)),
@@ -118,7 +120,26 @@ class ClientConnection {
     {
       absl::MutexLock lock(&out_mu_);
       rpc::AppendFrame(h, request, &out_);
-      if (!want_out_.load(std::memory_order_relaxed)) wake |= FlushLocked();
+      const bool big = out_.size() - out_off_ >= kCorkFlushBytes;
+      if (!want_out_.load(std::memory_order_relaxed) && (corked_ == 0 || big)) {
+        wake |= FlushLocked();
+      }
+    }
+    if (wake) wake_.Notify();
+  }
+
+  // Calls made between Cork and the matching Uncork (from any thread) are
+  // written together at the Uncork: one send for many calls.
+  void Cork() {
+    absl::MutexLock lock(&out_mu_);
+    ++corked_;
+  }
+  void Uncork() {
+    bool wake = false;
+    {
+      absl::MutexLock lock(&out_mu_);
+      MC_ASSERT(corked_ > 0, "uncork without cork");
+      if (--corked_ == 0 && !want_out_.load(std::memory_order_relaxed)) wake = FlushLocked();
     }
     if (wake) wake_.Notify();
   }
@@ -359,6 +380,7 @@ class ClientConnection {
   absl::Mutex out_mu_;
   std::string out_ ABSL_GUARDED_BY(out_mu_);
   size_t out_off_ ABSL_GUARDED_BY(out_mu_) = 0;
+  int corked_ ABSL_GUARDED_BY(out_mu_) = 0;
   // relaxed: a hint for poll's event mask; a stale read costs one extra
   // wake-up or is fixed by the Notify that follows every false->true change.
   std::atomic<bool> want_out_{false};

@@ -6,17 +6,22 @@
 // plane is coded with whichever of these is smallest:
 //   raw        the plane's bytes as they are (the usual choice for mantissa planes),
 //   constant   one byte, when the plane holds a single value,
-//   Huffman    a static order-0 Huffman block (internal/huffman.h) with its table inline.
+//   Huffman    a static order-0 Huffman block (internal/huffman.h) with its table inline:
+//              8 streams (mode 3, written since frame version 2) or 4 (mode 2, version 1
+//              frames; still decoded).
 // A plane is Huffman-coded only if that saves at least Config::min_plane_saving of it;
 // for large planes a 4 KiB sample decides first, so a near-uniform plane costs one copy.
 // Order-0 coding of the planes is what the order-0 entropy bound measures; zstd's match
 // finder adds time and, on float data, almost nothing else.
 //
 // Chunk payload: for each plane j = 0 .. elem-1 a mode byte (0 raw, 1 constant,
-// 2 Huffman) and its data, then the (raw_bytes % elem) tail bytes.
+// 2 Huffman with 4 streams, 3 Huffman with 8 streams) and its data, then the
+// (raw_bytes % elem) tail bytes.
 #ifndef MOONCAKE_COMPRESS_BYTE_PLANE_CODEC_H_
 #define MOONCAKE_COMPRESS_BYTE_PLANE_CODEC_H_
 
+#include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -30,14 +35,28 @@
 #include "mooncake/compress/internal/chunked_codec.h"
 #include "mooncake/compress/internal/entropy.h"
 #include "mooncake/compress/internal/huffman.h"
+#include "mooncake/compress/internal/huffman_decoder.h"
 
 namespace mooncake::compress {
 namespace byte_plane_internal {
 
-enum class PlaneMode : uint8_t { kRaw = 0, kConstant = 1, kHuffman = 2 };
+enum class PlaneMode : uint8_t { kRaw = 0, kConstant = 1, kHuffman4 = 2, kHuffman8 = 3 };
 inline constexpr size_t kMaxPlanes = 4;
-inline constexpr size_t kSampleBlocks = 16;
+inline constexpr size_t kSampleBlocks = 8;
 inline constexpr size_t kSampleBlockBytes = 256;
+inline constexpr size_t kSampleBytes = kSampleBlocks * kSampleBlockBytes;
+
+// c * log2(c) for the sample counts, so a sampled entropy costs 256 table reads.
+inline const std::array<float, kSampleBytes + 1>& CLog2CTable() {
+  static const std::array<float, kSampleBytes + 1> table = [] {
+    std::array<float, kSampleBytes + 1> t{};
+    for (size_t c = 1; c <= kSampleBytes; ++c) {
+      t[c] = static_cast<float>(static_cast<double>(c) * std::log2(static_cast<double>(c)));
+    }
+    return t;
+  }();
+  return table;
+}
 
 class BytePlaneCoder {
  public:
@@ -53,21 +72,34 @@ class BytePlaneCoder {
     const size_t n = raw.size() / elem;
     if (n == 0) return 0;
     const auto* src = reinterpret_cast<const uint8_t*>(raw.data());
-    const uint8_t* planes[kMaxPlanes];
-    if (elem == 1) {
-      planes[0] = src;
-    } else {
-      buffer_.resize(n * elem);
-      uint8_t* split[kMaxPlanes];
-      for (size_t j = 0; j < elem; ++j) planes[j] = split[j] = buffer_.data() + j * n;
-      compress_internal::SplitPlanes(src, n, elem, split);
-    }
     auto* dst = reinterpret_cast<uint8_t*>(out.data());
     size_t pos = 0;
-    for (size_t j = 0; j < elem; ++j) {
-      const size_t wrote = EncodePlane(planes[j], n, dst + pos, out.size() - pos);
+    if (elem == 2 && out.size() > n && LooksIncompressible(src, n, 2)) {
+      // The usual bf16/fp16 case: the low (mantissa) plane is stored raw, so split it
+      // straight into the payload and only the high plane into scratch.
+      buffer_.resize(n);
+      dst[0] = static_cast<uint8_t>(PlaneMode::kRaw);
+      uint8_t* split[2] = {dst + 1, buffer_.data()};
+      compress_internal::SplitPlanes(src, n, 2, split);
+      pos = 1 + n;
+      const size_t wrote = EncodePlane(buffer_.data(), n, dst + pos, out.size() - pos, false);
       if (wrote == 0) return 0;
       pos += wrote;
+    } else {
+      const uint8_t* planes[kMaxPlanes];
+      if (elem == 1) {
+        planes[0] = src;
+      } else {
+        buffer_.resize(n * elem);
+        uint8_t* split[kMaxPlanes];
+        for (size_t j = 0; j < elem; ++j) planes[j] = split[j] = buffer_.data() + j * n;
+        compress_internal::SplitPlanes(src, n, elem, split);
+      }
+      for (size_t j = 0; j < elem; ++j) {
+        const size_t wrote = EncodePlane(planes[j], n, dst + pos, out.size() - pos, true);
+        if (wrote == 0) return 0;
+        pos += wrote;
+      }
     }
     const size_t tail = raw.size() - n * elem;
     if (pos + tail > out.size()) return 0;
@@ -97,11 +129,13 @@ class BytePlaneCoder {
         if (pos >= payload.size()) return absl::DataLossError("constant plane truncated");
         std::memset(scratch, src[pos++], n);
         planes[j] = scratch;
-      } else if (mode == PlaneMode::kHuffman) {
+      } else if (mode == PlaneMode::kHuffman4 || mode == PlaneMode::kHuffman8) {
+        const int streams = mode == PlaneMode::kHuffman8 ? compress_internal::kHuffStreamsV2
+                                                         : compress_internal::kHuffStreamsV1;
         size_t used = 0;
-        absl::Status s =
-            huffman_decoder_.Decode(src + pos, payload.size() - pos,
-                                    payload.size() - pos + readable_after, scratch, n, &used);
+        absl::Status s = huffman_decoder_.Decode(src + pos, payload.size() - pos,
+                                                 payload.size() - pos + readable_after, scratch, n,
+                                                 &used, streams);
         if (!s.ok()) return s;
         planes[j] = scratch;
         pos += used;
@@ -123,25 +157,37 @@ class BytePlaneCoder {
   }
 
  private:
-  // Sampled order-0 estimate says the plane will not save min_plane_saving.
-  bool LooksIncompressible(const uint8_t* plane, size_t n) const {
-    if (n < 4 * kSampleBlocks * kSampleBlockBytes) return false;  // small: just count it all
-    uint64_t counts[256] = {};
+  // Sampled order-0 estimate says plane `plane` of n elements of `stride` bytes at src
+  // will not save min_plane_saving.
+  bool LooksIncompressible(const uint8_t* src, size_t n, size_t stride, size_t plane = 0) const {
+    if (n < 4 * kSampleBytes) return false;  // small: just count it all
+    // Four tables: consecutive equal bytes do not wait on each other's increments.
+    uint16_t counts[4][256] = {};
     const size_t step = (n - kSampleBlockBytes) / (kSampleBlocks - 1);
     for (size_t b = 0; b < kSampleBlocks; ++b) {
-      const uint8_t* p = plane + b * step;
-      for (size_t i = 0; i < kSampleBlockBytes; ++i) ++counts[p[i]];
+      const uint8_t* p = src + b * step * stride + plane;
+      for (size_t i = 0; i < kSampleBlockBytes; i += 4) {
+        ++counts[0][p[i * stride]];
+        ++counts[1][p[(i + 1) * stride]];
+        ++counts[2][p[(i + 2) * stride]];
+        ++counts[3][p[(i + 3) * stride]];
+      }
     }
-    const double total = kSampleBlocks * kSampleBlockBytes;
-    const double bits = compress_internal::EntropyBits(counts, kSampleBlocks * kSampleBlockBytes);
-    return bits / 8 > total * (1 - config_.min_plane_saving);
+    const auto& clog2c = CLog2CTable();
+    float sum = 0;
+    for (int s = 0; s < 256; ++s) {
+      sum += clog2c[counts[0][s] + counts[1][s] + counts[2][s] + counts[3][s]];
+    }
+    // Entropy in bits = total log2 total - sum c log2 c.
+    const double bits = static_cast<double>(clog2c[kSampleBytes]) - sum;
+    return bits / 8 > kSampleBytes * (1 - config_.min_plane_saving);
   }
 
   // Writes one plane (mode byte + data) into dst[0, room); returns bytes written, or 0 if
-  // even the raw form does not fit.
-  size_t EncodePlane(const uint8_t* plane, size_t n, uint8_t* dst, size_t room) {
-    if (!LooksIncompressible(plane, n)) {
-      const size_t huff = huffman_.Plan(plane, n);
+  // even the raw form does not fit. `sample`: first check a sample for incompressibility.
+  size_t EncodePlane(const uint8_t* plane, size_t n, uint8_t* dst, size_t room, bool sample) {
+    if (!sample || !LooksIncompressible(plane, n, 1)) {
+      const size_t huff = huffman_.Plan(plane, n, compress_internal::kHuffStreamsV2);
       if (huff == 0) {  // one distinct value
         if (room < 2) return 0;
         dst[0] = static_cast<uint8_t>(PlaneMode::kConstant);
@@ -150,7 +196,7 @@ class BytePlaneCoder {
       }
       if (static_cast<double>(huff) <= static_cast<double>(n) * (1 - config_.min_plane_saving) &&
           1 + huff <= room) {
-        dst[0] = static_cast<uint8_t>(PlaneMode::kHuffman);
+        dst[0] = static_cast<uint8_t>(PlaneMode::kHuffman8);
         huffman_.Write(plane, dst + 1);
         return 1 + huff;
       }

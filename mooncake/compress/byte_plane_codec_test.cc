@@ -1,5 +1,7 @@
 #include "mooncake/compress/byte_plane_codec.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
 #include "mooncake/compress/codec_testing.h"
 #include "mooncake/compress/frame.h"
@@ -63,7 +65,34 @@ TEST(BytePlaneCodecTest, MantissaPlaneIsStoredRawAndExponentPlaneCoded) {
   const std::vector<std::byte> frame = CompressToVector(codec, raw, DType::kBFloat16);
   const size_t payload = FrameOverheadBytes(1);
   EXPECT_EQ(static_cast<uint8_t>(frame[payload]), 0) << "low plane raw";
-  EXPECT_EQ(static_cast<uint8_t>(frame[payload + 1 + raw.size() / 2]), 2) << "high plane Huffman";
+  EXPECT_EQ(static_cast<uint8_t>(frame[payload + 1 + raw.size() / 2]), 3)
+      << "high plane Huffman, 8 streams";
+}
+
+// Written by the version 1 encoder (4-stream Huffman, plane mode 2) before frame
+// version 2: bf16, 200 elements, low bytes 0, high bytes 0x3f/0xbf/0x40 by (7 i) % 10.
+TEST(BytePlaneCodecTest, DecodesVersion1Frames) {
+  const std::string hex =
+      "4d435a4601020100900100000000000000100000010000005a000000c75aeea87d1db8ef56682ece21a6b6"
+      "79010002020000000000000080010000000000000000000000000000800000000000000000210209000000"
+      "090000000900000009000000669a9966a69969661a669a9966a69969661a669a9966a69969661a669a9966"
+      "a69969661a";
+  std::vector<std::byte> frame(hex.size() / 2);
+  for (size_t i = 0; i < frame.size(); ++i) {
+    frame[i] = static_cast<std::byte>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  }
+  std::vector<std::byte> expected(400);
+  for (size_t i = 0; i < 200; ++i) {
+    const int k = (i * 7) % 10;
+    expected[2 * i + 1] = std::byte(k < 6 ? 0x3f : k < 9 ? 0xbf : 0x40);
+  }
+  EXPECT_EQ(static_cast<uint8_t>(frame[4]), 1) << "a version 1 frame";
+  EXPECT_EQ(static_cast<uint8_t>(frame[FrameOverheadBytes(1) + 2]), 2) << "4-stream Huffman";
+  BytePlaneCodec codec;
+  std::vector<std::byte> out(expected.size());
+  absl::StatusOr<size_t> n = codec.Decompress(frame, out);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(out, expected);
 }
 
 TEST(BytePlaneCodecTest, RandomFloatsAreStoredRaw) {

@@ -3,7 +3,7 @@
 //
 //   offset  size  field
 //   0       4     magic "MCZF"
-//   4       1     version (1)
+//   4       1     version (2; version 1 frames are still read)
 //   5       1     codec id (CodecId)
 //   6       1     dtype (DType)
 //   7       1     flags (0; nonzero is rejected)
@@ -41,7 +41,10 @@
 namespace mooncake::compress {
 
 inline constexpr uint8_t kFrameMagic[4] = {'M', 'C', 'Z', 'F'};
-inline constexpr uint8_t kFrameVersion = 1;
+// Version 2 (this writer): BytePlane Huffman planes have 8 streams (plane mode 3).
+// Version 1 frames (4-stream mode 2) are still read; the layout here is the same.
+inline constexpr uint8_t kFrameVersion = 2;
+inline constexpr uint8_t kOldestFrameVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 24;
 inline constexpr size_t kChunkEntryBytes = 12;
 inline constexpr size_t kTableChecksumBytes = 8;
@@ -166,9 +169,10 @@ inline absl::StatusOr<FrameInfo> ReadFrameInfo(std::span<const std::byte> frame)
     return absl::InvalidArgumentError("not a mooncake compress frame (magic is not \"MCZF\")");
   }
   const uint8_t version = static_cast<uint8_t>(frame[4]);
-  if (version != kFrameVersion) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "frame version ", version, " is not supported (this build reads ", kFrameVersion, ")"));
+  if (version < kOldestFrameVersion || version > kFrameVersion) {
+    return absl::InvalidArgumentError(absl::StrCat("frame version ", version,
+                                                   " is not supported (this build reads ",
+                                                   kOldestFrameVersion, "..", kFrameVersion, ")"));
   }
   FrameInfo info;
   const uint8_t codec = static_cast<uint8_t>(frame[5]);

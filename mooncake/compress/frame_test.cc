@@ -31,8 +31,8 @@ std::vector<std::byte> ExampleFrame() {
 
 TEST(FrameTest, MatchesTheDocumentedExample) {
   EXPECT_EQ(Hex(ExampleFrame()),
-            "4d435a4601000100080000000000000000100000010000000800008"
-            "08f0f37d54af5f8956376e969e762d007803f00c0003f4040");
+            "4d435a4602000100080000000000000000100000010000000800008"
+            "08f0f37d54af5f895bee4d67377125f96803f00c0003f4040");
 }
 
 TEST(FrameTest, ReadFrameInfoReportsTheHeader) {
@@ -59,7 +59,8 @@ TEST(FrameTest, HeaderErrorsNameTheProblem) {
   };
   EXPECT_EQ(with(0, 'X').code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(with(0, 'X').message().find("magic"), absl::string_view::npos);
-  EXPECT_NE(with(4, 2).message().find("version 2"), absl::string_view::npos);
+  EXPECT_NE(with(4, 3).message().find("version 3"), absl::string_view::npos);
+  EXPECT_NE(with(4, 0).message().find("version 0"), absl::string_view::npos);
   EXPECT_NE(with(5, 99).message().find("unknown codec"), absl::string_view::npos);
   EXPECT_NE(with(6, 99).message().find("unknown dtype"), absl::string_view::npos);
   EXPECT_NE(with(7, 1).message().find("flags"), absl::string_view::npos);

@@ -1,15 +1,16 @@
-// A small static Huffman coder for one byte plane: 4 interleaved LSB-first bit streams,
-// code lengths limited to 11 bits, decoded with a 2048-entry table that yields up to two
-// symbols per lookup. Built for the sign+exponent plane of bf16/fp16, where zstd's match
-// finder costs time and finds nothing the order-0 coder does not.
+// A small static Huffman coder for one byte plane: S interleaved LSB-first bit streams
+// (S = 4 in block format 1, S = 8 in block format 2), code lengths limited to 11 bits.
+// Built for the sign+exponent plane of bf16/fp16, where zstd's match finder costs time
+// and finds nothing the order-0 coder does not. This header has the code construction and
+// the encoder; internal/huffman_decoder.h decodes.
 //
 // Block layout (docs/frame_format.md, "Huffman block"):
 //   u8      max code length L (1..11)
 //   u8[32]  bitmap of present symbols (bit s%8 of byte s/8)
 //   u8[...] ceil(k/2) bytes: 4-bit code length of each present symbol, ascending symbol
 //           order, low nibble first (k = present symbols, k >= 2)
-//   u32[4]  byte size of each stream
-//   ...     the 4 streams; stream j codes symbols [j*q, min((j+1)*q, n)), q = ceil(n/4)
+//   u32[S]  byte size of each stream
+//   ...     the S streams; stream j codes symbols [j*q, min((j+1)*q, n)), q = ceil(n/S)
 // Codes are canonical (shorter first, then by symbol) and complete (Kraft sum exactly 1),
 // written least-significant bit first; each stream's last byte is zero-padded.
 #ifndef MOONCAKE_COMPRESS_INTERNAL_HUFFMAN_H_
@@ -36,9 +37,15 @@ namespace mooncake::compress_internal {
 #define MOONCAKE_HUFF_SCALAR __attribute__((optimize("no-tree-slp-vectorize")))
 
 inline constexpr int kHuffMaxBits = 11;
-inline constexpr int kHuffStreams = 4;
 inline constexpr size_t kHuffTableSize = size_t{1} << kHuffMaxBits;
-inline constexpr size_t kHuffStreamTableBytes = 4 * kHuffStreams;
+// Block format 1 (plane mode 2, frame version 1) has 4 streams; format 2 (plane mode 3,
+// written since frame version 2) has 8, which gives the decoder twice the independent
+// table-lookup chains.
+inline constexpr int kHuffStreamsV1 = 4;
+inline constexpr int kHuffStreamsV2 = 8;
+inline constexpr int kHuffMaxStreams = kHuffStreamsV2;
+
+constexpr size_t HuffStreamTableBytes(int streams) { return 4 * static_cast<size_t>(streams); }
 
 inline bool HasBmi2() {
 #if defined(__x86_64__)
@@ -55,9 +62,10 @@ inline uint64_t LoadLE64(const uint8_t* p) {
   return v;
 }
 
-// Segment j of n symbols split over the streams.
-inline size_t SegmentBegin(size_t n, int j) {
-  return std::min(n, static_cast<size_t>(j) * ((n + kHuffStreams - 1) / kHuffStreams));
+// Where segment j of n symbols split over `streams` streams begins.
+inline size_t SegmentBegin(size_t n, int j, int streams) {
+  const size_t s = static_cast<size_t>(streams);
+  return std::min(n, static_cast<size_t>(j) * ((n + s - 1) / s));
 }
 
 // Computes complete, length-limited Huffman code lengths for the symbols with freq > 0.
@@ -152,37 +160,52 @@ inline bool CanonicalCodes(const uint8_t (&len)[256], uint16_t (&code)[256]) {
 // Plans and writes Huffman blocks. Reusable; not thread-safe.
 class HuffmanEncoder {
  public:
+  // Per-segment symbol counts for PlanCounted: counts()[j][s] = occurrences of s in
+  // segment j (SegmentBegin(n, j, streams) .. SegmentBegin(n, j + 1, streams)).
+  using SegmentCounts = uint32_t[kHuffMaxStreams][256];
+  SegmentCounts& counts() { return counts_; }
+
   // Counts `data` and builds the code. Returns the exact block size, or 0 when the data
   // has fewer than two distinct symbols (code it some other way).
-  size_t Plan(const uint8_t* data, size_t n) {
+  size_t Plan(const uint8_t* data, size_t n, int streams = kHuffStreamsV2) {
+    MC_DASSERT(streams == kHuffStreamsV1 || streams == kHuffStreamsV2, "stream count");
     std::memset(counts_, 0, sizeof(counts_));
-    n_ = n;
-    size_t begin[kHuffStreams + 1];
-    for (int j = 0; j <= kHuffStreams; ++j) begin[j] = SegmentBegin(n, j);
-    const size_t common = begin[4] - begin[3];  // the last segment is the shortest
+    size_t begin[kHuffMaxStreams + 1];
+    for (int j = 0; j <= streams; ++j) begin[j] = SegmentBegin(n, j, streams);
+    const size_t common = begin[streams] - begin[streams - 1];  // the last is the shortest
+    // One table per segment: no store-to-load chains on repeated symbols.
     for (size_t i = 0; i < common; ++i) {
-      ++counts_[0][data[begin[0] + i]];
-      ++counts_[1][data[begin[1] + i]];
-      ++counts_[2][data[begin[2] + i]];
-      ++counts_[3][data[begin[3] + i]];
+#pragma GCC unroll 8
+      for (int j = 0; j < streams; ++j) ++counts_[j][data[begin[j] + i]];
     }
-    for (int j = 0; j < 3; ++j) {
+    for (int j = 0; j < streams - 1; ++j) {
       for (size_t i = begin[j] + common; i < begin[j + 1]; ++i) ++counts_[j][data[i]];
     }
+    return PlanCounted(n, streams);
+  }
+
+  // Plan() for counts the caller filled in counts() (e.g. while splitting planes).
+  size_t PlanCounted(size_t n, int streams) {
+    MC_DASSERT(streams == kHuffStreamsV1 || streams == kHuffStreamsV2, "stream count");
+    n_ = n;
+    streams_ = streams;
     uint64_t freq[256];
     int present = 0;
     for (int s = 0; s < 256; ++s) {
-      freq[s] = uint64_t{counts_[0][s]} + counts_[1][s] + counts_[2][s] + counts_[3][s];
-      present += freq[s] != 0;
+      uint64_t f = 0;
+      for (int j = 0; j < streams; ++j) f += counts_[j][s];
+      freq[s] = f;
+      present += f != 0;
     }
+    MC_DASSERT(std::accumulate(freq, freq + 256, uint64_t{0}) == n, "counts cover the data");
     if (present < 2) return 0;
     BuildCodeLengths(freq, len_);
     uint16_t code16[256];
     const bool ok = CanonicalCodes(len_, code16);
     MC_ASSERT(ok, "built an invalid code");
     for (int s = 0; s < 256; ++s) code_[s] = len_[s] != 0 ? code16[s] : 0;
-    size_t bytes = 1 + 32 + (present + 1) / 2 + kHuffStreamTableBytes;
-    for (int j = 0; j < kHuffStreams; ++j) {
+    size_t bytes = 1 + 32 + (present + 1) / 2 + HuffStreamTableBytes(streams);
+    for (int j = 0; j < streams; ++j) {
       uint64_t bits = 0;
       for (int s = 0; s < 256; ++s) bits += uint64_t{counts_[j][s]} * len_[s];
       stream_bytes_[j] = (bits + 7) / 8;
@@ -213,16 +236,21 @@ class HuffmanEncoder {
       }
     }
     if (nibble % 2 == 1) ++out;
-    for (int j = 0; j < kHuffStreams; ++j) {
+    for (int j = 0; j < streams_; ++j) {
       const uint32_t b = static_cast<uint32_t>(stream_bytes_[j]);
       std::memcpy(out + 4 * j, &b, 4);
     }
-    out += kHuffStreamTableBytes;
+    out += HuffStreamTableBytes(streams_);
     EncodeStreams(data, out);
     MC_DASSERT(out - out_begin > 0, "block written");
   }
 
  private:
+  // A stream's bulk loop stops this many symbols before the stream's end: they hold at
+  // least 64 bits, so the bulk loop's 8-byte stores never pass the stream's last byte
+  // and the streams can be written in place, back to back.
+  static constexpr size_t kTailSymbols = 64;
+
   struct Writer {
     uint64_t bits = 0;
     uint32_t count = 0;
@@ -271,243 +299,52 @@ class HuffmanEncoder {
 #endif
     EncodePairGeneric(a, b, n, code, len, wa, wb);
   }
+  // Stores 8 bytes at w.out, of which the complete ones count.
   static MOONCAKE_HUFF_INLINE void Flush(Writer& w) {
     std::memcpy(w.out, &w.bits, 8);
     w.out += w.count >> 3;
     w.bits >>= w.count & 56;
     w.count &= 7;
   }
+  // Stores only the complete bytes (the stream's tail, near its neighbour's first byte).
+  static void FlushExact(Writer& w) {
+    for (; w.count >= 8; w.count -= 8, w.bits >>= 8) *w.out++ = static_cast<uint8_t>(w.bits);
+  }
 
   void EncodeStreams(const uint8_t* data, uint8_t* out) {
-    size_t begin[kHuffStreams + 1];
-    for (int j = 0; j <= kHuffStreams; ++j) begin[j] = SegmentBegin(n_, j);
-    for (int j = 0; j < kHuffStreams; ++j) scratch_[j].resize(stream_bytes_[j] + 16);
-    Writer w[kHuffStreams];
-    for (int j = 0; j < kHuffStreams; ++j) w[j].out = scratch_[j].data();
-    const size_t common = (begin[4] - begin[3]) / 4 * 4;
+    const int streams = streams_;
+    size_t begin[kHuffMaxStreams + 1];
+    for (int j = 0; j <= streams; ++j) begin[j] = SegmentBegin(n_, j, streams);
+    Writer w[kHuffMaxStreams];
+    uint8_t* stream_begin[kHuffMaxStreams];
+    for (int j = 0; j < streams; ++j) {
+      stream_begin[j] = w[j].out = out;
+      out += stream_bytes_[j];
+    }
+    const size_t shortest = begin[streams] - begin[streams - 1];
+    const size_t bulk = shortest > kTailSymbols ? (shortest - kTailSymbols) / 4 * 4 : 0;
     // Two streams at a time: their state fits in registers, and two independent chains
     // already saturate the core's issue width.
-    for (int j = 0; j < kHuffStreams; j += 2) {
-      EncodePair(data + begin[j], data + begin[j + 1], common, code_, len_, w[j], w[j + 1]);
+    for (int j = 0; j < streams; j += 2) {
+      EncodePair(data + begin[j], data + begin[j + 1], bulk, code_, len_, w[j], w[j + 1]);
     }
-    const size_t i = common;
-    for (int j = 0; j < kHuffStreams; ++j) {
-      for (size_t p = begin[j] + i; p < begin[j + 1]; ++p) {
+    for (int j = 0; j < streams; ++j) {
+      for (size_t p = begin[j] + bulk; p < begin[j + 1]; ++p) {
         Put(w[j], code_[data[p]], len_[data[p]]);
-        Flush(w[j]);
+        FlushExact(w[j]);
       }
-      Flush(w[j]);
-      const size_t written = static_cast<size_t>(w[j].out - scratch_[j].data()) + (w[j].count != 0);
-      MC_ASSERT(written == stream_bytes_[j], "stream size differs from plan");
-      std::memcpy(out, scratch_[j].data(), written);
-      out += written;
+      if (w[j].count != 0) *w[j].out++ = static_cast<uint8_t>(w[j].bits);
+      MC_ASSERT(static_cast<size_t>(w[j].out - stream_begin[j]) == stream_bytes_[j],
+                "stream size differs from plan");
     }
   }
 
-  uint32_t counts_[kHuffStreams][256];
+  SegmentCounts counts_;
   uint8_t len_[256];
   uint64_t code_[256];
-  size_t stream_bytes_[kHuffStreams] = {};
+  size_t stream_bytes_[kHuffMaxStreams] = {};
   size_t n_ = 0;
-  std::vector<uint8_t> scratch_[kHuffStreams];
-};
-
-// Decodes Huffman blocks. Reusable (keeps the last tables and skips the rebuild when
-// the next block has the same code); not thread-safe.
-class HuffmanDecoder {
- public:
-  // Decodes n symbols into out from the block at data[0, size). Bytes [size, readable)
-  // may be loaded but are not interpreted. On success *block_bytes = the block's size.
-  absl::Status Decode(const uint8_t* data, size_t size, size_t readable, uint8_t* out, size_t n,
-                      size_t* block_bytes) {
-    MC_DASSERT(readable >= size, "readable covers the block");
-    size_t pos = 0;
-    if (absl::Status s = ReadTable(data, size, &pos); !s.ok()) return s;
-    if (size - pos < kHuffStreamTableBytes) return Corrupt("stream sizes truncated");
-    size_t start[kHuffStreams + 1];
-    start[0] = pos + kHuffStreamTableBytes;
-    for (int j = 0; j < kHuffStreams; ++j) {
-      uint32_t b;
-      std::memcpy(&b, data + pos + 4 * j, 4);
-      start[j + 1] = start[j] + b;
-      if (start[j + 1] > size) return Corrupt("stream runs past the block");
-    }
-    *block_bytes = start[kHuffStreams];
-    return DecodeStreams(data, start, readable, out, n);
-  }
-
- private:
-  static absl::Status Corrupt(const char* what) {
-    return absl::DataLossError(absl::StrCat("corrupt Huffman block: ", what));
-  }
-
-  absl::Status ReadTable(const uint8_t* data, size_t size, size_t* pos) {
-    if (size < 33) return Corrupt("header truncated");
-    const uint8_t max_len = data[0];
-    uint8_t len[256] = {};
-    int present = 0;
-    for (int s = 0; s < 256; ++s) present += (data[1 + s / 8] >> (s % 8)) & 1;
-    if (present < 2) return Corrupt("fewer than two symbols");
-    const size_t nibble_bytes = static_cast<size_t>(present + 1) / 2;
-    if (size < 33 + nibble_bytes) return Corrupt("code lengths truncated");
-    int idx = 0;
-    uint8_t seen_max = 0;
-    for (int s = 0; s < 256; ++s) {
-      if (((data[1 + s / 8] >> (s % 8)) & 1) == 0) continue;
-      const uint8_t b = data[33 + idx / 2];
-      len[s] = (idx % 2 == 0) ? (b & 15) : (b >> 4);
-      ++idx;
-      if (len[s] == 0) return Corrupt("present symbol with zero length");
-      seen_max = std::max(seen_max, len[s]);
-    }
-    if (seen_max != max_len) return Corrupt("max code length disagrees with the lengths");
-    *pos = 33 + nibble_bytes;
-    if (have_tables_ && std::memcmp(len, len_, sizeof(len)) == 0) return absl::OkStatus();
-    uint16_t code[256];
-    if (!CanonicalCodes(len, code)) return Corrupt("code lengths do not form a complete code");
-    std::memcpy(len_, len, sizeof(len));
-    BuildTables(code);
-    have_tables_ = true;
-    return absl::OkStatus();
-  }
-
-  void BuildTables(const uint16_t (&code)[256]) {
-    for (int s = 0; s < 256; ++s) {
-      if (len_[s] == 0) continue;
-      for (uint32_t fill = code[s]; fill < kHuffTableSize; fill += 1u << len_[s]) {
-        single_[fill] = static_cast<uint16_t>(s | (len_[s] << 8));
-      }
-    }
-    for (uint32_t i = 0; i < kHuffTableSize; ++i) {
-      const uint32_t e1 = single_[i];
-      const uint32_t l1 = e1 >> 8;
-      const uint32_t e2 = single_[i >> l1];
-      const uint32_t l2 = e2 >> 8;
-      double_[i] = (l1 + l2 <= kHuffMaxBits)
-                       ? (e1 & 0xFF) | ((e2 & 0xFF) << 8) | ((l1 + l2) << 16) | (2u << 24)
-                       : (e1 & 0xFF) | (l1 << 16) | (1u << 24);
-    }
-  }
-
-  // One decoding step: up to two symbols from the low 11 bits of x.
-  static MOONCAKE_HUFF_INLINE void Step2(const uint32_t* table, uint64_t& x, uint8_t*& out) {
-    const uint32_t e = table[x & (kHuffTableSize - 1)];
-    const uint16_t two = static_cast<uint16_t>(e);
-    std::memcpy(out, &two, 2);
-    out += e >> 24;
-    x >>= (e >> 16) & 63;
-  }
-
-  // The next 57 bits of a stream at bit offset b, with a sentinel 1 above them: after
-  // consuming k <= 55 bits the sentinel sits at 57 - k, so k = clz(x) - 6 with no
-  // per-step bookkeeping.
-  static MOONCAKE_HUFF_INLINE uint64_t Window(const uint8_t* data, size_t b) {
-    constexpr uint64_t kLow57 = (uint64_t{1} << 57) - 1;
-    return ((LoadLE64(data + (b >> 3)) >> (b & 7)) & kLow57) | (uint64_t{1} << 57);
-  }
-  static MOONCAKE_HUFF_INLINE size_t Consumed(uint64_t x) {
-    return static_cast<size_t>(__builtin_clzll(x)) - 6;
-  }
-
-  // `iters` rounds of: take each stream's next 57 bits, run 5 steps (<= 55 bits, <= 10
-  // symbols). The caller guarantees every load and store stays in bounds.
-  static MOONCAKE_HUFF_INLINE void FastLoopImpl(const uint8_t* data, const uint32_t* table,
-                                                size_t iters, size_t (&bit)[kHuffStreams],
-                                                uint8_t* (&out)[kHuffStreams]) {
-    size_t b0 = bit[0], b1 = bit[1], b2 = bit[2], b3 = bit[3];
-    uint8_t *o0 = out[0], *o1 = out[1], *o2 = out[2], *o3 = out[3];
-    for (size_t it = 0; it < iters; ++it) {
-      uint64_t x0 = Window(data, b0);
-      uint64_t x1 = Window(data, b1);
-      uint64_t x2 = Window(data, b2);
-      uint64_t x3 = Window(data, b3);
-#pragma GCC unroll 5
-      for (int r = 0; r < 5; ++r) {
-        Step2(table, x0, o0);
-        Step2(table, x1, o1);
-        Step2(table, x2, o2);
-        Step2(table, x3, o3);
-      }
-      b0 += Consumed(x0);
-      b1 += Consumed(x1);
-      b2 += Consumed(x2);
-      b3 += Consumed(x3);
-    }
-    bit[0] = b0, bit[1] = b1, bit[2] = b2, bit[3] = b3;
-    out[0] = o0, out[1] = o1, out[2] = o2, out[3] = o3;
-  }
-  MOONCAKE_HUFF_SCALAR static void FastLoopGeneric(const uint8_t* data, const uint32_t* table,
-                                                   size_t iters, size_t (&bit)[kHuffStreams],
-                                                   uint8_t* (&out)[kHuffStreams]) {
-    FastLoopImpl(data, table, iters, bit, out);
-  }
-#if defined(__x86_64__)
-  __attribute__((target("bmi2"))) MOONCAKE_HUFF_SCALAR static void FastLoopBmi2(
-      const uint8_t* data, const uint32_t* table, size_t iters, size_t (&bit)[kHuffStreams],
-      uint8_t* (&out)[kHuffStreams]) {
-    FastLoopImpl(data, table, iters, bit, out);
-  }
-#endif
-
-  absl::Status DecodeStreams(const uint8_t* data, const size_t (&start)[kHuffStreams + 1],
-                             size_t readable, uint8_t* out, size_t n) {
-    size_t bit[kHuffStreams];
-    uint8_t* cur[kHuffStreams];
-    uint8_t* end[kHuffStreams];
-    for (int j = 0; j < kHuffStreams; ++j) {
-      bit[j] = start[j] * 8;
-      cur[j] = out + SegmentBegin(n, j);
-      end[j] = out + SegmentBegin(n, j + 1);
-    }
-    const bool bmi2 = HasBmi2();
-    for (;;) {
-      // Rounds every stream can surely run: 10 symbols (+1 spare byte for the 2-byte
-      // store) of room and an 8-byte load within `readable` at up to 55 bits per round.
-      size_t iters = SIZE_MAX;
-      for (int j = 0; j < kHuffStreams; ++j) {
-        const size_t room = static_cast<size_t>(end[j] - cur[j]);
-        const size_t last_bit = readable >= 8 ? (readable - 8) * 8 : 0;
-        if (room < 11 || readable < 8 || bit[j] > last_bit) {
-          iters = 0;
-          break;
-        }
-        iters = std::min({iters, (room - 11) / 10 + 1, (last_bit - bit[j]) / 55 + 1});
-      }
-      if (iters == 0) break;
-#if defined(__x86_64__)
-      if (bmi2) {
-        FastLoopBmi2(data, double_, iters, bit, cur);
-        continue;
-      }
-#endif
-      FastLoopGeneric(data, double_, iters, bit, cur);
-    }
-    (void)bmi2;
-    for (int j = 0; j < kHuffStreams; ++j) {
-      size_t b = bit[j];
-      for (uint8_t* o = cur[j]; o < end[j]; ++o) {
-        const size_t byte = b >> 3;
-        uint64_t v = 0;
-        if (byte + 8 <= readable) {
-          v = LoadLE64(data + byte);
-        } else if (byte < readable) {
-          std::memcpy(&v, data + byte, readable - byte);
-        }
-        const uint32_t e = single_[(v >> (b & 7)) & (kHuffTableSize - 1)];
-        *o = static_cast<uint8_t>(e);
-        b += e >> 8;
-      }
-      if ((b - start[j] * 8 + 7) / 8 != start[j + 1] - start[j]) {
-        return Corrupt("a stream's size does not match the symbols it codes");
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  uint8_t len_[256] = {};
-  bool have_tables_ = false;
-  uint16_t single_[kHuffTableSize];
-  uint32_t double_[kHuffTableSize];
+  int streams_ = kHuffStreamsV2;
 };
 
 }  // namespace mooncake::compress_internal

@@ -3,22 +3,24 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mooncake/compress/internal/huffman_decoder.h"
 #include "mooncake/compress/kv_data_testing.h"
 
 namespace mooncake::compress_internal {
 namespace {
 
 std::vector<uint8_t> Decode(HuffmanDecoder& dec, const std::vector<uint8_t>& block, size_t n,
-                            absl::Status* status) {
+                            absl::Status* status, int streams = kHuffStreamsV2) {
   std::vector<uint8_t> out(n);
   size_t used = 0;
-  *status = dec.Decode(block.data(), block.size(), block.size(), out.data(), n, &used);
+  *status = dec.Decode(block.data(), block.size(), block.size(), out.data(), n, &used, streams);
   if (status->ok() && used != block.size()) *status = absl::DataLossError("size");
   return out;
 }
 
-std::vector<uint8_t> Encode(HuffmanEncoder& enc, const std::vector<uint8_t>& data) {
-  const size_t size = enc.Plan(data.data(), data.size());
+std::vector<uint8_t> Encode(HuffmanEncoder& enc, const std::vector<uint8_t>& data,
+                            int streams = kHuffStreamsV2) {
+  const size_t size = enc.Plan(data.data(), data.size(), streams);
   std::vector<uint8_t> block(size);
   if (size != 0) enc.Write(data.data(), block.data());
   return block;
@@ -28,18 +30,20 @@ TEST(HuffmanTest, RoundTripsSkewedAndUniformDataOfManySizes) {
   HuffmanEncoder enc;
   HuffmanDecoder dec;
   compress::TestRng rng(1);
-  for (size_t n : {2, 3, 4, 5, 11, 12, 13, 40, 41, 100, 1000, 4097, 65536}) {
-    for (int skew = 0; skew < 4; ++skew) {
+  for (size_t n : {2, 3, 4, 5, 9, 11, 12, 13, 40, 41, 100, 1000, 4097, 65536, 65541}) {
+    for (int skew = 0; skew < 8; ++skew) {
+      const int streams = skew % 2 == 0 ? kHuffStreamsV2 : kHuffStreamsV1;
       std::vector<uint8_t> data(n);
       for (auto& b : data) {
         const uint64_t r = rng.Next();
-        b = skew == 0 ? static_cast<uint8_t>(r) : static_cast<uint8_t>((r % 64) >> (2 * skew));
+        b = skew < 2 ? static_cast<uint8_t>(r) : static_cast<uint8_t>((r % 64) >> skew);
       }
       data[0] = 0, data[1] = 1;  // at least two symbols
-      const std::vector<uint8_t> block = Encode(enc, data);
+      const std::vector<uint8_t> block = Encode(enc, data, streams);
       ASSERT_FALSE(block.empty());
       absl::Status s;
-      EXPECT_EQ(Decode(dec, block, n, &s), data) << "n " << n << " skew " << skew;
+      EXPECT_EQ(Decode(dec, block, n, &s, streams), data)
+          << "n " << n << " skew " << skew << " streams " << streams;
       ASSERT_TRUE(s.ok()) << s;
     }
   }
@@ -79,7 +83,7 @@ TEST(HuffmanTest, RejectsIncompleteCodesAndBadStreamSizes) {
   Decode(dec, bad, data.size(), &s);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   bad = block;
-  const size_t sizes_at = 33 + 3;  // 5 symbols -> 3 nibble bytes
+  const size_t sizes_at = 33 + 3;  // 5 symbols -> 3 nibble bytes, then 8 stream sizes
   bad[sizes_at] += 1;              // stream 0 one byte longer: the others shift
   Decode(dec, bad, data.size(), &s);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
@@ -87,6 +91,33 @@ TEST(HuffmanTest, RejectsIncompleteCodesAndBadStreamSizes) {
   bad.resize(bad.size() - 1);
   Decode(dec, bad, data.size(), &s);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(HuffmanTest, BlockFormatsAreNotInterchangeable) {
+  HuffmanEncoder enc;
+  HuffmanDecoder dec;
+  std::vector<uint8_t> data(3000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>((i * i) % 7);
+  absl::Status s;
+  Decode(dec, Encode(enc, data, kHuffStreamsV2), data.size(), &s, kHuffStreamsV1);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  Decode(dec, Encode(enc, data, kHuffStreamsV1), data.size(), &s, kHuffStreamsV2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+}
+
+// Streams are written in place, back to back: a stream's last stores must not reach
+// into the next stream (regression: the bulk loop's 8-byte stores near a stream's end).
+TEST(HuffmanTest, ShortStreamsNextToLongOnesRoundTrip) {
+  HuffmanEncoder enc;
+  HuffmanDecoder dec;
+  for (size_t n : {520, 600, 1024, 5000}) {
+    std::vector<uint8_t> data(n);
+    // First segments nearly all the 1-bit symbol, later ones the rare long codes.
+    for (size_t i = 0; i < n; ++i) data[i] = i < n / 2 ? (i % 97 == 0 ? 1 : 0) : i % 40;
+    absl::Status s;
+    EXPECT_EQ(Decode(dec, Encode(enc, data), n, &s), data) << n;
+    EXPECT_TRUE(s.ok()) << s;
+  }
 }
 
 TEST(HuffmanTest, TablesAreReusedOnlyForTheSameCode) {

@@ -49,11 +49,12 @@ class KvAllocator {
       : slab_(std::move(backing), std::move(options)) {}
 
   [[nodiscard]] std::optional<Allocation> allocate(uint64_t size, uint64_t alignment) {
-    if (const std::optional<uint32_t> c = slab_.ClassFor(size, alignment);
-        c.has_value() && slab_.class_bytes(*c) == size) {
+    const std::optional<uint32_t> c = slab_.ClassFor(size, alignment);
+    const bool is_block = c.has_value() && slab_.class_bytes(*c) == size;
+    if (is_block) {
       if (std::optional<Allocation> a = slab_.AllocateInClass(*c, size)) return a;
     }
-    std::optional<Allocation> a = slab_.backing().allocate(size, alignment);
+    std::optional<Allocation> a = AllocateDirect(size, alignment, is_block);
     if (a.has_value()) {
       direct_used_bytes_ += size;
       ++direct_live_;
@@ -85,6 +86,17 @@ class KvAllocator {
   const Backing& backing() const { return slab_.backing(); }
 
  private:
+  // Odd sizes are cut from the high end of the extent the backing picks, KV
+  // blocks and slab pages from the low end, when the backing offers the
+  // choice (TlsfAllocator::Allocate).
+  std::optional<Allocation> AllocateDirect(uint64_t size, uint64_t alignment, bool is_block) {
+    if constexpr (requires(Backing & b) { b.Allocate(size, alignment, CarveEnd::kHigh); }) {
+      return slab_.backing().Allocate(size, alignment, is_block ? CarveEnd::kLow : CarveEnd::kHigh);
+    } else {
+      return slab_.backing().allocate(size, alignment);
+    }
+  }
+
   SizeClassAllocator<Backing> slab_;
   uint64_t direct_used_bytes_ = 0;
   uint64_t direct_live_ = 0;

@@ -70,6 +70,7 @@ TEST(KvAllocatorTest, FallsBackToTheBackingWhenNoPageFits) {
   KvAllocator<> a(Backing(kCap),
                   {.class_bytes = {65536}, .page_bytes = 1 << 18, .page_alignment = 1 << 16});
   // A hole larger than a block but not 64 KiB aligned: no page can go there.
+  // (Odd sizes are cut from the top, so the hole sits below `lead`.)
   std::optional<Allocation> lead = a.allocate(4096, 1);
   std::optional<Allocation> hole = a.allocate(65536 + 64, 1);
   std::optional<Allocation> rest = a.allocate(kCap - 4096 - 65536 - 64, 1);
@@ -78,7 +79,7 @@ TEST(KvAllocatorTest, FallsBackToTheBackingWhenNoPageFits) {
   std::optional<Allocation> block = a.allocate(65536, 1);
   ASSERT_TRUE(block.has_value());
   EXPECT_FALSE(a.slab().Owns(*block));
-  EXPECT_EQ(block->offset, 4096u);
+  EXPECT_EQ(block->offset, hole->offset);
   for (const Allocation& x : {*lead, *rest, *block}) a.free(x);
   EXPECT_EQ(a.stats().free_bytes, kCap);
 }
@@ -87,7 +88,8 @@ TEST(KvAllocatorTest, FallsBackToTheBackingWhenNoPageFits) {
 // from the benchmark (docs/alloc.md has the 1 GiB figures). With per-layer
 // blocks the slab packs them exactly and must beat TLSF alone and first fit;
 // with whole-model blocks the automatic page size gives one-slot pages, and
-// the composition must match TLSF. Deterministic: seeded.
+// the composition still beats TLSF alone because odd sizes are cut from the
+// other end of each extent than blocks. Deterministic: seeded.
 double MeanUtilization(auto make, const alloc_internal::KvWorkloadOptions& options,
                        uint64_t capacity_bytes) {
   double sum = 0;
@@ -114,11 +116,9 @@ TEST(KvAllocatorTest, UtilizationAtFirstFailureOnTheMixedKvWorkload) {
     const double ff =
         MeanUtilization([&] { return alloc_internal::FirstFitAllocator(kCap); }, options, kCap);
     EXPECT_GE(kv, ff);
+    EXPECT_GT(kv, tlsf);
     if (per_layer) {
-      EXPECT_GT(kv, tlsf);
       EXPECT_GT(kv, 0.97);
-    } else {
-      EXPECT_NEAR(kv, tlsf, 0.002);
     }
     std::printf("%s: kv %.4f tlsf %.4f first-fit %.4f\n", per_layer ? "per-layer" : "whole-model",
                 kv, tlsf, ff);

@@ -55,6 +55,9 @@
 
 namespace mooncake::alloc {
 
+// Which end of a free extent an allocation is cut from (TlsfAllocator::Allocate).
+enum class CarveEnd : uint8_t { kLow, kHigh };
+
 struct TlsfOptions {
   // Size of the managed range; a multiple of granularity_bytes, <= 2^62.
   uint64_t capacity_bytes = 0;
@@ -114,6 +117,16 @@ class TlsfAllocator {
   TlsfAllocator& operator=(const TlsfAllocator&) = delete;
 
   [[nodiscard]] std::optional<Allocation> allocate(uint64_t size, uint64_t alignment) {
+    return Allocate(size, alignment, CarveEnd::kLow);
+  }
+
+  // allocate() with a choice of which end of the chosen free extent the
+  // allocation is cut from. The extent is chosen the same way; kLow is what
+  // allocate() does (with one free extent, the lowest aligned offset).
+  // Cutting two families of sizes from opposite ends keeps each family's
+  // leftovers next to its own kind (KvAllocator: odd sizes kHigh).
+  [[nodiscard]] std::optional<Allocation> Allocate(uint64_t size, uint64_t alignment,
+                                                   CarveEnd end) {
     if (size == 0 || size > capacity_ || !IsValidAlignment(alignment)) return std::nullopt;
     // Past the capacity only offset 0 is aligned, as it is for bit_ceil(capacity);
     // clamping keeps size + padding far from overflow.
@@ -122,7 +135,11 @@ class TlsfAllocator {
     if (!HasSpareRecords()) return std::nullopt;
     const uint32_t index = FindFit(reserved, alignment);
     if (index == kNone) return std::nullopt;
-    return Carve(index, size, reserved, alignment);
+    const Node& node = nodes_[index];
+    const uint64_t at = end == CarveEnd::kLow
+                            ? RoundUp(node.offset, alignment)
+                            : (node.offset + node.size - reserved) & ~(alignment - 1);
+    return Carve(index, size, reserved, at);
   }
 
   void free(const Allocation& allocation) {
@@ -216,6 +233,8 @@ class TlsfAllocator {
     return (fl << kSlLog2) | static_cast<uint32_t>(std::countr_zero(sl_bitmap_[fl]));
   }
 
+  // Whether an aligned `reserved` bytes fit anywhere in the extent; the same
+  // answer for both carve ends (an aligned offset in [start, end - reserved]).
   bool Fits(const Node& node, uint64_t reserved, uint64_t alignment) const {
     const uint64_t padding = RoundUp(node.offset, alignment) - node.offset;
     return node.size >= reserved && node.size - reserved >= padding;
@@ -243,12 +262,13 @@ class TlsfAllocator {
     return kNone;
   }
 
-  // Turns free record `index` into the allocation; padding and remainder
-  // become free records of their own.
-  Allocation Carve(uint32_t index, uint64_t size, uint64_t reserved, uint64_t alignment) {
+  // Turns [aligned, aligned + reserved) of free record `index` into the
+  // allocation; the free bytes before and after become free records.
+  Allocation Carve(uint32_t index, uint64_t size, uint64_t reserved, uint64_t aligned) {
     RemoveFree(index);
     const uint64_t start = nodes_[index].offset;
-    const uint64_t aligned = RoundUp(start, alignment);
+    MC_DASSERT(aligned >= start && aligned + reserved <= start + nodes_[index].size,
+               "carve outside the chosen extent");
     if (aligned > start) SplitFront(index, aligned - start);
     if (nodes_[index].size > reserved) SplitBack(index, reserved);
     Node& node = nodes_[index];

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -36,7 +37,31 @@ struct TlsfFactory {
   }
 };
 
-using TlsfFactories = testing::Types<TlsfFactory<1>, TlsfFactory<64>, TlsfFactory<4096>>;
+// TLSF whose allocate() cuts from the high end of the chosen extent, so the
+// kit covers Allocate(..., CarveEnd::kHigh) too.
+class HighEndTlsf {
+ public:
+  explicit HighEndTlsf(TlsfAllocator inner) : inner_(std::move(inner)) {}
+  std::optional<Allocation> allocate(uint64_t size, uint64_t alignment) {
+    return inner_.Allocate(size, alignment, CarveEnd::kHigh);
+  }
+  void free(const Allocation& allocation) { inner_.free(allocation); }
+  AllocatorStats stats() const { return inner_.stats(); }
+
+ private:
+  TlsfAllocator inner_;
+};
+
+template <uint64_t kGranule>
+struct HighEndTlsfFactory : TlsfFactory<kGranule> {
+  using Allocator = HighEndTlsf;
+  static HighEndTlsf Make(uint64_t capacity_bytes) {
+    return HighEndTlsf(TlsfFactory<kGranule>::Make(capacity_bytes));
+  }
+};
+
+using TlsfFactories = testing::Types<TlsfFactory<1>, TlsfFactory<64>, TlsfFactory<4096>,
+                                     HighEndTlsfFactory<1>, HighEndTlsfFactory<64>>;
 INSTANTIATE_TYPED_TEST_SUITE_P(Tlsf, AllocatorConformanceTest, TlsfFactories);
 
 TEST(TlsfAllocatorTest, CreateRejectsBadOptionsWithInvalidArgument) {
@@ -82,6 +107,56 @@ TEST(TlsfAllocatorTest, CoalescingKeepsFreeExtentsEqualToReferenceGaps) {
       ASSERT_EQ(s.free_bytes, kCap - ref.used_bytes());
       ASSERT_EQ(s.largest_free_bytes, ref.LargestGap()) << "op " << op;
     }
+  }
+}
+
+TEST(TlsfAllocatorTest, HighEndCarveTakesTheTopOfTheExtent) {
+  constexpr uint64_t kCap = 1 << 20;
+  TlsfAllocator a({.capacity_bytes = kCap, .granularity_bytes = 64});
+  const std::optional<Allocation> low = a.Allocate(100, 1, CarveEnd::kLow);
+  const std::optional<Allocation> high = a.Allocate(100, 1, CarveEnd::kHigh);
+  const std::optional<Allocation> aligned = a.Allocate(5000, 4096, CarveEnd::kHigh);
+  ASSERT_TRUE(low && high && aligned);
+  EXPECT_EQ(low->offset, 0u);
+  EXPECT_EQ(high->offset, kCap - 128);  // 100 rounded up to the granule
+  // [kCap - 128 - 5056, ...) rounded down to 4096.
+  EXPECT_EQ(aligned->offset, (kCap - 128 - 5056) & ~uint64_t{4095});
+  a.CheckInvariants();
+  // The tail padding between `aligned` and `high` is free and reusable.
+  const uint64_t tail = kCap - 128 - (aligned->offset + 5056);
+  const std::optional<Allocation> fill = a.Allocate(tail, 64, CarveEnd::kLow);
+  ASSERT_TRUE(fill.has_value());
+  EXPECT_EQ(fill->offset, aligned->offset + 5056);
+  for (const Allocation& x : {*low, *high, *aligned, *fill}) a.free(x);
+  a.CheckInvariants();
+  EXPECT_EQ(a.stats().largest_free_bytes, kCap);
+}
+
+// Both ends, mixed at random, against the reference gaps (granularity 1).
+TEST(TlsfAllocatorTest, MixedCarveEndsKeepInvariants) {
+  constexpr uint64_t kCap = 1 << 20;
+  TlsfAllocator a({.capacity_bytes = kCap, .granularity_bytes = 1});
+  IntervalSetReference ref(kCap);
+  std::vector<Allocation> live;
+  std::mt19937_64 rng(11);
+  for (int op = 0; op < 4000; ++op) {
+    if (live.empty() || rng() % 100 < 55) {
+      const uint64_t size = LogUniformSize(rng, kCap / 16);
+      const uint64_t alignment = uint64_t{1} << (rng() % 13);
+      const CarveEnd end = rng() % 2 == 0 ? CarveEnd::kLow : CarveEnd::kHigh;
+      if (std::optional<Allocation> got = a.Allocate(size, alignment, end)) {
+        ref.Insert(*got, size, alignment);
+        live.push_back(*got);
+      }
+    } else {
+      const size_t i = rng() % live.size();
+      a.free(live[i]);
+      ref.Erase(live[i]);
+      live[i] = live.back();
+      live.pop_back();
+    }
+    a.CheckInvariants();
+    ASSERT_EQ(a.stats().largest_free_bytes, ref.LargestGap()) << "op " << op;
   }
 }
 

@@ -430,6 +430,12 @@ void PairedTargets(const OwnerInfo& info, const char* local_mem, ShmTransport& s
                           [&] { return TransportGBps(tcp1, th1, rd, block, batch, 1, 1); }),
                 "GB/s", ">=", 1.4);
   }
+  const Paired ceiling =
+      RunPaired([&] { return PlainStreamGBps(info.plain_port, kMiB, 2, RecvModel::kBlocking, 1); },
+                [&] { return PlainStreamGBps(info.plain_port, kMiB, 1, RecvModel::kBlocking, 1); });
+  std::printf("  %-44s %8.2f vs %8.2f GB/s  ratio %5.2fx (this run's ceiling for lanes)\n",
+              "context: plain TCP 2 pairs / 1 pair, 1MiB", ceiling.candidate, ceiling.baseline,
+              ceiling.ratio);
   PrintPaired(
       "TCP READ 64KiB P99 / plain req-resp P99",
       RunPaired([&] { return TransportLatencyUs(tcp1, th1, rd, 64 * kKiB, 2000).second; },

@@ -14,9 +14,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -213,17 +215,26 @@ struct LoadResult {
   uint64_t errors = 0;
   uint64_t p50_ns = 0;
   uint64_t p99_ns = 0;
+  double cpu_us_per_rt = 0;  // client and server together (one process)
 };
+
+double ProcessCpuSeconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
 
 // `conns` client threads, each with its own connection, each keeping `depth`
 // calls in flight (depth 1: blocking calls) for `seconds`.
 template <typename M>
-LoadResult RunLoad(int conns, int depth, double seconds) {
+LoadResult RunLoad(int conns, int depth, bool batch, double seconds) {
   RpcServer& server = SharedServer();
   LatencyHistogram latency;
   std::atomic<uint64_t> total{0};
   std::atomic<uint64_t> errors{0};
   std::vector<std::thread> threads;
+  const double cpu0 = ProcessCpuSeconds();
   const double until = Now() + seconds;
   for (int c = 0; c < conns; ++c) {
     threads.emplace_back([&] {
@@ -241,23 +252,35 @@ LoadResult RunLoad(int conns, int depth, double seconds) {
       } else {
         absl::Mutex mu;
         int inflight = 0;
-        auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return inflight < depth; };
+        // Without batching one call at a time; with it, groups of `group`
+        // calls written by one send (TcpChannel::Batch). Never wait for room
+        // inside a batch: its calls are not sent before it ends.
+        const int group = batch ? std::min(depth, 16) : 1;
+        auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return inflight <= depth - group; };
         auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return inflight == 0; };
+        auto issue = [&] {
+          const int64_t t0 = MonotonicClock::Get().NowNs();
+          CallAsync<M>(**channel, req, {}, [&, t0](absl::StatusOr<typename M::Response> r) {
+            if (!r.ok()) errors.fetch_add(1);
+            latency.Record(static_cast<uint64_t>(MonotonicClock::Get().NowNs() - t0));
+            absl::MutexLock lock(&mu);
+            --inflight;
+          });
+        };
         while (Now() < until) {
-          for (int k = 0; k < 64; ++k) {
+          for (int k = 0; k < 64; k += group) {
             {
               absl::MutexLock lock(&mu);
               mu.Await(absl::Condition(&room));
-              ++inflight;
+              inflight += group;
             }
-            const int64_t t0 = MonotonicClock::Get().NowNs();
-            CallAsync<M>(**channel, req, {}, [&, t0](absl::StatusOr<typename M::Response> r) {
-              if (!r.ok()) errors.fetch_add(1);
-              latency.Record(static_cast<uint64_t>(MonotonicClock::Get().NowNs() - t0));
-              absl::MutexLock lock(&mu);
-              --inflight;
-            });
-            ++n;
+            if (batch) {
+              TcpChannel::Batch b(**channel);
+              for (int g = 0; g < group; ++g) issue();
+            } else {
+              issue();
+            }
+            n += static_cast<uint64_t>(group);
           }
         }
         absl::MutexLock lock(&mu);
@@ -267,35 +290,40 @@ LoadResult RunLoad(int conns, int depth, double seconds) {
     });
   }
   for (auto& t : threads) t.join();
-  return {static_cast<double>(total.load()) / seconds, errors.load(), latency.P50(), latency.P99()};
+  const double cpu = ProcessCpuSeconds() - cpu0;
+  return {static_cast<double>(total.load()) / seconds, errors.load(), latency.P50(), latency.P99(),
+          cpu * 1e6 / static_cast<double>(std::max<uint64_t>(total.load(), 1))};
 }
 
 template <typename M>
 void BM_Rpc(benchmark::State& state) {
   const int conns = static_cast<int>(state.range(0));
   const int depth = static_cast<int>(state.range(1));
+  const bool batch = state.range(2) != 0;
   const double raw = RawPingPongRate(conns);
   LoadResult r;
-  for (auto _ : state) r = RunLoad<M>(conns, depth, 0.5);
+  for (auto _ : state) r = RunLoad<M>(conns, depth, batch, 0.5);
   state.counters["rt_per_s"] = r.rate;
   state.counters["vs_raw"] = r.rate / raw;
   state.counters["p50_us"] = static_cast<double>(r.p50_ns) / 1e3;
   state.counters["p99_us"] = static_cast<double>(r.p99_ns) / 1e3;
   state.counters["errors"] = static_cast<double>(r.errors);
+  state.counters["cpu_us_per_rt"] = r.cpu_us_per_rt;
   state.SetLabel(std::string(M::kName) + " conns=" + std::to_string(conns) +
-                 " depth=" + std::to_string(depth));
+                 " depth=" + std::to_string(depth) + (batch ? " batched" : ""));
 }
 
-// Args: {connections, calls in flight per connection}.
+// Args: {connections, calls in flight per connection, batched writes}.
 #define MOONCAKE_RPC_LOADS(b) \
-  b->Args({1, 1})             \
-      ->Args({1, 16})         \
-      ->Args({1, 128})        \
-      ->Args({4, 1})          \
-      ->Args({4, 32})         \
+  b->Args({1, 1, 0})          \
+      ->Args({1, 16, 0})      \
+      ->Args({1, 128, 0})     \
+      ->Args({1, 128, 1})     \
+      ->Args({4, 1, 0})       \
+      ->Args({4, 32, 0})      \
+      ->Args({4, 32, 1})      \
       ->Iterations(1)         \
       ->UseRealTime()
-
 MOONCAKE_RPC_LOADS(BENCHMARK_TEMPLATE(BM_Rpc, EchoMethod));
 MOONCAKE_RPC_LOADS(BENCHMARK_TEMPLATE(BM_Rpc, EchoInlineMethod));
 MOONCAKE_RPC_LOADS(BENCHMARK_TEMPLATE(BM_Rpc, GetReplicasMethod));

@@ -274,6 +274,27 @@ TEST_F(TcpChannelTest, CallbackMayCallAgainOnTheSameChannel) {
   EXPECT_TRUE(done.statuses[0].ok() && done.statuses[1].ok());
 }
 
+TEST_F(TcpChannelTest, BatchedCallsGoOutWhenTheBatchEnds) {
+  StartServer();
+  auto channel = Connect();
+  Collector done;
+  {
+    TcpChannel::Batch batch(*channel);
+    for (int i = 0; i < 50; ++i) {
+      CallAsync<EchoInlineMethod>(
+          *channel, MakeEcho(std::to_string(i)), {},
+          [&](absl::StatusOr<echo::EchoResponse> r) { done.Add(r.status()); });
+    }
+    // Corked: nothing was sent, so nothing can have come back.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    absl::MutexLock lock(&done.mu);
+    EXPECT_TRUE(done.statuses.empty());
+  }
+  ASSERT_TRUE(done.WaitFor(50));
+  absl::MutexLock lock(&done.mu);
+  for (const auto& s : done.statuses) EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST_F(TcpChannelTest, PerMethodMetricsOnBothSides) {
   MetricsRegistry server_metrics;
   ServiceRegistry registry(&server_metrics);

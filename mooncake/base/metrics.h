@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -45,7 +46,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/histogram.h"
@@ -162,7 +162,7 @@ class MetricsRegistry {
   }
 
   std::string RenderPrometheus() const {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     std::string out;
     for (const auto& [name, family] : families_) {
       absl::StrAppend(&out, "# HELP ", name, " ", base_internal::EscapeText(family.help, false),
@@ -228,7 +228,7 @@ class MetricsRegistry {
       values.push_back(sorted[i].second);
     }
 
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto [it, inserted] = families_.try_emplace(std::string(name));
     Family& family = it->second;
     if (inserted) {
@@ -290,7 +290,9 @@ class MetricsRegistry {
     }
   }
 
-  mutable absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex: Debian's abseil is not built with
+  // ThreadSanitizer, which then cannot see absl::Mutex and reports false races.
+  mutable std::mutex mu_;
   std::map<std::string, Family> families_ ABSL_GUARDED_BY(mu_);
 };
 

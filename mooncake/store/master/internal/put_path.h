@@ -1,0 +1,314 @@
+// The two-phase put: PutStart, PutEnd, PutRevoke and their timeout.
+//
+// Concurrent puts of one key: the first PutStart reserves the key (a pending
+// entry, invisible to reads); every other PutStart of that key gets
+// ALREADY_EXISTS until that put ends (then the key is committed: still
+// ALREADY_EXISTS, there is no implicit overwrite; Remove first) or is revoked
+// (then the next PutStart wins). A pending put past its deadline, or a
+// committed object past its TTL, no longer blocks a PutStart: it is retired
+// on the spot.
+#ifndef MOONCAKE_STORE_MASTER_INTERNAL_PUT_PATH_H_
+#define MOONCAKE_STORE_MASTER_INTERNAL_PUT_PATH_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/store/master/internal/master_state.h"
+#include "mooncake/store/master/placement.h"
+
+namespace mooncake::master_internal {
+
+namespace proto = ::mooncake::store::proto;
+
+// Places replicas, evicting and retrying when space (not workers) is short.
+template <typename A, typename P>
+absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
+                                                       const master::PlacementRequest& req) {
+  for (uint32_t round = 0;; ++round) {
+    bool shortfall = false;
+    absl::StatusOr<std::vector<Replica>> placed =
+        master::PlaceReplicas(s.pool, req, s.options.placement, &shortfall);
+    if (placed.ok() || !shortfall || round >= s.options.put_eviction_rounds) return placed;
+    const int64_t now = s.Now();
+    const uint64_t swept = s.SweepDeferred(now);
+    const uint64_t want = req.size_bytes * req.replica_count << std::min<uint32_t>(round, 16);
+    const master::EvictionResult got = s.Evict(want, now);
+    if (got.freed_bytes == 0 && swept == 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(placed.status().message(),
+                       "; nothing could be evicted (the rest is leased, pinned or being put)"));
+    }
+  }
+}
+
+inline absl::Status KeyTaken(const std::string& key, const ObjectMeta& m) {
+  if (m.committed()) {
+    return absl::AlreadyExistsError(absl::StrCat("key '", absl::CEscape(key),
+                                                 "' is committed (version ", m.version,
+                                                 "); Remove it before putting it again"));
+  }
+  return absl::AlreadyExistsError(absl::StrCat("key '", absl::CEscape(key), "' is being put (put ",
+                                               m.put_id,
+                                               "); retry after that put ends or is revoked"));
+}
+
+// Inserts the pending entry for `put_id`; retires a stale occupant first.
+template <typename A, typename P>
+absl::Status ReserveKey(MasterState<A, P>& s, const proto::PutStartRequest& req,
+                        std::string_view tenant, PinLevel pin, uint64_t put_id, int64_t now) {
+  std::optional<Retired> stale;
+  absl::Status status = s.table.With(req.key(), [&](ObjectTable::Shard& sh) -> absl::Status {
+    auto it = sh.objects.find(req.key());
+    if (it != sh.objects.end()) {
+      const ObjectMeta& m = it->second;
+      const bool timed_out = !m.committed() && now > m.put_deadline_ns;
+      if (!timed_out && !m.Expired(now)) return KeyTaken(req.key(), m);
+      stale = s.RetireLocked(sh, it, now,
+                             timed_out ? now + s.options.timed_out_put_hold_ms * kNsPerMs : 0);
+    }
+    ObjectMeta& m = sh.objects[req.key()];
+    m.size_bytes = req.size_bytes();
+    m.checksum = req.checksum();
+    m.put_id = put_id;
+    m.tenant = std::string(tenant);
+    m.pin = pin;
+    m.put_deadline_ns = now + s.options.put_timeout_ms * kNsPerMs;
+    m.ttl_ms = req.options().ttl_ms();
+    if (req.has_tensor()) m.tensor = std::make_shared<const proto::TensorMeta>(req.tensor());
+    return absl::OkStatus();
+  });
+  if (stale.has_value()) s.FinishRetired(*stale, req.key(), /*erase_from_evictor=*/true);
+  if (status.ok()) s.pending_puts.fetch_add(1, std::memory_order_relaxed);
+  return status;
+}
+
+// Drops the pending entry of `put_id` if it is still there (its charge goes
+// with it); a put retired meanwhile was already settled by its retirer.
+template <typename A, typename P>
+void AbandonPut(MasterState<A, P>& s, const std::string& key, uint64_t put_id, int64_t hold_ns) {
+  const int64_t now = s.Now();
+  std::optional<Retired> r;
+  s.table.With(key, [&](ObjectTable::Shard& sh) {
+    auto it = sh.objects.find(key);
+    if (it == sh.objects.end() || it->second.committed() || it->second.put_id != put_id) return;
+    r = s.RetireLocked(sh, it, now, hold_ns > 0 ? now + hold_ns : 0);
+  });
+  if (r.has_value()) s.FinishRetired(*r, key, /*erase_from_evictor=*/false);
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
+                                                 const proto::PutStartRequest& req) {
+  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  RETURN_IF_ERROR(master::ValidateObjectSize(req.size_bytes(), s.options.max_object_bytes));
+  const proto::PutOptions& po = req.options();
+  const uint32_t replicas =
+      po.replica_count() == 0 ? s.options.default_replica_count : po.replica_count();
+  if (replicas > s.options.max_replica_count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "replica_count ", replicas, " exceeds the limit of ", s.options.max_replica_count));
+  }
+  ASSIGN_OR_RETURN(const PinLevel pin, master::PinFromProto(po.pin()));
+  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(po.tenant()));
+  const uint64_t charge = req.size_bytes() * replicas;  // no overflow: both are bounded
+  RETURN_IF_ERROR(s.AdmitCharge(tenant, pin, charge));
+  const uint64_t put_id = s.ids.Next();
+  const int64_t now = s.Now();
+  if (absl::Status st = ReserveKey(s, req, tenant, pin, put_id, now); !st.ok()) {
+    s.ReleaseCharge(tenant, pin, charge);
+    s.metrics.puts_failed->Increment();
+    return st;
+  }
+  // The entry carries the charge from here on: whoever retires it releases it.
+  s.put_deadlines.Push(now + s.options.put_timeout_ms * kNsPerMs, put_id, req.key());
+  const master::PlacementRequest preq{.size_bytes = req.size_bytes(),
+                                      .replica_count = replicas,
+                                      .alignment_bytes = s.options.alignment_bytes,
+                                      .preferred_segment_id = po.preferred_segment_id(),
+                                      .client_host_id = req.client_host_id(),
+                                      .seed = put_id};
+  absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq);
+  if (!placed.ok()) {
+    AbandonPut(s, req.key(), put_id, 0);
+    s.metrics.puts_failed->Increment();
+    return placed.status();
+  }
+  proto::PutStartResponse resp;
+  const bool ours = s.table.With(req.key(), [&](ObjectTable::Shard& sh) {
+    ObjectMeta* m = sh.Find(req.key());
+    if (m == nullptr || m->committed() || m->put_id != put_id) return false;
+    m->replicas = *placed;
+    for (const Replica& r : m->replicas) master::ToProto(r, resp.add_replicas());
+    return true;
+  });
+  if (!ours) {
+    s.FreeReplicas(*placed);
+    s.metrics.puts_failed->Increment();
+    return absl::DeadlineExceededError(
+        absl::StrCat("put ", put_id, " timed out while its space was being placed; start again"));
+  }
+  resp.set_put_id(put_id);
+  resp.set_put_timeout_ms(static_cast<uint64_t>(s.options.put_timeout_ms));
+  s.metrics.puts_started->Increment();
+  return resp;
+}
+
+// What PutEnd decided under the shard lock.
+struct EndOutcome {
+  absl::Status status;
+  proto::PutEndResponse resp;
+  std::vector<Replica> to_free;
+  uint64_t released_charge = 0;
+  std::string tenant;
+  PinLevel pin = PinLevel::kNone;
+  std::optional<Retired> retired;
+  uint64_t admit_charge = 0;  // > 0: newly committed
+  int64_t expire_at_ns = 0;
+  uint64_t version = 0;
+};
+
+inline absl::Status StalePut(const std::string& key, const ObjectMeta& m, uint64_t put_id) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("put ", put_id, " of key '", absl::CEscape(key), "' is stale: the key is ",
+                   m.committed() ? "committed by put " : "being put by put ", m.put_id));
+}
+
+// Keeps the replicas that were written and whose segment is still mounted.
+template <typename A, typename P>
+void CommitLocked(MasterState<A, P>& s, ObjectMeta& m, const proto::PutEndRequest& req, int64_t now,
+                  EndOutcome& out) {
+  std::vector<Replica> keep;
+  for (Replica& r : m.replicas) {
+    const auto& failed = req.failed_segment_ids();
+    const bool bad = std::find(failed.begin(), failed.end(), r.segment_id) != failed.end();
+    if (bad || !s.pool.Contains(r.segment_id)) {
+      out.to_free.push_back(std::move(r));
+    } else {
+      r.state = master::ReplicaState::kComplete;
+      keep.push_back(std::move(r));
+    }
+  }
+  out.released_charge = m.size_bytes * out.to_free.size();
+  out.tenant = m.tenant;
+  out.pin = m.pin;
+  m.replicas = std::move(keep);
+  if (m.replicas.empty()) return;  // stays pending; the caller aborts it
+  m.state = master::ObjectState::kCommitted;
+  m.version = s.ids.Next();
+  m.expire_at_ns = m.ttl_ms == 0 ? 0 : now + static_cast<int64_t>(m.ttl_ms) * kNsPerMs;
+  master::ToProto(m, out.resp.mutable_object());
+  out.admit_charge = m.ChargeBytes();
+  out.expire_at_ns = m.expire_at_ns;
+  out.version = m.version;
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::PutEndResponse> PutEnd(MasterState<A, P>& s,
+                                             const proto::PutEndRequest& req) {
+  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  const int64_t now = s.Now();
+  EndOutcome out;
+  s.table.With(req.key(), [&](ObjectTable::Shard& sh) {
+    auto it = sh.objects.find(req.key());
+    if (it == sh.objects.end()) {
+      out.status = absl::NotFoundError(absl::StrCat("no put of key '", absl::CEscape(req.key()),
+                                                    "' in flight: it was revoked, timed out ",
+                                                    "or lost every replica; start again"));
+      return;
+    }
+    ObjectMeta& m = it->second;
+    if (m.put_id != req.put_id()) {
+      out.status = StalePut(req.key(), m, req.put_id());
+    } else if (m.committed()) {
+      master::ToProto(m, out.resp.mutable_object());  // a retried PutEnd: same answer
+    } else if (now > m.put_deadline_ns) {
+      out.retired = s.RetireLocked(sh, it, now, now + s.options.timed_out_put_hold_ms * kNsPerMs);
+      out.status = absl::DeadlineExceededError(
+          absl::StrCat("put ", req.put_id(), " passed its deadline and was revoked"));
+    } else {
+      CommitLocked(s, m, req, now, out);
+      if (!m.committed()) {
+        out.retired = s.RetireLocked(sh, it, now, 0);
+        out.status = absl::AbortedError(absl::StrCat(
+            "put ", req.put_id(), " aborted: no replica was written (all failed or their ",
+            "workers left); nothing was stored"));
+      }
+    }
+  });
+  s.FreeReplicas(out.to_free);
+  if (out.retired.has_value()) {
+    s.ReleaseCharge(out.tenant, out.pin, out.released_charge);
+    s.FinishRetired(*out.retired, req.key(), /*erase_from_evictor=*/false);
+    s.metrics.puts_failed->Increment();
+    return out.status;
+  }
+  if (!out.status.ok()) return out.status;
+  if (out.admit_charge > 0) {
+    s.ReleaseCharge(out.tenant, out.pin, out.released_charge);
+    s.pending_puts.fetch_sub(1, std::memory_order_relaxed);
+    s.objects.fetch_add(1, std::memory_order_relaxed);
+    s.object_bytes.fetch_add(static_cast<int64_t>(out.resp.object().size_bytes()),
+                             std::memory_order_relaxed);
+    s.evictor.Admit(req.key(), out.admit_charge);
+    if (out.expire_at_ns != 0) s.ttl_deadlines.Push(out.expire_at_ns, out.version, req.key());
+    s.metrics.puts_committed->Increment();
+  }
+  return std::move(out.resp);
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::PutRevokeResponse> PutRevoke(MasterState<A, P>& s,
+                                                   const proto::PutRevokeRequest& req) {
+  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  const int64_t now = s.Now();
+  std::optional<Retired> r;
+  absl::Status status = s.table.With(req.key(), [&](ObjectTable::Shard& sh) -> absl::Status {
+    auto it = sh.objects.find(req.key());
+    if (it == sh.objects.end()) {
+      return absl::NotFoundError(absl::StrCat("no put of key '", absl::CEscape(req.key()),
+                                              "' in flight (already revoked or timed out)"));
+    }
+    if (it->second.put_id != req.put_id() || it->second.committed()) {
+      return StalePut(req.key(), it->second, req.put_id());
+    }
+    r = s.RetireLocked(sh, it, now, 0);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  s.FinishRetired(*r, req.key(), /*erase_from_evictor=*/false);
+  s.metrics.puts_revoked->Increment();
+  return proto::PutRevokeResponse();
+}
+
+// Tick: revokes the puts whose deadline passed. Returns how many.
+template <typename A, typename P>
+uint64_t TimeOutPuts(MasterState<A, P>& s, int64_t now) {
+  uint64_t n = 0;
+  for (DeadlineEntry& e : s.put_deadlines.PopDue(now, s.options.tick_batch_max)) {
+    std::optional<Retired> r;
+    s.table.With(e.key, [&](ObjectTable::Shard& sh) {
+      auto it = sh.objects.find(e.key);
+      if (it == sh.objects.end() || it->second.committed() || it->second.put_id != e.id) return;
+      r = s.RetireLocked(sh, it, now, now + s.options.timed_out_put_hold_ms * kNsPerMs);
+    });
+    if (!r.has_value()) continue;
+    s.FinishRetired(*r, e.key, /*erase_from_evictor=*/false);
+    s.metrics.puts_timed_out->Increment();
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace mooncake::master_internal
+
+#endif  // MOONCAKE_STORE_MASTER_INTERNAL_PUT_PATH_H_

@@ -1,0 +1,231 @@
+// Reads and removal: GetReplicas, PrefixQuery, Exists, BatchExists,
+// ReleaseLeases, Remove, and the TTL sweep.
+//
+// Visibility: only committed objects within their TTL whose tenant is the
+// request's tenant; everything else (absent, pending, expired, another
+// tenant's) reads as NOT_FOUND / false, so tenants cannot probe each other.
+#ifndef MOONCAKE_STORE_MASTER_INTERNAL_READ_PATH_H_
+#define MOONCAKE_STORE_MASTER_INTERNAL_READ_PATH_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/store/master/internal/master_state.h"
+#include "mooncake/store/rpc/master_methods.h"
+
+namespace mooncake::master_internal {
+
+namespace proto = ::mooncake::store::proto;
+
+template <typename A, typename P>
+int64_t LeaseNs(const MasterState<A, P>& s, uint64_t lease_ms) {
+  const int64_t ms =
+      lease_ms == 0 ? s.options.default_lease_ms
+                    : std::min<int64_t>(
+                          static_cast<int64_t>(std::min<uint64_t>(lease_ms, INT64_MAX / kNsPerMs)),
+                          s.options.max_lease_ms);
+  return ms * kNsPerMs;
+}
+
+// Under the shard lock: describes `m` and takes a lease reference on it.
+inline void DescribeAndLease(ObjectMeta& m, std::string_view client_host_id, int64_t lease_until,
+                             proto::ObjectInfo* info,
+                             google::protobuf::RepeatedPtrField<proto::Replica>* replicas) {
+  master::ToProto(m, info);
+  master::AppendReadableReplicas(m, client_host_id, replicas);
+  ++m.lease_refs;
+  m.lease_until_ns = std::max(m.lease_until_ns, lease_until);
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
+                                                       const proto::GetReplicasRequest& req) {
+  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
+  const int64_t now = s.Now();
+  const int64_t lease_ns = LeaseNs(s, req.lease_ms());
+  proto::GetReplicasResponse resp;
+  uint64_t version = 0;
+  s.table.With(req.key(), [&](ObjectTable::Shard& sh) {
+    ObjectMeta* m = sh.Find(req.key());
+    if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return;
+    DescribeAndLease(*m, req.client_host_id(), now + lease_ns, resp.mutable_object(),
+                     resp.mutable_replicas());
+    version = m->version;
+  });
+  if (version == 0) {
+    s.metrics.gets_miss->Increment();
+    return absl::NotFoundError(absl::StrCat("key '", absl::CEscape(req.key()), "' not found"));
+  }
+  const uint64_t lease_id = s.leases.Grant(now + lease_ns, {{req.key(), version}});
+  resp.mutable_lease()->set_lease_id(lease_id);
+  resp.mutable_lease()->set_expires_in_ms(static_cast<uint64_t>(lease_ns / kNsPerMs));
+  s.evictor.Touch(std::span<const std::string>(&req.key(), 1));
+  s.metrics.gets_hit->Increment();
+  return resp;
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
+                                                       const proto::PrefixQueryRequest& req) {
+  if (static_cast<size_t>(req.chain_size()) > rpc::kMaxChainBlocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chain of ", req.chain_size(), " blocks exceeds the limit of ", rpc::kMaxChainBlocks));
+  }
+  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
+  const int64_t now = s.Now();
+  const int64_t lease_ns = LeaseNs(s, req.lease_ms());
+  proto::PrefixQueryResponse resp;
+  std::vector<std::string> keys;
+  std::vector<master::LeasedObject> leased;
+  for (const proto::BlockKey& block : req.chain()) {
+    std::string key = rpc::BlockObjectKey(rpc::FromProto(block));
+    const bool hit = s.table.With(key, [&](ObjectTable::Shard& sh) {
+      ObjectMeta* m = sh.Find(key);
+      if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return false;
+      if (req.with_replicas()) {
+        proto::BlockReplicas* b = resp.add_blocks();
+        DescribeAndLease(*m, req.client_host_id(), now + lease_ns, b->mutable_object(),
+                         b->mutable_replicas());
+        leased.push_back({key, m->version});
+      }
+      return true;
+    });
+    if (!hit) break;
+    keys.push_back(std::move(key));
+  }
+  resp.set_matched(static_cast<uint32_t>(keys.size()));
+  if (!leased.empty()) {
+    resp.mutable_lease()->set_lease_id(s.leases.Grant(now + lease_ns, std::move(leased)));
+    resp.mutable_lease()->set_expires_in_ms(static_cast<uint64_t>(lease_ns / kNsPerMs));
+  }
+  if (!keys.empty()) s.evictor.Touch(keys);
+  s.metrics.prefix_queries->Increment();
+  s.metrics.prefix_blocks_matched->Increment(keys.size());
+  return resp;
+}
+
+template <typename A, typename P>
+bool VisibleTo(MasterState<A, P>& s, const std::string& key, std::string_view tenant, int64_t now) {
+  return s.table.With(key, [&](ObjectTable::Shard& sh) {
+    const ObjectMeta* m = sh.Find(key);
+    return m != nullptr && m->Visible(now) && m->tenant == tenant;
+  });
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::ExistsResponse> Exists(MasterState<A, P>& s,
+                                             const proto::ExistsRequest& req) {
+  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
+  proto::ExistsResponse resp;
+  resp.set_exists(VisibleTo(s, req.key(), tenant, s.Now()));
+  return resp;
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::BatchExistsResponse> BatchExists(MasterState<A, P>& s,
+                                                       const proto::BatchExistsRequest& req) {
+  if (static_cast<size_t>(req.keys_size()) > rpc::kMaxBatchKeys) {
+    return absl::InvalidArgumentError(absl::StrCat(req.keys_size(), " keys exceed the limit of ",
+                                                   rpc::kMaxBatchKeys, " per BatchExists"));
+  }
+  for (int i = 0; i < req.keys_size(); ++i) {
+    if (absl::Status st = master::ValidateObjectKey(req.keys(i)); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: ", st.message()));
+    }
+  }
+  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
+  const int64_t now = s.Now();
+  proto::BatchExistsResponse resp;
+  resp.mutable_exists()->Reserve(req.keys_size());
+  for (const std::string& key : req.keys()) resp.add_exists(VisibleTo(s, key, tenant, now));
+  return resp;
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::ReleaseLeasesResponse> ReleaseLeases(MasterState<A, P>& s,
+                                                           const proto::ReleaseLeasesRequest& req) {
+  if (static_cast<size_t>(req.lease_ids_size()) > rpc::kMaxBatchKeys) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        req.lease_ids_size(), " lease ids exceed the limit of ", rpc::kMaxBatchKeys, " per call"));
+  }
+  const int64_t now = s.Now();
+  uint64_t released = 0;
+  for (const uint64_t id : req.lease_ids()) {
+    std::optional<std::vector<master::LeasedObject>> objs = s.leases.Take(id);
+    if (!objs.has_value()) continue;
+    s.ReleaseLeaseObjects(*objs, now);
+    ++released;
+  }
+  proto::ReleaseLeasesResponse resp;
+  resp.set_released(released);
+  return resp;
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::RemoveResponse> Remove(MasterState<A, P>& s,
+                                             const proto::RemoveRequest& req) {
+  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
+  const int64_t now = s.Now();
+  std::optional<Retired> r;
+  absl::Status status = s.table.With(req.key(), [&](ObjectTable::Shard& sh) -> absl::Status {
+    auto it = sh.objects.find(req.key());
+    if (it == sh.objects.end() || !it->second.committed() || it->second.tenant != tenant) {
+      return absl::NotFoundError(absl::StrCat("key '", absl::CEscape(req.key()), "' not found"));
+    }
+    if (it->second.pin != PinLevel::kNone && !req.force()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("key '", absl::CEscape(req.key()), "' is pinned; pass force to remove it"));
+    }
+    r = s.RetireLocked(sh, it, now, 0);  // leased: the free waits (deferred)
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  s.FinishRetired(*r, req.key(), /*erase_from_evictor=*/true);
+  s.metrics.removes->Increment();
+  return proto::RemoveResponse();
+}
+
+// Tick: removes objects whose TTL passed (leases still defer their space).
+template <typename A, typename P>
+uint64_t ExpireObjects(MasterState<A, P>& s, int64_t now) {
+  uint64_t n = 0;
+  for (DeadlineEntry& e : s.ttl_deadlines.PopDue(now, s.options.tick_batch_max)) {
+    std::optional<Retired> r;
+    s.table.With(e.key, [&](ObjectTable::Shard& sh) {
+      auto it = sh.objects.find(e.key);
+      if (it == sh.objects.end() || it->second.version != e.id || !it->second.Expired(now)) return;
+      r = s.RetireLocked(sh, it, now, 0);
+    });
+    if (!r.has_value()) continue;
+    s.FinishRetired(*r, e.key, /*erase_from_evictor=*/true);
+    s.metrics.expired->Increment();
+    ++n;
+  }
+  return n;
+}
+
+// Tick: ends the leases whose time is up.
+template <typename A, typename P>
+uint64_t ExpireLeases(MasterState<A, P>& s, int64_t now) {
+  uint64_t n = 0;
+  for (auto& objs : s.leases.TakeExpired(now, s.options.tick_batch_max)) {
+    s.ReleaseLeaseObjects(objs, now);
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace mooncake::master_internal
+
+#endif  // MOONCAKE_STORE_MASTER_INTERNAL_READ_PATH_H_

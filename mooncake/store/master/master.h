@@ -1,0 +1,257 @@
+// Master<A, P>: the store's metadata server, composed of separate pieces:
+//
+//   ObjectTable    (object_table.h)   key -> ObjectMeta, sharded
+//   SegmentPool<A> (segment_pool.h)   one Allocator A per mounted segment
+//   placement      (placement.h)      which segments get the replicas
+//   LeaseTable     (lease_table.h)    read leases by id
+//   Evictor<P>     (evictor.h)        a mooncake/index EvictionPolicy P
+//   WorkerRegistry (membership.h)     workers, heartbeats, expiry
+//   TenantQuota    (mooncake/qos)     per-tenant byte quotas (and pinned bytes)
+//   MasterMetrics  (master_metrics.h) counters and gauges
+//
+// Every RPC of master.proto is a method here taking the request message and
+// returning StatusOr<response> (MasterService binds them to the RPC layer).
+// The protocol, its timeouts and error codes are in docs/master.md; the put
+// rules are in internal/put_path.h, visibility rules in internal/read_path.h.
+//
+// Time comes from the Clock given to Create (a FakeClock in tests). Nothing
+// runs on its own: Tick() expires leases, puts, TTLs and silent workers,
+// frees deferred space, evicts down to the low watermark and refreshes the
+// gauges; MasterService calls it on a timer. Reads and puts never wait for a
+// Tick (a stale pending put or expired object is handled on the spot).
+//
+// Template arguments: A, an alloc::Allocator (TlsfAllocator, with
+// SegmentAllocatorTraits, is the reference; others need a factory), and P,
+// an index::EvictionPolicy over std::string keys (LruPolicy is the reference).
+//
+// Thread-safety: every method may be called concurrently from any thread.
+#ifndef MOONCAKE_STORE_MASTER_MASTER_H_
+#define MOONCAKE_STORE_MASTER_MASTER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "mooncake/alloc/tlsf_allocator.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/index/lru_policy.h"
+#include "mooncake/store/master/evictor.h"
+#include "mooncake/store/master/internal/master_state.h"
+#include "mooncake/store/master/internal/membership_path.h"
+#include "mooncake/store/master/internal/put_path.h"
+#include "mooncake/store/master/internal/read_path.h"
+#include "mooncake/store/master/master_options.h"
+#include "mooncake/store/rpc/master.pb.h"
+
+namespace mooncake::master {
+
+namespace proto = ::mooncake::store::proto;
+
+using ReferenceEvictionPolicy = index::LruPolicy<std::string, ObjectKeyHash>;
+
+// What one Tick() did.
+struct TickReport {
+  uint64_t leases_expired = 0;
+  uint64_t puts_timed_out = 0;
+  uint64_t objects_expired = 0;
+  uint64_t deferred_freed = 0;
+  uint64_t workers_expired = 0;
+  uint64_t replicas_dropped = 0;
+  uint64_t evicted_objects = 0;
+  uint64_t evicted_bytes = 0;
+};
+
+struct MasterStats {
+  int64_t objects = 0;
+  int64_t object_bytes = 0;
+  int64_t pending_puts = 0;
+  uint64_t leases = 0;
+  uint64_t used_bytes = 0;
+  uint64_t capacity_bytes = 0;
+  size_t workers = 0;
+  size_t segments = 0;
+  size_t deferred_frees = 0;
+};
+
+template <alloc::Allocator A = alloc::TlsfAllocator,
+          ObjectEvictionPolicy P = ReferenceEvictionPolicy>
+class Master {
+ public:
+  using Allocator = A;
+  using Policy = P;
+  using AllocatorFactory = typename SegmentPool<A>::Factory;
+
+  // `clock` and `metrics` (null: a private registry) must outlive the master.
+  // `factory` null: SegmentAllocatorTraits<A>. Errors: INVALID_ARGUMENT (bad
+  // options or tenant configuration).
+  static absl::StatusOr<std::unique_ptr<Master>> Create(MasterOptions options,
+                                                        Clock* clock = &MonotonicClock::Get(),
+                                                        MetricsRegistry* metrics = nullptr,
+                                                        AllocatorFactory factory = nullptr,
+                                                        P policy = P()) {
+    if (absl::Status s = ValidateMasterOptions(options); !s.ok()) return s;
+    if constexpr (!HasSegmentAllocatorTraits<A>) {
+      if (factory == nullptr) {
+        return absl::InvalidArgumentError("this Allocator needs an AllocatorFactory");
+      }
+    }
+    auto m = std::unique_ptr<Master>(
+        new Master(options, clock, metrics, std::move(factory), std::move(policy)));
+    absl::Status s =
+        m->s_.SetTenant(options.default_tenant, options.default_tenant_capacity_bytes, 0);
+    for (const TenantConfig& t : options.tenants) {
+      if (!s.ok()) break;
+      s = m->s_.SetTenant(t.name, t.capacity_bytes, t.pinned_capacity_bytes);
+    }
+    if (!s.ok()) return s;
+    return m;
+  }
+
+  Master(const Master&) = delete;
+  Master& operator=(const Master&) = delete;
+
+  // Adds a tenant or changes its capacities (pinned 0: = capacity).
+  absl::Status SetTenant(std::string_view name, uint64_t capacity_bytes,
+                         uint64_t pinned_capacity_bytes = 0) {
+    return s_.SetTenant(name, capacity_bytes, pinned_capacity_bytes);
+  }
+
+  // ---- The RPCs of master.proto ----------------------------------------------
+  absl::StatusOr<proto::MountSegmentResponse> MountSegment(const proto::MountSegmentRequest& r) {
+    return master_internal::MountSegment(s_, r);
+  }
+  absl::StatusOr<proto::UnmountSegmentResponse> UnmountSegment(
+      const proto::UnmountSegmentRequest& r) {
+    return master_internal::UnmountSegment(s_, r);
+  }
+  absl::StatusOr<proto::HeartbeatResponse> Heartbeat(const proto::HeartbeatRequest& r) {
+    return master_internal::Heartbeat(s_, r);
+  }
+  absl::StatusOr<proto::PutStartResponse> PutStart(const proto::PutStartRequest& r) {
+    return master_internal::PutStart(s_, r);
+  }
+  absl::StatusOr<proto::PutEndResponse> PutEnd(const proto::PutEndRequest& r) {
+    return master_internal::PutEnd(s_, r);
+  }
+  absl::StatusOr<proto::PutRevokeResponse> PutRevoke(const proto::PutRevokeRequest& r) {
+    return master_internal::PutRevoke(s_, r);
+  }
+  absl::StatusOr<proto::GetReplicasResponse> GetReplicas(const proto::GetReplicasRequest& r) {
+    return master_internal::GetReplicas(s_, r);
+  }
+  absl::StatusOr<proto::ReleaseLeasesResponse> ReleaseLeases(const proto::ReleaseLeasesRequest& r) {
+    return master_internal::ReleaseLeases(s_, r);
+  }
+  absl::StatusOr<proto::RemoveResponse> Remove(const proto::RemoveRequest& r) {
+    return master_internal::Remove(s_, r);
+  }
+  absl::StatusOr<proto::ExistsResponse> Exists(const proto::ExistsRequest& r) {
+    return master_internal::Exists(s_, r);
+  }
+  absl::StatusOr<proto::BatchExistsResponse> BatchExists(const proto::BatchExistsRequest& r) {
+    return master_internal::BatchExists(s_, r);
+  }
+  absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(const proto::PrefixQueryRequest& r) {
+    return master_internal::PrefixQuery(s_, r);
+  }
+
+  // ---- Housekeeping ------------------------------------------------------------
+
+  TickReport Tick() {
+    const int64_t now = s_.Now();
+    TickReport r;
+    r.leases_expired = master_internal::ExpireLeases(s_, now);
+    r.puts_timed_out = master_internal::TimeOutPuts(s_, now);
+    r.objects_expired = master_internal::ExpireObjects(s_, now);
+    r.deferred_freed = s_.SweepDeferred(now);
+    std::tie(r.workers_expired, r.replicas_dropped) = master_internal::ExpireWorkers(s_, now);
+    const double used = static_cast<double>(s_.pool.used_bytes());
+    const double cap = static_cast<double>(s_.pool.capacity_bytes());
+    if (cap > 0 && used > s_.options.high_watermark * cap) {
+      const auto target = static_cast<uint64_t>(used - s_.options.low_watermark * cap);
+      const EvictionResult e = s_.Evict(target, now);
+      r.evicted_objects = e.victims;
+      r.evicted_bytes = e.freed_bytes;
+    }
+    RefreshMetrics();
+    return r;
+  }
+
+  // Evicts at least `bytes` if it can (the watermark logic of Tick, by hand).
+  EvictionResult EvictBytes(uint64_t bytes) { return s_.Evict(bytes, s_.Now()); }
+
+  MasterStats Stats() {
+    return MasterStats{.objects = s_.objects.load(std::memory_order_relaxed),
+                       .object_bytes = s_.object_bytes.load(std::memory_order_relaxed),
+                       .pending_puts = s_.pending_puts.load(std::memory_order_relaxed),
+                       .leases = s_.leases.live(),
+                       .used_bytes = s_.pool.used_bytes(),
+                       .capacity_bytes = s_.pool.capacity_bytes(),
+                       .workers = s_.workers.size(),
+                       .segments = s_.pool.size(),
+                       .deferred_frees = s_.table.DeferredCount()};
+  }
+
+  // Sets the gauges (Tick calls it): totals, per-worker usage, per-segment
+  // fragmentation (1 - largest free extent / free bytes).
+  void RefreshMetrics() {
+    absl::MutexLock lock(&refresh_mu_);
+    const MasterStats st = Stats();
+    MasterMetrics& m = s_.metrics;
+    m.objects->Set(static_cast<double>(st.objects));
+    m.object_bytes->Set(static_cast<double>(st.object_bytes));
+    m.pending_puts->Set(static_cast<double>(st.pending_puts));
+    m.leases->Set(static_cast<double>(st.leases));
+    m.deferred_frees->Set(static_cast<double>(st.deferred_frees));
+    m.workers->Set(static_cast<double>(st.workers));
+    m.segments->Set(static_cast<double>(st.segments));
+    m.used_bytes->Set(static_cast<double>(st.used_bytes));
+    m.capacity_bytes->Set(static_cast<double>(st.capacity_bytes));
+    absl::flat_hash_map<std::string, double> per_worker;
+    for (const SegmentView& v : s_.pool.Snapshot()) {
+      per_worker[v.worker_id] += static_cast<double>(v.used_bytes);
+      if (std::optional<alloc::AllocatorStats> a = s_.pool.Stats(v.id)) {
+        m.PerSegment(v.id)->Set(a->ExternalFragmentation());
+      }
+    }
+    for (auto& [worker, gauge] : worker_gauges_) {
+      if (!per_worker.contains(worker)) gauge->Set(0);  // left: its series reads 0
+    }
+    for (const auto& [worker, used] : per_worker) {
+      auto [it, fresh] = worker_gauges_.try_emplace(worker, nullptr);
+      if (fresh) it->second = m.PerWorker(worker);
+      it->second->Set(used);
+    }
+  }
+
+  MetricsRegistry* metrics() const { return s_.metrics.registry(); }
+  std::vector<SegmentView> Segments() const { return s_.pool.Snapshot(); }
+  std::optional<qos::TenantUsage> TenantUsage(std::string_view tenant) const {
+    return s_.quota.Usage(tenant.empty() ? std::string_view(s_.options.default_tenant) : tenant);
+  }
+  const MasterOptions& options() const { return s_.options; }
+
+ private:
+  Master(const MasterOptions& o, Clock* clock, MetricsRegistry* metrics, AllocatorFactory f,
+         P policy)
+      : s_(o, clock, metrics, std::move(f), std::move(policy)) {}
+
+  master_internal::MasterState<A, P> s_;
+  absl::Mutex refresh_mu_;
+  absl::flat_hash_map<std::string, Gauge*> worker_gauges_ ABSL_GUARDED_BY(refresh_mu_);
+};
+
+}  // namespace mooncake::master
+
+#endif  // MOONCAKE_STORE_MASTER_MASTER_H_

@@ -1,0 +1,112 @@
+// MasterMetrics: the master's counters and gauges in a MetricsRegistry
+// (rendered as Prometheus text by the registry's owner).
+//
+// Counters move on every operation (lock-free atomics). Gauges of state
+// (objects, bytes, leases, per-worker usage, per-segment fragmentation) are
+// set by Master::RefreshMetrics(), which Tick() calls, so reads never pay for
+// them.
+//
+// Families (prefix mooncake_master_):
+//   objects, object_bytes, pending_puts, leases, deferred_frees, workers,
+//   segments, used_bytes, capacity_bytes                      gauges
+//   puts_total{result=started|committed|revoked|timed_out|failed}
+//   gets_total{result=hit|miss}, prefix_queries_total, prefix_blocks_matched_total,
+//   evictions_total, evicted_bytes_total, removes_total, expired_total
+//   worker_used_bytes{worker}, segment_fragmentation{segment} gauges
+//
+// Thread-safety: pointers are set once in the constructor; the series are
+// atomics; PerWorker/PerSegment take the registry's mutex (Tick only).
+#ifndef MOONCAKE_STORE_MASTER_MASTER_METRICS_H_
+#define MOONCAKE_STORE_MASTER_MASTER_METRICS_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/metrics.h"
+
+namespace mooncake::master {
+
+class MasterMetrics {
+ public:
+  // `registry` null: a private one. It must outlive this.
+  explicit MasterMetrics(MetricsRegistry* registry) {
+    if (registry == nullptr) {
+      own_ = std::make_unique<MetricsRegistry>();
+      registry = own_.get();
+    }
+    registry_ = registry;
+    objects = G("objects", "Committed objects.");
+    object_bytes = G("object_bytes", "Sum of committed object sizes (one replica each).");
+    pending_puts = G("pending_puts", "Puts started and not yet ended.");
+    leases = G("leases", "Read leases live.");
+    deferred_frees = G("deferred_frees", "Removed objects whose space waits for leases.");
+    workers = G("workers", "Live workers.");
+    segments = G("segments", "Mounted segments.");
+    used_bytes = G("used_bytes", "Segment bytes allocated.");
+    capacity_bytes = G("capacity_bytes", "Segment bytes mounted.");
+    puts_started = Put("started");
+    puts_committed = Put("committed");
+    puts_revoked = Put("revoked");
+    puts_timed_out = Put("timed_out");
+    puts_failed = Put("failed");
+    gets_hit = Get("hit");
+    gets_miss = Get("miss");
+    prefix_queries = C("prefix_queries_total", "PrefixQuery calls.", {});
+    prefix_blocks_matched = C("prefix_blocks_matched_total", "Blocks PrefixQuery found.", {});
+    evictions = C("evictions_total", "Objects evicted.", {});
+    evicted_bytes = C("evicted_bytes_total", "Replica bytes freed by eviction.", {});
+    removes = C("removes_total", "Objects removed by Remove.", {});
+    expired = C("expired_total", "Objects removed at their TTL.", {});
+  }
+
+  Gauge* PerWorker(std::string_view worker_id) {
+    auto g = registry_->GetGauge("mooncake_master_worker_used_bytes",
+                                 "Bytes allocated in a worker's segments.",
+                                 {{"worker", std::string(worker_id)}});
+    MC_ASSERT(g.ok(), "metric registration failed");
+    return *g;
+  }
+  Gauge* PerSegment(uint64_t segment_id) {
+    auto g = registry_->GetGauge("mooncake_master_segment_fragmentation",
+                                 "1 - largest free extent / free bytes, per segment.",
+                                 {{"segment", std::to_string(segment_id)}});
+    MC_ASSERT(g.ok(), "metric registration failed");
+    return *g;
+  }
+
+  MetricsRegistry* registry() const { return registry_; }
+
+  Gauge *objects, *object_bytes, *pending_puts, *leases, *deferred_frees, *workers, *segments,
+      *used_bytes, *capacity_bytes;
+  Counter *puts_started, *puts_committed, *puts_revoked, *puts_timed_out, *puts_failed;
+  Counter *gets_hit, *gets_miss, *prefix_queries, *prefix_blocks_matched;
+  Counter *evictions, *evicted_bytes, *removes, *expired;
+
+ private:
+  Gauge* G(std::string_view name, std::string_view help) {
+    auto g = registry_->GetGauge(std::string("mooncake_master_") + std::string(name), help);
+    MC_ASSERT(g.ok(), "metric registration failed");
+    return *g;
+  }
+  Counter* C(std::string_view name, std::string_view help, const MetricLabels& labels) {
+    auto c =
+        registry_->GetCounter(std::string("mooncake_master_") + std::string(name), help, labels);
+    MC_ASSERT(c.ok(), "metric registration failed");
+    return *c;
+  }
+  Counter* Put(std::string_view result) {
+    return C("puts_total", "Two-phase puts by outcome.", {{"result", std::string(result)}});
+  }
+  Counter* Get(std::string_view result) {
+    return C("gets_total", "GetReplicas calls by outcome.", {{"result", std::string(result)}});
+  }
+
+  std::unique_ptr<MetricsRegistry> own_;
+  MetricsRegistry* registry_ = nullptr;
+};
+
+}  // namespace mooncake::master
+
+#endif  // MOONCAKE_STORE_MASTER_MASTER_METRICS_H_

@@ -1,0 +1,91 @@
+// MasterOptions: every knob of the master, with the defaults the reference
+// binary uses. Master::Create validates them (INVALID_ARGUMENT naming the
+// field).
+#ifndef MOONCAKE_STORE_MASTER_MASTER_OPTIONS_H_
+#define MOONCAKE_STORE_MASTER_MASTER_OPTIONS_H_
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "mooncake/store/master/membership.h"
+#include "mooncake/store/master/placement.h"
+
+namespace mooncake::master {
+
+struct TenantConfig {
+  std::string name;
+  uint64_t capacity_bytes = 0;         // segment bytes (size x replicas) it may hold
+  uint64_t pinned_capacity_bytes = 0;  // of which PIN_HARD; 0: same as capacity_bytes
+};
+
+struct MasterOptions {
+  size_t shard_count = 64;  // power of two
+  uint64_t max_object_bytes = uint64_t{1} << 32;
+  uint32_t default_replica_count = 1;
+  uint32_t max_replica_count = 8;
+  uint64_t alignment_bytes = 64;  // replica offsets are multiples of it
+  PlacementStrategy placement = PlacementStrategy::kClientLocalFirst;
+
+  int64_t put_timeout_ms = 30'000;  // PutStart -> PutEnd; later the master revokes
+  // A put revoked by timeout keeps its space this long more: its writer may
+  // still be writing (explicit PutRevoke frees at once: the writer says it
+  // stopped).
+  int64_t timed_out_put_hold_ms = 10'000;
+
+  int64_t default_lease_ms = 5'000;  // GetReplicas/PrefixQuery lease_ms == 0
+  int64_t max_lease_ms = 60'000;
+
+  MembershipOptions membership;
+
+  // Tick() evicts down to low_watermark once use passes high_watermark.
+  double high_watermark = 0.95;
+  double low_watermark = 0.85;
+  uint32_t put_eviction_rounds = 4;  // evict-and-retry rounds before RESOURCE_EXHAUSTED
+  uint64_t max_evictions_per_round = 4096;
+
+  // Tenants. The default tenant (requests with tenant "") always exists with
+  // default_tenant_capacity_bytes; other names must be configured here or by
+  // Master::SetTenant, else requests naming them fail with INVALID_ARGUMENT.
+  std::string default_tenant = "default";
+  uint64_t default_tenant_capacity_bytes = std::numeric_limits<uint64_t>::max();
+  std::vector<TenantConfig> tenants;
+
+  // Bound on the work one Tick() does per kind (leases, puts, TTLs).
+  size_t tick_batch_max = 65536;
+};
+
+inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
+  auto bad = [](std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("MasterOptions: ", AbslView(what)));
+  };
+  if (o.shard_count == 0 || o.shard_count > 4096 || (o.shard_count & (o.shard_count - 1)) != 0) {
+    return bad("shard_count must be a power of two in [1, 4096]");
+  }
+  if (o.max_object_bytes == 0) return bad("max_object_bytes must be > 0");
+  if (o.default_replica_count == 0 || o.default_replica_count > o.max_replica_count) {
+    return bad("default_replica_count must be in [1, max_replica_count]");
+  }
+  if (!alloc::IsValidAlignment(o.alignment_bytes)) return bad("alignment_bytes: power of two");
+  if (o.put_timeout_ms <= 0 || o.timed_out_put_hold_ms < 0) return bad("put timeouts");
+  if (o.default_lease_ms <= 0 || o.max_lease_ms < o.default_lease_ms) {
+    return bad("leases: 0 < default_lease_ms <= max_lease_ms");
+  }
+  if (o.membership.heartbeat_interval_ms <= 0 ||
+      o.membership.heartbeat_timeout_ms <= o.membership.heartbeat_interval_ms) {
+    return bad("membership: 0 < heartbeat_interval_ms < heartbeat_timeout_ms");
+  }
+  if (!(o.low_watermark > 0 && o.low_watermark < o.high_watermark && o.high_watermark <= 1.0)) {
+    return bad("watermarks: 0 < low_watermark < high_watermark <= 1");
+  }
+  if (o.default_tenant.empty()) return bad("default_tenant must not be empty");
+  if (o.tick_batch_max == 0 || o.max_evictions_per_round == 0) return bad("batch bounds > 0");
+  return absl::OkStatus();
+}
+
+}  // namespace mooncake::master
+
+#endif  // MOONCAKE_STORE_MASTER_MASTER_OPTIONS_H_

@@ -1,0 +1,181 @@
+// The master's vocabulary: what it knows about one object, and the checks
+// every request's key, size and tenant pass before anything else happens.
+//
+// An object is a key (1..kMaxKeyBytes bytes) naming `size_bytes` bytes held
+// as one or more replicas, each a range of a mounted segment on a distinct
+// worker. Its life:
+//
+//   PutStart -> kPending (replicas kAllocated; invisible to every read)
+//   PutEnd   -> kCommitted (replicas kComplete; visible; version assigned)
+//   Remove / eviction / TTL / a dead worker's last replica -> gone; its space
+//   is freed at once, or deferred while read leases are live (DeferredFree).
+//
+// Ids: put ids and versions come from one counter (IdSource), so they never
+// collide, and a version names one commit of one key for the life of the
+// master: a key removed and put again gets a new, larger version.
+//
+// Thread-safety: plain values; ObjectTable (object_table.h) guards them.
+#ifndef MOONCAKE_STORE_MASTER_OBJECT_META_H_
+#define MOONCAKE_STORE_MASTER_OBJECT_META_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "mooncake/alloc/allocator.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/store/rpc/master.pb.h"
+#include "mooncake/store/rpc/master_methods.h"
+
+namespace mooncake::master {
+
+enum class PinLevel : uint8_t { kNone, kSoft, kHard };
+enum class ObjectState : uint8_t { kPending, kCommitted };
+enum class ReplicaState : uint8_t { kAllocated, kComplete };
+
+// One copy of an object: `allocation` is a range of segment `segment_id`.
+struct Replica {
+  uint64_t segment_id = 0;
+  std::string worker_id;
+  std::string host_id;  // the segment's host, to order replicas nearest first
+  alloc::Allocation allocation;
+  ReplicaState state = ReplicaState::kAllocated;
+};
+
+struct ObjectMeta {
+  ObjectState state = ObjectState::kPending;
+  uint64_t size_bytes = 0;
+  uint64_t checksum = 0;
+  uint64_t put_id = 0;   // the put that created (or is creating) this object
+  uint64_t version = 0;  // 0 while pending; unique across keys once committed
+  std::string tenant;
+  PinLevel pin = PinLevel::kNone;
+  std::vector<Replica> replicas;
+  int64_t put_deadline_ns = 0;  // pending: revoked after this
+  uint64_t ttl_ms = 0;          // pending: becomes expire_at_ns at commit
+  int64_t expire_at_ns = 0;     // committed: 0 = never
+  // Read leases granted and neither released nor swept; the object is leased
+  // while lease_refs > 0 and now < lease_until_ns (the latest expiry).
+  uint32_t lease_refs = 0;
+  int64_t lease_until_ns = 0;
+  std::shared_ptr<const store::proto::TensorMeta> tensor;  // null: none given
+
+  bool committed() const { return state == ObjectState::kCommitted; }
+  bool Leased(int64_t now_ns) const { return lease_refs > 0 && now_ns < lease_until_ns; }
+  bool Expired(int64_t now_ns) const { return expire_at_ns != 0 && now_ns >= expire_at_ns; }
+  // What reads see: committed and not past its TTL.
+  bool Visible(int64_t now_ns) const { return committed() && !Expired(now_ns); }
+  // Bytes of segment space the object holds (and its tenant is charged).
+  uint64_t ChargeBytes() const { return size_bytes * replicas.size(); }
+};
+
+// The space of an object that left the table while something still needed
+// its bytes: read leases, or (a timed-out put) a writer that may still be
+// writing. Freed once now >= hold_until_ns and either no lease is left or the
+// last lease expired.
+struct DeferredFree {
+  std::string key;
+  std::vector<Replica> replicas;
+  uint32_t lease_refs = 0;
+  int64_t lease_until_ns = 0;
+  int64_t hold_until_ns = 0;
+
+  bool Due(int64_t now_ns) const {
+    return now_ns >= hold_until_ns && (lease_refs == 0 || now_ns >= lease_until_ns);
+  }
+};
+
+// Put ids and versions. Starts at 1 (0 means "none" on the wire).
+class IdSource {
+ public:
+  uint64_t Next() {
+    // relaxed: only uniqueness matters; the ids publish no memory.
+    return next_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<uint64_t> next_{1};
+};
+
+// ---- Input validation ------------------------------------------------------
+
+// A block object key (rpc::BlockObjectKey): 0x00, 'b', 16 bytes.
+inline bool IsBlockObjectKey(std::string_view key) {
+  return key.size() == 18 && key[0] == '\0' && key[1] == 'b';
+}
+
+// Accepts user keys (rpc::ValidateUserKey) and well-formed block object keys.
+inline absl::Status ValidateObjectKey(std::string_view key) {
+  if (!key.empty() && key[0] == '\0') {
+    if (IsBlockObjectKey(key)) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("object key starts with 0x00 but is not a block key (0x00 'b' + 16 bytes, ",
+                     "rpc::BlockObjectKey); got ", key.size(), " bytes"));
+  }
+  return rpc::ValidateUserKey(key);
+}
+
+inline absl::Status ValidateObjectSize(uint64_t size_bytes, uint64_t max_object_bytes) {
+  if (size_bytes == 0)
+    return absl::InvalidArgumentError("object size is 0; values must be >= 1 byte");
+  if (size_bytes > max_object_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "object of ", size_bytes, " bytes exceeds the limit of ", max_object_bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+inline absl::StatusOr<PinLevel> PinFromProto(store::proto::PinLevel pin) {
+  switch (pin) {
+    case store::proto::PIN_NONE:
+      return PinLevel::kNone;
+    case store::proto::PIN_SOFT:
+      return PinLevel::kSoft;
+    case store::proto::PIN_HARD:
+      return PinLevel::kHard;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("unknown pin level ", static_cast<int>(pin)));
+  }
+}
+
+// Fills the wire form of an object's description.
+inline void ToProto(const ObjectMeta& meta, store::proto::ObjectInfo* out) {
+  MC_DASSERT(meta.committed(), "only committed objects are described");
+  out->set_size_bytes(meta.size_bytes);
+  out->set_checksum(meta.checksum);
+  out->set_version(meta.version);
+  out->set_tenant(meta.tenant);
+  if (meta.tensor != nullptr) *out->mutable_tensor() = *meta.tensor;
+}
+
+inline void ToProto(const Replica& r, store::proto::Replica* out) {
+  out->set_segment_id(r.segment_id);
+  out->set_worker_id(r.worker_id);
+  out->set_offset(r.allocation.offset);
+  out->set_length(r.allocation.size);
+  out->set_state(r.state == ReplicaState::kComplete ? store::proto::REPLICA_COMPLETE
+                                                    : store::proto::REPLICA_ALLOCATED);
+}
+
+// Appends the complete replicas of `meta`, those on `client_host_id` first
+// (stable otherwise: placement order).
+inline void AppendReadableReplicas(const ObjectMeta& meta, std::string_view client_host_id,
+                                   google::protobuf::RepeatedPtrField<store::proto::Replica>* out) {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Replica& r : meta.replicas) {
+      if (r.state != ReplicaState::kComplete) continue;
+      const bool local = !client_host_id.empty() && r.host_id == client_host_id;
+      if (local == (pass == 0)) ToProto(r, out->Add());
+    }
+  }
+}
+
+}  // namespace mooncake::master
+
+#endif  // MOONCAKE_STORE_MASTER_OBJECT_META_H_

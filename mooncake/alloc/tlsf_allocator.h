@@ -103,10 +103,12 @@ class TlsfAllocator {
     MC_ASSERT(ValidateOptions(options).ok(), "invalid TlsfOptions; use TlsfAllocator::Create");
     heads_.fill(kNone);
     sl_bitmap_.fill(0);
-    nodes_.reserve(std::max<uint32_t>(options.reserve_records, 1));
+    nodes_.reserve(std::max<uint32_t>(options.reserve_records, 1) + 1);
+    nodes_.push_back(Node{.state = State::kSentinel});
     const uint32_t first = NewRecord();
     nodes_[first] = Node{.offset = 0, .size = capacity_};
-    phys_head_ = first;
+    nodes_[kNone].next_phys = first;
+    nodes_[kNone].prev_phys = first;
     InsertFree(first);
   }
 
@@ -181,13 +183,19 @@ class TlsfAllocator {
   void CheckInvariants() const;
 
  private:
-  static constexpr uint32_t kNone = std::numeric_limits<uint32_t>::max();
+  // Record 0 is a sentinel: "no record" in every link, and the head of the
+  // circular physical list. Links are written through it without a test
+  // (its free-list links are scratch), and its state is never kFree, so
+  // coalescing needs no bounds test either.
+  static constexpr uint32_t kNone = 0;
+  static constexpr uint32_t kNoBin = std::numeric_limits<uint32_t>::max();
+  static constexpr uint64_t kMaxRecords = uint64_t{1} << 32;
   static constexpr uint32_t kSlLog2 = 5;
   static constexpr uint32_t kSlCount = 1u << kSlLog2;
   static constexpr uint32_t kFlCount = 64;
   static constexpr uint32_t kBinCount = kFlCount * kSlCount;
 
-  enum class State : uint8_t { kSpare, kFree, kUsed };
+  enum class State : uint8_t { kSpare, kFree, kUsed, kSentinel };
 
   // One extent of the range, or a spare record on the spare list.
   struct Node {
@@ -198,6 +206,7 @@ class TlsfAllocator {
     uint32_t prev_free = kNone;  // bin list when kFree; spare list when kSpare
     uint32_t next_free = kNone;
     uint16_t generation = 0;  // bumped each time the record becomes kUsed
+    uint16_t bin = 0;         // the bin it sits in while kFree
     State state = State::kFree;
   };
 
@@ -220,14 +229,14 @@ class TlsfAllocator {
     return RoundUp(size, uint64_t{1} << shift);
   }
 
-  // The first non-empty bin at or after `bin`, or kNone.
+  // The first non-empty bin at or after `bin`, or kNoBin.
   uint32_t FirstNonEmptyBin(uint32_t bin) const {
     uint32_t fl = bin >> kSlLog2;
-    if (fl >= kFlCount) return kNone;
+    if (fl >= kFlCount) return kNoBin;
     const uint32_t sl_map = sl_bitmap_[fl] & (~0u << (bin & (kSlCount - 1)));
     if (sl_map != 0) return (fl << kSlLog2) | static_cast<uint32_t>(std::countr_zero(sl_map));
     const uint64_t fl_map = fl + 1 < kFlCount ? fl_bitmap_ & (~uint64_t{0} << (fl + 1)) : 0;
-    if (fl_map == 0) return kNone;
+    if (fl_map == 0) return kNoBin;
     fl = static_cast<uint32_t>(std::countr_zero(fl_map));
     MC_DASSERT(sl_bitmap_[fl] != 0, "first-level bit set over an empty second level");
     return (fl << kSlLog2) | static_cast<uint32_t>(std::countr_zero(sl_bitmap_[fl]));
@@ -248,12 +257,19 @@ class TlsfAllocator {
     }
     const uint64_t padding_max = alignment > granule_ ? alignment - granule_ : 0;
     const uint32_t sure = BinOf(RoundUpToBin(reserved + padding_max));
-    if (const uint32_t bin = FirstNonEmptyBin(sure); bin != kNone) {
+    if (const uint32_t bin = FirstNonEmptyBin(sure); bin != kNoBin) {
       MC_DASSERT(Fits(nodes_[heads_[bin]], reserved, alignment), "bin rounding broke the fit");
       return heads_[bin];
     }
+    return ScanForFit(own, sure, reserved, alignment);
+  }
+
+  // Step 3 of allocate(), near exhaustion: at most kFitScanMax blocks of the
+  // bins in [own, sure). Out of line: it is the cold path.
+  [[gnu::noinline]] uint32_t ScanForFit(uint32_t own, uint32_t sure, uint64_t reserved,
+                                        uint64_t alignment) const {
     uint32_t budget = kFitScanMax;
-    for (uint32_t bin = FirstNonEmptyBin(own); bin != kNone && bin < sure && budget > 0;
+    for (uint32_t bin = FirstNonEmptyBin(own); bin != kNoBin && bin < sure && budget > 0;
          bin = FirstNonEmptyBin(bin + 1)) {
       for (uint32_t i = heads_[bin]; i != kNone && budget > 0; i = nodes_[i].next_free, --budget) {
         if (Fits(nodes_[i], reserved, alignment)) return i;
@@ -264,7 +280,8 @@ class TlsfAllocator {
 
   // Turns [aligned, aligned + reserved) of free record `index` into the
   // allocation; the free bytes before and after become free records.
-  Allocation Carve(uint32_t index, uint64_t size, uint64_t reserved, uint64_t aligned) {
+  [[gnu::always_inline]] Allocation Carve(uint32_t index, uint64_t size, uint64_t reserved,
+                                          uint64_t aligned) {
     RemoveFree(index);
     const uint64_t start = nodes_[index].offset;
     MC_DASSERT(aligned >= start && aligned + reserved <= start + nodes_[index].size,
@@ -284,7 +301,7 @@ class TlsfAllocator {
   }
 
   // Splits the first `bytes` of record `index` off into a new free record.
-  void SplitFront(uint32_t index, uint64_t bytes) {
+  [[gnu::noinline]] void SplitFront(uint32_t index, uint64_t bytes) {
     const uint32_t front = NewRecord();
     Node& node = nodes_[index];
     nodes_[front] = Node{.offset = node.offset,
@@ -292,11 +309,7 @@ class TlsfAllocator {
                          .prev_phys = node.prev_phys,
                          .next_phys = index,
                          .state = State::kFree};
-    if (node.prev_phys != kNone) {
-      nodes_[node.prev_phys].next_phys = front;
-    } else {
-      phys_head_ = front;
-    }
+    nodes_[node.prev_phys].next_phys = front;  // the sentinel when first
     node.prev_phys = front;
     node.offset += bytes;
     node.size -= bytes;
@@ -313,7 +326,7 @@ class TlsfAllocator {
                         .prev_phys = index,
                         .next_phys = node.next_phys,
                         .state = State::kFree};
-    if (node.next_phys != kNone) nodes_[node.next_phys].prev_phys = back;
+    nodes_[node.next_phys].prev_phys = back;  // the sentinel when last
     node.next_phys = back;
     node.size = keep;
     InsertFree(back);
@@ -322,14 +335,12 @@ class TlsfAllocator {
   // Merges free record `index` with free physical neighbours; returns the
   // surviving record (not yet in a bin).
   uint32_t Coalesce(uint32_t index) {
-    if (const uint32_t prev = nodes_[index].prev_phys;
-        prev != kNone && nodes_[prev].state == State::kFree) {
+    if (const uint32_t prev = nodes_[index].prev_phys; nodes_[prev].state == State::kFree) {
       RemoveFree(prev);
       Absorb(prev, index);
       index = prev;
     }
-    if (const uint32_t next = nodes_[index].next_phys;
-        next != kNone && nodes_[next].state == State::kFree) {
+    if (const uint32_t next = nodes_[index].next_phys; nodes_[next].state == State::kFree) {
       RemoveFree(next);
       Absorb(index, next);
     }
@@ -343,51 +354,55 @@ class TlsfAllocator {
     MC_DASSERT(k.next_phys == victim && k.offset + k.size == v.offset, "absorbing a non-neighbour");
     k.size += v.size;
     k.next_phys = v.next_phys;
-    if (v.next_phys != kNone) nodes_[v.next_phys].prev_phys = keeper;
+    nodes_[v.next_phys].prev_phys = keeper;
     ReleaseRecord(victim);
   }
 
   void InsertFree(uint32_t index) {
     Node& node = nodes_[index];
     const uint32_t bin = BinOf(node.size);
+    const uint32_t head = heads_[bin];
     node.state = State::kFree;
+    node.bin = static_cast<uint16_t>(bin);
     node.prev_free = kNone;
-    node.next_free = heads_[bin];
-    if (heads_[bin] != kNone) nodes_[heads_[bin]].prev_free = index;
+    node.next_free = head;
+    nodes_[head].prev_free = index;
     heads_[bin] = index;
     sl_bitmap_[bin >> kSlLog2] |= 1u << (bin & (kSlCount - 1));
     fl_bitmap_ |= uint64_t{1} << (bin >> kSlLog2);
   }
 
+  // Branch-free but for the select: the unlink goes through the sentinel or
+  // the bin head, and the bitmap bits are cleared only if the bin emptied.
   void RemoveFree(uint32_t index) {
     const Node& node = nodes_[index];
     MC_DASSERT(node.state == State::kFree, "removing a record that is not free");
-    if (node.next_free != kNone) nodes_[node.next_free].prev_free = node.prev_free;
-    if (node.prev_free != kNone) {
-      nodes_[node.prev_free].next_free = node.next_free;
-      return;
-    }
-    const uint32_t bin = BinOf(node.size);
-    MC_DASSERT(heads_[bin] == index, "free record missing from its bin");
-    heads_[bin] = node.next_free;
-    if (node.next_free != kNone) return;
+    const uint32_t prev = node.prev_free, next = node.next_free, bin = node.bin;
+    MC_DASSERT(prev != kNone || heads_[bin] == index, "free record missing from its bin");
+    nodes_[next].prev_free = prev;
+    *(prev != kNone ? &nodes_[prev].next_free : &heads_[bin]) = next;
     const uint32_t fl = bin >> kSlLog2;
-    sl_bitmap_[fl] &= ~(1u << (bin & (kSlCount - 1)));
-    if (sl_bitmap_[fl] == 0) fl_bitmap_ &= ~(uint64_t{1} << fl);
+    sl_bitmap_[fl] &= ~(uint32_t{heads_[bin] == kNone} << (bin & (kSlCount - 1)));
+    fl_bitmap_ &= ~(uint64_t{sl_bitmap_[fl] == 0} << fl);
   }
 
   bool HasSpareRecords() const {
-    // A carve needs at most two new records; indices must stay below kNone.
-    return spare_head_ != kNone || nodes_.size() + 2 < kNone;
+    // A carve needs at most two new records; indices must fit 32 bits.
+    return spare_head_ != kNone || nodes_.size() + 2 <= kMaxRecords;
   }
 
   uint32_t NewRecord() {
-    if (spare_head_ != kNone) {
+    if (spare_head_ != kNone) [[likely]] {
       const uint32_t index = spare_head_;
       spare_head_ = nodes_[index].next_free;
       return index;
     }
-    MC_ASSERT(nodes_.size() < kNone, "TLSF record index space exhausted");
+    return GrowRecords();
+  }
+
+  // The slow path of NewRecord, kept out of line so the fast path inlines.
+  [[gnu::noinline]] uint32_t GrowRecords() {
+    MC_ASSERT(nodes_.size() < kMaxRecords, "TLSF record index space exhausted");
     nodes_.emplace_back();
     return static_cast<uint32_t>(nodes_.size() - 1);
   }
@@ -417,7 +432,6 @@ class TlsfAllocator {
   uint64_t used_bytes_ = 0;
   uint64_t reserved_bytes_ = 0;
   uint64_t live_ = 0;
-  uint32_t phys_head_ = kNone;
   uint32_t spare_head_ = kNone;
   uint64_t fl_bitmap_ = 0;
   std::array<uint32_t, kFlCount> sl_bitmap_;
@@ -431,7 +445,8 @@ inline void TlsfAllocator::CheckInvariants() const {
   uint64_t expect_offset = 0, reserved = 0, live = 0, free_records = 0;
   bool prev_free = false;
   uint32_t prev = kNone;
-  for (uint32_t i = phys_head_; i != kNone; prev = i, i = nodes_[i].next_phys) {
+  MC_ASSERT(nodes_[kNone].state == State::kSentinel, "sentinel record overwritten");
+  for (uint32_t i = nodes_[kNone].next_phys; i != kNone; prev = i, i = nodes_[i].next_phys) {
     const Node& node = nodes_[i];
     MC_ASSERT(node.prev_phys == prev, "broken physical back link");
     MC_ASSERT(node.offset == expect_offset && node.size > 0, "records do not tile the range");
@@ -449,14 +464,16 @@ inline void TlsfAllocator::CheckInvariants() const {
     expect_offset += node.size;
   }
   MC_ASSERT(expect_offset == capacity_, "records do not cover the range");
+  MC_ASSERT(nodes_[kNone].prev_phys == prev, "sentinel does not close the physical list");
   MC_ASSERT(reserved == reserved_bytes_ && live == live_, "counters disagree with the records");
   uint64_t binned = 0;
   for (uint32_t bin = 0; bin < kBinCount; ++bin) {
     const bool bit = (sl_bitmap_[bin >> kSlLog2] >> (bin & (kSlCount - 1))) & 1u;
     MC_ASSERT(bit == (heads_[bin] != kNone), "bitmap disagrees with bin list");
     for (uint32_t i = heads_[bin], p = kNone; i != kNone; p = i, i = nodes_[i].next_free) {
-      MC_ASSERT(nodes_[i].state == State::kFree && BinOf(nodes_[i].size) == bin,
-                "record in the wrong bin");
+      MC_ASSERT(
+          nodes_[i].state == State::kFree && BinOf(nodes_[i].size) == bin && nodes_[i].bin == bin,
+          "record in the wrong bin");
       MC_ASSERT(nodes_[i].prev_free == p, "broken bin back link");
       ++binned;
     }

@@ -1,0 +1,232 @@
+// Client: put, get, remove and exists on the distributed KV-cache store.
+//
+//   ASSIGN_OR_RETURN(auto channel, rpc::TcpChannel::Connect(master_address));
+//   ASSIGN_OR_RETURN(auto client, client::Client<rpc::TcpChannel>::Create({}, channel.get()));
+//   RETURN_IF_ERROR(client->Put("k", value, {.replica_count = 2}));
+//   ASSIGN_OR_RETURN(std::string v, client->Get("k"));
+//
+// Data never passes through the master: a put asks the master for space
+// (PutStart), writes every replica straight from the caller's bytes over the
+// transports and commits (PutEnd); a get asks for the replicas and a read
+// lease (GetReplicas) and reads the nearest complete replica straight into
+// the destination, falling back to the next replica when one fails. Objects
+// are immutable (re-putting a key is ALREADY_EXISTS; Remove first).
+//
+// Metadata cache (client/metadata_cache.h has the safety argument): the
+// answer and lease of a get are kept, so repeated gets of a hot key make no
+// master RPC until the lease nears its end. A cached get returns exactly the
+// bytes of the version cached, verified by checksum; this client's own Remove
+// and Put drop the entry first; another client's Remove shows here within one
+// lease (GetOptions::bypass_cache reads through the master).
+//
+// Errors (absl::Status, canonical codes):
+//   INVALID_ARGUMENT    empty key or value, key over 4096 bytes, a reserved
+//                       key (first byte 0x00), value over max_object_bytes
+//                       (here or at the master), unknown tenant
+//   NOT_FOUND           no such object (never put, removed, evicted, expired)
+//   ALREADY_EXISTS      put of a key that exists or is being put
+//   RESOURCE_EXHAUSTED  no space left after eviction, tenant quota
+//   OUT_OF_RANGE        GetInto's buffer is smaller than the object
+//   DEADLINE_EXCEEDED   the master or a transfer took longer than its timeout
+//   UNAVAILABLE         the master or every worker holding the object is gone
+//   DATA_LOSS           every replica's bytes failed the checksum
+//   FAILED_PRECONDITION remove of a pinned object without force
+//
+// Batch forms take many keys, overlap their master RPCs and move all their
+// data in one transport batch; each item gets its own Status.
+//
+// RegisterBuffer: transfers already go straight between the caller's memory
+// and the workers' segments (no staging), so registration is not needed for
+// correctness with the local, SHM and TCP transports; it declares a region
+// the caller will reuse for puts and GetInto (tracked, overlap-checked and
+// counted in stats().registered_bytes_moved) and is where a transport that
+// must pin memory (RDMA) registers it once instead of per transfer.
+//
+// Thread-safety: every method may be called concurrently.
+#ifndef MOONCAKE_STORE_CLIENT_H_
+#define MOONCAKE_STORE_CLIENT_H_
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/hash.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/store/client/client_options.h"
+#include "mooncake/store/client/internal/client_core.h"
+#include "mooncake/store/client/metadata_cache.h"
+#include "mooncake/store/client/segment_resolver.h"
+#include "mooncake/store/rpc/call.h"
+#include "mooncake/store/rpc/channel.h"
+#include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/transport/router.h"
+
+namespace mooncake::client {
+
+template <rpc::RpcChannel C>
+class Client {
+ public:
+  // `channel` reaches the master and must outlive the client.
+  static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options, C* channel) {
+    MC_ASSERT(channel != nullptr, "a client needs a channel to the master");
+    ASSIGN_OR_RETURN(auto core,
+                     client_internal::ClientCore<C>::Create(std::move(options), channel));
+    return std::unique_ptr<Client>(new Client(std::move(core)));
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // ---- Single-key calls --------------------------------------------------------
+
+  absl::Status Put(std::string_view key, std::string_view value, const PutOptions& options = {}) {
+    const PutItem item{key, value};
+    return core_->PutMany(std::span<const PutItem>(&item, 1), options).front();
+  }
+
+  absl::StatusOr<std::string> Get(std::string_view key, const GetOptions& options = {}) {
+    std::vector<absl::StatusOr<std::string>> r =
+        BatchGet(std::span<const std::string_view>(&key, 1), options);
+    return std::move(r.front());
+  }
+
+  // Reads the object into [buffer, buffer + capacity); returns its size.
+  absl::StatusOr<size_t> GetInto(std::string_view key, void* buffer, size_t capacity,
+                                 const GetOptions& options = {}) {
+    const GetIntoItem item{key, buffer, capacity};
+    return std::move(BatchGetInto(std::span<const GetIntoItem>(&item, 1), options).front());
+  }
+
+  absl::Status Remove(std::string_view key, const RemoveOptions& options = {}) {
+    return BatchRemove(std::span<const std::string_view>(&key, 1), options).front();
+  }
+
+  absl::StatusOr<bool> Exists(std::string_view key, std::string_view tenant = {}) {
+    RETURN_IF_ERROR(rpc::ValidateUserKey(key));
+    store::proto::ExistsRequest req;
+    req.set_key(std::string(key));
+    req.set_tenant(core_->Tenant(tenant));
+    ASSIGN_OR_RETURN(auto resp, core_->template CallMaster<rpc::ExistsMethod>(req));
+    return resp.exists();
+  }
+
+  // ---- Batch calls (one Status per item, same order) ---------------------------
+
+  std::vector<absl::Status> BatchPut(std::span<const PutItem> items,
+                                     const PutOptions& options = {}) {
+    return core_->PutMany(items, options);
+  }
+
+  std::vector<absl::StatusOr<std::string>> BatchGet(std::span<const std::string_view> keys,
+                                                    const GetOptions& options = {}) {
+    std::vector<client_internal::GetTarget> targets(keys.size());
+    std::vector<std::string> values(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      targets[i].key = keys[i];
+      targets[i].owned = &values[i];
+    }
+    std::vector<absl::Status> st = core_->GetMany(targets, options);
+    std::vector<absl::StatusOr<std::string>> out;
+    out.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (st[i].ok()) {
+        out.emplace_back(std::move(values[i]));
+      } else {
+        out.emplace_back(std::move(st[i]));
+      }
+    }
+    return out;
+  }
+
+  std::vector<absl::StatusOr<size_t>> BatchGetInto(std::span<const GetIntoItem> items,
+                                                   const GetOptions& options = {}) {
+    std::vector<client_internal::GetTarget> targets(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      targets[i].key = items[i].key;
+      targets[i].buffer = items[i].buffer;
+      targets[i].capacity = items[i].capacity;
+    }
+    std::vector<absl::Status> st = core_->GetMany(targets, options);
+    std::vector<absl::StatusOr<size_t>> out;
+    out.reserve(items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (st[i].ok()) {
+        out.emplace_back(static_cast<size_t>(targets[i].size));
+      } else {
+        out.emplace_back(std::move(st[i]));
+      }
+    }
+    return out;
+  }
+
+  std::vector<absl::Status> BatchRemove(std::span<const std::string_view> keys,
+                                        const RemoveOptions& options = {}) {
+    return core_->RemoveMany(keys, options);
+  }
+
+  // One BatchExists RPC per kMaxBatchKeys keys.
+  absl::StatusOr<std::vector<bool>> BatchExists(std::span<const std::string_view> keys,
+                                                std::string_view tenant = {}) {
+    std::vector<bool> out;
+    out.reserve(keys.size());
+    for (size_t begin = 0; begin < keys.size(); begin += rpc::kMaxBatchKeys) {
+      store::proto::BatchExistsRequest req;
+      req.set_tenant(core_->Tenant(tenant));
+      const size_t end = std::min(keys.size(), begin + rpc::kMaxBatchKeys);
+      for (size_t i = begin; i < end; ++i) {
+        RETURN_IF_ERROR(rpc::ValidateUserKey(keys[i]));
+        req.add_keys(std::string(keys[i]));
+      }
+      ASSIGN_OR_RETURN(auto resp, core_->template CallMaster<rpc::BatchExistsMethod>(req));
+      if (static_cast<size_t>(resp.exists_size()) != end - begin) {
+        return absl::InternalError("BatchExists answered a different number of keys");
+      }
+      for (bool e : resp.exists()) out.push_back(e);
+    }
+    return out;
+  }
+
+  // ---- Registered memory ---------------------------------------------------------
+
+  // Declares [addr, addr + length) as a buffer the caller reuses for puts and
+  // GetInto. INVALID_ARGUMENT (null, empty), ALREADY_EXISTS (overlaps one).
+  absl::Status RegisterBuffer(void* addr, size_t length) {
+    return core_->buffers().Register(addr, length);
+  }
+  // NOT_FOUND unless `addr` starts a registered buffer.
+  absl::Status UnregisterBuffer(void* addr) { return core_->buffers().Unregister(addr); }
+
+  // ---- Introspection ---------------------------------------------------------------
+
+  ClientStats stats() const { return core_->stats(); }
+  const std::string& client_id() const { return core_->client_id(); }
+  size_t cached_objects() const { return core_->cache().size(); }
+  transport::Router& router() { return core_->router(); }
+
+ private:
+  explicit Client(std::unique_ptr<client_internal::ClientCore<C>> core) : core_(std::move(core)) {}
+
+  std::unique_ptr<client_internal::ClientCore<C>> core_;
+};
+
+}  // namespace mooncake::client
+
+#endif  // MOONCAKE_STORE_CLIENT_H_

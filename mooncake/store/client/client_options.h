@@ -1,0 +1,80 @@
+// The client's options, per-call options and statistics (client.h).
+#ifndef MOONCAKE_STORE_CLIENT_CLIENT_OPTIONS_H_
+#define MOONCAKE_STORE_CLIENT_CLIENT_OPTIONS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/store/rpc/master.pb.h"
+
+namespace mooncake::client {
+
+struct ClientOptions {
+  std::string client_id;  // "" = <host>/<pid>/<n>
+  std::string host_id;    // "" = gethostname(): the master puts this host's replicas first
+  std::string tenant;     // calls whose options name no tenant use this ("" = default)
+  bool use_local = true;  // transports the client may use (the Router picks the best)
+  bool use_shm = true;
+  bool use_tcp = true;
+  bool verify_checksums = true;  // XXH3-64 of every value read
+  bool cache_enabled = true;     // metadata cache with leases (metadata_cache.h)
+  size_t cache_max_entries = 65536;
+  uint64_t lease_ms = 0;         // asked of the master per read; 0 = its default
+  int64_t lease_margin_ms = 50;  // a cached read must end this long before its lease
+  int64_t rpc_timeout_ms = 2'000;
+  int64_t transfer_timeout_ms = 5'000;
+  uint64_t max_object_bytes = uint64_t{1} << 32;  // larger puts: INVALID_ARGUMENT here
+  size_t max_open_segments = 4096;
+  Clock* clock = &MonotonicClock::Get();  // must outlive the client
+};
+
+struct PutOptions {
+  uint32_t replica_count = 0;         // 0 = the master's default
+  uint64_t preferred_segment_id = 0;  // 0 = none
+  store::proto::PinLevel pin = store::proto::PIN_NONE;
+  uint64_t ttl_ms = 0;                               // 0 = no expiry
+  std::string tenant;                                // "" = ClientOptions::tenant
+  const store::proto::TensorMeta* tensor = nullptr;  // optional; copied
+};
+
+struct GetOptions {
+  std::string tenant;         // "" = ClientOptions::tenant
+  bool bypass_cache = false;  // ask the master even if a cached lease is valid
+};
+
+struct RemoveOptions {
+  std::string tenant;  // "" = ClientOptions::tenant
+  bool force = false;  // also remove pinned objects
+};
+
+struct PutItem {
+  std::string_view key;
+  std::string_view value;  // may lie in a RegisterBuffer'd region
+};
+
+struct GetIntoItem {
+  std::string_view key;
+  void* buffer = nullptr;
+  size_t capacity = 0;
+};
+
+// Counters since the client started (monotonic; relaxed atomics).
+struct ClientStats {
+  uint64_t master_rpcs = 0;  // every call this client made to the master
+  uint64_t cache_hits = 0;   // gets served with no master RPC
+  uint64_t cache_misses = 0;
+  uint64_t replica_fallbacks = 0;    // reads that moved on to another replica
+  uint64_t checksum_mismatches = 0;  // replicas whose bytes did not match
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+  uint64_t registered_bytes_moved = 0;  // bytes moved from/into registered buffers
+};
+
+}  // namespace mooncake::client
+
+#endif  // MOONCAKE_STORE_CLIENT_CLIENT_OPTIONS_H_

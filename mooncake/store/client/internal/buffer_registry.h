@@ -1,0 +1,72 @@
+// BufferRegistry: the caller memory regions a client was told about
+// (Client::RegisterBuffer). Non-overlapping [start, end) ranges by address.
+//
+// Thread-safety: every method may be called concurrently (one mutex).
+#ifndef MOONCAKE_STORE_CLIENT_INTERNAL_BUFFER_REGISTRY_H_
+#define MOONCAKE_STORE_CLIENT_INTERNAL_BUFFER_REGISTRY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <map>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "mooncake/base/assert.h"
+
+namespace mooncake::client_internal {
+
+class BufferRegistry {
+ public:
+  absl::Status Register(const void* addr, size_t length) {
+    const auto start = reinterpret_cast<uintptr_t>(addr);
+    if (addr == nullptr || length == 0 || start + length < start) {
+      return absl::InvalidArgumentError("RegisterBuffer needs a non-null address and length > 0");
+    }
+    absl::MutexLock lock(&mu_);
+    auto next = ranges_.lower_bound(start);
+    if (next != ranges_.end() && next->first < start + length) return Overlap(start);
+    if (next != ranges_.begin() && std::prev(next)->second > start) return Overlap(start);
+    ranges_.emplace(start, start + length);
+    return absl::OkStatus();
+  }
+
+  absl::Status Unregister(const void* addr) {
+    absl::MutexLock lock(&mu_);
+    if (ranges_.erase(reinterpret_cast<uintptr_t>(addr)) == 0) {
+      return absl::NotFoundError("no registered buffer starts at this address");
+    }
+    return absl::OkStatus();
+  }
+
+  // Whether [addr, addr + length) lies inside one registered buffer.
+  bool Contains(const void* addr, size_t length) const {
+    const auto start = reinterpret_cast<uintptr_t>(addr);
+    absl::MutexLock lock(&mu_);
+    auto it = ranges_.upper_bound(start);
+    if (it == ranges_.begin()) return false;
+    --it;
+    MC_DASSERT(it->first <= start, "upper_bound went wrong");
+    return start + length <= it->second;
+  }
+
+  size_t size() const {
+    absl::MutexLock lock(&mu_);
+    return ranges_.size();
+  }
+
+ private:
+  static absl::Status Overlap(uintptr_t start) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("buffer at 0x", absl::Hex(start), " overlaps a registered buffer"));
+  }
+
+  mutable absl::Mutex mu_;
+  std::map<uintptr_t, uintptr_t> ranges_ ABSL_GUARDED_BY(mu_);  // start -> end
+};
+
+}  // namespace mooncake::client_internal
+
+#endif  // MOONCAKE_STORE_CLIENT_INTERNAL_BUFFER_REGISTRY_H_

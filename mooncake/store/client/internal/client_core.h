@@ -1,0 +1,262 @@
+// ClientCore: the machinery behind client.h (master calls, the put and get
+// paths, the cache and the transports). Only client.h includes it.
+#ifndef MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_CORE_H_
+#define MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_CORE_H_
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/hash.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/store/client/client_options.h"
+#include "mooncake/store/client/internal/buffer_registry.h"
+#include "mooncake/store/client/metadata_cache.h"
+#include "mooncake/store/client/segment_resolver.h"
+#include "mooncake/store/rpc/call.h"
+#include "mooncake/store/rpc/channel.h"
+#include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/worker/segment_directory.h"
+#include "mooncake/transport/local_transport.h"
+#include "mooncake/transport/router.h"
+#include "mooncake/transport/shm_transport.h"
+#include "mooncake/transport/tcp_transport.h"
+
+namespace mooncake::client_internal {
+
+namespace proto = ::mooncake::store::proto;
+using client::CachedObject;
+
+// One get: where its bytes go. Either `owned` (resized to the object) or
+// [buffer, buffer + capacity). `size` is set on success.
+struct GetTarget {
+  std::string_view key;
+  void* buffer = nullptr;
+  size_t capacity = 0;
+  std::string* owned = nullptr;
+  uint64_t size = 0;
+};
+
+struct AtomicStats {
+  std::atomic<uint64_t> master_rpcs{0}, cache_hits{0}, cache_misses{0}, replica_fallbacks{0},
+      checksum_mismatches{0}, bytes_read{0}, bytes_written{0}, registered_bytes_moved{0};
+};
+
+inline void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
+  c.fetch_add(n, std::memory_order_relaxed);  // counters: no ordering needed
+}
+
+inline absl::Status Annotate(const absl::Status& s, std::string_view op, std::string_view key) {
+  if (s.ok()) return s;
+  return absl::Status(
+      s.code(), absl::StrCat(AbslView(op), " '", absl::CEscape(AbslView(key)), "': ", s.message()));
+}
+
+template <rpc::RpcChannel C>
+class ClientCore {
+ public:
+  static absl::StatusOr<std::unique_ptr<ClientCore>> Create(client::ClientOptions o, C* channel) {
+    if (!o.use_local && !o.use_shm && !o.use_tcp) {
+      return absl::InvalidArgumentError("ClientOptions: enable at least one transport");
+    }
+    if (o.rpc_timeout_ms <= 0 || o.transfer_timeout_ms <= 0 || o.lease_margin_ms < 0 ||
+        o.cache_max_entries == 0 || o.max_object_bytes == 0 || o.clock == nullptr) {
+      return absl::InvalidArgumentError(
+          "ClientOptions: timeouts, cache_max_entries and max_object_bytes must be > 0, "
+          "lease_margin_ms >= 0, clock set");
+    }
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    if (o.host_id.empty()) o.host_id = host;
+    static std::atomic<uint64_t> counter{0};
+    if (o.client_id.empty()) {
+      o.client_id = absl::StrCat(host, "/", ::getpid(), "/", counter.fetch_add(1));
+    }
+    std::vector<std::unique_ptr<transport_internal::AnyTransport>> list;
+    if (o.use_local) {
+      list.push_back(
+          std::make_unique<transport_internal::AnyTransportOf<transport::LocalTransport>>(
+              std::make_unique<transport::LocalTransport>()));
+    }
+    if (o.use_shm) {
+      ASSIGN_OR_RETURN(auto shm, transport::ShmTransport::Create({}));
+      list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
+          std::move(shm)));
+    }
+    if (o.use_tcp) {
+      ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create({}));
+      list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(
+          std::move(tcp)));
+    }
+    ASSIGN_OR_RETURN(auto router, transport::Router::CreateFromList({}, std::move(list)));
+    return std::unique_ptr<ClientCore>(new ClientCore(std::move(o), channel, std::move(router)));
+  }
+
+  ~ClientCore() {
+    // Hand the cached leases back so their space frees now, not at expiry.
+    std::vector<uint64_t> leases = cache_.Clear();
+    if (!leases.empty()) {
+      proto::ReleaseLeasesRequest req;
+      for (uint64_t id : leases) req.add_lease_ids(id);
+      CallMaster<rpc::ReleaseLeasesMethod>(req).IgnoreError();
+    }
+  }
+
+  std::string Tenant(std::string_view t) const {
+    return t.empty() ? options_.tenant : std::string(t);
+  }
+
+  template <rpc::RpcMethod M>
+  absl::StatusOr<typename M::Response> CallMaster(const typename M::Request& req) {
+    Add(stats_.master_rpcs);
+    return rpc::Call<M>(*channel_, req, CallOpts());
+  }
+
+  // Issues every request at once (pipelined on one connection) and waits for
+  // all; bounded by the RPC timeout.
+  template <rpc::RpcMethod M>
+  std::vector<absl::StatusOr<typename M::Response>> CallMany(
+      const std::vector<typename M::Request>& reqs) {
+    struct State {
+      absl::Mutex mu;
+      size_t left ABSL_GUARDED_BY(mu) = 0;
+      std::vector<std::optional<absl::StatusOr<typename M::Response>>> out;
+    } state;
+    state.out.resize(reqs.size());
+    {
+      absl::MutexLock lock(&state.mu);
+      state.left = reqs.size();
+    }
+    Add(stats_.master_rpcs, reqs.size());
+    auto issue = [&] {
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        rpc::CallAsync<M>(*channel_, reqs[i], CallOpts(),
+                          [&state, i](absl::StatusOr<typename M::Response> r) {
+                            absl::MutexLock lock(&state.mu);
+                            state.out[i].emplace(std::move(r));
+                            --state.left;
+                          });
+      }
+    };
+    if constexpr (requires { typename C::Batch; }) {
+      typename C::Batch batch(*channel_);  // one send for the lot
+      issue();
+    } else {
+      issue();
+    }
+    absl::MutexLock lock(&state.mu);
+    state.mu.Await(absl::Condition(
+        +[](size_t* left) { return *left == 0; }, &state.left));
+    std::vector<absl::StatusOr<typename M::Response>> out;
+    out.reserve(reqs.size());
+    for (auto& r : state.out) out.push_back(std::move(*r));
+    return out;
+  }
+
+  std::vector<absl::Status> PutMany(std::span<const client::PutItem> items,
+                                    const client::PutOptions& o);
+  std::vector<absl::Status> GetMany(std::span<GetTarget> targets, const client::GetOptions& o);
+  std::vector<absl::Status> RemoveMany(std::span<const std::string_view> keys,
+                                       const client::RemoveOptions& o);
+
+  client::ClientStats stats() const {
+    auto l = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+    return {l(stats_.master_rpcs),         l(stats_.cache_hits),
+            l(stats_.cache_misses),        l(stats_.replica_fallbacks),
+            l(stats_.checksum_mismatches), l(stats_.bytes_read),
+            l(stats_.bytes_written),       l(stats_.registered_bytes_moved)};
+  }
+  const std::string& client_id() const { return options_.client_id; }
+  client::MetadataCache& cache() { return cache_; }
+  transport::Router& router() { return *router_; }
+  BufferRegistry& buffers() { return buffers_; }
+
+ private:
+  // What a get knows about one object: from the cache or a fresh answer.
+  struct Resolved {
+    bool have = false;
+    bool from_cache = false;
+    CachedObject obj;
+  };
+
+  ClientCore(client::ClientOptions o, C* channel, std::unique_ptr<transport::Router> router)
+      : options_(std::move(o)),
+        channel_(channel),
+        router_(std::move(router)),
+        resolver_(router_.get(), options_.max_open_segments),
+        cache_(options_.cache_max_entries, options_.clock) {}
+
+  rpc::CallOptions CallOpts() const { return {.timeout_ns = options_.rpc_timeout_ms * 1'000'000}; }
+  int64_t NowNs() const { return options_.clock->NowNs(); }
+  int64_t MarginNs() const { return options_.lease_margin_ms * 1'000'000; }
+
+  // A read of `obj` must end before its lease does (less the margin).
+  absl::Time ReadDeadline(const CachedObject& obj) const {
+    const int64_t now = NowNs();
+    const int64_t end =
+        std::min(now + options_.transfer_timeout_ms * 1'000'000, obj.lease_end_ns - MarginNs());
+    return absl::Now() + absl::Nanoseconds(std::max<int64_t>(end - now, 0));
+  }
+
+  void ReleaseAsync(std::vector<uint64_t> leases) {
+    if (leases.empty()) return;
+    proto::ReleaseLeasesRequest req;
+    for (uint64_t id : leases) req.add_lease_ids(id);
+    Add(stats_.master_rpcs);
+    // Best effort: an unreleased lease just runs out.
+    rpc::CallAsync<rpc::ReleaseLeasesMethod>(*channel_, req, CallOpts(), [](auto) {});
+  }
+
+  void Invalidate(const std::string& tenant, std::string_view key) {
+    if (auto lease = cache_.Erase(tenant, key); lease.has_value()) ReleaseAsync({*lease});
+  }
+
+  void* Destination(GetTarget& t) const {
+    return t.owned != nullptr ? static_cast<void*>(t.owned->data()) : t.buffer;
+  }
+
+  void LookupMany(std::span<GetTarget> t, const std::string& tenant, bool bypass,
+                  std::vector<Resolved>* res, std::vector<absl::Status>* st);
+  absl::Status ReadReplica(const CachedObject& obj, size_t r, void* dst, absl::Time deadline);
+  absl::Status ReadFrom(const CachedObject& obj, size_t first, void* dst, absl::Time deadline);
+  void ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res, std::vector<absl::Status>* st);
+  void CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const;
+  std::vector<absl::Status> WriteAll(std::span<const client::PutItem> items,
+                                     const std::vector<absl::StatusOr<proto::PutStartResponse>>& s,
+                                     std::vector<std::vector<uint64_t>>* failed_segments);
+
+  const client::ClientOptions options_;
+  C* const channel_;
+  std::unique_ptr<transport::Router> router_;
+  client::SegmentResolver resolver_;
+  client::MetadataCache cache_;
+  BufferRegistry buffers_;
+  AtomicStats stats_;
+};
+
+}  // namespace mooncake::client_internal
+
+#include "mooncake/store/client/internal/client_get.h"  // IWYU pragma: export
+#include "mooncake/store/client/internal/client_put.h"  // IWYU pragma: export
+
+#endif  // MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_CORE_H_

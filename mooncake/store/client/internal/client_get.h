@@ -1,0 +1,262 @@
+// ClientCore's get path; included only by client_core.h.
+//
+// GetMany: (1) cache lookups, then one overlapped GetReplicas per miss;
+// (2) every object's nearest replica read in one transport batch, checksums
+// verified; (3) an object whose first read failed tries its other replicas in
+// order; (4) fresh answers enter the cache (or their leases are released);
+// (5) an object served from the cache that failed everywhere is dropped from
+// the cache and read once more through the master.
+#ifndef MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_GET_H_
+#define MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_GET_H_
+
+#ifndef MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_CORE_H_
+#error "include mooncake/store/client.h instead"
+#endif
+
+namespace mooncake::client_internal {
+
+template <rpc::RpcChannel C>
+void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant, bool bypass,
+                               std::vector<Resolved>* res, std::vector<absl::Status>* st) {
+  std::vector<size_t> misses;
+  std::vector<proto::GetReplicasRequest> reqs;
+  // A cached entry is used only if a read can still finish inside its lease.
+  const int64_t min_left =
+      MarginNs() + std::min<int64_t>(options_.transfer_timeout_ms, 100) * 1'000'000;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (absl::Status s = rpc::ValidateUserKey(t[i].key); !s.ok()) {
+      (*st)[i] = Annotate(s, "Get", t[i].key);
+      continue;
+    }
+    if (options_.cache_enabled && !bypass) {
+      if (auto hit = cache_.Lookup(tenant, t[i].key, min_left); hit.has_value()) {
+        Add(stats_.cache_hits);
+        (*res)[i] = Resolved{true, true, std::move(*hit)};
+        continue;
+      }
+    }
+    Add(stats_.cache_misses);
+    proto::GetReplicasRequest& r = reqs.emplace_back();
+    r.set_key(std::string(t[i].key));
+    r.set_tenant(tenant);
+    r.set_client_host_id(options_.host_id);
+    r.set_lease_ms(options_.lease_ms);
+    misses.push_back(i);
+  }
+  if (misses.empty()) return;
+  const int64_t sent_ns = NowNs();  // leases count from no earlier than this
+  auto answers = CallMany<rpc::GetReplicasMethod>(reqs);
+  for (size_t j = 0; j < misses.size(); ++j) {
+    const size_t i = misses[j];
+    if (!answers[j].ok()) {
+      (*st)[i] = Annotate(answers[j].status(), "Get", t[i].key);
+      continue;
+    }
+    proto::GetReplicasResponse& a = *answers[j];
+    Resolved& r = (*res)[i];
+    r.have = true;
+    r.obj.size_bytes = a.object().size_bytes();
+    r.obj.checksum = a.object().checksum();
+    r.obj.version = a.object().version();
+    r.obj.lease_id = a.lease().lease_id();
+    r.obj.lease_end_ns =
+        sent_ns +
+        static_cast<int64_t>(std::min<uint64_t>(a.lease().expires_in_ms(), 1u << 30)) * 1'000'000;
+    for (proto::Replica& rep : *a.mutable_replicas()) {
+      if (rep.state() == proto::REPLICA_COMPLETE) r.obj.replicas.push_back(std::move(rep));
+    }
+    // Same host first (SHM), keeping the master's order otherwise.
+    std::stable_partition(r.obj.replicas.begin(), r.obj.replicas.end(),
+                          [&](const proto::Replica& rep) {
+                            auto w = worker::ParseWorkerId(rep.worker_id());
+                            return w.ok() && w->host == options_.host_id;
+                          });
+  }
+}
+
+template <rpc::RpcChannel C>
+void ClientCore<C>::CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const {
+  if (t.owned != nullptr) {
+    t.owned->resize(obj.size_bytes);
+  } else if (obj.size_bytes > t.capacity) {
+    *st = absl::OutOfRangeError(absl::StrCat("GetInto '", absl::CEscape(AbslView(t.key)),
+                                             "': object of ", obj.size_bytes,
+                                             " bytes does not fit the buffer of ", t.capacity));
+  } else if (t.buffer == nullptr) {
+    *st = absl::InvalidArgumentError("GetInto with a null buffer");
+  }
+}
+
+// One replica into `dst`, checksum verified.
+template <rpc::RpcChannel C>
+absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void* dst,
+                                        absl::Time deadline) {
+  const proto::Replica& rep = obj.replicas[r];
+  if (rep.length() != obj.size_bytes) {
+    return absl::DataLossError("replica length differs from the object's size");
+  }
+  ASSIGN_OR_RETURN(const client::OpenedSegment seg,
+                   resolver_.Resolve(rep.worker_id(), rep.segment_id(), deadline));
+  const transport::TransferRequest req{transport::OpCode::kRead, dst, seg.handle, rep.offset(),
+                                       obj.size_bytes};
+  absl::Status s =
+      RunTransfers(*router_, std::span<const transport::TransferRequest>(&req, 1), deadline)
+          .front();
+  if (!s.ok()) {
+    resolver_.Forget(rep.segment_id());
+    return absl::IsDeadlineExceeded(s) ? s : absl::UnavailableError(s.message());
+  }
+  if (options_.verify_checksums && StableHash64(dst, obj.size_bytes) != obj.checksum) {
+    Add(stats_.checksum_mismatches);
+    return absl::DataLossError(
+        absl::StrCat("replica on segment ", rep.segment_id(), " failed the checksum"));
+  }
+  return absl::OkStatus();
+}
+
+// Replicas [first, n) in order until one reads; the error says why all failed.
+template <rpc::RpcChannel C>
+absl::Status ClientCore<C>::ReadFrom(const CachedObject& obj, size_t first, void* dst,
+                                     absl::Time deadline) {
+  absl::Status last = absl::UnavailableError("the object has no complete replica left");
+  bool corrupt = false;
+  for (size_t r = first; r < obj.replicas.size(); ++r) {
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("read deadline (or lease end) passed; last error: ", last.message()));
+    }
+    if (r > 0) Add(stats_.replica_fallbacks);
+    absl::Status s = ReadReplica(obj, r, dst, deadline);
+    if (s.ok()) return s;
+    corrupt |= absl::IsDataLoss(s);
+    last = s;
+  }
+  if (corrupt) {
+    return absl::DataLossError(absl::StrCat("no replica passed the checksum: ", last.message()));
+  }
+  if (absl::IsDeadlineExceeded(last)) return last;
+  return absl::UnavailableError(
+      absl::StrCat("every replica failed (worker gone?): ", last.message()));
+}
+
+// Step 2 and 3: the nearest replica of every object in one batch, then the
+// others one by one for the objects whose first read failed.
+template <rpc::RpcChannel C>
+void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
+                            std::vector<absl::Status>* st) {
+  std::vector<transport::TransferRequest> reqs;
+  std::vector<size_t> who;
+  std::vector<size_t> next(t.size(), 0);  // first replica to try in step 3
+  absl::Time deadline = absl::InfiniteFuture();
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (!(*st)[i].ok() || !res[i].have) continue;
+    const CachedObject& obj = res[i].obj;
+    const absl::Time d = ReadDeadline(obj);
+    deadline = std::min(deadline, d);
+    if (obj.replicas.empty() || obj.replicas[0].length() != obj.size_bytes) continue;
+    auto seg = resolver_.Resolve(obj.replicas[0].worker_id(), obj.replicas[0].segment_id(), d);
+    next[i] = 1;
+    if (!seg.ok()) continue;
+    reqs.push_back({transport::OpCode::kRead, Destination(t[i]), seg->handle,
+                    obj.replicas[0].offset(), obj.size_bytes});
+    who.push_back(i);
+  }
+  std::vector<bool> done(t.size(), false);
+  const std::vector<absl::Status> rs = RunTransfers(*router_, reqs, deadline);
+  for (size_t j = 0; j < who.size(); ++j) {
+    const size_t i = who[j];
+    const CachedObject& obj = res[i].obj;
+    if (!rs[j].ok()) {
+      resolver_.Forget(obj.replicas[0].segment_id());
+      continue;
+    }
+    if (options_.verify_checksums &&
+        StableHash64(Destination(t[i]), obj.size_bytes) != obj.checksum) {
+      Add(stats_.checksum_mismatches);
+      continue;
+    }
+    done[i] = true;
+  }
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (!(*st)[i].ok() || !res[i].have || done[i]) continue;
+    (*st)[i] = ReadFrom(res[i].obj, next[i], Destination(t[i]), ReadDeadline(res[i].obj));
+  }
+}
+
+template <rpc::RpcChannel C>
+std::vector<absl::Status> ClientCore<C>::GetMany(std::span<GetTarget> t,
+                                                 const client::GetOptions& o) {
+  const std::string tenant = Tenant(o.tenant);
+  std::vector<absl::Status> st(t.size());
+  std::vector<Resolved> res(t.size());
+  LookupMany(t, tenant, o.bypass_cache, &res, &st);
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (st[i].ok() && res[i].have) CheckTarget(t[i], res[i].obj, &st[i]);
+  }
+  ReadAll(t, res, &st);
+  std::vector<uint64_t> release;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (!res[i].have) continue;
+    Resolved& r = res[i];
+    if (st[i].ok()) {
+      t[i].size = r.obj.size_bytes;
+      Add(stats_.bytes_read, r.obj.size_bytes);
+      if (t[i].owned == nullptr && buffers_.Contains(t[i].buffer, r.obj.size_bytes)) {
+        Add(stats_.registered_bytes_moved, r.obj.size_bytes);
+      }
+      if (r.from_cache) continue;
+      if (options_.cache_enabled && r.obj.lease_id != 0) {
+        for (uint64_t id : cache_.Insert(tenant, t[i].key, std::move(r.obj))) {
+          release.push_back(id);
+        }
+      } else if (r.obj.lease_id != 0) {
+        release.push_back(r.obj.lease_id);
+      }
+      continue;
+    }
+    if (!r.from_cache) {
+      if (r.obj.lease_id != 0) release.push_back(r.obj.lease_id);
+      st[i] = Annotate(st[i], "Get", t[i].key);
+      continue;
+    }
+    // A cached answer failed on every replica: forget it, ask the master once.
+    if (auto lease = cache_.Erase(tenant, t[i].key); lease.has_value()) release.push_back(*lease);
+    client::GetOptions again = o;
+    again.bypass_cache = true;
+    st[i] = GetMany(t.subspan(i, 1), again).front();
+  }
+  ReleaseAsync(std::move(release));
+  return st;
+}
+
+template <rpc::RpcChannel C>
+std::vector<absl::Status> ClientCore<C>::RemoveMany(std::span<const std::string_view> keys,
+                                                    const client::RemoveOptions& o) {
+  const std::string tenant = Tenant(o.tenant);
+  std::vector<absl::Status> st(keys.size());
+  std::vector<proto::RemoveRequest> reqs;
+  std::vector<size_t> who;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (absl::Status s = rpc::ValidateUserKey(keys[i]); !s.ok()) {
+      st[i] = Annotate(s, "Remove", keys[i]);
+      continue;
+    }
+    Invalidate(tenant, keys[i]);  // before the master forgets it: read-your-removes
+    proto::RemoveRequest& r = reqs.emplace_back();
+    r.set_key(std::string(keys[i]));
+    r.set_tenant(tenant);
+    r.set_force(o.force);
+    who.push_back(i);
+  }
+  auto answers = CallMany<rpc::RemoveMethod>(reqs);
+  for (size_t j = 0; j < who.size(); ++j) {
+    // Again after: a get of ours that raced the remove may have cached it.
+    Invalidate(tenant, keys[who[j]]);
+    st[who[j]] = Annotate(answers[j].status(), "Remove", keys[who[j]]);
+  }
+  return st;
+}
+
+}  // namespace mooncake::client_internal
+
+#endif  // MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_GET_H_

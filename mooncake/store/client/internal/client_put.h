@@ -1,0 +1,139 @@
+// ClientCore's put path; included only by client_core.h.
+//
+// PutMany: (1) validate, drop our cache entries, one overlapped PutStart per
+// item; (2) every replica of every item written in one transport batch,
+// straight from the caller's bytes; (3) PutEnd naming the replicas whose
+// write failed (the master commits the rest), or PutRevoke when every write
+// of an item failed, so an item either commits on the replicas that hold its
+// bytes or leaves nothing behind.
+#ifndef MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_PUT_H_
+#define MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_PUT_H_
+
+#ifndef MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_CORE_H_
+#error "include mooncake/store/client.h instead"
+#endif
+
+namespace mooncake::client_internal {
+
+template <rpc::RpcChannel C>
+std::vector<absl::Status> ClientCore<C>::WriteAll(
+    std::span<const client::PutItem> items,
+    const std::vector<absl::StatusOr<proto::PutStartResponse>>& starts,
+    std::vector<std::vector<uint64_t>>* failed_segments) {
+  std::vector<absl::Status> last(items.size());
+  std::vector<transport::TransferRequest> reqs;
+  std::vector<std::pair<size_t, uint64_t>> who;  // (item, segment id)
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(options_.transfer_timeout_ms);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!starts[i].ok()) continue;
+    for (const proto::Replica& rep : starts[i]->replicas()) {
+      auto seg = resolver_.Resolve(rep.worker_id(), rep.segment_id(), deadline);
+      if (!seg.ok() || rep.length() != items[i].value.size()) {
+        (*failed_segments)[i].push_back(rep.segment_id());
+        last[i] = seg.ok() ? absl::InternalError("master gave a replica of the wrong length")
+                           : seg.status();
+        continue;
+      }
+      reqs.push_back({transport::OpCode::kWrite, const_cast<char*>(items[i].value.data()),
+                      seg->handle, rep.offset(), items[i].value.size()});
+      who.emplace_back(i, rep.segment_id());
+    }
+  }
+  const std::vector<absl::Status> rs = RunTransfers(*router_, reqs, deadline);
+  for (size_t j = 0; j < who.size(); ++j) {
+    if (rs[j].ok()) continue;
+    (*failed_segments)[who[j].first].push_back(who[j].second);
+    last[who[j].first] = rs[j];
+    resolver_.Forget(who[j].second);
+  }
+  return last;
+}
+
+template <rpc::RpcChannel C>
+std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem> items,
+                                                 const client::PutOptions& o) {
+  const std::string tenant = Tenant(o.tenant);
+  std::vector<absl::Status> st(items.size());
+  std::vector<proto::PutStartRequest> reqs;
+  std::vector<size_t> who;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const client::PutItem& it = items[i];
+    absl::Status s = rpc::ValidateUserKey(it.key);
+    if (s.ok() && it.value.empty()) s = absl::InvalidArgumentError("empty value");
+    if (s.ok() && it.value.size() > options_.max_object_bytes) {
+      s = absl::InvalidArgumentError(absl::StrCat("value of ", it.value.size(),
+                                                  " bytes exceeds max_object_bytes ",
+                                                  options_.max_object_bytes));
+    }
+    if (!s.ok()) {
+      st[i] = Annotate(s, "Put", it.key);
+      continue;
+    }
+    Invalidate(tenant, it.key);
+    proto::PutStartRequest& r = reqs.emplace_back();
+    r.set_key(std::string(it.key));
+    r.set_size_bytes(it.value.size());
+    r.set_checksum(StableHash64(it.value.data(), it.value.size()));
+    r.mutable_options()->set_replica_count(o.replica_count);
+    r.mutable_options()->set_preferred_segment_id(o.preferred_segment_id);
+    r.mutable_options()->set_pin(o.pin);
+    r.mutable_options()->set_ttl_ms(o.ttl_ms);
+    r.mutable_options()->set_tenant(tenant);
+    if (o.tensor != nullptr) *r.mutable_tensor() = *o.tensor;
+    r.set_client_id(options_.client_id);
+    r.set_client_host_id(options_.host_id);
+    who.push_back(i);
+  }
+  std::vector<client::PutItem> started;
+  for (size_t i : who) started.push_back(items[i]);
+  auto starts = CallMany<rpc::PutStartMethod>(reqs);
+  std::vector<std::vector<uint64_t>> failed(who.size());
+  const std::vector<absl::Status> write_errors = WriteAll(started, starts, &failed);
+  std::vector<proto::PutEndRequest> ends;
+  std::vector<proto::PutRevokeRequest> revokes;
+  std::vector<size_t> end_who;
+  for (size_t j = 0; j < who.size(); ++j) {
+    const size_t i = who[j];
+    if (!starts[j].ok()) {
+      st[i] = Annotate(starts[j].status(), "Put", items[i].key);
+      continue;
+    }
+    if (failed[j].size() == static_cast<size_t>(starts[j]->replicas_size())) {
+      proto::PutRevokeRequest& r = revokes.emplace_back();
+      r.set_key(std::string(items[i].key));
+      r.set_put_id(starts[j]->put_id());
+      st[i] = Annotate(absl::UnavailableError(
+                           absl::StrCat("every replica write failed (worker gone?); put revoked: ",
+                                        write_errors[j].message())),
+                       "Put", items[i].key);
+      continue;
+    }
+    proto::PutEndRequest& r = ends.emplace_back();
+    r.set_key(std::string(items[i].key));
+    r.set_put_id(starts[j]->put_id());
+    for (uint64_t seg : failed[j]) r.add_failed_segment_ids(seg);
+    end_who.push_back(i);
+  }
+  auto end_answers = CallMany<rpc::PutEndMethod>(ends);
+  for (size_t k = 0; k < end_who.size(); ++k) {
+    const size_t i = end_who[k];
+    if (end_answers[k].ok()) {
+      Add(stats_.bytes_written, items[i].value.size());
+      if (buffers_.Contains(items[i].value.data(), items[i].value.size())) {
+        Add(stats_.registered_bytes_moved, items[i].value.size());
+      }
+      continue;
+    }
+    st[i] = Annotate(end_answers[k].status(), "Put", items[i].key);
+    // Unknown outcome (e.g. a timeout): revoke so nothing half-done stays.
+    proto::PutRevokeRequest& r = revokes.emplace_back();
+    r.set_key(std::string(items[i].key));
+    r.set_put_id(ends[k].put_id());
+  }
+  if (!revokes.empty()) CallMany<rpc::PutRevokeMethod>(revokes);  // best effort
+  return st;
+}
+
+}  // namespace mooncake::client_internal
+
+#endif  // MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_PUT_H_

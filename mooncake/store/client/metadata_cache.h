@@ -1,0 +1,169 @@
+// MetadataCache: what the client remembers about objects it read, so a get
+// of a hot key needs no master RPC while the master's read lease is valid.
+//
+// An entry is the master's answer to GetReplicas (object info with version
+// and checksum, the complete replicas) plus the lease that came with it and
+// the end of that lease on this client's clock. The end is computed from the
+// time the request was *sent*, so it is never later than the master's own
+// expiry (the master counts from receipt; clock rates are assumed equal over
+// a lease's few seconds, and lease_margin covers drift and the read itself).
+//
+// Why a cached entry is safe to read (the argument docs/client.md expands):
+//   - The master never reuses a leased object's space before the lease ends
+//     (master.proto, Lease), and never evicts a leased object. So while the
+//     lease is valid, the bytes at the cached replica are the bytes of the
+//     cached version: never another object's bytes and never torn.
+//   - Objects are immutable: a put of an existing key is ALREADY_EXISTS
+//     (master.proto), so a key's bytes change only through Remove + Put, which
+//     yields a new version in new space.
+//   - This client's own Remove and Put erase the entry first, so it always
+//     reads its own writes. Another client's Remove becomes visible here when
+//     the lease ends (at most lease_ms); GetOptions::bypass_cache reads
+//     through the master for callers that need that ordering.
+//   - Every read verifies the XXH3-64 checksum of the cached version (unless
+//     disabled), which also catches a worker that lost its memory.
+//   - A read that fails on every cached replica drops the entry and asks the
+//     master once.
+//
+// Bounded: at most `max_entries` entries; the least recently used goes first.
+// Entries whose lease ended are dropped when met.
+//
+// Thread-safety: every method may be called concurrently (one mutex).
+#ifndef MOONCAKE_STORE_CLIENT_METADATA_CACHE_H_
+#define MOONCAKE_STORE_CLIENT_METADATA_CACHE_H_
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/store/rpc/master.pb.h"
+
+namespace mooncake::client {
+
+struct CachedObject {
+  uint64_t size_bytes = 0;
+  uint64_t checksum = 0;
+  uint64_t version = 0;
+  std::vector<store::proto::Replica> replicas;  // complete, nearest first
+  uint64_t lease_id = 0;
+  int64_t lease_end_ns = 0;  // this client's clock; reads must end before it
+};
+
+class MetadataCache {
+ public:
+  // `clock` must outlive the cache.
+  MetadataCache(size_t max_entries, Clock* clock) : max_entries_(max_entries), clock_(clock) {
+    MC_ASSERT(max_entries > 0, "a cache holds at least one entry");
+    MC_ASSERT(clock != nullptr, "a cache needs a clock");
+  }
+  MetadataCache(const MetadataCache&) = delete;
+  MetadataCache& operator=(const MetadataCache&) = delete;
+
+  // The entry for (tenant, key) if its lease has at least `min_remaining_ns`
+  // left; an entry with less is dropped (its lease is ending anyway).
+  std::optional<CachedObject> Lookup(std::string_view tenant, std::string_view key,
+                                     int64_t min_remaining_ns) {
+    const std::string k = Key(tenant, key);
+    const int64_t now = clock_->NowNs();
+    absl::MutexLock lock(&mu_);
+    auto it = map_.find(k);
+    if (it == map_.end()) return std::nullopt;
+    if (it->second->second.lease_end_ns - now < min_remaining_ns) {
+      lru_.erase(it->second);
+      map_.erase(it);
+      return std::nullopt;
+    }
+    lru_.splice(lru_.begin(), lru_, it->second);  // most recent first
+    return it->second->second;
+  }
+
+  // Caches `object`. Returns the leases of entries it displaced (a replaced
+  // entry, the least recently used past the bound) that are still live: the
+  // caller releases them with the master.
+  [[nodiscard]] std::vector<uint64_t> Insert(std::string_view tenant, std::string_view key,
+                                             CachedObject object) {
+    MC_DASSERT(object.lease_id != 0, "only leased answers are cached");
+    std::string k = Key(tenant, key);
+    const int64_t now = clock_->NowNs();
+    std::vector<uint64_t> release;
+    absl::MutexLock lock(&mu_);
+    if (auto it = map_.find(k); it != map_.end()) {
+      Drop(it->second, now, &release);
+      map_.erase(it);
+    }
+    lru_.emplace_front(k, std::move(object));
+    map_.emplace(std::move(k), lru_.begin());
+    while (map_.size() > max_entries_) {
+      auto last = std::prev(lru_.end());
+      map_.erase(last->first);
+      Drop(last, now, &release);
+    }
+    MC_DASSERT(map_.size() == lru_.size(), "index and list disagree");
+    return release;
+  }
+
+  // Forgets (tenant, key); returns its lease if still live.
+  [[nodiscard]] std::optional<uint64_t> Erase(std::string_view tenant, std::string_view key) {
+    const std::string k = Key(tenant, key);
+    const int64_t now = clock_->NowNs();
+    absl::MutexLock lock(&mu_);
+    auto it = map_.find(k);
+    if (it == map_.end()) return std::nullopt;
+    std::vector<uint64_t> release;
+    Drop(it->second, now, &release);
+    map_.erase(it);
+    if (release.empty()) return std::nullopt;
+    return release.front();
+  }
+
+  // Forgets everything; returns the live leases.
+  [[nodiscard]] std::vector<uint64_t> Clear() {
+    const int64_t now = clock_->NowNs();
+    std::vector<uint64_t> release;
+    absl::MutexLock lock(&mu_);
+    while (!lru_.empty()) Drop(lru_.begin(), now, &release);
+    map_.clear();
+    return release;
+  }
+
+  size_t size() const {
+    absl::MutexLock lock(&mu_);
+    return map_.size();
+  }
+
+ private:
+  using Entry = std::pair<std::string, CachedObject>;
+  using List = std::list<Entry>;
+
+  static std::string Key(std::string_view tenant, std::string_view key) {
+    // Length-prefixed tenant, so ("a", "bc") and ("ab", "c") differ.
+    return absl::StrCat(tenant.size(), ":", AbslView(tenant), AbslView(key));
+  }
+
+  void Drop(List::iterator it, int64_t now, std::vector<uint64_t>* release)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (it->second.lease_end_ns > now) release->push_back(it->second.lease_id);
+    lru_.erase(it);
+  }
+
+  const size_t max_entries_;
+  Clock* const clock_;
+  mutable absl::Mutex mu_;
+  List lru_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, List::iterator> map_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace mooncake::client
+
+#endif  // MOONCAKE_STORE_CLIENT_METADATA_CACHE_H_

@@ -1,0 +1,359 @@
+// Worker: contributes memory to the store. It owns memfd-backed DRAM
+// segments, serves them through a transport Router (local for clients in its
+// own process, SHM for clients on its host, TCP for everyone), mounts them
+// with the master, heartbeats, remounts when the master asks, and unmounts on
+// a graceful Shutdown.
+//
+//   ASSIGN_OR_RETURN(auto channel, rpc::TcpChannel::Connect(master_address));
+//   ASSIGN_OR_RETURN(auto worker, Worker<rpc::TcpChannel>::Start(options, channel.get()));
+//   ...
+//   RETURN_IF_ERROR(worker->Shutdown());   // the destructor does it too
+//
+// The worker never sees puts or gets: clients write and read its segments
+// one-sidedly (transport.h) at offsets the master handed out. How a client
+// gets from the master's (worker id, segment id) to a transport segment is in
+// segment_directory.h.
+//
+// Remount. When a heartbeat answer says remount_required (the master expired
+// this worker or restarted), every replica the master knew here is gone. The
+// worker then mounts *fresh* memory (a new memfd per segment) and retires the
+// old: a client still holding a read lease on an old replica keeps reading the
+// old, intact bytes through its SHM mapping, or gets NotFound over TCP and
+// falls back; no new object can land in memory an old lease still covers.
+//
+// Thread-safety: every method may be called from any thread. One background
+// thread sends the heartbeats.
+#ifndef MOONCAKE_STORE_WORKER_WORKER_H_
+#define MOONCAKE_STORE_WORKER_WORKER_H_
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/store/rpc/call.h"
+#include "mooncake/store/rpc/channel.h"
+#include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/worker/segment_directory.h"
+#include "mooncake/transport/local_transport.h"
+#include "mooncake/transport/router.h"
+#include "mooncake/transport/shm_transport.h"
+#include "mooncake/transport/tcp_transport.h"
+
+namespace mooncake::worker {
+
+namespace proto = ::mooncake::store::proto;
+
+struct WorkerOptions {
+  size_t segment_count = 1;                       // in [1, kDirectoryEntriesMax]
+  uint64_t segment_bytes = uint64_t{64} << 20;    // each; > 0
+  std::string host_id;                            // "" = gethostname() (what SHM matching uses)
+  std::string tcp_bind_host = "127.0.0.1";        // where the TCP transport listens
+  uint16_t tcp_port = 0;                          // 0: any free port
+  bool serve_local = true;                        // clients in this process
+  bool serve_shm = true;                          // clients on this host
+  bool serve_tcp = true;                          // everyone
+  int64_t rpc_timeout_ms = 2'000;                 // each master call
+  int64_t initial_heartbeat_interval_ms = 1'000;  // until the master names one
+  bool heartbeat_thread = true;                   // false: the owner calls HeartbeatOnce (tests)
+};
+
+struct WorkerStats {
+  uint64_t heartbeats_ok = 0;
+  uint64_t heartbeats_failed = 0;
+  uint64_t remounts = 0;
+  int64_t heartbeat_interval_ms = 0;
+};
+
+// One mounted segment as the worker sees it.
+struct MountedSegment {
+  uint64_t master_segment_id = 0;
+  transport::SegmentId router_segment_id = 0;
+  uint64_t size_bytes = 0;
+  void* data = nullptr;  // this process's mapping (tests look at the bytes)
+};
+
+template <rpc::RpcChannel C>
+class Worker {
+ public:
+  // Creates the memory and transports, mounts every segment and starts
+  // heartbeating. `channel` reaches the master and must outlive the worker.
+  // Errors: INVALID_ARGUMENT (options), what memfd/transports/the master say.
+  static absl::StatusOr<std::unique_ptr<Worker>> Start(WorkerOptions options, C* channel) {
+    RETURN_IF_ERROR(Validate(options));
+    MC_ASSERT(channel != nullptr, "a worker needs a channel to the master");
+    if (options.host_id.empty()) options.host_id = HostName();
+    std::unique_ptr<Worker> w(new Worker(std::move(options), channel));
+    RETURN_IF_ERROR(w->Init());
+    if (w->options_.heartbeat_thread) {
+      w->heartbeat_ = std::thread([p = w.get()] { p->HeartbeatLoop(); });
+    }
+    return w;
+  }
+
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+  ~Worker() {
+    Shutdown().IgnoreError();
+    router_.reset();  // stop serving before the memory below is unmapped
+  }
+
+  // Stops heartbeating and unmounts every segment (the master drops their
+  // replicas). Idempotent. The memory stays served until the destructor, so
+  // reads already admitted finish. Returns the first unmount error.
+  absl::Status Shutdown() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return absl::OkStatus();
+      stopping_ = true;
+      wake_.SignalAll();
+    }
+    if (heartbeat_.joinable()) heartbeat_.join();
+    absl::Status status;
+    absl::MutexLock lock(&mu_);
+    for (Slot& s : slots_) {
+      if (s.master_segment_id == 0) continue;
+      proto::UnmountSegmentRequest req;
+      req.set_worker_id(worker_id_);
+      req.set_segment_id(s.master_segment_id);
+      status.Update(rpc::Call<rpc::UnmountSegmentMethod>(*channel_, req, CallOpts()).status());
+      s.master_segment_id = 0;
+    }
+    WriteDirectoryLocked();
+    return status;
+  }
+
+  // One heartbeat now (remounting if told to). The background thread calls
+  // it every interval; tests without the thread call it by hand.
+  absl::Status HeartbeatOnce() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::FailedPreconditionError("worker is shutting down");
+    return HeartbeatLocked();
+  }
+
+  const std::string& worker_id() const { return worker_id_; }
+  const std::string& host_id() const { return options_.host_id; }
+  std::string router_endpoint() const { return router_->LocalEndpoint(); }
+  transport::Router& router() { return *router_; }
+
+  std::vector<MountedSegment> segments() const {
+    absl::MutexLock lock(&mu_);
+    std::vector<MountedSegment> out;
+    for (const Slot& s : slots_) {
+      out.push_back({s.master_segment_id, s.router_id, s.memory->size(), s.memory->data()});
+    }
+    return out;
+  }
+
+  WorkerStats stats() const {
+    absl::MutexLock lock(&mu_);
+    return stats_;
+  }
+
+ private:
+  struct Slot {
+    std::optional<transport::SharedMemory> memory;  // set once Init ran
+    transport::SegmentId router_id = 0;
+    uint64_t master_segment_id = 0;  // 0: not mounted
+  };
+
+  Worker(WorkerOptions options, C* channel) : options_(std::move(options)), channel_(channel) {}
+
+  static absl::Status Validate(const WorkerOptions& o) {
+    if (o.segment_count == 0 || o.segment_count > kDirectoryEntriesMax) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WorkerOptions.segment_count must be in [1, ", kDirectoryEntriesMax, "]"));
+    }
+    if (o.segment_bytes == 0) {
+      return absl::InvalidArgumentError("WorkerOptions.segment_bytes must be > 0");
+    }
+    if (!o.serve_local && !o.serve_shm && !o.serve_tcp) {
+      return absl::InvalidArgumentError("WorkerOptions: serve at least one transport");
+    }
+    if (o.rpc_timeout_ms <= 0 || o.initial_heartbeat_interval_ms <= 0) {
+      return absl::InvalidArgumentError("WorkerOptions: timeouts and intervals must be > 0");
+    }
+    return absl::OkStatus();
+  }
+
+  static std::string HostName() {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    return host;
+  }
+
+  rpc::CallOptions CallOpts() const { return {.timeout_ns = options_.rpc_timeout_ms * 1'000'000}; }
+
+  absl::Status MakeRouter() {
+    std::vector<std::unique_ptr<transport_internal::AnyTransport>> list;
+    if (options_.serve_local) {
+      list.push_back(
+          std::make_unique<transport_internal::AnyTransportOf<transport::LocalTransport>>(
+              std::make_unique<transport::LocalTransport>()));
+    }
+    if (options_.serve_shm) {
+      ASSIGN_OR_RETURN(auto shm, transport::ShmTransport::Create({}));
+      shm_endpoint_ = shm->LocalEndpoint();
+      list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
+          std::move(shm)));
+    }
+    if (options_.serve_tcp) {
+      transport::TcpTransport::Options t;
+      t.bind_host = options_.tcp_bind_host;
+      t.port = options_.tcp_port;
+      ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create(std::move(t)));
+      tcp_endpoint_ = tcp->LocalEndpoint();
+      list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(
+          std::move(tcp)));
+    }
+    ASSIGN_OR_RETURN(router_, transport::Router::CreateFromList({}, std::move(list)));
+    return absl::OkStatus();
+  }
+
+  absl::Status Init() {
+    RETURN_IF_ERROR(MakeRouter());
+    ASSIGN_OR_RETURN(auto directory, transport::SharedMemory::Create(kDirectoryBytes));
+    directory_.emplace(std::move(directory));
+    ASSIGN_OR_RETURN(const transport::SegmentDesc dir,
+                     router_->RegisterMemory(directory_->data(), directory_->size(),
+                                             transport::MemoryLocation::SharedMemory()));
+    worker_id_ = FormatWorkerId(router_->LocalEndpoint(), dir.id);
+    absl::MutexLock lock(&mu_);
+    slots_.resize(options_.segment_count);
+    for (size_t i = 0; i < slots_.size(); ++i) RETURN_IF_ERROR(FreshMemoryLocked(i));
+    WriteDirectoryLocked();
+    return MountAllLocked();
+  }
+
+  // New memfd for slot i, registered on every transport; the old memory is
+  // unregistered (peers' SHM mappings keep it alive for them).
+  absl::Status FreshMemoryLocked(size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    ASSIGN_OR_RETURN(transport::SharedMemory mem,
+                     transport::SharedMemory::Create(options_.segment_bytes));
+    ASSIGN_OR_RETURN(
+        const transport::SegmentDesc d,
+        router_->RegisterMemory(mem.data(), mem.size(), transport::MemoryLocation::SharedMemory()));
+    Slot& s = slots_[i];
+    if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
+    s.memory = std::move(mem);
+    s.router_id = d.id;
+    s.master_segment_id = 0;
+    return absl::OkStatus();
+  }
+
+  absl::Status MountAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Status status;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (s.master_segment_id != 0) continue;
+      proto::MountSegmentRequest req;
+      proto::SegmentDescriptor* d = req.mutable_segment();
+      d->set_worker_id(worker_id_);
+      d->set_name(absl::StrCat("seg-", i, "-g", generation_));
+      d->set_size_bytes(s.memory->size());
+      d->mutable_endpoint()->set_host_id(options_.host_id);
+      if (tcp_endpoint_.starts_with("tcp://")) {
+        d->mutable_endpoint()->set_tcp_address(tcp_endpoint_.substr(6));
+      }
+      d->mutable_endpoint()->set_shm_name(shm_endpoint_);
+      auto r = rpc::Call<rpc::MountSegmentMethod>(*channel_, req, CallOpts());
+      if (!r.ok()) {
+        status.Update(r.status());
+        continue;
+      }
+      MC_ASSERT(r->segment_id() != 0, "the master assigned segment id 0");
+      s.master_segment_id = r->segment_id();
+      if (r->heartbeat_interval_ms() > 0) {
+        stats_.heartbeat_interval_ms = static_cast<int64_t>(r->heartbeat_interval_ms());
+      }
+    }
+    WriteDirectoryLocked();
+    return status;
+  }
+
+  void WriteDirectoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Directory d;
+    d.generation = ++directory_generation_;
+    for (const Slot& s : slots_) {
+      if (s.master_segment_id != 0) {
+        d.entries.push_back({s.master_segment_id, s.router_id, s.memory->size()});
+      }
+    }
+    EncodeDirectory(d, std::span<uint8_t, kDirectoryBytes>(
+                           static_cast<uint8_t*>(directory_->data()), kDirectoryBytes));
+  }
+
+  absl::Status HeartbeatLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    proto::HeartbeatRequest req;
+    req.set_worker_id(worker_id_);
+    req.set_sequence(++sequence_);
+    auto r = rpc::Call<rpc::HeartbeatMethod>(*channel_, req, CallOpts());
+    if (!r.ok()) {
+      ++stats_.heartbeats_failed;
+      return r.status();
+    }
+    ++stats_.heartbeats_ok;
+    if (r->heartbeat_interval_ms() > 0) {
+      stats_.heartbeat_interval_ms = static_cast<int64_t>(r->heartbeat_interval_ms());
+    }
+    const bool unmounted = std::any_of(slots_.begin(), slots_.end(),
+                                       [](const Slot& s) { return s.master_segment_id == 0; });
+    if (!r->remount_required() && !unmounted) return absl::OkStatus();
+    if (r->remount_required()) {
+      ++stats_.remounts;
+      ++generation_;
+      for (size_t i = 0; i < slots_.size(); ++i) RETURN_IF_ERROR(FreshMemoryLocked(i));
+    }
+    return MountAllLocked();
+  }
+
+  void HeartbeatLoop() {
+    absl::MutexLock lock(&mu_);
+    for (;;) {
+      const int64_t interval_ms = stats_.heartbeat_interval_ms > 0
+                                      ? stats_.heartbeat_interval_ms
+                                      : options_.initial_heartbeat_interval_ms;
+      wake_.WaitWithTimeout(&mu_, absl::Milliseconds(interval_ms));
+      if (stopping_) return;
+      HeartbeatLocked().IgnoreError();  // counted in stats; retried next interval
+    }
+  }
+
+  const WorkerOptions options_;
+  C* const channel_;
+  std::unique_ptr<transport::Router> router_;
+  std::string shm_endpoint_;
+  std::string tcp_endpoint_;
+  std::string worker_id_;  // fixed after Init
+  std::optional<transport::SharedMemory> directory_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t directory_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  WorkerStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread heartbeat_;
+};
+
+}  // namespace mooncake::worker
+
+#endif  // MOONCAKE_STORE_WORKER_WORKER_H_

@@ -1,0 +1,150 @@
+#include "mooncake/store/worker/worker.h"
+
+#include <array>
+#include <cstring>
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/store/client/testing/fake_master.h"
+#include "mooncake/store/rpc/inproc_channel.h"
+#include "mooncake/store/rpc/service.h"
+#include "mooncake/store/worker/segment_directory.h"
+#include "mooncake/transport/router.h"
+#include "mooncake/transport/tcp_transport.h"
+
+namespace mooncake::worker {
+namespace {
+
+using store_testing::FakeMaster;
+
+struct Env {
+  Env() : master({}, &clock) {
+    EXPECT_TRUE(master.RegisterOn(&registry).ok());
+    channel = std::make_unique<rpc::InProcessChannel>(&registry);
+  }
+  FakeClock clock;
+  FakeMaster master;
+  rpc::ServiceRegistry registry;
+  std::unique_ptr<rpc::InProcessChannel> channel;
+};
+
+WorkerOptions Small(size_t segments = 2) {
+  WorkerOptions o;
+  o.segment_count = segments;
+  o.segment_bytes = 1 << 20;
+  o.heartbeat_thread = false;
+  return o;
+}
+
+// Reads a worker's directory the way a remote client does: over TCP.
+Directory ReadDirectory(const std::string& worker_id) {
+  auto addr = ParseWorkerId(worker_id);
+  EXPECT_TRUE(addr.ok()) << addr.status();
+  auto router = transport::Router::Create({}, std::make_unique<transport::TcpTransport>());
+  EXPECT_TRUE(router.ok());
+  auto seg = (*router)->OpenSegment(addr->router_endpoint, addr->directory_segment_id);
+  EXPECT_TRUE(seg.ok()) << seg.status();
+  std::array<uint8_t, kDirectoryBytes> buf{};
+  transport::TransferRequest r{transport::OpCode::kRead, buf.data(), seg->handle, 0, buf.size()};
+  auto id = (*router)->Submit(std::span<const transport::TransferRequest>(&r, 1));
+  EXPECT_TRUE(id.ok());
+  auto res = (*router)->Wait(*id, absl::Now() + absl::Seconds(5));
+  EXPECT_TRUE(res.ok() && res->ok());
+  auto d = DecodeDirectory(buf);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return d.ok() ? *d : Directory{};
+}
+
+TEST(Worker, MountsEverySegmentAndPublishesThem) {
+  Env env;
+  auto w = Worker<rpc::InProcessChannel>::Start(Small(3), env.channel.get());
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(env.master.calls(rpc::MountSegmentMethod::kId), 3u);
+  const auto segs = (*w)->segments();
+  ASSERT_EQ(segs.size(), 3u);
+  const Directory d = ReadDirectory((*w)->worker_id());
+  ASSERT_EQ(d.entries.size(), 3u);
+  for (const MountedSegment& s : segs) {
+    EXPECT_NE(s.master_segment_id, 0u);
+    auto e = d.Find(s.master_segment_id);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->router_segment_id, s.router_segment_id);
+    EXPECT_EQ(e->length, uint64_t{1} << 20);
+  }
+}
+
+TEST(Worker, HeartbeatsAndRemountsFreshMemoryWhenForgotten) {
+  Env env;
+  auto w = Worker<rpc::InProcessChannel>::Start(Small(1), env.channel.get());
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->HeartbeatOnce().ok());
+  EXPECT_EQ((*w)->stats().heartbeats_ok, 1u);
+  EXPECT_EQ((*w)->stats().heartbeat_interval_ms, 100) << "the master's interval is adopted";
+  const MountedSegment before = (*w)->segments()[0];
+  std::memcpy(before.data, "old", 3);
+  env.master.ExpireWorker((*w)->worker_id());
+  ASSERT_TRUE((*w)->HeartbeatOnce().ok());
+  EXPECT_EQ((*w)->stats().remounts, 1u);
+  const MountedSegment after = (*w)->segments()[0];
+  EXPECT_NE(after.master_segment_id, before.master_segment_id);
+  EXPECT_NE(after.router_segment_id, before.router_segment_id);
+  EXPECT_NE(std::memcmp(after.data, "old", 3), 0) << "new mount, new memory";
+  const Directory d = ReadDirectory((*w)->worker_id());
+  ASSERT_EQ(d.entries.size(), 1u);
+  EXPECT_EQ(d.entries[0].master_segment_id, after.master_segment_id);
+}
+
+TEST(Worker, HeartbeatThreadKeepsTheWorkerAlive) {
+  FakeMaster master({.heartbeat_interval_ms = 20, .heartbeat_timeout_ms = 2'000});
+  rpc::ServiceRegistry registry;
+  ASSERT_TRUE(master.RegisterOn(&registry).ok());
+  rpc::InProcessChannel channel(&registry);
+  WorkerOptions o = Small(1);
+  o.heartbeat_thread = true;
+  auto w = Worker<rpc::InProcessChannel>::Start(o, &channel);
+  ASSERT_TRUE(w.ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while ((*w)->stats().heartbeats_ok < 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_GE((*w)->stats().heartbeats_ok, 3u);
+  EXPECT_EQ((*w)->stats().remounts, 0u);
+}
+
+TEST(Worker, ShutdownUnmounts) {
+  Env env;
+  auto w = Worker<rpc::InProcessChannel>::Start(Small(2), env.channel.get());
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->Shutdown().ok());
+  EXPECT_EQ(env.master.calls(rpc::UnmountSegmentMethod::kId), 2u);
+  EXPECT_TRUE((*w)->Shutdown().ok()) << "idempotent";
+  EXPECT_EQ(env.master.calls(rpc::UnmountSegmentMethod::kId), 2u);
+  EXPECT_EQ((*w)->HeartbeatOnce().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Worker, RejectsBadOptions) {
+  Env env;
+  for (WorkerOptions o : {Small(0), Small(kDirectoryEntriesMax + 1)}) {
+    EXPECT_EQ(Worker<rpc::InProcessChannel>::Start(o, env.channel.get()).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  WorkerOptions o = Small(1);
+  o.segment_bytes = 0;
+  EXPECT_EQ(Worker<rpc::InProcessChannel>::Start(o, env.channel.get()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = Small(1);
+  o.serve_local = o.serve_shm = o.serve_tcp = false;
+  EXPECT_EQ(Worker<rpc::InProcessChannel>::Start(o, env.channel.get()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Worker, FailsToStartWithoutAMaster) {
+  rpc::ServiceRegistry empty;
+  rpc::InProcessChannel channel(&empty);
+  EXPECT_EQ(Worker<rpc::InProcessChannel>::Start(Small(1), &channel).status().code(),
+            absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace mooncake::worker

@@ -21,6 +21,7 @@
 #include "mooncake/base/hash.h"
 #include "mooncake/compress/codec.h"
 #include "mooncake/compress/frame.h"
+#include "mooncake/compress/internal/checksum.h"
 #include "mooncake/compress/internal/parallel.h"
 
 namespace mooncake::compress_internal {
@@ -165,7 +166,7 @@ class ChunkedCodec {
     const size_t cb = options_.chunk_bytes;
     const std::span<const std::byte> raw =
         src.subspan(size_t{i} * cb, std::min(cb, src.size() - size_t{i} * cb));
-    const uint64_t checksum = StableHash64(raw.data(), raw.size());
+    const uint64_t checksum = ChunkChecksum(raw.data(), raw.size());
     size_t coded = workers_[worker]->coder.EncodeChunk(raw, dtype, dst.subspan(at, raw.size() - 1));
     MC_ASSERT(coded < raw.size(), "a coded payload must be smaller than its chunk");
     const bool stored = coded == 0;
@@ -221,7 +222,7 @@ class ChunkedCodec {
       absl::Status s = w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out);
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat("chunk ", i, ": ", s.message()));
     }
-    if (StableHash64(out.data(), out.size()) != c.checksum) {
+    if (ChunkChecksum(out.data(), out.size()) != c.checksum) {
       return absl::DataLossError(absl::StrCat("chunk ", i, " (raw bytes [", c.raw_offset, ", ",
                                               c.raw_offset + c.raw_bytes,
                                               ")) fails its XXH3 checksum: the frame is corrupt"));

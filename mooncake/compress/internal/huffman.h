@@ -170,7 +170,7 @@ class HuffmanEncoder {
   size_t Plan(const uint8_t* data, size_t n, int streams = kHuffStreamsV2) {
     MC_DASSERT(streams == kHuffStreamsV1 || streams == kHuffStreamsV2, "stream count");
     std::memset(counts_, 0, sizeof(counts_));
-    size_t begin[kHuffMaxStreams + 1];
+    size_t begin[kHuffMaxStreams + 1] = {};
     for (int j = 0; j <= streams; ++j) begin[j] = SegmentBegin(n, j, streams);
     const size_t common = begin[streams] - begin[streams - 1];  // the last is the shortest
     // One table per segment: no store-to-load chains on repeated symbols.
@@ -262,15 +262,19 @@ class HuffmanEncoder {
     w.count += len;
   }
 
-  // n symbols from each of a and b (n a multiple of 4).
+  // Symbols put between flushes: 5 codes of <= 11 bits on top of <= 7 pending bits
+  // end at bit 62 of the 64-bit accumulator.
+  static constexpr size_t kPutsPerFlush = 5;
+  static_assert(7 + kPutsPerFlush * kHuffMaxBits <= 64);
+
+  // n symbols from each of a and b (n a multiple of kPutsPerFlush).
   static MOONCAKE_HUFF_INLINE void EncodePairImpl(const uint8_t* a, const uint8_t* b, size_t n,
                                                   const uint64_t* code, const uint8_t* len,
                                                   Writer& wa_ref, Writer& wb_ref) {
     Writer wa = wa_ref, wb = wb_ref;
-    // 4 symbols of <= 11 bits plus <= 7 pending bits fit the 64-bit accumulator.
-    for (size_t i = 0; i < n; i += 4) {
-#pragma GCC unroll 4
-      for (size_t u = 0; u < 4; ++u) {
+    for (size_t i = 0; i < n; i += kPutsPerFlush) {
+#pragma GCC unroll 5
+      for (size_t u = 0; u < kPutsPerFlush; ++u) {
         Put(wa, code[a[i + u]], len[a[i + u]]);
         Put(wb, code[b[i + u]], len[b[i + u]]);
       }
@@ -313,7 +317,7 @@ class HuffmanEncoder {
 
   void EncodeStreams(const uint8_t* data, uint8_t* out) {
     const int streams = streams_;
-    size_t begin[kHuffMaxStreams + 1];
+    size_t begin[kHuffMaxStreams + 1] = {};
     for (int j = 0; j <= streams; ++j) begin[j] = SegmentBegin(n_, j, streams);
     Writer w[kHuffMaxStreams];
     uint8_t* stream_begin[kHuffMaxStreams];
@@ -322,7 +326,8 @@ class HuffmanEncoder {
       out += stream_bytes_[j];
     }
     const size_t shortest = begin[streams] - begin[streams - 1];
-    const size_t bulk = shortest > kTailSymbols ? (shortest - kTailSymbols) / 4 * 4 : 0;
+    const size_t bulk =
+        shortest > kTailSymbols ? (shortest - kTailSymbols) / kPutsPerFlush * kPutsPerFlush : 0;
     // Two streams at a time: their state fits in registers, and two independent chains
     // already saturate the core's issue width.
     for (int j = 0; j < streams; j += 2) {

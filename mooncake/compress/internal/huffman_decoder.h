@@ -2,7 +2,8 @@
 // streams). Decoding is a chain of dependent table lookups per stream, so its speed is
 // the number of independent streams times the symbols each lookup yields:
 //   - one 2048-entry table indexed by the next 11 stream bits yields up to two symbols,
-//     and keeps the bit count in its low byte so `x >>= e` needs no extra masking;
+//     keeps the bit count in its low bits so `x >>= e` needs no extra masking, and is
+//     built in place (one-symbol entries, then pairs) to keep per-block setup short;
 //   - the streams are decoded interleaved in one loop (8 chains in format 2);
 //   - a sentinel bit above each 57-bit window gives the bits consumed by a round from one
 //     leading-zero count, with no per-step bookkeeping;
@@ -110,8 +111,10 @@ class HuffmanDecoder {
     return absl::OkStatus();
   }
 
-  // Builds single_ and pair_ for the code with these lengths (all <= kHuffMaxBits);
-  // returns false, leaving the tables invalid, when the code is not complete.
+  // Builds table_ for the code with these lengths (all <= kHuffMaxBits); returns false,
+  // leaving the table invalid, when the code is not complete.
+  // Entry: bits 0..5 = bits consumed, 8..15 and 16..23 = up to two symbols, 24..27 = the
+  // first symbol's length (what the one-symbol tail decoder uses), 30..31 = how many.
   bool BuildTables(const uint8_t (&len)[256], const uint64_t (&present)[4]) {
     have_tables_ = false;
     uint32_t count[kHuffMaxBits + 1] = {};
@@ -129,26 +132,28 @@ class HuffmanDecoder {
       c = (c + static_cast<int>(count[l - 1])) << 1;
       next[l] = static_cast<uint32_t>(c);
     }
-    // Canonical order is (length, symbol); symbols are visited ascending, so each
-    // length's next code is handed out in order. Entry: symbol | length << 8.
+    // One-symbol entries first. Canonical order is (length, symbol); symbols are visited
+    // ascending, so each length's next code is handed out in order.
     for (int w = 0; w < 4; ++w) {
       for (uint64_t bits = present[w]; bits != 0; bits &= bits - 1) {
-        const int s = 64 * w + __builtin_ctzll(bits);
+        const uint32_t s = 64 * w + __builtin_ctzll(bits);
         const uint32_t l = len[s];
         const uint32_t rev = kReverse11[next[l]++] >> (kHuffMaxBits - l);
-        const uint16_t e = static_cast<uint16_t>(s | (l << 8));
-        for (uint32_t fill = rev; fill < kHuffTableSize; fill += 1u << l) single_[fill] = e;
+        const uint32_t e = l | (s << 8) | (l << 24) | (1u << 30);
+        for (uint32_t fill = rev; fill < kHuffTableSize; fill += 1u << l) table_[fill] = e;
       }
     }
-    // pair_: low byte = bits consumed, bits 8..23 = up to two symbols, bits 24.. = count.
-    for (uint32_t i = 0; i < kHuffTableSize; ++i) {
-      const uint32_t e1 = single_[i];
-      const uint32_t l1 = e1 >> 8;
-      const uint32_t e2 = single_[i >> l1];
-      const uint32_t l2 = e2 >> 8;
-      const uint32_t one = l1 | ((e1 & 0xFF) << 8) | (1u << 24);
-      const uint32_t two = (l1 + l2) | ((e1 & 0xFF) << 8) | ((e2 & 0xFF) << 16) | (2u << 24);
-      pair_[i] = l1 + l2 <= kHuffMaxBits ? two : one;
+    // Then pairs, in place: the second symbol of entry i is entry i >> l1 < i, so going
+    // down from the top reads it while it is still a one-symbol entry.
+    for (uint32_t i = kHuffTableSize; i-- > 0;) {
+      const uint32_t e1 = table_[i];
+      const uint32_t l1 = e1 & 63;
+      const uint32_t e2 = table_[i >> l1];
+      const uint32_t l2 = e2 & 63;
+      const uint32_t two = (e1 + l2 + (1u << 30)) | ((e2 & 0xFF00) << 8);
+      // Branch-free select: whether the pair fits is data-dependent, a branch mispredicts.
+      const uint32_t fits = ((kHuffMaxBits - l1 - l2) >> 31) - 1;  // all ones iff it fits
+      table_[i] = e1 ^ ((two ^ e1) & fits);
     }
     return true;
   }
@@ -158,7 +163,7 @@ class HuffmanDecoder {
     const uint32_t e = table[x & (kHuffTableSize - 1)];
     const uint16_t two = static_cast<uint16_t>(e >> 8);
     std::memcpy(out, &two, 2);
-    out += e >> 24;
+    out += e >> 30;
     x >>= e & 63;  // one shrx: the count's low 6 bits are the bits consumed
   }
 
@@ -240,11 +245,11 @@ class HuffmanDecoder {
     for (size_t iters; (iters = SafeRounds<S>(bit, cur, end, readable)) != 0;) {
 #if defined(__x86_64__)
       if (bmi2) {
-        FastLoopBmi2<S>(data, pair_, iters, bit, cur);
+        FastLoopBmi2<S>(data, table_, iters, bit, cur);
         continue;
       }
 #endif
-      FastLoopGeneric<S>(data, pair_, iters, bit, cur);
+      FastLoopGeneric<S>(data, table_, iters, bit, cur);
     }
     (void)bmi2;
     for (int j = 0; j < S; ++j) {
@@ -257,9 +262,9 @@ class HuffmanDecoder {
         } else if (byte < readable) {
           std::memcpy(&v, data + byte, readable - byte);
         }
-        const uint32_t e = single_[(v >> (b & 7)) & (kHuffTableSize - 1)];
-        *o = static_cast<uint8_t>(e);
-        b += e >> 8;
+        const uint32_t e = table_[(v >> (b & 7)) & (kHuffTableSize - 1)];
+        *o = static_cast<uint8_t>(e >> 8);
+        b += (e >> 24) & 15;
       }
       if ((b - start[j] * 8 + 7) / 8 != start[j + 1] - start[j]) {
         return Corrupt("a stream's size does not match the symbols it codes");
@@ -270,8 +275,7 @@ class HuffmanDecoder {
 
   uint8_t len_[256] = {};
   bool have_tables_ = false;
-  uint16_t single_[kHuffTableSize];
-  uint32_t pair_[kHuffTableSize];
+  uint32_t table_[kHuffTableSize];
 };
 
 }  // namespace mooncake::compress_internal

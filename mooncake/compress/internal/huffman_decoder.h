@@ -251,6 +251,20 @@ class HuffmanDecoder {
 #endif
       FastLoopGeneric<S>(data, table_, iters, bit, cur);
     }
+    // Streams progress at different rates when the segments' statistics differ (real
+    // tensors do), so the interleaved loop stops when the fastest stream nears its end;
+    // finish each stream's bulk with a one-stream loop before the checked tail.
+    for (int j = 0; j < S; ++j) {
+      for (size_t iters; (iters = SafeRounds<1>(bit + j, cur + j, end + j, readable)) != 0;) {
+#if defined(__x86_64__)
+        if (bmi2) {
+          FastLoopBmi2<1>(data, table_, iters, bit + j, cur + j);
+          continue;
+        }
+#endif
+        FastLoopGeneric<1>(data, table_, iters, bit + j, cur + j);
+      }
+    }
     (void)bmi2;
     for (int j = 0; j < S; ++j) {
       size_t b = bit[j];

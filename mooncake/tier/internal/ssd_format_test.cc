@@ -1,0 +1,76 @@
+#include "mooncake/tier/internal/ssd_format.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace mooncake::tier_internal {
+namespace {
+
+std::string Hex(const std::vector<std::byte>& b, size_t n) {
+  std::string out;
+  char buf[4];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(buf, sizeof(buf), "%02x", static_cast<unsigned>(b[i]));
+    out += buf;
+  }
+  return out;
+}
+
+// The example of docs/ssd_format.md: key "k1", payload "hello", sequence 7, tag 42.
+TEST(SsdFormatTest, RecordHeaderMatchesTheDocumentedExample) {
+  std::vector<std::byte> block(kBlockBytes);
+  RecordHeader h{7,         KeyHash("k1"),           5,  5,
+                 kCodecRaw, compress::DType::kBytes, 42, StableHash64("hello", 5)};
+  EncodeRecordHeader(h, "k1", block);
+  EXPECT_EQ(Hex(block, 82),
+            "4d435353445245430100500002000000"
+            "0700000000000000c5362ab786bfaf81"
+            "05000000000000000500000000000000"
+            "ff000000000000002a00000000000000"
+            "fddc625c55e855955a4afb2ede05fd87"
+            "6b31");
+  auto back = DecodeRecordHeader(block);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->header, h);
+  EXPECT_EQ(back->key, "k1");
+}
+
+TEST(SsdFormatTest, FileHeaderMatchesTheDocumentedExample) {
+  std::vector<std::byte> block(kBlockBytes);
+  FileHeader f{1 << 20, 0x1122334455667788ull, 0, 1};
+  EncodeFileHeader(f, block);
+  EXPECT_EQ(Hex(block, 64),
+            "4d4353534446494c0100000000100000"
+            "00001000000000008877665544332211"
+            "00000000010000000000000000000000"
+            "0000000000000000b0b12ec2d72e8a97");
+  auto back = DecodeFileHeader(block);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, f);
+}
+
+TEST(SsdFormatTest, EveryFlippedHeaderByteIsRejected) {
+  std::vector<std::byte> block(kBlockBytes);
+  RecordHeader h{9, KeyHash("key"), 100, 100, kCodecRaw, compress::DType::kBFloat16, 1, 5};
+  EncodeRecordHeader(h, "key", block);
+  for (size_t i = 0; i < kRecordHeaderBytes + 3; ++i) {
+    std::vector<std::byte> bad = block;
+    bad[i] ^= std::byte{0x10};
+    EXPECT_FALSE(DecodeRecordHeader(bad).has_value()) << "byte " << i;
+  }
+  std::vector<std::byte> zeros(kBlockBytes);
+  EXPECT_FALSE(DecodeRecordHeader(zeros).has_value());
+  EXPECT_FALSE(DecodeRecordHeader(std::span<const std::byte>(block.data(), 100)).has_value());
+}
+
+TEST(SsdFormatTest, RecordBytesRoundsThePayloadUpToBlocks) {
+  EXPECT_EQ(RecordBytes(1), 2 * kBlockBytes);
+  EXPECT_EQ(RecordBytes(4096), 2 * kBlockBytes);
+  EXPECT_EQ(RecordBytes(4097), 3 * kBlockBytes);
+}
+
+}  // namespace
+}  // namespace mooncake::tier_internal

@@ -17,6 +17,7 @@
 #define MOONCAKE_COMPRESS_INTERNAL_HUFFMAN_H_
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -62,6 +63,18 @@ inline uint64_t LoadLE64(const uint8_t* p) {
   return v;
 }
 
+// rev[c] = the low 11 bits of c in reverse order (canonical codes are MSB-first; the
+// streams are LSB-first).
+inline constexpr std::array<uint16_t, kHuffTableSize> kReverse11 = [] {
+  std::array<uint16_t, kHuffTableSize> rev{};
+  for (uint32_t c = 0; c < kHuffTableSize; ++c) {
+    uint32_t r = 0;
+    for (int b = 0; b < kHuffMaxBits; ++b) r |= ((c >> b) & 1u) << (kHuffMaxBits - 1 - b);
+    rev[c] = static_cast<uint16_t>(r);
+  }
+  return rev;
+}();
+
 // Where segment j of n symbols split over `streams` streams begins.
 inline size_t SegmentBegin(size_t n, int j, int streams) {
   const size_t s = static_cast<size_t>(streams);
@@ -71,15 +84,19 @@ inline size_t SegmentBegin(size_t n, int j, int streams) {
 // Computes complete, length-limited Huffman code lengths for the symbols with freq > 0.
 // REQUIRES: at least two symbols have freq > 0.
 inline void BuildCodeLengths(const uint64_t (&freq)[256], uint8_t (&len)[256]) {
-  uint16_t sym[256];
+  // Sort (freq, symbol) as one integer key: same order as comparing the pair, without
+  // the indirect loads of a comparator. Frequencies are < 2^56 (chunks are <= 64 MiB).
+  uint64_t key[256];
   int k = 0;
   for (int s = 0; s < 256; ++s) {
     len[s] = 0;
-    if (freq[s] != 0) sym[k++] = static_cast<uint16_t>(s);
+    MC_DASSERT(freq[s] < (uint64_t{1} << 56), "frequency fits the key");
+    if (freq[s] != 0) key[k++] = freq[s] << 8 | static_cast<uint64_t>(s);
   }
   MC_ASSERT(k >= 2, "Huffman needs two symbols");
-  std::sort(sym, sym + k,
-            [&](uint16_t a, uint16_t b) { return freq[a] != freq[b] ? freq[a] < freq[b] : a < b; });
+  std::sort(key, key + k);
+  uint16_t sym[256];
+  for (int i = 0; i < k; ++i) sym[i] = static_cast<uint16_t>(key[i] & 0xFF);
   // Two-queue Huffman: leaves 0..k-1 ascending, internal nodes k..2k-2 made in
   // ascending weight order, so the two smallest are always at a queue head.
   uint64_t weight[511];
@@ -149,10 +166,7 @@ inline bool CanonicalCodes(const uint8_t (&len)[256], uint16_t (&code)[256]) {
   }
   for (int s = 0; s < 256; ++s) {
     if (len[s] == 0) continue;
-    const uint32_t c = next[len[s]]++;
-    uint32_t rev = 0;
-    for (int b = 0; b < len[s]; ++b) rev |= ((c >> b) & 1u) << (len[s] - 1 - b);
-    code[s] = static_cast<uint16_t>(rev);
+    code[s] = static_cast<uint16_t>(kReverse11[next[len[s]]++] >> (kHuffMaxBits - len[s]));
   }
   return true;
 }
@@ -190,11 +204,13 @@ class HuffmanEncoder {
     n_ = n;
     streams_ = streams;
     uint64_t freq[256];
+    uint8_t symbols[256];
     int present = 0;
     for (int s = 0; s < 256; ++s) {
       uint64_t f = 0;
       for (int j = 0; j < streams; ++j) f += counts_[j][s];
       freq[s] = f;
+      symbols[present] = static_cast<uint8_t>(s);
       present += f != 0;
     }
     MC_DASSERT(std::accumulate(freq, freq + 256, uint64_t{0}) == n, "counts cover the data");
@@ -207,7 +223,7 @@ class HuffmanEncoder {
     size_t bytes = 1 + 32 + (present + 1) / 2 + HuffStreamTableBytes(streams);
     for (int j = 0; j < streams; ++j) {
       uint64_t bits = 0;
-      for (int s = 0; s < 256; ++s) bits += uint64_t{counts_[j][s]} * len_[s];
+      for (int k = 0; k < present; ++k) bits += uint64_t{counts_[j][symbols[k]]} * len_[symbols[k]];
       stream_bytes_[j] = (bits + 7) / 8;
       bytes += stream_bytes_[j];
     }

@@ -23,24 +23,16 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/compress/internal/huffman.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace mooncake::compress_internal {
 
 #define MOONCAKE_HUFFDEC_INLINE inline __attribute__((always_inline))
 // GCC's SLP vectorizer packs the streams' scalar updates into SSE registers and shuffles
 // them back every step; the scalar chains are faster.
 #define MOONCAKE_HUFFDEC_SCALAR __attribute__((optimize("no-tree-slp-vectorize")))
-
-// rev[c] = the low 11 bits of c in reverse order (canonical codes are MSB-first; the
-// streams are LSB-first).
-inline constexpr std::array<uint16_t, kHuffTableSize> kReverse11 = [] {
-  std::array<uint16_t, kHuffTableSize> rev{};
-  for (uint32_t c = 0; c < kHuffTableSize; ++c) {
-    uint32_t r = 0;
-    for (int b = 0; b < kHuffMaxBits; ++b) r |= ((c >> b) & 1u) << (kHuffMaxBits - 1 - b);
-    rev[c] = static_cast<uint16_t>(r);
-  }
-  return rev;
-}();
 
 // Decodes Huffman blocks. Reusable (keeps the last tables and skips the rebuild when
 // the next block has the same code); not thread-safe.
@@ -145,18 +137,53 @@ class HuffmanDecoder {
     }
     // Then pairs, in place: the second symbol of entry i is entry i >> l1 < i, so going
     // down from the top reads it while it is still a one-symbol entry.
-    for (uint32_t i = kHuffTableSize; i-- > 0;) {
-      const uint32_t e1 = table_[i];
-      const uint32_t l1 = e1 & 63;
-      const uint32_t e2 = table_[i >> l1];
-      const uint32_t l2 = e2 & 63;
-      const uint32_t two = (e1 + l2 + (1u << 30)) | ((e2 & 0xFF00) << 8);
-      // Branch-free select: whether the pair fits is data-dependent, a branch mispredicts.
-      const uint32_t fits = ((kHuffMaxBits - l1 - l2) >> 31) - 1;  // all ones iff it fits
-      table_[i] = e1 ^ ((two ^ e1) & fits);
-    }
+    uint32_t i = kHuffTableSize;
+#if defined(__x86_64__)
+    if (HasAvx2Gather()) i = PairEntriesAvx2(table_);
+#endif
+    while (i-- > 0) table_[i] = PairEntry(table_[i], table_[i >> (table_[i] & 63)]);
     return true;
   }
+
+  // The entry for e1's symbol followed by e2's when both fit the table's index bits.
+  static MOONCAKE_HUFFDEC_INLINE uint32_t PairEntry(uint32_t e1, uint32_t e2) {
+    const uint32_t l1 = e1 & 63, l2 = e2 & 63;
+    const uint32_t two = (e1 + l2 + (1u << 30)) | ((e2 & 0xFF00) << 8);
+    // Branch-free select: whether the pair fits is data-dependent, a branch mispredicts.
+    const uint32_t fits = ((kHuffMaxBits - l1 - l2) >> 31) - 1;  // all ones iff it fits
+    return e1 ^ ((two ^ e1) & fits);
+  }
+
+#if defined(__x86_64__)
+  static bool HasAvx2Gather() {
+    static const bool has = __builtin_cpu_supports("avx2");
+    return has;
+  }
+  // PairEntry for entries [8, kHuffTableSize), 8 at a time, top down: the entries a
+  // batch [b, b+8) reads are at most (b+7)/2 < b, still one-symbol entries. Returns
+  // how many low entries are left to the scalar loop.
+  __attribute__((target("avx2"))) static uint32_t PairEntriesAvx2(uint32_t* table) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i m63 = _mm256_set1_epi32(63);
+    const __m256i limit = _mm256_set1_epi32(kHuffMaxBits + 1);
+    const __m256i count = _mm256_set1_epi32(1 << 30);
+    const __m256i m_sym = _mm256_set1_epi32(0xFF00);
+    for (uint32_t b = kHuffTableSize - 8; b >= 8; b -= 8) {
+      auto* p = reinterpret_cast<__m256i*>(table + b);
+      const __m256i e1 = _mm256_loadu_si256(p);
+      const __m256i l1 = _mm256_and_si256(e1, m63);
+      const __m256i idx = _mm256_srlv_epi32(_mm256_add_epi32(_mm256_set1_epi32(b), lane), l1);
+      const __m256i e2 = _mm256_i32gather_epi32(reinterpret_cast<const int*>(table), idx, 4);
+      const __m256i l2 = _mm256_and_si256(e2, m63);
+      const __m256i two = _mm256_or_si256(_mm256_add_epi32(_mm256_add_epi32(e1, l2), count),
+                                          _mm256_slli_epi32(_mm256_and_si256(e2, m_sym), 8));
+      const __m256i fits = _mm256_cmpgt_epi32(limit, _mm256_add_epi32(l1, l2));
+      _mm256_storeu_si256(p, _mm256_blendv_epi8(e1, two, fits));
+    }
+    _mm256_zeroupper();
+    return 8;
+  }
+#endif
 
   // One decoding step: up to two symbols from the low 11 bits of x.
   static MOONCAKE_HUFFDEC_INLINE void Step(const uint32_t* table, uint64_t& x, uint8_t*& out) {

@@ -222,11 +222,15 @@ class TlsfAllocator {
     return ((shift + 1) << kSlLog2) | static_cast<uint32_t>((size >> shift) - kSlCount);
   }
 
-  // The smallest bin boundary >= size: every extent in BinOf(result) fits.
-  static uint64_t RoundUpToBin(uint64_t size) {
-    if (size < kSlCount) return size;
+  // The first bin whose every extent is >= size: BinOf(size), plus one when
+  // size is not that bin's lower bound. (Linear bin indices make the step
+  // from the last second-level bin to the next first level a plain +1.)
+  static uint32_t BinAtLeast(uint64_t size) {
+    if (size < kSlCount) return static_cast<uint32_t>(size);
     const uint32_t shift = static_cast<uint32_t>(std::bit_width(size)) - 1 - kSlLog2;
-    return RoundUp(size, uint64_t{1} << shift);
+    const uint32_t bin =
+        ((shift + 1) << kSlLog2) | static_cast<uint32_t>((size >> shift) - kSlCount);
+    return bin + static_cast<uint32_t>((size & ((uint64_t{1} << shift) - 1)) != 0);
   }
 
   // The first non-empty bin at or after `bin`, or kNoBin.
@@ -256,7 +260,7 @@ class TlsfAllocator {
       return head;
     }
     const uint64_t padding_max = alignment > granule_ ? alignment - granule_ : 0;
-    const uint32_t sure = BinOf(RoundUpToBin(reserved + padding_max));
+    const uint32_t sure = BinAtLeast(reserved + padding_max);
     if (const uint32_t bin = FirstNonEmptyBin(sure); bin != kNoBin) {
       MC_DASSERT(Fits(nodes_[heads_[bin]], reserved, alignment), "bin rounding broke the fit");
       return heads_[bin];
@@ -335,14 +339,18 @@ class TlsfAllocator {
   // Merges free record `index` with free physical neighbours; returns the
   // surviving record (not yet in a bin).
   uint32_t Coalesce(uint32_t index) {
-    if (const uint32_t prev = nodes_[index].prev_phys; nodes_[prev].state == State::kFree) {
+    // Both neighbours' states are loaded before either merge, so the two
+    // loads overlap instead of waiting on each other.
+    const uint32_t prev = nodes_[index].prev_phys, next = nodes_[index].next_phys;
+    const bool prev_free = nodes_[prev].state == State::kFree;
+    if (nodes_[next].state == State::kFree) {
+      RemoveFree(next);
+      Absorb(index, next);
+    }
+    if (prev_free) {
       RemoveFree(prev);
       Absorb(prev, index);
       index = prev;
-    }
-    if (const uint32_t next = nodes_[index].next_phys; nodes_[next].state == State::kFree) {
-      RemoveFree(next);
-      Absorb(index, next);
     }
     return index;
   }
@@ -381,9 +389,12 @@ class TlsfAllocator {
     MC_DASSERT(prev != kNone || heads_[bin] == index, "free record missing from its bin");
     nodes_[next].prev_free = prev;
     *(prev != kNone ? &nodes_[prev].next_free : &heads_[bin]) = next;
+    // The bin emptied iff the record was its only one (kNone is 0).
+    const uint32_t emptied = (prev | next) == kNone;
     const uint32_t fl = bin >> kSlLog2;
-    sl_bitmap_[fl] &= ~(uint32_t{heads_[bin] == kNone} << (bin & (kSlCount - 1)));
-    fl_bitmap_ &= ~(uint64_t{sl_bitmap_[fl] == 0} << fl);
+    const uint32_t sl_map = sl_bitmap_[fl] & ~(emptied << (bin & (kSlCount - 1)));
+    sl_bitmap_[fl] = sl_map;
+    fl_bitmap_ &= ~(uint64_t{sl_map == 0} << fl);
   }
 
   bool HasSpareRecords() const {

@@ -106,6 +106,24 @@ TEST_F(FaultTest, StallsUntilTheDelayThenCompletes) {
   EXPECT_EQ(dst[0], std::byte{0x11});
 }
 
+// Regression: a batch with no stall (ready_at left at the epoch) made the
+// non-blocking collect Wait(id, InfinitePast()) report DeadlineExceeded
+// forever, though the contract says it returns a finished batch's result.
+TEST_F(FaultTest, NonBlockingCollectReturnsAFinishedBatch) {
+  std::vector<std::byte> dst(1024);
+  auto id = t_->Submit(Reads(dst, 1));
+  ASSERT_TRUE(id.ok());
+  auto done = t_->Wait(*id, absl::InfinitePast());
+  for (int i = 0; i < 1000 && !done.ok(); ++i) {
+    ASSERT_EQ(done.status().code(), absl::StatusCode::kDeadlineExceeded);
+    absl::SleepFor(absl::Milliseconds(1));
+    done = t_->Wait(*id, absl::InfinitePast());
+  }
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->ok());
+  EXPECT_EQ(dst[0], std::byte{0x11});
+}
+
 TEST_F(FaultTest, CancelOfAStalledBatchReturnsAResult) {
   InjectedFaults f;
   f.stall = absl::Hours(1);

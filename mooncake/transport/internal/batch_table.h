@@ -30,8 +30,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
-#include "mooncake/base/status_macros.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/status_macros.h"
 #include "mooncake/transport/transport.h"
 #include "mooncake/transport/transport_metrics.h"
 

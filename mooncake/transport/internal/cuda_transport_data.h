@@ -1,4 +1,5 @@
 // CudaTransport data path and IPC server; included only by cuda_transport.h.
+// IWYU pragma: private, include "mooncake/transport/cuda_transport.h"
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_CUDA_TRANSPORT_DATA_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_CUDA_TRANSPORT_DATA_H_
 

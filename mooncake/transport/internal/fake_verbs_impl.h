@@ -1,4 +1,5 @@
 // FakeFabric member definitions; included only by fake_verbs.h.
+// IWYU pragma: private, include "mooncake/transport/internal/fake_verbs.h"
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_FAKE_VERBS_IMPL_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_FAKE_VERBS_IMPL_H_
 

@@ -1,5 +1,6 @@
 // Data-path member definitions of RdmaEngine<V> (submit, post, complete,
 // wait, cancel); included only by rdma_engine.h.
+// IWYU pragma: private, include "mooncake/transport/internal/rdma_engine.h"
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_DATA_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_DATA_H_
 

@@ -1,4 +1,5 @@
 // Member definitions of RdmaEngine<V>; included only by rdma_engine.h.
+// IWYU pragma: private, include "mooncake/transport/internal/rdma_engine.h"
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_IMPL_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_RDMA_ENGINE_IMPL_H_
 

@@ -1,5 +1,6 @@
 // Router data path: submission, the dispatcher, failover, completion.
 // Included only by router_impl.h.
+// IWYU pragma: private, include "mooncake/transport/router.h"
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_ROUTER_DATA_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_ROUTER_DATA_H_
 

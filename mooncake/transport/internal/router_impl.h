@@ -1,4 +1,5 @@
 // Router member definitions; included only by router.h.
+// IWYU pragma: private, include "mooncake/transport/router.h"
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_ROUTER_IMPL_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_ROUTER_IMPL_H_
 

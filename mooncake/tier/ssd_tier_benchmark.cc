@@ -1,0 +1,369 @@
+// SsdTier throughput and latency beside fio (io_uring, O_DIRECT) on the same
+// file and block size, in the same run.
+//
+// For each object size (64 KiB, 1 MiB, 4 MiB, 16 MiB) and queue depth
+// (1, 8, 32): write then read `ops` objects through SsdTier with `qd`
+// operations in flight, for three payloads: random bytes (stored raw), bf16
+// synthetic KV with compression off, and bf16 with compression on (kAuto:
+// the tier decides from the device bandwidth it measured). Then fio runs on
+// the tier's own file with bs = object size and iodepth = qd: read, write,
+// and write with --fdatasync=N where N is the tier's measured writes per
+// fdatasync (its group commit), i.e. the same durability work per write.
+// Each figure is the median of --reps runs. Read GB/s counts raw bytes
+// delivered to the caller (the "effective" rate when compressed).
+//
+// Run: bazel run -c opt //mooncake/tier:ssd_tier_benchmark -- [--reps=3]
+//      [--dir=/tmp/mooncake_tier_bench] [--total_mib=256] [--max_ops=1024]
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "mooncake/base/histogram.h"
+#include "mooncake/compress/kv_data_testing.h"
+#include "mooncake/tier/blocking.h"
+#include "mooncake/tier/ssd_tier.h"
+
+namespace mooncake::tier {
+namespace {
+
+struct Flags {
+  int reps = 3;
+  std::string dir = "/tmp/mooncake_tier_bench";
+  uint64_t total_mib = 256;
+  uint64_t max_ops = 1024;
+};
+
+enum class Payload { kRandom, kBf16Raw, kBf16Compressed };
+const char* PayloadName(Payload p) {
+  switch (p) {
+    case Payload::kRandom:
+      return "random";
+    case Payload::kBf16Raw:
+      return "bf16/raw";
+    case Payload::kBf16Compressed:
+      return "bf16/auto";
+  }
+  return "?";
+}
+
+struct Phase {
+  double gbps = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+};
+
+struct TierRun {
+  Phase write, read;
+  double writes_per_sync = 1;
+  bool compressed = false;
+  double stored_ratio = 1;  // raw / stored payload bytes
+};
+
+struct AlignedFree {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using AlignedBuf = std::unique_ptr<std::byte, AlignedFree>;
+AlignedBuf AlignedAlloc(size_t bytes) {
+  return AlignedBuf(
+      static_cast<std::byte*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096)));
+}
+
+double NowS() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Runs `ops` operations with at most `qd` in flight. issue(i, slot, done)
+// starts op i using buffer slot `slot`; done(ok) must be called exactly once.
+template <typename Issue>
+Phase RunQd(uint64_t ops, uint32_t qd, uint64_t bytes_per_op, Issue issue) {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<uint32_t> free_slots;
+  for (uint32_t s = 0; s < qd; ++s) free_slots.push_back(s);
+  LatencyHistogram hist;
+  std::atomic<uint64_t> failures{0};
+  const double start = NowS();
+  for (uint64_t i = 0; i < ops; ++i) {
+    uint32_t slot;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return !free_slots.empty(); });
+      slot = free_slots.back();
+      free_slots.pop_back();
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    issue(i, slot, [&, slot, t0](bool ok) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now() - t0)
+                          .count();
+      hist.Record(static_cast<uint64_t>(ns));
+      if (!ok) failures.fetch_add(1, std::memory_order_relaxed);
+      std::lock_guard<std::mutex> lock(mu);
+      free_slots.push_back(slot);
+      cv.notify_one();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return free_slots.size() == qd; });
+  }
+  const double secs = NowS() - start;
+  if (failures.load() != 0) {
+    std::fprintf(stderr, "FATAL: %llu operations failed\n",
+                 static_cast<unsigned long long>(failures.load()));
+    std::exit(1);
+  }
+  return Phase{static_cast<double>(ops * bytes_per_op) / secs / 1e9, hist.P50() / 1e3,
+               hist.P99() / 1e3};
+}
+
+SsdTierOptions TierOptions(const std::string& path, uint64_t file_bytes, Compression c,
+                           const SsdTierInfo& device) {
+  SsdTierOptions o;
+  o.paths = {path};
+  o.capacity_bytes_per_file = file_bytes;
+  o.compression = c;
+  o.device_read_bytes_per_s = device.device_read_bytes_per_s;
+  o.device_write_bytes_per_s = device.device_write_bytes_per_s;
+  return o;
+}
+
+uint64_t FileBytes(uint64_t size, uint64_t ops) {
+  // Header block per record plus the file header, with slack for the allocator.
+  return (ops * (size + 8192) + (8ull << 20)) / 4096 * 4096 + (16ull << 20);
+}
+
+TierRun RunTier(const std::string& path, uint64_t size, uint64_t ops, uint32_t qd, Payload payload,
+                const SsdTierInfo& device) {
+  std::filesystem::remove(path);
+  const Compression c =
+      payload == Payload::kBf16Compressed ? Compression::kAuto : Compression::kNever;
+  auto tier_or = SsdTier::Open(TierOptions(path, FileBytes(size, ops), c, device));
+  if (!tier_or.ok()) {
+    std::fprintf(stderr, "FATAL: open: %s\n", std::string(tier_or.status().message()).c_str());
+    std::exit(1);
+  }
+  SsdTier& tier = **tier_or;
+  std::vector<std::byte> src;
+  ObjectMeta meta;
+  if (payload == Payload::kRandom) {
+    src.resize(size);
+    std::mt19937_64 rng(size);
+    for (size_t i = 0; i + 8 <= size; i += 8) {
+      const uint64_t v = rng();
+      std::memcpy(src.data() + i, &v, 8);
+    }
+  } else {
+    src = compress::SyntheticKvBytes(size, compress::DType::kBFloat16, size);
+    meta.dtype = compress::DType::kBFloat16;
+  }
+  TierRun run;
+  const TierStats before = tier.stats();
+  run.write = RunQd(ops, qd, size, [&](uint64_t i, uint32_t, auto done) {
+    tier.Write(absl::StrCat("obj", i), src, meta,
+               [done = std::move(done)](absl::Status s) mutable { done(s.ok()); });
+  });
+  const TierStats after = tier.stats();
+  run.writes_per_sync = static_cast<double>(after.writes - before.writes) /
+                        std::max<uint64_t>(1, after.syncs - before.syncs);
+  run.compressed = after.compressed_writes > 0;
+  uint64_t stored = 0, raw = 0;
+  tier.ForEach([&](const ObjectInfo& info) {
+    stored += info.stored_bytes;
+    raw += info.raw_bytes;
+  });
+  run.stored_ratio = static_cast<double>(raw) / std::max<uint64_t>(1, stored);
+  std::vector<AlignedBuf> bufs;
+  for (uint32_t s = 0; s < qd; ++s) bufs.push_back(AlignedAlloc(size));
+  run.read = RunQd(ops, qd, size, [&](uint64_t i, uint32_t slot, auto done) {
+    tier.Read(absl::StrCat("obj", i), std::span<std::byte>(bufs[slot].get(), size),
+              [done = std::move(done)](absl::StatusOr<ReadResult> r) mutable { done(r.ok()); });
+  });
+  // Verify outside the timed loop: wrong bytes would make every figure void.
+  auto check = AlignedAlloc(size);
+  if (!ReadBlocking(tier, absl::StrCat("obj", ops - 1), std::span<std::byte>(check.get(), size))
+           .ok() ||
+      std::memcmp(check.get(), src.data(), size) != 0) {
+    std::fprintf(stderr, "FATAL: read back wrong bytes\n");
+    std::exit(1);
+  }
+  return run;
+}
+
+// Pulls the number after `"key" :` at or after `from` in fio's JSON.
+double JsonNumberAfter(const std::string& json, size_t from, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\"", from);
+  if (at == std::string::npos) return -1;
+  const size_t colon = json.find(':', at);
+  return std::strtod(json.c_str() + colon + 1, nullptr);
+}
+
+// fio on `path` with the tier's block size and queue depth. kind: "read",
+// "write"; fdatasync: 0 = none, else sync every N writes.
+Phase RunFio(const std::string& path, const std::string& kind, uint64_t size, uint64_t ops,
+             uint32_t qd, int fdatasync) {
+  const std::string out = path + ".fio.json";
+  std::string cmd = absl::StrCat(
+      "fio --name=tier --filename=", path, " --ioengine=io_uring --direct=1 --rw=", kind,
+      " --bs=", size, " --iodepth=", qd, " --size=", size * ops, " --offset=4096",
+      " --numjobs=1 --group_reporting --output-format=json --output=", out);
+  if (fdatasync > 0) absl::StrAppend(&cmd, " --fdatasync=", fdatasync);
+  if (std::system(cmd.c_str()) != 0) {
+    std::fprintf(stderr, "FATAL: fio failed: %s\n", cmd.c_str());
+    std::exit(1);
+  }
+  std::ifstream in(out);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string json = ss.str();
+  const size_t section = json.find("\"" + kind + "\" :");
+  Phase p;
+  p.gbps = JsonNumberAfter(json, section, "bw_bytes") / 1e9;
+  const size_t clat = json.find("\"clat_ns\"", section);
+  p.p50_us = JsonNumberAfter(json, clat, "50.000000") / 1e3;
+  p.p99_us = JsonNumberAfter(json, clat, "99.000000") / 1e3;
+  if (p.gbps <= 0) {
+    std::fprintf(stderr, "FATAL: could not parse fio output %s\n", out.c_str());
+    std::exit(1);
+  }
+  return p;
+}
+
+template <typename T, typename F>
+double Median(const std::vector<T>& runs, F field) {
+  std::vector<double> v;
+  for (const T& r : runs) v.push_back(field(r));
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* name) -> const char* {
+      const std::string prefix = absl::StrCat("--", name, "=");
+      return a.rfind(prefix, 0) == 0 ? argv[i] + prefix.size() : nullptr;
+    };
+    if (const char* v = value("reps")) {
+      f.reps = std::max(1, std::atoi(v));
+    } else if (const char* v = value("dir")) {
+      f.dir = v;
+    } else if (const char* v = value("total_mib")) {
+      f.total_mib = std::max<uint64_t>(1, std::strtoull(v, nullptr, 10));
+    } else if (const char* v = value("max_ops")) {
+      f.max_ops = std::max<uint64_t>(1, std::strtoull(v, nullptr, 10));
+    } else {
+      std::fprintf(stderr, "unknown flag %s (--reps --dir --total_mib --max_ops)\n", argv[i]);
+      std::exit(2);
+    }
+  }
+  return f;
+}
+
+void PrintMachine() {
+  utsname u;
+  uname(&u);
+  std::printf("machine: %s %s, %ld cpus; fio: ", u.sysname, u.release,
+              sysconf(_SC_NPROCESSORS_ONLN));
+  std::fflush(stdout);
+  if (std::system("fio --version") != 0) std::printf("(fio missing)\n");
+}
+
+SsdTierInfo ProbeDevice(const std::string& path) {
+  std::filesystem::remove(path);
+  SsdTierOptions o;
+  o.paths = {path};
+  o.capacity_bytes_per_file = 256ull << 20;
+  auto tier = SsdTier::Open(o);
+  if (!tier.ok()) {
+    std::fprintf(stderr, "FATAL: probe open: %s\n", std::string(tier.status().message()).c_str());
+    std::exit(1);
+  }
+  return (*tier)->info();
+}
+
+int Main(int argc, char** argv) {
+  const Flags flags = ParseFlags(argc, argv);
+  std::filesystem::create_directories(flags.dir);
+  const std::string path = flags.dir + "/tier.dat";
+  PrintMachine();
+  const SsdTierInfo device = ProbeDevice(path);
+  std::printf("device probe (SsdTier::Open): read %.2f GB/s, write %.2f GB/s, direct_io=%d\n",
+              device.device_read_bytes_per_s / 1e9, device.device_write_bytes_per_s / 1e9,
+              device.direct_io);
+  std::printf("medians of %d runs; GB/s of raw bytes; latency us per object (P50/P99)\n",
+              flags.reps);
+  std::printf("%-7s %-3s %-9s | %-22s %-22s %-20s %-5s | %-22s %-22s %-6s | %s\n", "size", "qd",
+              "payload", "tier write GB/s p50/p99", "fio write (no sync)", "fio write+fdatasync",
+              "w/s", "tier read GB/s p50/p99", "fio read", "ratio",
+              "w:tier/fio_sync  w:tier/fio  r:tier/fio");
+  const uint64_t sizes[] = {64ull << 10, 1ull << 20, 4ull << 20, 16ull << 20};
+  const uint32_t qds[] = {1, 8, 32};
+  for (uint64_t size : sizes) {
+    for (uint32_t qd : qds) {
+      const uint64_t ops = std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
+                                                std::max<uint64_t>(flags.max_ops, 2 * qd));
+      for (Payload payload : {Payload::kRandom, Payload::kBf16Raw, Payload::kBf16Compressed}) {
+        std::vector<TierRun> tier_runs;
+        std::vector<Phase> fio_r, fio_w, fio_ws;
+        for (int rep = 0; rep < flags.reps; ++rep) {
+          tier_runs.push_back(RunTier(path, size, ops, qd, payload, device));
+          // fio runs on the tier's own (preallocated) file, past its header block.
+          const int per_sync =
+              std::max(1, static_cast<int>(tier_runs.back().writes_per_sync + 0.5));
+          fio_w.push_back(RunFio(path, "write", size, ops, qd, 0));
+          fio_ws.push_back(RunFio(path, "write", size, ops, qd, per_sync));
+          fio_r.push_back(RunFio(path, "read", size, ops, qd, 0));
+        }
+        auto g = [](auto ph) { return [ph](const TierRun& r) { return (r.*ph).gbps; }; };
+        auto p50 = [](auto ph) { return [ph](const TierRun& r) { return (r.*ph).p50_us; }; };
+        auto p99 = [](auto ph) { return [ph](const TierRun& r) { return (r.*ph).p99_us; }; };
+        const double tw = Median(tier_runs, g(&TierRun::write));
+        const double tr = Median(tier_runs, g(&TierRun::read));
+        const auto fg = [](const Phase& p) { return p.gbps; };
+        const auto f50 = [](const Phase& p) { return p.p50_us; };
+        const auto f99 = [](const Phase& p) { return p.p99_us; };
+        const double fw = Median(fio_w, fg), fws = Median(fio_ws, fg), fr = Median(fio_r, fg);
+        std::printf(
+            "%-7s %-3u %-9s | %5.2f %7.0f/%-8.0f %5.2f %6.0f/%-8.0f %5.2f %6.0f/%-7.0f %-5.1f | "
+            "%5.2f %7.0f/%-8.0f %5.2f %6.0f/%-8.0f %-6.2f | %.2f  %.2f  %.2f%s\n",
+            absl::StrCat(size >> 10, "K").c_str(), qd, PayloadName(payload), tw,
+            Median(tier_runs, p50(&TierRun::write)), Median(tier_runs, p99(&TierRun::write)), fw,
+            Median(fio_w, f50), Median(fio_w, f99), fws, Median(fio_ws, f50), Median(fio_ws, f99),
+            Median(tier_runs, [](const TierRun& r) { return r.writes_per_sync; }), tr,
+            Median(tier_runs, p50(&TierRun::read)), Median(tier_runs, p99(&TierRun::read)), fr,
+            Median(fio_r, f50), Median(fio_r, f99),
+            Median(tier_runs, [](const TierRun& r) { return r.stored_ratio; }), tw / fws, tw / fw,
+            tr / fr, tier_runs.back().compressed ? "  (compressed)" : "");
+        std::fflush(stdout);
+      }
+    }
+  }
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".fio.json");
+  return 0;
+}
+
+}  // namespace
+}  // namespace mooncake::tier
+
+int main(int argc, char** argv) { return mooncake::tier::Main(argc, argv); }

@@ -7,6 +7,7 @@
 // Buffers are 16 MiB (real weights: all there is, up to 16 MiB). Speeds count raw bytes.
 // Counters: ratio = raw/frame; bound = raw/order-0 bound; of_bound = ratio/bound.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -21,6 +22,7 @@
 #include "mooncake/compress/byte_plane_codec.h"
 #include "mooncake/compress/codec.h"
 #include "mooncake/compress/identity_codec.h"
+#include "mooncake/compress/internal/checksum.h"
 #include "mooncake/compress/internal/entropy.h"
 #include "mooncake/compress/kv_data_testing.h"
 #include "mooncake/compress/zstd_codec.h"
@@ -171,8 +173,16 @@ MOONCAKE_CODEC_BENCHMARKS(Adaptive);
 
 int main(int argc, char** argv) {
   using namespace mooncake::compress;  // NOLINT: benchmark main
-  std::printf("machine: %u hardware threads; buffers %zu MiB; speeds are raw bytes/s\n",
-              std::thread::hardware_concurrency(), kBufferBytes >> 20);
+  double load[3] = {0, 0, 0};
+  const int got = getloadavg(load, 3);
+  std::printf(
+      "machine: %u hardware threads, load average %.2f %.2f %.2f; buffers %zu MiB; speeds are "
+      "raw bytes/s\n",
+      std::thread::hardware_concurrency(), got > 0 ? load[0] : -1.0, load[1], load[2],
+      kBufferBytes >> 20);
+  std::printf("chunk checksums: XXH3-64 via %s\n",
+              mooncake::compress_internal::ChunkChecksumUsesAvx2() ? "the AVX2 kernels"
+                                                                   : "the system libxxhash");
   absl::StatusOr<std::vector<float>> real = LoadRealWeights(RealWeightsDir());
   if (real.ok()) {
     std::printf(

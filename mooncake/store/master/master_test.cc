@@ -165,6 +165,38 @@ TEST(MasterTest, ConcurrentOpsOnSharedKeysLeaveNoLeak) {
   EXPECT_EQ(m->TenantUsage("")->used_bytes, 0u);
 }
 
+// A prefix read with replicas is a read for the policy: the chain survives
+// eviction that takes older-looking objects instead; a bare probe is not.
+TEST(MasterTest, PrefixReadRefreshesTheChainForEviction) {
+  FakeClock clock;
+  auto m = *Master<>::Create(MasterOptions{}, &clock);
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", 8 * 4096)).ok());
+  auto put = [&](const std::string& key) {
+    auto s = m->PutStart(PutReq(key, 4096));
+    return s.ok() && m->PutEnd(EndReq(key, s->put_id())).ok();
+  };
+  const Hash128 b0{1, 1}, b1{2, 2};
+  ASSERT_TRUE(put(rpc::BlockObjectKey(b0)));
+  ASSERT_TRUE(put(rpc::BlockObjectKey(b1)));
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(put("k" + std::to_string(i)));
+  proto::PrefixQueryRequest q;
+  rpc::ToProto(b0, q.add_chain());
+  rpc::ToProto(b1, q.add_chain());
+  ASSERT_EQ(m->PrefixQuery(q)->matched(), 2u);  // probe: no refresh
+  q.set_with_replicas(true);
+  auto read = m->PrefixQuery(q);
+  ASSERT_EQ(read->matched(), 2u);
+  proto::ReleaseLeasesRequest rel;
+  rel.add_lease_ids(read->lease().lease_id());
+  ASSERT_TRUE(m->ReleaseLeases(rel).ok());
+  EXPECT_EQ(m->EvictBytes(2 * 4096).victims, 2u);
+  q.set_with_replicas(false);
+  EXPECT_EQ(m->PrefixQuery(q)->matched(), 2u);
+  proto::ExistsRequest e;
+  e.set_key("k0");
+  EXPECT_FALSE(m->Exists(e)->exists());
+}
+
 TEST(MasterTest, MetricsReportObjectsUsageAndFragmentation) {
   FakeClock clock;
   MetricsRegistry registry;

@@ -73,6 +73,15 @@ absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
   return resp;
 }
 
+// rpc::BlockObjectKey into an existing 18-byte key (no allocation).
+inline void WriteBlockObjectKey(const Hash128& block, std::string* key) {
+  MC_DASSERT(key->size() == 18, "a block object key is 18 bytes");
+  for (int i = 0; i < 8; ++i) {
+    (*key)[2 + i] = static_cast<char>(block.low >> (8 * i));
+    (*key)[10 + i] = static_cast<char>(block.high >> (8 * i));
+  }
+}
+
 template <typename A, typename P>
 absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
                                                        const proto::PrefixQueryRequest& req) {
@@ -84,10 +93,11 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
   const int64_t now = s.Now();
   const int64_t lease_ns = LeaseNs(s, req.lease_ms());
   proto::PrefixQueryResponse resp;
-  std::vector<std::string> keys;
   std::vector<master::LeasedObject> leased;
+  std::string key = rpc::BlockObjectKey(Hash128{});  // rewritten in place per block
+  uint32_t matched = 0;
   for (const proto::BlockKey& block : req.chain()) {
-    std::string key = rpc::BlockObjectKey(rpc::FromProto(block));
+    WriteBlockObjectKey(rpc::FromProto(block), &key);
     const bool hit = s.table.With(key, [&](ObjectTable::Shard& sh) {
       ObjectMeta* m = sh.Find(key);
       if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return false;
@@ -100,16 +110,21 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
       return true;
     });
     if (!hit) break;
-    keys.push_back(std::move(key));
+    ++matched;
   }
-  resp.set_matched(static_cast<uint32_t>(keys.size()));
+  resp.set_matched(matched);
   if (!leased.empty()) {
+    // A read of the whole matched prefix: refresh it for the policy too. A
+    // probe without replicas (like Exists) leaves eviction order alone.
+    std::vector<std::string> keys;
+    keys.reserve(leased.size());
+    for (const master::LeasedObject& o : leased) keys.push_back(o.key);
+    s.evictor.Touch(keys);
     resp.mutable_lease()->set_lease_id(s.leases.Grant(now + lease_ns, std::move(leased)));
     resp.mutable_lease()->set_expires_in_ms(static_cast<uint64_t>(lease_ns / kNsPerMs));
   }
-  if (!keys.empty()) s.evictor.Touch(keys);
   s.metrics.prefix_queries->Increment();
-  s.metrics.prefix_blocks_matched->Increment(keys.size());
+  s.metrics.prefix_blocks_matched->Increment(matched);
   return resp;
 }
 

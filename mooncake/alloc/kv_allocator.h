@@ -17,6 +17,13 @@
 // the request is retried on the backing directly (it may still have a hole
 // the exact size of one block, where a page would need the page alignment).
 //
+// Placement: when the backing offers a choice of end (TlsfAllocator::Allocate
+// with CarveEnd), odd sizes are cut from the high end of the extent it picks
+// and blocks and pages from the low end, so an odd size's leftover sliver
+// stays beside other odd sizes instead of between two blocks. On the 1 GiB
+// whole-model workload this raises utilization at first failure from 0.9532
+// to 0.9567 (docs/alloc.md lists the other placements tried).
+//
 // Complexity: that of the two parts (O(1) with the TLSF backing), plus
 // O(number of classes) to route. Thread-safety: none (see allocator.h).
 #ifndef MOONCAKE_ALLOC_KV_ALLOCATOR_H_

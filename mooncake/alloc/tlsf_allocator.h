@@ -15,10 +15,17 @@
 //      enough (size + worst-case alignment padding, rounded up to a bin);
 //   3. else, close to exhaustion, at most kFitScanMax blocks of the bins in
 //      between, so that a request fails only when nothing close fits.
-// The chosen extent is split: alignment padding before it and the remainder
-// after it go back to the bins as free extents. free() merges the extent with
+// The chosen extent is split: alignment padding and the remainder go back to
+// the bins as free extents. allocate() cuts from the extent's low end (with a
+// single free extent: the lowest aligned offset, which SsdTier's recovery
+// relies on); Allocate(size, alignment, CarveEnd::kHigh) cuts from its high
+// end, for compositions that keep two families of sizes apart. free() merges the extent with
 // its free physical neighbours (found through an address-ordered neighbour
 // list) before binning it, so no two free extents are ever adjacent.
+//
+// Speed: record 0 is a sentinel (no bounds tests on links or neighbours),
+// each free record caches its bin, and the cold paths (record growth, step
+// 3, front padding) are out of line; see docs/alloc.md for the figures.
 //
 // Complexity: allocate and free are O(1): bin lookups are bit scans, step 3
 // is bounded by a constant, and metadata records come from a free list (the

@@ -111,7 +111,16 @@ class Worker {
   Worker& operator=(const Worker&) = delete;
   ~Worker() {
     Shutdown().IgnoreError();
-    router_.reset();  // stop serving before the memory below is unmapped
+    // Stop serving before the memory is unmapped: unregistering waits for
+    // in-process copies and turns later requests into NotFound.
+    {
+      absl::MutexLock lock(&mu_);
+      for (const Slot& s : slots_) {
+        if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
+      }
+    }
+    if (directory_id_ != 0) router_->UnregisterMemory(directory_id_).IgnoreError();
+    router_.reset();
   }
 
   // Stops heartbeating and unmounts every segment (the master drops their
@@ -137,6 +146,24 @@ class Worker {
     }
     WriteDirectoryLocked();
     return status;
+  }
+
+  // What a crash looks like from outside, for in-process tests: stops
+  // heartbeating and serving (every request on the worker's segments fails
+  // from now on) without telling the master. The process tests SIGKILL.
+  void Abandon() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      wake_.SignalAll();
+    }
+    if (heartbeat_.joinable()) heartbeat_.join();
+    absl::MutexLock lock(&mu_);
+    for (Slot& s : slots_) {
+      if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
+      s.router_id = 0;
+      s.master_segment_id = 0;  // nothing to unmount later
+    }
   }
 
   // One heartbeat now (remounting if told to). The background thread calls
@@ -233,6 +260,7 @@ class Worker {
     ASSIGN_OR_RETURN(const transport::SegmentDesc dir,
                      router_->RegisterMemory(directory_->data(), directory_->size(),
                                              transport::MemoryLocation::SharedMemory()));
+    directory_id_ = dir.id;
     worker_id_ = FormatWorkerId(router_->LocalEndpoint(), dir.id);
     absl::MutexLock lock(&mu_);
     slots_.resize(options_.segment_count);
@@ -341,6 +369,7 @@ class Worker {
   std::string shm_endpoint_;
   std::string tcp_endpoint_;
   std::string worker_id_;  // fixed after Init
+  transport::SegmentId directory_id_ = 0;
   std::optional<transport::SharedMemory> directory_;
 
   mutable absl::Mutex mu_;

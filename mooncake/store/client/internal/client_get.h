@@ -100,7 +100,7 @@ absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void*
   const transport::TransferRequest req{transport::OpCode::kRead, dst, seg.handle, rep.offset(),
                                        obj.size_bytes};
   absl::Status s =
-      RunTransfers(*router_, std::span<const transport::TransferRequest>(&req, 1), deadline)
+      client::RunTransfers(*router_, std::span<const transport::TransferRequest>(&req, 1), deadline)
           .front();
   if (!s.ok()) {
     resolver_.Forget(rep.segment_id());
@@ -162,7 +162,7 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
     who.push_back(i);
   }
   std::vector<bool> done(t.size(), false);
-  const std::vector<absl::Status> rs = RunTransfers(*router_, reqs, deadline);
+  const std::vector<absl::Status> rs = client::RunTransfers(*router_, reqs, deadline);
   for (size_t j = 0; j < who.size(); ++j) {
     const size_t i = who[j];
     const CachedObject& obj = res[i].obj;

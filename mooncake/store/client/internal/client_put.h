@@ -39,7 +39,7 @@ std::vector<absl::Status> ClientCore<C>::WriteAll(
       who.emplace_back(i, rep.segment_id());
     }
   }
-  const std::vector<absl::Status> rs = RunTransfers(*router_, reqs, deadline);
+  const std::vector<absl::Status> rs = client::RunTransfers(*router_, reqs, deadline);
   for (size_t j = 0; j < who.size(); ++j) {
     if (rs[j].ok()) continue;
     (*failed_segments)[who[j].first].push_back(who[j].second);

@@ -1,0 +1,433 @@
+#include "mooncake/store/client.h"
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/base/hash.h"
+#include "mooncake/store/client/testing/counting_channel.h"
+#include "mooncake/store/client/testing/fake_master.h"
+#include "mooncake/store/rpc/inproc_channel.h"
+#include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/rpc/service.h"
+#include "mooncake/store/rpc/tcp_channel.h"
+#include "mooncake/store/rpc/tcp_server.h"
+#include "mooncake/store/worker/worker.h"
+
+namespace mooncake::client {
+namespace {
+
+using store_testing::CountingChannel;
+using store_testing::FakeMaster;
+using store_testing::FakeMasterOptions;
+using Channel = CountingChannel<rpc::InProcessChannel>;
+using TestClient = Client<Channel>;
+using TestWorker = worker::Worker<rpc::InProcessChannel>;
+
+// Workers here heartbeat only by hand; the fake clock jumps over leases.
+FakeMasterOptions NoExpiry(FakeMasterOptions o) {
+  o.heartbeat_timeout_ms = uint64_t{1} << 40;
+  return o;
+}
+
+// A master, `workers` workers and clients made on demand, all in process.
+class Store {
+ public:
+  explicit Store(size_t workers = 2, FakeMasterOptions mo = {}, uint64_t segment_bytes = 1 << 20)
+      : master_(NoExpiry(std::move(mo)), &clock_) {
+    EXPECT_TRUE(master_.RegisterOn(&registry_).ok());
+    inproc_ = std::make_unique<rpc::InProcessChannel>(&registry_);
+    for (size_t i = 0; i < workers; ++i) {
+      worker::WorkerOptions o;
+      o.segment_bytes = segment_bytes;
+      o.heartbeat_thread = false;
+      auto w = TestWorker::Start(o, inproc_.get());
+      EXPECT_TRUE(w.ok()) << w.status();
+      workers_.push_back(std::move(*w));
+    }
+  }
+  std::unique_ptr<TestClient> NewClient(ClientOptions o = {}) {
+    channels_.push_back(std::make_unique<Channel>(inproc_.get()));
+    o.clock = &clock_;
+    auto c = TestClient::Create(o, channels_.back().get());
+    EXPECT_TRUE(c.ok()) << c.status();
+    return std::move(*c);
+  }
+  Channel& channel(size_t i) { return *channels_[i]; }
+  FakeMaster& master() { return master_; }
+  FakeClock& clock() { return clock_; }
+  std::vector<std::unique_ptr<TestWorker>>& workers() { return workers_; }
+
+ private:
+  FakeClock clock_{1'000'000'000};
+  FakeMaster master_;
+  rpc::ServiceRegistry registry_;
+  std::unique_ptr<rpc::InProcessChannel> inproc_;
+  std::vector<std::unique_ptr<TestWorker>> workers_;
+  std::vector<std::unique_ptr<Channel>> channels_;
+};
+
+// An abandoned worker's memfd stays mapped by SHM peers (by design, see
+// shm_transport.h), so SHM keeps reading it; these tests watch the failure
+// on the transports that see a worker go: local and TCP.
+ClientOptions NoShm() {
+  ClientOptions o;
+  o.use_shm = false;
+  return o;
+}
+
+std::string Value(size_t n, char seed) {
+  std::string v(n, '\0');
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<char>(seed + i * 31);
+  return v;
+}
+
+TEST(Client, PutGetExistsRemove) {
+  Store s;
+  auto c = s.NewClient();
+  const std::string v = Value(10'000, 'a');
+  ASSERT_TRUE(c->Put("k", v).ok());
+  EXPECT_EQ(*c->Get("k"), v);
+  std::string buf(20'000, '\0');
+  auto n = c->GetInto("k", buf.data(), buf.size());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(buf.substr(0, *n), v);
+  EXPECT_TRUE(*c->Exists("k"));
+  ASSERT_TRUE(c->Remove("k").ok());
+  EXPECT_FALSE(*c->Exists("k"));
+  EXPECT_EQ(c->Get("k").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(c->Remove("k").code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Client, HotKeyFromTheCacheMakesNoMasterRpc) {
+  Store s;
+  auto c = s.NewClient();
+  ASSERT_TRUE(c->Put("hot", Value(4096, 'h')).ok());
+  ASSERT_TRUE(c->Get("hot").ok());  // fills the cache
+  const uint64_t channel_before = s.channel(0).total();
+  const uint64_t master_before = s.master().total_calls();
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(*c->Get("hot"), Value(4096, 'h'));
+  EXPECT_EQ(s.channel(0).total(), channel_before) << "no RPC left the client";
+  EXPECT_EQ(s.master().total_calls(), master_before) << "none reached the master";
+  EXPECT_EQ(c->stats().cache_hits, 100u);
+  // Past the lease the next get asks again, and gets a new lease.
+  s.clock().AdvanceMs(2'000);
+  ASSERT_TRUE(c->Get("hot").ok());
+  EXPECT_EQ(s.master().calls(rpc::GetReplicasMethod::kId), 2u);
+  GetOptions bypass;
+  bypass.bypass_cache = true;
+  ASSERT_TRUE(c->Get("hot", bypass).ok());
+  EXPECT_EQ(s.master().calls(rpc::GetReplicasMethod::kId), 3u);
+}
+
+TEST(Client, OwnRemoveAndPutAreSeenAtOnce) {
+  Store s;
+  auto c = s.NewClient();
+  ASSERT_TRUE(c->Put("k", "one").ok());
+  ASSERT_EQ(*c->Get("k"), "one");
+  ASSERT_TRUE(c->Remove("k").ok());
+  EXPECT_EQ(c->Get("k").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(c->Put("k", "two").ok());
+  EXPECT_EQ(*c->Get("k"), "two");
+}
+
+// Another client's remove: the cached lease keeps the old space intact, so a
+// cached get returns the old, whole value (never the new object's bytes);
+// once the lease ends the removal shows.
+TEST(Client, OtherClientsRemoveShowsWithinALeaseAndNeverMixesBytes) {
+  Store s(1);
+  auto a = s.NewClient();
+  auto b = s.NewClient();
+  ASSERT_TRUE(a->Put("k", Value(8192, 'x')).ok());
+  ASSERT_EQ(*a->Get("k"), Value(8192, 'x'));
+  ASSERT_TRUE(b->Remove("k").ok());
+  ASSERT_TRUE(b->Put("k", Value(8192, 'y')).ok());
+  ASSERT_TRUE(b->Put("filler", Value(8192, 'z')).ok());
+  EXPECT_EQ(*a->Get("k"), Value(8192, 'x')) << "the cached version, whole";
+  s.clock().AdvanceMs(2'000);
+  EXPECT_EQ(*a->Get("k"), Value(8192, 'y'));
+}
+
+TEST(Client, LeasedObjectsAreNotEvictedAndEvictionShows) {
+  Store s;
+  auto c = s.NewClient();
+  ASSERT_TRUE(c->Put("k", "v").ok());
+  ASSERT_TRUE(c->Get("k").ok());
+  EXPECT_EQ(s.master().Evict("k").code(), absl::StatusCode::kFailedPrecondition);
+  s.clock().AdvanceMs(2'000);
+  ASSERT_TRUE(s.master().Evict("k").ok());
+  EXPECT_EQ(c->Get("k").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Client, DestroyingAClientReleasesItsLeases) {
+  Store s;
+  {
+    auto c = s.NewClient();
+    ASSERT_TRUE(c->Put("k", "v").ok());
+    ASSERT_TRUE(c->Get("k").ok());
+    EXPECT_EQ(s.master().live_leases(), 1u);
+  }
+  EXPECT_EQ(s.master().live_leases(), 0u);
+  EXPECT_TRUE(s.master().Evict("k").ok());
+}
+
+TEST(Client, CorruptReplicaFallsBackAndAllCorruptIsDataLoss) {
+  Store s(2);
+  auto c = s.NewClient();
+  PutOptions two;
+  two.replica_count = 2;
+  const std::string v = Value(1000, 'c');
+  ASSERT_TRUE(c->Put("k", v, two).ok());
+  // Corrupt the copy on worker 0 (offset 0 of its only segment).
+  static_cast<char*>(s.workers()[0]->segments()[0].data)[10] ^= 1;
+  EXPECT_EQ(*c->Get("k"), v);
+  EXPECT_EQ(c->stats().checksum_mismatches, 1u);
+  static_cast<char*>(s.workers()[1]->segments()[0].data)[10] ^= 1;
+  GetOptions bypass;
+  bypass.bypass_cache = true;
+  EXPECT_EQ(c->Get("k", bypass).status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(Client, GetFallsBackWhenAWorkerIsGone) {
+  Store s(2);
+  auto c = s.NewClient(NoShm());
+  PutOptions two;
+  two.replica_count = 2;
+  ASSERT_TRUE(c->Put("k", Value(5000, 'w'), two).ok());
+  ASSERT_TRUE(c->Get("k").ok());  // cached: replicas on both workers
+  s.workers()[0]->Abandon();      // gone without telling the master
+  EXPECT_EQ(*c->Get("k"), Value(5000, 'w'));
+  EXPECT_GE(c->stats().replica_fallbacks, 1u);
+}
+
+TEST(Client, PutWithEveryWorkerGoneFailsCleanly) {
+  Store s(1);
+  auto c = s.NewClient(NoShm());
+  ASSERT_TRUE(c->Put("warm", "x").ok());  // the client knows the worker's segment
+  s.workers()[0]->Abandon();
+  const absl::Status st = c->Put("k", "v");
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_FALSE(*c->Exists("k")) << "revoked, not half-visible";
+  EXPECT_EQ(s.master().calls(rpc::PutRevokeMethod::kId), 1u);
+}
+
+TEST(Client, PutCommitsOnTheReplicasThatWereWritten) {
+  Store s(2);
+  auto c = s.NewClient(NoShm());
+  PutOptions two;
+  two.replica_count = 2;
+  ASSERT_TRUE(c->Put("warm", "x", two).ok());
+  s.workers()[1]->Abandon();
+  ASSERT_TRUE(c->Put("k", Value(3000, 'p'), two).ok());
+  EXPECT_EQ(*c->Get("k"), Value(3000, 'p'));
+}
+
+TEST(Client, BadInputGetsClearErrors) {
+  FakeMasterOptions mo;
+  mo.max_object_bytes = 1 << 16;
+  mo.tenants = {{"", UINT64_MAX}, {"small", 1000}};
+  Store s(1, mo);
+  ClientOptions co;
+  co.max_object_bytes = 1 << 18;
+  auto c = s.NewClient(co);
+  using absl::StatusCode;
+  EXPECT_EQ(c->Put("", "v").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Put(std::string(rpc::kMaxKeyBytes + 1, 'k'), "v").code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Put(std::string("\0k", 2), "v").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Put("k", "").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Put("k", std::string((1 << 18) + 1, 'v')).code(), StatusCode::kInvalidArgument)
+      << "over the client's limit";
+  EXPECT_EQ(c->Put("k", std::string((1 << 16) + 1, 'v')).code(), StatusCode::kInvalidArgument)
+      << "over the master's limit";
+  PutOptions unknown;
+  unknown.tenant = "nobody";
+  EXPECT_EQ(c->Put("k", "v", unknown).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Get("k", {.tenant = "nobody"}).status().code(), StatusCode::kInvalidArgument);
+  PutOptions small;
+  small.tenant = "small";
+  EXPECT_EQ(c->Put("k", std::string(2000, 'v'), small).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(c->Put("big", std::string(60'000, 'v')).code(), StatusCode::kOk);
+  EXPECT_EQ(c->Put("big2", std::string(60'000, 'v')).code(), StatusCode::kOk);
+  ASSERT_TRUE(c->Put("k", "v").ok());
+  EXPECT_EQ(c->Put("k", "w").code(), StatusCode::kAlreadyExists);
+  char tiny[0 + 1];
+  EXPECT_EQ(c->GetInto("big", tiny, sizeof(tiny)).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(c->Get("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Exists("").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Client, NoSpaceIsResourceExhausted) {
+  Store s(1, {}, 64 << 10);
+  auto c = s.NewClient();
+  ASSERT_TRUE(c->Put("a", std::string(40 << 10, 'a')).ok());
+  EXPECT_EQ(c->Put("b", std::string(40 << 10, 'b')).code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(Client, BatchForms) {
+  Store s(2);
+  auto c = s.NewClient();
+  std::vector<std::string> keys, values;
+  for (int i = 0; i < 50; ++i) {
+    keys.push_back("key" + std::to_string(i));
+    values.push_back(Value(100 + i * 37, static_cast<char>(i)));
+  }
+  std::vector<PutItem> items;
+  for (int i = 0; i < 50; ++i) items.push_back({keys[i], values[i]});
+  items.push_back({"", "bad"});
+  auto put = c->BatchPut(items);
+  ASSERT_EQ(put.size(), 51u);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(put[i].ok()) << put[i];
+  EXPECT_EQ(put[50].code(), absl::StatusCode::kInvalidArgument);
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  views.push_back("missing");
+  auto got = c->BatchGet(views);
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(*got[i], values[i]);
+  EXPECT_EQ(got[50].status().code(), absl::StatusCode::kNotFound);
+  auto exists = c->BatchExists(views);
+  ASSERT_TRUE(exists.ok());
+  EXPECT_TRUE((*exists)[0]);
+  EXPECT_FALSE((*exists)[50]);
+  std::vector<std::string> bufs(50, std::string(4096, '\0'));
+  std::vector<GetIntoItem> into;
+  for (int i = 0; i < 50; ++i) into.push_back({keys[i], bufs[i].data(), bufs[i].size()});
+  auto sizes = c->BatchGetInto(into);
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(bufs[i].substr(0, *sizes[i]), values[i]);
+  auto removed = c->BatchRemove(std::span(views).first(25));
+  for (const auto& st : removed) EXPECT_TRUE(st.ok());
+  got = c->BatchGet(views);
+  EXPECT_EQ(got[0].status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(got[30].ok());
+}
+
+TEST(Client, RegisteredBuffers) {
+  Store s;
+  auto c = s.NewClient();
+  std::string region(1 << 16, 'r');
+  EXPECT_EQ(c->RegisterBuffer(nullptr, 10).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(c->RegisterBuffer(region.data(), region.size()).ok());
+  EXPECT_EQ(c->RegisterBuffer(region.data() + 100, 10).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(c->Put("k", std::string_view(region.data(), 1000)).ok());
+  auto n = c->GetInto("k", region.data() + 4096, 8192);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(c->stats().registered_bytes_moved, 2000u);
+  EXPECT_EQ(c->UnregisterBuffer(region.data() + 1).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(c->UnregisterBuffer(region.data()).ok());
+}
+
+TEST(Client, EveryTransportAlone) {
+  for (int which = 0; which < 3; ++which) {
+    Store s(1);
+    ClientOptions o;
+    o.use_local = which == 0;
+    o.use_shm = which == 1;
+    o.use_tcp = which == 2;
+    auto c = s.NewClient(o);
+    const std::string v = Value(1 << 20, static_cast<char>(which));
+    ASSERT_TRUE(c->Put("k", std::string_view(v).substr(0, 700'000)).ok()) << which;
+    EXPECT_EQ(*c->Get("k"), v.substr(0, 700'000)) << which;
+    const auto routes = c->router().route_stats();
+    ASSERT_EQ(routes.size(), 1u);
+    EXPECT_GT(routes[0].slices_ok, 0u) << routes[0].name;
+  }
+}
+
+TEST(Client, ConcurrentClientsAgreeWithAModel) {
+  Store s(2);
+  constexpr int kThreads = 4, kKeys = 8, kOps = 150;
+  std::vector<std::unique_ptr<TestClient>> clients;
+  for (int t = 0; t < kThreads; ++t) clients.push_back(s.NewClient());
+  // Values are self-describing: key, writer and a serial, so a read can be
+  // checked for tearing and for belonging to its key.
+  auto make = [](int key, int writer, int serial) {
+    std::string v = "k" + std::to_string(key) + "/w" + std::to_string(writer) + "/s" +
+                    std::to_string(serial) + "/";
+    return v + std::string(2000 + serial % 500, static_cast<char>('a' + key));
+  };
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int op = 0; op < kOps; ++op) {
+        const int key = (op * 7 + t) % kKeys;
+        const std::string k = "key" + std::to_string(key);
+        GetOptions g;
+        g.bypass_cache = op % 3 == 0;
+        switch (op % 4) {
+          case 0:
+            (void)clients[t]->Put(k, make(key, t, op));
+            break;
+          case 1:
+            (void)clients[t]->Remove(k);
+            break;
+          default: {
+            auto r = clients[t]->Get(k, g);
+            if (r.ok()) {
+              const std::string prefix = "k" + std::to_string(key) + "/";
+              const size_t tail = r->rfind('/') + 1;
+              const bool whole =
+                  r->starts_with(prefix) &&
+                  r->find_first_not_of(static_cast<char>('a' + key), tail) == std::string::npos;
+              if (!whole) bad.fetch_add(1);
+            } else if (!absl::IsNotFound(r.status())) {
+              bad.fetch_add(1);
+            }
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  // Quiesced: every key reads the same from every client through the master.
+  for (int key = 0; key < kKeys; ++key) {
+    const std::string k = "key" + std::to_string(key);
+    GetOptions g;
+    g.bypass_cache = true;
+    auto first = clients[0]->Get(k, g);
+    for (auto& c : clients) {
+      auto r = c->Get(k, g);
+      EXPECT_EQ(r.ok(), first.ok());
+      if (r.ok() && first.ok()) {
+        EXPECT_EQ(*r, *first);
+      }
+    }
+    EXPECT_EQ(*clients[0]->Exists(k), first.ok());
+  }
+}
+
+TEST(Client, OverTcpRpc) {
+  FakeMaster master;
+  rpc::ServiceRegistry registry;
+  ASSERT_TRUE(master.RegisterOn(&registry).ok());
+  rpc::RpcServer server(&registry, {});
+  ASSERT_TRUE(server.Start().ok());
+  auto wch = rpc::TcpChannel::Connect(server.address());
+  ASSERT_TRUE(wch.ok());
+  worker::WorkerOptions wo;
+  wo.segment_bytes = 1 << 20;
+  auto w = worker::Worker<rpc::TcpChannel>::Start(wo, wch->get());
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto cch = rpc::TcpChannel::Connect(server.address());
+  ASSERT_TRUE(cch.ok());
+  auto c = Client<rpc::TcpChannel>::Create({}, cch->get());
+  ASSERT_TRUE(c.ok());
+  std::vector<PutItem> items;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 20; ++i) keys.push_back("t" + std::to_string(i));
+  for (int i = 0; i < 20; ++i) items.push_back({keys[i], keys[i]});
+  for (const auto& st : (*c)->BatchPut(items)) ASSERT_TRUE(st.ok()) << st;
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  auto got = (*c)->BatchGet(views);
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(*got[i], keys[i]);
+}
+
+}  // namespace
+}  // namespace mooncake::client

@@ -12,6 +12,10 @@
 namespace mooncake::master {
 namespace {
 
+// Block-keyed policies are not object policies (the master keys by string).
+static_assert(!ObjectEvictionPolicy<index::LruPolicy<>>);
+static_assert(ObjectEvictionPolicy<index::S3FifoPolicy<std::string, ObjectKeyHash>>);
+
 template <typename P>
 class EvictorTest : public ::testing::Test {};
 

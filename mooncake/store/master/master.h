@@ -59,6 +59,7 @@ namespace mooncake::master {
 namespace proto = ::mooncake::store::proto;
 
 using ReferenceEvictionPolicy = index::LruPolicy<std::string, ObjectKeyHash>;
+static_assert(ObjectEvictionPolicy<ReferenceEvictionPolicy>);
 
 // What one Tick() did.
 struct TickReport {

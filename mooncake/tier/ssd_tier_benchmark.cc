@@ -3,9 +3,9 @@
 //
 // For each object size (64 KiB, 1 MiB, 4 MiB, 16 MiB) and queue depth
 // (1, 8, 32): write then read `ops` objects through SsdTier with `qd`
-// operations in flight, for three payloads: random bytes (stored raw), bf16
-// synthetic KV with compression off, and bf16 with compression on (kAuto:
-// the tier decides from the device bandwidth it measured). Then fio runs on
+// operations in flight, for four payloads: random bytes (stored raw), bf16
+// synthetic KV with compression off (bf16/raw), on (bf16/zip: kAlways), and
+// kAuto (bf16/auto: the tier decides from the device bandwidth it measured). Then fio runs on
 // the tier's own file with bs = object size and iodepth = qd: read, write,
 // and write with --fdatasync=N where N is the tier's measured writes per
 // fdatasync (its group commit), i.e. the same durability work per write.
@@ -14,6 +14,7 @@
 //
 // Run: bazel run -c opt //mooncake/tier:ssd_tier_benchmark -- [--reps=3]
 //      [--dir=/tmp/mooncake_tier_bench] [--total_mib=256] [--max_ops=1024]
+//      [--sizes_kib=64,1024,4096,16384] [--qds=1,8,32]
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -49,16 +50,34 @@ struct Flags {
   std::string dir = "/tmp/mooncake_tier_bench";
   uint64_t total_mib = 256;
   uint64_t max_ops = 1024;
+  std::vector<uint64_t> sizes_kib = {64, 1024, 4096, 16384};
+  std::vector<uint32_t> qds = {1, 8, 32};
 };
 
-enum class Payload { kRandom, kBf16Raw, kBf16Compressed };
+template <typename T>
+std::vector<T> ParseList(const char* v) {
+  std::vector<T> out;
+  const char* p = v;
+  while (*p != '\0') {
+    char* end = nullptr;
+    const unsigned long long x = std::strtoull(p, &end, 10);
+    if (end == p) break;  // not a number: stop; the caller rejects what is left
+    out.push_back(static_cast<T>(x));
+    p = *end == ',' ? end + 1 : end;
+  }
+  return out;
+}
+
+enum class Payload { kRandom, kBf16Raw, kBf16Always, kBf16Auto };
 const char* PayloadName(Payload p) {
   switch (p) {
     case Payload::kRandom:
       return "random";
     case Payload::kBf16Raw:
       return "bf16/raw";
-    case Payload::kBf16Compressed:
+    case Payload::kBf16Always:
+      return "bf16/zip";
+    case Payload::kBf16Auto:
       return "bf16/auto";
   }
   return "?";
@@ -154,8 +173,9 @@ uint64_t FileBytes(uint64_t size, uint64_t ops) {
 TierRun RunTier(const std::string& path, uint64_t size, uint64_t ops, uint32_t qd, Payload payload,
                 const SsdTierInfo& device) {
   std::filesystem::remove(path);
-  const Compression c =
-      payload == Payload::kBf16Compressed ? Compression::kAuto : Compression::kNever;
+  const Compression c = payload == Payload::kBf16Always ? Compression::kAlways
+                        : payload == Payload::kBf16Auto ? Compression::kAuto
+                                                        : Compression::kNever;
   auto tier_or = SsdTier::Open(TierOptions(path, FileBytes(size, ops), c, device));
   if (!tier_or.ok()) {
     std::fprintf(stderr, "FATAL: open: %s\n", std::string(tier_or.status().message()).c_str());
@@ -271,8 +291,15 @@ Flags ParseFlags(int argc, char** argv) {
       f.total_mib = std::max<uint64_t>(1, std::strtoull(v, nullptr, 10));
     } else if (const char* v = value("max_ops")) {
       f.max_ops = std::max<uint64_t>(1, std::strtoull(v, nullptr, 10));
+    } else if (const char* v = value("sizes_kib")) {
+      f.sizes_kib = ParseList<uint64_t>(v);
+    } else if (const char* v = value("qds")) {
+      f.qds = ParseList<uint32_t>(v);
     } else {
-      std::fprintf(stderr, "unknown flag %s (--reps --dir --total_mib --max_ops)\n", argv[i]);
+      std::fprintf(stderr,
+                   "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
+                   "--qds=1,8,32)\n",
+                   argv[i]);
       std::exit(2);
     }
   }
@@ -286,6 +313,15 @@ void PrintMachine() {
               sysconf(_SC_NPROCESSORS_ONLN));
   std::fflush(stdout);
   if (std::system("fio --version") != 0) std::printf("(fio missing)\n");
+}
+
+// Creates (preallocates) a tier file as SsdTier::Open does, then closes it.
+void CreateLikeTier(const std::string& path, uint64_t file_bytes, const SsdTierInfo& device) {
+  auto tier = SsdTier::Open(TierOptions(path, file_bytes, Compression::kNever, device));
+  if (!tier.ok()) {
+    std::fprintf(stderr, "FATAL: create: %s\n", std::string(tier.status().message()).c_str());
+    std::exit(1);
+  }
 }
 
 SsdTierInfo ProbeDevice(const std::string& path) {
@@ -312,27 +348,42 @@ int Main(int argc, char** argv) {
               device.direct_io);
   std::printf("medians of %d runs; GB/s of raw bytes; latency us per object (P50/P99)\n",
               flags.reps);
-  std::printf("%-7s %-3s %-9s | %-22s %-22s %-20s %-5s | %-22s %-22s %-6s | %s\n", "size", "qd",
-              "payload", "tier write GB/s p50/p99", "fio write (no sync)", "fio write+fdatasync",
-              "w/s", "tier read GB/s p50/p99", "fio read", "ratio",
-              "w:tier/fio_sync  w:tier/fio  r:tier/fio");
-  const uint64_t sizes[] = {64ull << 10, 1ull << 20, 4ull << 20, 16ull << 20};
-  const uint32_t qds[] = {1, 8, 32};
-  for (uint64_t size : sizes) {
-    for (uint32_t qd : qds) {
+  std::printf(
+      "columns: tier write GB/s P50/P99 us | fio write GB/s: plain, +fdatasync on a fresh "
+      "(fallocated) file, +fdatasync on a written file | tier writes per fdatasync | tier read "
+      "GB/s P50/P99 | fio read GB/s P50/P99 | raw/stored | write ratios tier/fio: fresh+sync, "
+      "written+sync, plain | read ratio tier/fio\n");
+  std::printf("%-6s %-3s %-9s | %-19s %-5s %-5s %-5s %-5s | %-18s %-18s %-5s | %-14s | %s\n",
+              "size", "qd", "payload", "tier write", "fio", "fresh", "sync", "w/s", "tier read",
+              "fio read", "ratio", "w/fio f s p", "r/fio");
+
+  for (uint64_t size_kib : flags.sizes_kib) {
+    const uint64_t size = size_kib << 10;
+    for (uint32_t qd : flags.qds) {
+      if (size == 0 || size % 4096 != 0 || qd == 0) {
+        std::fprintf(stderr, "sizes must be multiples of 4 KiB and qds positive\n");
+        return 2;
+      }
       const uint64_t ops = std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
                                                 std::max<uint64_t>(flags.max_ops, 2 * qd));
-      for (Payload payload : {Payload::kRandom, Payload::kBf16Raw, Payload::kBf16Compressed}) {
+      for (Payload payload :
+           {Payload::kRandom, Payload::kBf16Raw, Payload::kBf16Always, Payload::kBf16Auto}) {
         std::vector<TierRun> tier_runs;
-        std::vector<Phase> fio_r, fio_w, fio_ws;
+        std::vector<Phase> fio_r, fio_w, fio_ws, fio_ws_fresh;
         for (int rep = 0; rep < flags.reps; ++rep) {
+          // The tier writes into a file it just created (fallocate: unwritten extents, whose
+          // first fdatasync also commits metadata); fio+sync "fresh" gets the same kind of file.
+          std::filesystem::remove(path);
           tier_runs.push_back(RunTier(path, size, ops, qd, payload, device));
-          // fio runs on the tier's own (preallocated) file, past its header block.
           const int per_sync =
               std::max(1, static_cast<int>(tier_runs.back().writes_per_sync + 0.5));
+          // These fio runs use the tier's own file, now fully written.
           fio_w.push_back(RunFio(path, "write", size, ops, qd, 0));
           fio_ws.push_back(RunFio(path, "write", size, ops, qd, per_sync));
           fio_r.push_back(RunFio(path, "read", size, ops, qd, 0));
+          std::filesystem::remove(path);
+          CreateLikeTier(path, FileBytes(size, ops), device);
+          fio_ws_fresh.push_back(RunFio(path, "write", size, ops, qd, per_sync));
         }
         auto g = [](auto ph) { return [ph](const TierRun& r) { return (r.*ph).gbps; }; };
         auto p50 = [](auto ph) { return [ph](const TierRun& r) { return (r.*ph).p50_us; }; };
@@ -343,17 +394,17 @@ int Main(int argc, char** argv) {
         const auto f50 = [](const Phase& p) { return p.p50_us; };
         const auto f99 = [](const Phase& p) { return p.p99_us; };
         const double fw = Median(fio_w, fg), fws = Median(fio_ws, fg), fr = Median(fio_r, fg);
+        const double fwf = Median(fio_ws_fresh, fg);
         std::printf(
-            "%-7s %-3u %-9s | %5.2f %7.0f/%-8.0f %5.2f %6.0f/%-8.0f %5.2f %6.0f/%-7.0f %-5.1f | "
-            "%5.2f %7.0f/%-8.0f %5.2f %6.0f/%-8.0f %-6.2f | %.2f  %.2f  %.2f%s\n",
+            "%-6s %-3u %-9s | %5.2f %6.0f/%-6.0f %5.2f %5.2f %5.2f %-5.1f | %5.2f %5.0f/%-6.0f "
+            "%5.2f %5.0f/%-6.0f %-5.2f | %.2f %.2f %.2f | %.2f%s\n",
             absl::StrCat(size >> 10, "K").c_str(), qd, PayloadName(payload), tw,
             Median(tier_runs, p50(&TierRun::write)), Median(tier_runs, p99(&TierRun::write)), fw,
-            Median(fio_w, f50), Median(fio_w, f99), fws, Median(fio_ws, f50), Median(fio_ws, f99),
-            Median(tier_runs, [](const TierRun& r) { return r.writes_per_sync; }), tr,
+            fwf, fws, Median(tier_runs, [](const TierRun& r) { return r.writes_per_sync; }), tr,
             Median(tier_runs, p50(&TierRun::read)), Median(tier_runs, p99(&TierRun::read)), fr,
             Median(fio_r, f50), Median(fio_r, f99),
-            Median(tier_runs, [](const TierRun& r) { return r.stored_ratio; }), tw / fws, tw / fw,
-            tr / fr, tier_runs.back().compressed ? "  (compressed)" : "");
+            Median(tier_runs, [](const TierRun& r) { return r.stored_ratio; }), tw / fwf, tw / fws,
+            tw / fw, tr / fr, tier_runs.back().compressed ? "  (compressed)" : "");
         std::fflush(stdout);
       }
     }

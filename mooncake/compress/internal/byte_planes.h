@@ -1,8 +1,9 @@
 // Byte-plane split and merge: element i's byte j <-> plane j's byte i.
 //
 // The 2-byte case (bf16/fp16, the hot one) uses SSE2, which every x86-64 CPU has, so it
-// is vectorized without -march flags; other targets and element sizes take a scalar loop
-// the compiler may vectorize on its own.
+// is vectorized without -march flags, and AVX2 when the CPU has it (selected at run time
+// with __builtin_cpu_supports, compiled with __attribute__((target("avx2")))); other
+// targets and element sizes take a scalar loop the compiler may vectorize on its own.
 #ifndef MOONCAKE_COMPRESS_INTERNAL_BYTE_PLANES_H_
 #define MOONCAKE_COMPRESS_INTERNAL_BYTE_PLANES_H_
 
@@ -13,10 +14,55 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "mooncake/base/assert.h"
 
 namespace mooncake::compress_internal {
+
+#if defined(__x86_64__)
+inline bool PlanesHaveAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+// 2-byte split of the first n / 32 * 32 elements; returns how many it did.
+__attribute__((target("avx2"))) inline size_t Split2Avx2(const uint8_t* src, size_t n, uint8_t* lo,
+                                                         uint8_t* hi) {
+  const __m256i mask = _mm256_set1_epi16(0x00FF);
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i + 32));
+    // packus works per 128-bit lane; the permute puts the 64-bit quarters back in order.
+    const __m256i l = _mm256_packus_epi16(_mm256_and_si256(a, mask), _mm256_and_si256(b, mask));
+    const __m256i h = _mm256_packus_epi16(_mm256_srli_epi16(a, 8), _mm256_srli_epi16(b, 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + i), _mm256_permute4x64_epi64(l, 0xD8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(hi + i), _mm256_permute4x64_epi64(h, 0xD8));
+  }
+  _mm256_zeroupper();
+  return i;
+}
+
+// 2-byte merge of the first n / 32 * 32 elements; returns how many it did.
+__attribute__((target("avx2"))) inline size_t Merge2Avx2(const uint8_t* lo, const uint8_t* hi,
+                                                         size_t n, uint8_t* dst) {
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    // unpack works per 128-bit lane: pre-permute so lane k holds bytes [8k.. of each half.
+    const __m256i l = _mm256_permute4x64_epi64(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + i)), 0xD8);
+    const __m256i h = _mm256_permute4x64_epi64(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi + i)), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i), _mm256_unpacklo_epi8(l, h));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i + 32), _mm256_unpackhi_epi8(l, h));
+  }
+  _mm256_zeroupper();
+  return i;
+}
+#endif
 
 // src holds n elements of `elem` bytes; planes[j] receives n bytes.
 inline void SplitPlanes(const uint8_t* src, size_t n, size_t elem, uint8_t* const* planes) {
@@ -30,6 +76,9 @@ inline void SplitPlanes(const uint8_t* src, size_t n, size_t elem, uint8_t* cons
   if (elem == 2) {
     uint8_t* lo = planes[0];
     uint8_t* hi = planes[1];
+#if defined(__x86_64__)
+    if (PlanesHaveAvx2()) i = Split2Avx2(src, n, lo, hi);
+#endif
 #if defined(__SSE2__)
     const __m128i mask = _mm_set1_epi16(0x00FF);
     for (; i + 16 <= n; i += 16) {
@@ -64,6 +113,9 @@ inline void MergePlanes(const uint8_t* const* planes, size_t n, size_t elem, uin
   if (elem == 2) {
     const uint8_t* lo = planes[0];
     const uint8_t* hi = planes[1];
+#if defined(__x86_64__)
+    if (PlanesHaveAvx2()) i = Merge2Avx2(lo, hi, n, dst);
+#endif
 #if defined(__SSE2__)
     for (; i + 16 <= n; i += 16) {
       const __m128i l = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + i));

@@ -11,7 +11,7 @@ namespace {
 TEST(BytePlanesTest, SplitMatchesTheDefinitionAndMergeInvertsIt) {
   compress::TestRng rng(3);
   for (size_t elem : {1, 2, 4}) {
-    for (size_t n : {0, 1, 15, 16, 17, 31, 32, 33, 1000}) {
+    for (size_t n : {0, 1, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 100, 1000}) {
       std::vector<uint8_t> src(n * elem);
       for (auto& b : src) b = static_cast<uint8_t>(rng.Next());
       std::vector<uint8_t> planes(n * elem + 1);

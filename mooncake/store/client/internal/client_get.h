@@ -6,6 +6,7 @@
 // order; (4) fresh answers enter the cache (or their leases are released);
 // (5) an object served from the cache that failed everywhere is dropped from
 // the cache and read once more through the master.
+// IWYU pragma: private, include "mooncake/store/client.h"
 #ifndef MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_GET_H_
 #define MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_GET_H_
 

@@ -6,6 +6,7 @@
 // write failed (the master commits the rest), or PutRevoke when every write
 // of an item failed, so an item either commits on the replicas that hold its
 // bytes or leaves nothing behind.
+// IWYU pragma: private, include "mooncake/store/client.h"
 #ifndef MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_PUT_H_
 #define MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_PUT_H_
 

@@ -1,4 +1,5 @@
 // FakeMaster member definitions; included only by fake_master.h.
+// IWYU pragma: private, include "mooncake/store/client/testing/fake_master.h"
 #ifndef MOONCAKE_STORE_CLIENT_TESTING_FAKE_MASTER_IMPL_H_
 #define MOONCAKE_STORE_CLIENT_TESTING_FAKE_MASTER_IMPL_H_
 

@@ -33,8 +33,10 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -45,6 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/rpc/call.h"
@@ -118,8 +121,10 @@ class Worker {
       for (const Slot& s : slots_) {
         if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
       }
+    }  // slots_ is empty unless the router was made
+    if (router_ != nullptr && directory_id_ != 0) {
+      router_->UnregisterMemory(directory_id_).IgnoreError();
     }
-    if (directory_id_ != 0) router_->UnregisterMemory(directory_id_).IgnoreError();
     router_.reset();
   }
 
@@ -219,6 +224,15 @@ class Worker {
     return absl::OkStatus();
   }
 
+  // Abstract socket names live in the network namespace, which processes in
+  // different pid namespaces (containers, sandboxes) may share: the pid alone
+  // does not make a name unique, so add 64 random bits.
+  static std::string UniqueSocketName(std::string_view prefix) {
+    std::random_device rd;
+    const uint64_t r = (uint64_t{rd()} << 32) ^ rd();
+    return absl::StrCat("@", AbslView(prefix), ".", ::getpid(), ".", absl::Hex(r));
+  }
+
   static std::string HostName() {
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
@@ -235,7 +249,9 @@ class Worker {
               std::make_unique<transport::LocalTransport>()));
     }
     if (options_.serve_shm) {
-      ASSIGN_OR_RETURN(auto shm, transport::ShmTransport::Create({}));
+      transport::ShmTransport::Options so;
+      so.socket_name = UniqueSocketName("mcw");
+      ASSIGN_OR_RETURN(auto shm, transport::ShmTransport::Create(std::move(so)));
       shm_endpoint_ = shm->LocalEndpoint();
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
           std::move(shm)));
@@ -316,6 +332,7 @@ class Worker {
   }
 
   void WriteDirectoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!directory_.has_value()) return;  // Init failed before creating it
     Directory d;
     d.generation = ++directory_generation_;
     for (const Slot& s : slots_) {

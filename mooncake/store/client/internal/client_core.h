@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -99,7 +100,12 @@ class ClientCore {
               std::make_unique<transport::LocalTransport>()));
     }
     if (o.use_shm) {
-      ASSIGN_OR_RETURN(auto shm, transport::ShmTransport::Create({}));
+      // Random bits: abstract socket names are shared across pid namespaces.
+      std::random_device rd;
+      transport::ShmTransport::Options so;
+      so.socket_name =
+          absl::StrCat("@mcc.", ::getpid(), ".", absl::Hex((uint64_t{rd()} << 32) ^ rd()));
+      ASSIGN_OR_RETURN(auto shm, transport::ShmTransport::Create(std::move(so)));
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
           std::move(shm)));
     }

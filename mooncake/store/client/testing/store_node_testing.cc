@@ -152,6 +152,6 @@ int main(int argc, char** argv) {
     return RunLoad(argv[2], std::atoi(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]));
   }
   if (mode == "lease" && argc == 4) return RunLease(argv[2], argv[3]);
-  std::fprintf(stderr, "usage: see store_node.cc\n");
+  std::fprintf(stderr, "usage: see store_node_testing.cc\n");
   return 64;
 }

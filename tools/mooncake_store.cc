@@ -1,8 +1,9 @@
 // mooncake_store: the reference KV-cache store binary.
 //
-// The store core (master, worker, client; issues #8 and #9) is not built yet.
-// Until it is, this binary checks the components that exist on this machine
-// and prints what it measured, so README's command 1 shows a working build.
+// The master, worker and client exist as libraries (mooncake/store), but this
+// binary does not assemble them yet (issue #9). Until it does, it checks the
+// base components on this machine and prints what it measured, so README's
+// command 1 shows a working build.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -61,7 +62,8 @@ int main() {
   std::printf("mooncake_store: embedded default (master + worker on 127.0.0.1)\n");
   const int failures = SelfCheck();
   std::printf(
-      "\nThe store core is not built yet (issues #8 and #9): nothing is serving.\n"
-      "Components present: base. Run every test with: bash tools/run_tests.sh\n");
+      "\nThe reference store does not assemble the master, worker and client yet (issue #9):\n"
+      "nothing is serving. Libraries present: base, alloc, index, compress, qos, transport,\n"
+      "tier, store (rpc, master, worker, client). Run every test with: bash tools/run_tests.sh\n");
   return failures == 0 ? 0 : 1;
 }

@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/transport/internal/unix_socket.h"
 
 namespace mooncake::transport_internal::cuda_ipc {
 
@@ -74,30 +75,8 @@ inline void SetReplyStatus(Reply* r, const absl::Status& s) {
   std::memcpy(r->text.data(), s.message().data(), r->text_bytes);
 }
 
-// Owns a file descriptor.
-class Socket {
- public:
-  Socket() = default;
-  explicit Socket(int fd) : fd_(fd) {}
-  Socket(Socket&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Socket& operator=(Socket&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~Socket() { Reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+// An owned file descriptor (the one in unix_socket.h).
+using Socket = ::mooncake::transport_internal::Fd;
 
 inline absl::Status Errno(std::string_view what, int err) {
   return absl::UnavailableError(absl::StrCat(AbslView(what), ": ", std::strerror(err)));

@@ -33,33 +33,12 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/rdma_wire.h"
+#include "mooncake/transport/internal/unix_socket.h"
 
 namespace mooncake::transport_internal::rdma_ctl {
 
-// Owns a file descriptor.
-class ScopedFd {
- public:
-  ScopedFd() = default;
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ScopedFd(ScopedFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  ScopedFd& operator=(ScopedFd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~ScopedFd() { Reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
+// An owned file descriptor (the one in unix_socket.h).
+using ScopedFd = ::mooncake::transport_internal::Fd;
 
 struct HostPort {
   std::string host;

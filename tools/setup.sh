@@ -10,6 +10,7 @@ packages=(
   # libraries (see docs/DESIGN.md "Dependencies")
   libabsl-dev libzstd-dev liburing-dev libprotobuf-dev protobuf-compiler libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libibverbs-dev librdmacm-dev
+  libhiredis-dev libmemcached-dev
   # baselines and tools the benchmarks and tests start
   memcached redis-server fio iproute2
 )

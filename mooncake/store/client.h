@@ -20,9 +20,10 @@
 // lease (GetOptions::bypass_cache reads through the master).
 //
 // Errors (absl::Status, canonical codes):
-//   INVALID_ARGUMENT    empty key or value, key over 4096 bytes, a reserved
-//                       key (first byte 0x00), value over max_object_bytes
-//                       (here or at the master), unknown tenant
+//   INVALID_ARGUMENT    empty key or value, key over 4096 bytes, a key whose
+//                       first byte is 0x00 that is not a block object key,
+//                       value over max_object_bytes (here or at the master),
+//                       unknown tenant, MatchPrefix of an empty chain
 //   NOT_FOUND           no such object (never put, removed, evicted, expired)
 //   ALREADY_EXISTS      put of a key that exists or is being put
 //   RESOURCE_EXHAUSTED  no space left after eviction, tenant quota
@@ -31,6 +32,14 @@
 //   UNAVAILABLE         the master or every worker holding the object is gone
 //   DATA_LOSS           every replica's bytes failed the checksum
 //   FAILED_PRECONDITION remove of a pinned object without force
+//
+// Blocks and prefix queries: a KV block is an object stored under
+// rpc::BlockObjectKey(block key) (0x00 'b' + the 16 bytes of the
+// mooncake/index block key), the key the master's PrefixQuery looks up.
+// MatchPrefix(chain) answers how many leading blocks of a chain are cached in
+// one RPC per rpc::kMaxChainBlocks blocks; PutBlock/GetBlock/GetBlockInto and
+// their batch forms are Put/Get under the block's object key (Put, Get,
+// Remove and Exists also accept such keys directly).
 //
 // Batch forms take many keys, overlap their master RPCs and move all their
 // data in one transport batch; each item gets its own Status.
@@ -82,6 +91,10 @@
 
 namespace mooncake::client {
 
+struct PrefixOptions {
+  std::string tenant;  // "" = ClientOptions::tenant
+};
+
 template <rpc::RpcChannel C>
 class Client {
  public:
@@ -120,7 +133,7 @@ class Client {
   }
 
   absl::StatusOr<bool> Exists(std::string_view key, std::string_view tenant = {}) {
-    RETURN_IF_ERROR(rpc::ValidateUserKey(key));
+    RETURN_IF_ERROR(client_internal::ValidateObjectKey(key));
     store::proto::ExistsRequest req;
     req.set_key(std::string(key));
     req.set_tenant(core_->Tenant(tenant));
@@ -192,7 +205,7 @@ class Client {
       req.set_tenant(core_->Tenant(tenant));
       const size_t end = std::min(keys.size(), begin + rpc::kMaxBatchKeys);
       for (size_t i = begin; i < end; ++i) {
-        RETURN_IF_ERROR(rpc::ValidateUserKey(keys[i]));
+        RETURN_IF_ERROR(client_internal::ValidateObjectKey(keys[i]));
         req.add_keys(std::string(keys[i]));
       }
       ASSIGN_OR_RETURN(auto resp, core_->template CallMaster<rpc::BatchExistsMethod>(req));
@@ -202,6 +215,79 @@ class Client {
       for (bool e : resp.exists()) out.push_back(e);
     }
     return out;
+  }
+
+  // ---- Blocks and prefix queries ---------------------------------------------------
+
+  // How many leading blocks of `chain` (block i's key chains block i-1's, as
+  // index::BlockKeyer computes them) are cached and visible to the tenant:
+  // chain[0, n) are all present, chain[n] is not. One PrefixQuery RPC per
+  // rpc::kMaxChainBlocks blocks, stopping at the chunk that misses. A probe:
+  // no lease is taken and eviction order is left alone (GetBlock reads).
+  // Errors: INVALID_ARGUMENT (empty chain, unknown tenant), those of the RPC.
+  absl::StatusOr<size_t> MatchPrefix(std::span<const Hash128> chain,
+                                     const PrefixOptions& options = {}) {
+    if (chain.empty()) return absl::InvalidArgumentError("MatchPrefix: empty chain of block keys");
+    const std::string tenant = core_->Tenant(options.tenant);
+    size_t matched = 0;
+    while (matched < chain.size()) {
+      const std::span<const Hash128> chunk =
+          chain.subspan(matched, std::min(rpc::kMaxChainBlocks, chain.size() - matched));
+      store::proto::PrefixQueryRequest req;
+      req.set_tenant(tenant);
+      req.mutable_chain()->Reserve(static_cast<int>(chunk.size()));
+      for (const Hash128& block : chunk) rpc::ToProto(block, req.add_chain());
+      auto resp = core_->template CallMaster<rpc::PrefixQueryMethod>(req);
+      if (!resp.ok()) {
+        return absl::Status(resp.status().code(),
+                            absl::StrCat("MatchPrefix: ", resp.status().message()));
+      }
+      if (resp->matched() > chunk.size()) {
+        return absl::InternalError(absl::StrCat("MatchPrefix: the master matched ", resp->matched(),
+                                                " of ", chunk.size(), " blocks"));
+      }
+      matched += resp->matched();
+      if (resp->matched() < chunk.size()) break;
+    }
+    MC_ASSERT(matched <= chain.size(), "matched more blocks than asked");
+    return matched;
+  }
+
+  absl::Status PutBlock(const Hash128& block, std::string_view value,
+                        const PutOptions& options = {}) {
+    return Put(rpc::BlockObjectKey(block), value, options);
+  }
+
+  absl::StatusOr<std::string> GetBlock(const Hash128& block, const GetOptions& options = {}) {
+    return Get(rpc::BlockObjectKey(block), options);
+  }
+
+  absl::StatusOr<size_t> GetBlockInto(const Hash128& block, void* buffer, size_t capacity,
+                                      const GetOptions& options = {}) {
+    return GetInto(rpc::BlockObjectKey(block), buffer, capacity, options);
+  }
+
+  // values[i] is blocks[i]'s; INVALID_ARGUMENT for every item if the sizes differ.
+  std::vector<absl::Status> BatchPutBlocks(std::span<const Hash128> blocks,
+                                           std::span<const std::string_view> values,
+                                           const PutOptions& options = {}) {
+    if (blocks.size() != values.size()) {
+      return std::vector<absl::Status>(
+          blocks.size(),
+          absl::InvalidArgumentError(absl::StrCat("BatchPutBlocks: ", blocks.size(), " blocks but ",
+                                                  values.size(), " values")));
+    }
+    const std::vector<std::string> keys = BlockObjectKeys(blocks);
+    std::vector<PutItem> items(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) items[i] = {keys[i], values[i]};
+    return core_->PutMany(items, options);
+  }
+
+  std::vector<absl::StatusOr<std::string>> BatchGetBlocks(std::span<const Hash128> blocks,
+                                                          const GetOptions& options = {}) {
+    const std::vector<std::string> keys = BlockObjectKeys(blocks);
+    const std::vector<std::string_view> views(keys.begin(), keys.end());
+    return BatchGet(views, options);
   }
 
   // ---- Registered memory ---------------------------------------------------------
@@ -223,6 +309,13 @@ class Client {
 
  private:
   explicit Client(std::unique_ptr<client_internal::ClientCore<C>> core) : core_(std::move(core)) {}
+
+  static std::vector<std::string> BlockObjectKeys(std::span<const Hash128> blocks) {
+    std::vector<std::string> keys;
+    keys.reserve(blocks.size());
+    for (const Hash128& b : blocks) keys.push_back(rpc::BlockObjectKey(b));
+    return keys;
+  }
 
   std::unique_ptr<client_internal::ClientCore<C>> core_;
 };

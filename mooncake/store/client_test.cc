@@ -14,6 +14,8 @@
 #include "mooncake/base/hash.h"
 #include "mooncake/store/client/testing/counting_channel.h"
 #include "mooncake/store/client/testing/fake_master.h"
+#include "mooncake/store/master/master.h"
+#include "mooncake/store/master/master_service.h"
 #include "mooncake/store/rpc/inproc_channel.h"
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/service.h"
@@ -427,6 +429,157 @@ TEST(Client, OverTcpRpc) {
   std::vector<std::string_view> views(keys.begin(), keys.end());
   auto got = (*c)->BatchGet(views);
   for (int i = 0; i < 20; ++i) ASSERT_EQ(*got[i], keys[i]);
+}
+
+// ---- Blocks and prefix queries, against the real master ----------------------
+
+// master::Master<> behind MasterService, one worker, in process. The fake
+// master knows user keys only; block keys and PrefixQuery are the real one's.
+class RealStore {
+ public:
+  explicit RealStore(uint64_t segment_bytes = 4 << 20) {
+    master::MasterOptions o;
+    o.tenants.push_back({"known", uint64_t{1} << 40, 0});
+    auto m = master::Master<>::Create(o, &clock_);  // the clock never moves: no expiry
+    EXPECT_TRUE(m.ok()) << m.status();
+    master_ = std::move(*m);
+    service_ = std::make_unique<master::MasterService<master::Master<>>>(
+        master_.get(), master::MasterServiceOptions{});
+    EXPECT_TRUE(service_->Register(&registry_).ok());
+    inproc_ = std::make_unique<rpc::InProcessChannel>(&registry_);
+    worker::WorkerOptions wo;
+    wo.segment_bytes = segment_bytes;
+    wo.heartbeat_thread = false;
+    auto w = TestWorker::Start(wo, inproc_.get());
+    EXPECT_TRUE(w.ok()) << w.status();
+    worker_ = std::move(*w);
+    channel_ = std::make_unique<Channel>(inproc_.get());
+    auto c = TestClient::Create({}, channel_.get());
+    EXPECT_TRUE(c.ok()) << c.status();
+    client_ = std::move(*c);
+  }
+  TestClient& client() { return *client_; }
+  uint64_t prefix_queries() const { return channel_->calls(rpc::PrefixQueryMethod::kId); }
+
+ private:
+  FakeClock clock_{1'000'000'000};
+  std::unique_ptr<master::Master<>> master_;
+  rpc::ServiceRegistry registry_;
+  std::unique_ptr<master::MasterService<master::Master<>>> service_;
+  std::unique_ptr<rpc::InProcessChannel> inproc_;
+  std::unique_ptr<TestWorker> worker_;
+  std::unique_ptr<Channel> channel_;
+  std::unique_ptr<TestClient> client_;
+};
+
+// Distinct stand-ins for index::BlockKeyer keys (the store only compares them).
+std::vector<Hash128> Chain(size_t n, uint64_t seed) {
+  std::vector<Hash128> chain(n);
+  for (size_t i = 0; i < n; ++i) chain[i] = StableHash128(&i, sizeof(i), seed);
+  return chain;
+}
+
+TEST(ClientBlocks, MatchPrefixCountsLeadingBlocksInOneRpc) {
+  RealStore s;
+  TestClient& c = s.client();
+  const std::vector<Hash128> chain = Chain(8, 1);
+  for (size_t i : {0, 1, 2, 3, 4, 6}) {
+    ASSERT_TRUE(c.PutBlock(chain[i], Value(1000, static_cast<char>(i))).ok()) << i;
+  }
+  EXPECT_EQ(*c.MatchPrefix(chain), 5u) << "stops at the first miss, not at block 6";
+  EXPECT_EQ(s.prefix_queries(), 1u);
+  EXPECT_EQ(*c.MatchPrefix(std::span(chain).first(3)), 3u);
+  EXPECT_EQ(*c.MatchPrefix(std::span(chain).subspan(5)), 0u);
+  EXPECT_EQ(*c.GetBlock(chain[2]), Value(1000, 2));
+  std::string buf(2000, '\0');
+  auto n = c.GetBlockInto(chain[4], buf.data(), buf.size());
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(buf.substr(0, *n), Value(1000, 4));
+  EXPECT_EQ(c.GetBlock(chain[5]).status().code(), absl::StatusCode::kNotFound);
+  // A block is an ordinary object under its BlockObjectKey.
+  EXPECT_TRUE(*c.Exists(rpc::BlockObjectKey(chain[0])));
+  EXPECT_EQ(*c.Get(rpc::BlockObjectKey(chain[1])), Value(1000, 1));
+  ASSERT_TRUE(c.Remove(rpc::BlockObjectKey(chain[2])).ok());
+  EXPECT_EQ(*c.MatchPrefix(chain), 2u);
+  EXPECT_EQ(c.PutBlock(chain[0], "again").code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST(ClientBlocks, BatchPutAndGetBlocks) {
+  RealStore s;
+  TestClient& c = s.client();
+  const std::vector<Hash128> chain = Chain(20, 2);
+  std::vector<std::string> values;
+  for (size_t i = 0; i < chain.size(); ++i) values.push_back(Value(500 + i, static_cast<char>(i)));
+  const std::vector<std::string_view> views(values.begin(), values.end());
+  for (const absl::Status& st :
+       c.BatchPutBlocks(std::span(chain).first(15), std::span(views).first(15))) {
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  ASSERT_EQ(*c.MatchPrefix(chain), 15u);
+  auto got = c.BatchGetBlocks(chain);
+  ASSERT_EQ(got.size(), chain.size());
+  for (size_t i = 0; i < 15; ++i) EXPECT_EQ(*got[i], values[i]) << i;
+  for (size_t i = 15; i < chain.size(); ++i) {
+    EXPECT_EQ(got[i].status().code(), absl::StatusCode::kNotFound) << i;
+  }
+  const auto mismatched = c.BatchPutBlocks(chain, std::span(views).first(3));
+  ASSERT_EQ(mismatched.size(), chain.size());
+  EXPECT_EQ(mismatched[0].code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A chain over rpc::kMaxChainBlocks (which the master refuses in one call)
+// goes in chunks, one RPC each, and stops at the chunk holding the first miss.
+TEST(ClientBlocks, MatchPrefixChunksLongChains) {
+  RealStore s(8 << 20);
+  TestClient& c = s.client();
+  const size_t n = rpc::kMaxChainBlocks + 6;
+  const std::vector<Hash128> chain = Chain(n, 3);
+  const std::vector<std::string_view> values(n, "v");
+  for (size_t begin = 0; begin < n; begin += 4096) {
+    const size_t len = std::min<size_t>(4096, n - begin);
+    for (const absl::Status& st : c.BatchPutBlocks(std::span(chain).subspan(begin, len),
+                                                   std::span(values).subspan(begin, len))) {
+      ASSERT_TRUE(st.ok()) << st;
+    }
+  }
+  EXPECT_EQ(*c.MatchPrefix(chain), n);
+  EXPECT_EQ(s.prefix_queries(), 2u);
+  std::vector<Hash128> early_miss = chain;
+  early_miss[10] = Hash128{7, 7};
+  EXPECT_EQ(*c.MatchPrefix(early_miss), 10u);
+  EXPECT_EQ(s.prefix_queries(), 3u) << "the second chunk is never asked";
+  std::vector<Hash128> late_miss = chain;
+  late_miss[rpc::kMaxChainBlocks + 2] = Hash128{7, 7};
+  EXPECT_EQ(*c.MatchPrefix(late_miss), rpc::kMaxChainBlocks + 2);
+  EXPECT_EQ(s.prefix_queries(), 5u);
+  std::vector<Hash128> exact(chain.begin(), chain.begin() + rpc::kMaxChainBlocks);
+  EXPECT_EQ(*c.MatchPrefix(exact), rpc::kMaxChainBlocks);
+  EXPECT_EQ(s.prefix_queries(), 6u) << "a chain of exactly the limit is one RPC";
+}
+
+TEST(ClientBlocks, BadInputGetsClearErrors) {
+  RealStore s;
+  TestClient& c = s.client();
+  const std::vector<Hash128> chain = Chain(4, 4);
+  ASSERT_TRUE(c.PutBlock(chain[0], "x").ok());
+  const auto empty = c.MatchPrefix({});
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(empty.status().message().find("empty chain"), std::string_view::npos);
+  EXPECT_EQ(s.prefix_queries(), 0u) << "refused before any RPC";
+  const auto unknown = c.MatchPrefix(chain, {.tenant = "nobody"});
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kInvalidArgument) << unknown.status();
+  EXPECT_NE(unknown.status().message().find("MatchPrefix"), std::string_view::npos);
+  EXPECT_EQ(*c.MatchPrefix(chain, {.tenant = "known"}), 0u) << "another tenant's blocks";
+  EXPECT_EQ(*c.MatchPrefix(chain), 1u);
+  EXPECT_EQ(c.PutBlock(chain[1], "").code(), absl::StatusCode::kInvalidArgument);
+  // Keys starting with 0x00 that are not block object keys stay refused.
+  std::string bad = rpc::BlockObjectKey(chain[2]);
+  bad[1] = 'x';
+  const absl::Status st = c.Put(bad, "v");
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("block keys"), std::string_view::npos) << st;
+  EXPECT_EQ(c.Put(rpc::BlockObjectKey(chain[2]).substr(0, 17), "v").code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

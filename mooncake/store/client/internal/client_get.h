@@ -25,7 +25,7 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
   const int64_t min_left =
       MarginNs() + std::min<int64_t>(options_.transfer_timeout_ms, 100) * 1'000'000;
   for (size_t i = 0; i < t.size(); ++i) {
-    if (absl::Status s = rpc::ValidateUserKey(t[i].key); !s.ok()) {
+    if (absl::Status s = ValidateObjectKey(t[i].key); !s.ok()) {
       (*st)[i] = Annotate(s, "Get", t[i].key);
       continue;
     }
@@ -238,7 +238,7 @@ std::vector<absl::Status> ClientCore<C>::RemoveMany(std::span<const std::string_
   std::vector<proto::RemoveRequest> reqs;
   std::vector<size_t> who;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (absl::Status s = rpc::ValidateUserKey(keys[i]); !s.ok()) {
+    if (absl::Status s = ValidateObjectKey(keys[i]); !s.ok()) {
       st[i] = Annotate(s, "Remove", keys[i]);
       continue;
     }

@@ -59,7 +59,7 @@ std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem
   std::vector<size_t> who;
   for (size_t i = 0; i < items.size(); ++i) {
     const client::PutItem& it = items[i];
-    absl::Status s = rpc::ValidateUserKey(it.key);
+    absl::Status s = ValidateObjectKey(it.key);
     if (s.ok() && it.value.empty()) s = absl::InvalidArgumentError("empty value");
     if (s.ok() && it.value.size() > options_.max_object_bytes) {
       s = absl::InvalidArgumentError(absl::StrCat("value of ", it.value.size(),

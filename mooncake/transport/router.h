@@ -32,8 +32,16 @@
 // Ids. A router segment id packs the ids the segment got on each transport
 // with a check (router_ids.h): at most 4 transports, sub ids below 4096.
 //
-// Progress runs on one dispatcher thread; sub-transports see one sub-batch
-// per (batch, transport) per dispatch round.
+// Direct path. When nothing waits in the router's queue, a batch whose slices
+// all take the same first route and fit the in-flight budget is handed to its
+// transport by the submitting thread itself, and the thread that Waits (or
+// Polls) collects it: no dispatcher hop on either side. That is exactly what
+// the dispatcher would do at once with such a batch, so priority order is
+// unchanged; failover, the attempt timeout and Cancel apply as on the queued
+// path. For SHM and local routes the copy then runs in the caller's Submit.
+//
+// Otherwise progress runs on one dispatcher thread; sub-transports see one
+// sub-batch per (batch, transport) per dispatch round.
 //
 // Thread-safety: every method may be called concurrently.
 #ifndef MOONCAKE_TRANSPORT_ROUTER_H_
@@ -117,6 +125,8 @@ class Router {
   TransportMetrics& metrics() { return metrics_; }
   std::vector<RouteStats> route_stats() const;
   uint64_t failovers() const;
+  // Batches that took the direct path (submitted by the caller's thread).
+  uint64_t direct_batches() const;
 
   absl::StatusOr<SegmentDesc> RegisterMemory(void* addr, uint64_t length, MemoryLocation location);
   absl::Status UnregisterMemory(SegmentId id);
@@ -179,11 +189,28 @@ class Router {
     std::vector<Slice> slices;
     absl::Time started;
   };
+  // A sub-batch its submitting thread handed to the transport (direct path);
+  // one waiting thread at a time collects it.
+  struct DirectSub {
+    SubBatch sub;
+    bool collecting = false;
+  };
   using Queue = qos::StrictPriorityScheduler<Slice>;
 
   Router(RouterOptions options, std::vector<std::unique_ptr<transport_internal::AnyTransport>> list,
          Queue queue);
 
+  absl::StatusOr<BatchId> Admit(std::span<const TransferRequest> requests, qos::ClassId cls,
+                                SubBatch* direct, std::vector<TransferRequest>* direct_requests)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  bool DirectFitsLocked(std::span<const TransferRequest> requests, size_t slices,
+                        size_t* transport) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SubmitDirect(SubBatch sb, std::span<const TransferRequest> requests)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  bool WaitDirectLocked(BatchId id, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PollDirectLocked(BatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SettleDirectLocked(BatchId id, const absl::StatusOr<BatchResult>& r, bool timed_out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Loop();
   void Collect() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -204,10 +231,12 @@ class Router {
   TransportMetrics metrics_;
 
   mutable absl::Mutex mu_;
-  absl::CondVar cv_;  // batch finished, work queued, shutdown
+  absl::CondVar cv_;       // a batch finished or changed hands (waiters)
+  absl::CondVar work_cv_;  // work queued, shutdown (the dispatcher)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Queue queue_ ABSL_GUARDED_BY(mu_);
   std::vector<SubBatch> in_flight_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<BatchId, DirectSub> direct_ ABSL_GUARDED_BY(mu_);
   size_t slices_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   BatchId next_batch_ ABSL_GUARDED_BY(mu_) = 1;
@@ -217,6 +246,7 @@ class Router {
   absl::flat_hash_map<BatchId, std::unique_ptr<Batch>> batches_ ABSL_GUARDED_BY(mu_);
   std::vector<RouteStats> stats_ ABSL_GUARDED_BY(mu_);
   uint64_t failovers_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t direct_batches_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread dispatcher_;  // last: starts after everything above exists
 };
 

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -200,6 +201,88 @@ TEST(RouterTest, HighPriorityBatchOvertakesBulk) {
     EXPECT_EQ(ti::CheckPattern(bulk_dst.data(), bulk_dst.size(), 1), -1);
     EXPECT_EQ(ti::CheckPattern(urgent_dst.data(), urgent_dst.size(), 1, 1 << 20), -1);
   }
+}
+
+// The direct path: with nothing queued, a batch within the in-flight budget is
+// handed to its (local) transport by Submit itself, so the bytes are there
+// before Wait; a batch over the budget goes through the dispatcher.
+TEST(RouterTest, SmallBatchOnAnIdleRouterIsCopiedInsideSubmit) {
+  RouterOptions o;
+  o.slice_bytes = 64 << 10;
+  o.slices_in_flight_max = 4;
+  Fixture f(1 << 20, o);
+  std::vector<std::byte> dst(256 << 10);
+  auto id = f.requester->Submit(f.Reads(dst.data(), 1, dst.size()));  // 4 slices: fits
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(f.requester->direct_batches(), 1u);
+  EXPECT_EQ(ti::CheckPattern(dst.data(), dst.size(), 1), -1) << "copied before Wait";
+  auto r = f.requester->Wait(*id, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(r.ok() && r->ok());
+  EXPECT_EQ(f.requester->Wait(*id, absl::Now()).status().code(), absl::StatusCode::kNotFound);
+
+  std::vector<std::byte> big(512 << 10);
+  auto q = RunOn(*f.requester, f.Reads(big.data(), 1, big.size()));  // 8 slices: queued
+  ASSERT_TRUE(q.ok() && q->ok());
+  EXPECT_EQ(f.requester->direct_batches(), 1u);
+  EXPECT_EQ(ti::CheckPattern(big.data(), big.size(), 1), -1);
+  EXPECT_EQ(f.requester->route_stats()[0].slices_ok, 12u);
+}
+
+// Poll alone drives a direct batch to completion (nobody has to Wait), and
+// the result is then collected without blocking.
+TEST(RouterTest, PollCollectsADirectBatch) {
+  Fixture f(1 << 20, RouterOptions{}, InjectedFaults{.stall = absl::Milliseconds(20)});
+  std::vector<std::byte> dst(128 << 10);
+  auto id = f.requester->Submit(f.Reads(dst.data(), 2, 64 << 10));
+  ASSERT_TRUE(id.ok());
+  ASSERT_EQ(f.requester->direct_batches(), 1u);
+  absl::StatusOr<BatchProgress> p = f.requester->Poll(*id);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->done()) << "the stalled route still holds it";
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (p.ok() && !p->done() && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+    p = f.requester->Poll(*id);
+  }
+  ASSERT_TRUE(p.ok() && p->done());
+  EXPECT_EQ(p->succeeded_requests, 2u);
+  auto r = f.requester->Wait(*id, absl::InfinitePast());
+  ASSERT_TRUE(r.ok() && r->ok()) << (r.ok() ? r->FirstError() : r.status());
+  EXPECT_EQ(ti::CheckPattern(dst.data(), dst.size(), 1), -1);
+}
+
+// A Wait whose deadline passes leaves the direct batch in flight; a later
+// Wait collects it. Cancel from another thread while one Waits settles it
+// once: the canceller gets the result, the waiter NotFound.
+TEST(RouterTest, DirectBatchSurvivesAnEarlyDeadlineAndACancelDuringWait) {
+  RouterOptions o;
+  o.attempt_timeout = absl::Seconds(1);  // the injected stall sleeps the waiter this long
+  Fixture f(1 << 20, o, InjectedFaults{.stall = absl::Milliseconds(200)});
+  std::vector<std::byte> dst(64 << 10);
+  auto id = f.requester->Submit(f.Reads(dst.data(), 1, dst.size()));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(f.requester->Wait(*id, absl::Now() + absl::Milliseconds(5)).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  auto r = f.requester->Wait(*id, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(r.ok() && r->ok());
+  EXPECT_EQ(ti::CheckPattern(dst.data(), dst.size(), 1), -1);
+
+  f.faulty->SetFaults(InjectedFaults{.stall = absl::Seconds(30)});
+  auto slow = f.requester->Submit(f.Reads(dst.data(), 1, dst.size()));
+  ASSERT_TRUE(slow.ok());
+  absl::StatusOr<BatchResult> waited = absl::UnknownError("unset");
+  std::thread waiter([&] { waited = f.requester->Wait(*slow, absl::Now() + absl::Seconds(20)); });
+  absl::SleepFor(absl::Milliseconds(20));
+  const absl::Time start = absl::Now();
+  auto cancelled = f.requester->Cancel(*slow);
+  waiter.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  // The injected stall hides a copy that already happened: OK or Cancelled.
+  EXPECT_TRUE(cancelled->statuses[0].ok() || absl::IsCancelled(cancelled->statuses[0]))
+      << cancelled->statuses[0];
+  EXPECT_EQ(waited.status().code(), absl::StatusCode::kNotFound) << waited.status();
+  EXPECT_EQ(f.requester->failovers(), 0u) << "a cancelled batch is not retried";
 }
 
 TEST(RouterTest, RejectsBadConfigurationsAndEndpoints) {

@@ -38,6 +38,39 @@ inline absl::StatusOr<BatchId> Router::SubmitWithPriority(std::span<const Transf
     return absl::InvalidArgumentError(
         absl::StrCat("Submit: class ", cls, " >= ", options_.priority_classes));
   }
+  SubBatch direct;
+  std::vector<TransferRequest> direct_requests;
+  ASSIGN_OR_RETURN(const BatchId id, Admit(requests, cls, &direct, &direct_requests));
+  if (!direct.slices.empty()) SubmitDirect(std::move(direct), direct_requests);
+  return id;
+}
+
+// True when the batch may take the direct path: nothing queued (so nothing it
+// could overtake or be overtaken by), its slices fit the in-flight budget and
+// every one of them takes the same first route.
+inline bool Router::DirectFitsLocked(std::span<const TransferRequest> requests, size_t slices,
+                                     size_t* transport) const {
+  if (slices == 0 || queue_.Size() > 0 ||
+      slices_in_flight_ + slices > options_.slices_in_flight_max) {
+    return false;
+  }
+  bool first = true;
+  for (const TransferRequest& r : requests) {
+    if (!CheckRequest(r).ok()) continue;
+    const size_t t = handles_.at(r.segment).routes.front().transport;
+    if (!first && t != *transport) return false;
+    *transport = t;
+    first = false;
+  }
+  return !first;
+}
+
+// Registers the batch and cuts its valid requests into slices: queued for the
+// dispatcher, or (direct path) returned in `direct` with the transport
+// requests in `direct_requests`, already counted as in flight.
+inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> requests,
+                                             qos::ClassId cls, SubBatch* direct,
+                                             std::vector<TransferRequest>* direct_requests) {
   absl::MutexLock lock(&mu_);
   if (batches_.size() >= options_.batches_in_flight_max) {
     return absl::ResourceExhaustedError(
@@ -53,6 +86,8 @@ inline absl::StatusOr<BatchId> Router::SubmitWithPriority(std::span<const Transf
         absl::StrCat("Submit: ", slices, " slices would overfill the router queue (", queue_.Size(),
                      " of ", options_.queued_slices_max, " queued)"));
   }
+  size_t direct_transport = 0;
+  const bool go_direct = DirectFitsLocked(requests, slices, &direct_transport);
   const BatchId id = next_batch_++;
   auto batch = std::make_unique<Batch>();
   batch->cls = cls;
@@ -79,22 +114,115 @@ inline absl::StatusOr<BatchId> Router::SubmitWithPriority(std::span<const Transf
               r.segment,
               r.remote_offset + off,
               std::min(options_.slice_bytes, r.length - off)};
+      ++q.slices_left;
+      ++o.slices_alive;
+      if (go_direct) {
+        direct_requests->push_back(
+            TransferRequest{s.op, s.local, o.routes.front().handle, s.offset, s.length});
+        direct->slices.push_back(s);
+        continue;
+      }
       const uint64_t cost = s.length;
       const qos::PushResult pushed = queue_.Push(std::move(s), cls, cost);
       MC_ASSERT(pushed == qos::PushResult::kAccepted, "queue capacity was checked");
-      ++q.slices_left;
-      ++o.slices_alive;
     }
   }
+  if (go_direct) {
+    MC_DASSERT(direct->slices.size() == slices, "every slice of a direct batch goes direct");
+    direct->transport = direct_transport;
+    direct->batch = id;
+    slices_in_flight_ += slices;
+    ++batch->subs_in_flight;
+    ++direct_batches_;
+  } else if (slices > 0) {
+    work_cv_.Signal();
+  }
   batches_[id] = std::move(batch);
-  cv_.SignalAll();
   return id;
+}
+
+// The direct path's submission, on the caller's thread without the lock (an
+// SHM or local transport copies inside Submit).
+inline void Router::SubmitDirect(SubBatch sb, std::span<const TransferRequest> requests) {
+  MC_DASSERT(sb.slices.size() == requests.size(), "one transport request per slice");
+  sb.started = absl::Now();
+  absl::StatusOr<BatchId> sub = transports_[sb.transport]->Submit(requests);
+  absl::MutexLock lock(&mu_);
+  if (!sub.ok()) {
+    // As the dispatcher would: each slice fails over or fails with the error.
+    Settle(std::move(sb), sub.status(), false);
+    if (queue_.Size() > 0) work_cv_.Signal();
+    return;
+  }
+  sb.id = *sub;
+  const BatchId id = sb.batch;
+  direct_.emplace(id, DirectSub{std::move(sb), false});
+  cv_.SignalAll();  // a Wait that raced ahead of us now has something to collect
+}
+
+// Settles the direct sub-batch of `id` with the transport's answer.
+inline void Router::SettleDirectLocked(BatchId id, const absl::StatusOr<BatchResult>& r,
+                                       bool timed_out) {
+  auto it = direct_.find(id);
+  MC_ASSERT(it != direct_.end(), "settling a direct sub-batch twice");
+  SubBatch sb = std::move(it->second.sub);
+  direct_.erase(it);
+  Settle(std::move(sb), r, timed_out);
+  if (queue_.Size() > 0) work_cv_.Signal();  // failed slices went back to the queue
+  cv_.SignalAll();
+}
+
+// Collects the direct sub-batch of `id` on this thread: waits on its
+// transport with mu_ released (until `deadline` or the attempt timeout) and
+// settles it. False: `deadline` came first and the sub-batch stays in flight.
+inline bool Router::WaitDirectLocked(BatchId id, absl::Time deadline) {
+  DirectSub& d = direct_.at(id);
+  MC_DASSERT(!d.collecting, "one collector at a time");
+  d.collecting = true;
+  const size_t t = d.sub.transport;
+  const BatchId sub = d.sub.id;
+  const absl::Time attempt_end = d.sub.started + options_.attempt_timeout;
+  mu_.Unlock();
+  absl::StatusOr<BatchResult> r = transports_[t]->Wait(sub, std::min(deadline, attempt_end));
+  bool timed_out = false;
+  if (absl::IsDeadlineExceeded(r.status()) && attempt_end <= deadline) {
+    r = transports_[t]->Cancel(sub);  // the route stalled: its slices fail over
+    timed_out = true;
+  }
+  mu_.Lock();
+  auto it = direct_.find(id);
+  if (it == direct_.end() || it->second.sub.id != sub) return true;  // Cancel settled it
+  if (absl::IsDeadlineExceeded(r.status()) && !timed_out) {
+    it->second.collecting = false;
+    cv_.SignalAll();  // another waiter may collect now
+    return false;
+  }
+  SettleDirectLocked(id, r, timed_out);
+  return true;
+}
+
+// Poll's share of the direct path: settles the sub-batch if it is done or
+// past the attempt timeout, without blocking.
+inline void Router::PollDirectLocked(BatchId id) {
+  const SubBatch& sb = direct_.at(id).sub;
+  auto& t = *transports_[sb.transport];
+  absl::StatusOr<BatchProgress> p = t.Poll(sb.id);
+  if (!p.ok()) {
+    SettleDirectLocked(id, p.status(), false);
+  } else if (p->done()) {
+    SettleDirectLocked(id, t.Wait(sb.id, absl::InfinitePast()), false);
+  } else if (absl::Now() - sb.started >= options_.attempt_timeout) {
+    SettleDirectLocked(id, t.Cancel(sb.id), true);
+  }
 }
 
 inline absl::StatusOr<BatchProgress> Router::Poll(BatchId id) {
   absl::MutexLock lock(&mu_);
   auto it = batches_.find(id);
   if (it == batches_.end()) return absl::NotFoundError(absl::StrCat("Poll: unknown batch ", id));
+  if (auto d = direct_.find(id); d != direct_.end() && !d->second.collecting) {
+    PollDirectLocked(id);
+  }
   const Batch& b = *it->second;
   return BatchProgress{b.requests.size(), b.done_count - b.failed_count, b.failed_count};
 }
@@ -121,6 +249,12 @@ inline absl::StatusOr<BatchResult> Router::Wait(BatchId id, absl::Time deadline)
       return absl::NotFoundError(absl::StrCat("Wait: unknown or cancelled batch ", id));
     }
     if (it->second->done()) return Take(id);
+    if (auto d = direct_.find(id); d != direct_.end() && !d->second.collecting) {
+      if (!WaitDirectLocked(id, deadline)) {
+        return absl::DeadlineExceededError(absl::StrCat("Wait: batch ", id, " still in flight"));
+      }
+      continue;
+    }
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat("Wait: batch ", id, " still in flight"));
     }
@@ -136,6 +270,11 @@ inline absl::StatusOr<BatchResult> Router::Cancel(BatchId id) {
   }
   Batch& b = *it->second;
   b.cancelling = true;  // no retries from here on
+  // A direct sub-batch: cancel it here even if another thread is collecting
+  // it (that thread then finds it settled and drops its own answer).
+  if (auto d = direct_.find(id); d != direct_.end()) {
+    SettleDirectLocked(id, transports_[d->second.sub.transport]->Cancel(d->second.sub.id), false);
+  }
   // Sub-batches in flight: cancel them so no transport touches the buffers.
   for (size_t i = 0; i < in_flight_.size();) {
     if (in_flight_[i].batch != id) {
@@ -167,9 +306,9 @@ inline void Router::Loop() {
     Collect();
     Dispatch();
     if (in_flight_.empty()) {
-      cv_.Wait(&mu_);
+      work_cv_.Wait(&mu_);
     } else {
-      cv_.WaitWithTimeout(&mu_, absl::Microseconds(50));
+      work_cv_.WaitWithTimeout(&mu_, absl::Microseconds(50));
     }
   }
 }

@@ -61,13 +61,15 @@ inline Router::~Router() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
-    cv_.SignalAll();
+    work_cv_.SignalAll();
   }
   dispatcher_.join();
   absl::MutexLock lock(&mu_);
   // Nothing may touch callers' buffers once we are gone.
   for (SubBatch& sb : in_flight_) transports_[sb.transport]->Cancel(sb.id).IgnoreError();
   in_flight_.clear();
+  for (auto& [id, d] : direct_) transports_[d.sub.transport]->Cancel(d.sub.id).IgnoreError();
+  direct_.clear();
 }
 
 inline std::vector<Router::RouteStats> Router::route_stats() const {
@@ -78,6 +80,11 @@ inline std::vector<Router::RouteStats> Router::route_stats() const {
 inline uint64_t Router::failovers() const {
   absl::MutexLock lock(&mu_);
   return failovers_;
+}
+
+inline uint64_t Router::direct_batches() const {
+  absl::MutexLock lock(&mu_);
+  return direct_batches_;
 }
 
 // --- Segments -------------------------------------------------------------------

@@ -166,6 +166,10 @@ class Master {
   absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(const proto::PrefixQueryRequest& r) {
     return master_internal::PrefixQuery(s_, r);
   }
+  absl::StatusOr<proto::DescribeSegmentsResponse> DescribeSegments(
+      const proto::DescribeSegmentsRequest& r) {
+    return master_internal::DescribeSegments(s_, r);
+  }
 
   // ---- Housekeeping ------------------------------------------------------------
 

@@ -10,7 +10,7 @@
 //   service.StartTicker();
 //
 // Execution modes: the metadata-only calls (reads, leases, PutEnd/Revoke,
-// heartbeats) are short and never block, so by default they run inline on
+// heartbeats, segment lookups) are short and never block, so by default they run inline on
 // the server's I/O thread (no thread hand-off: what makes >= 100K calls/s on
 // two cores possible); PutStart (may evict), MountSegment and UnmountSegment
 // (may walk every object) run on the worker pool.
@@ -53,7 +53,7 @@ class MasterService {
   MasterService& operator=(const MasterService&) = delete;
   ~MasterService() { StopTicker(); }
 
-  // Registers all twelve methods. Errors: those of ServiceRegistry::Register.
+  // Registers all thirteen methods. Errors: those of ServiceRegistry::Register.
   absl::Status Register(rpc::ServiceRegistry* registry) {
     const rpc::HandlerOptions fast{.mode = options_.inline_metadata_calls
                                                ? rpc::ExecutionMode::kInline
@@ -78,6 +78,7 @@ class MasterService {
     MOONCAKE_BIND_(Exists, fast)
     MOONCAKE_BIND_(BatchExists, fast)
     MOONCAKE_BIND_(PrefixQuery, fast)
+    MOONCAKE_BIND_(DescribeSegments, fast)
 #undef MOONCAKE_BIND_
     return absl::OkStatus();
   }

@@ -79,6 +79,15 @@ void RunProtocol(Channel& ch, FakeClock& clock, Master<>& master) {
   ASSERT_TRUE(got.ok());
   EXPECT_EQ(got->replicas(0).offset(), started->replicas(0).offset());
 
+  // Where the replica lives, as the worker mounted it.
+  proto::DescribeSegmentsRequest where;
+  where.add_segment_ids(got->replicas(0).segment_id());
+  auto described = rpc::Call<rpc::DescribeSegmentsMethod>(ch, where);
+  ASSERT_TRUE(described.ok()) << described.status();
+  ASSERT_EQ(described->segments_size(), 1);
+  EXPECT_EQ(described->segments(0).state(), proto::SEGMENT_MOUNTED);
+  EXPECT_EQ(described->segments(0).segment().endpoint().tcp_address(), "127.0.0.1:9000");
+
   proto::RemoveRequest rm;
   rm.set_key(put.key());
   ASSERT_TRUE(rpc::Call<rpc::RemoveMethod>(ch, rm).ok());

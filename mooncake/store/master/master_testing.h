@@ -422,13 +422,80 @@ TYPED_TEST_P(MasterConformance, TtlRemovesObjects) {
   EXPECT_EQ(this->master_->Stats().used_bytes, 0u);
 }
 
+TYPED_TEST_P(MasterConformance, DescribeSegmentsTellsMountedUnmountedAndUnknown) {
+  auto describe = [&](std::vector<uint64_t> ids) {
+    proto::DescribeSegmentsRequest req;
+    for (uint64_t id : ids) req.add_segment_ids(id);
+    return this->master_->DescribeSegments(req);
+  };
+  auto mount = [&](const std::string& worker, const std::string& name, uint64_t router_id) {
+    proto::MountSegmentRequest req =
+        testing_internal::MountReq(worker, name, this->kSegmentBytes, "host-" + worker);
+    proto::SegmentEndpoint* e = req.mutable_segment()->mutable_endpoint();
+    e->set_tcp_address("127.0.0.1:4000");
+    e->set_router_endpoint("router://host-" + worker + "/1|tcp://127.0.0.1:4000");
+    e->set_router_segment_id(router_id);
+    auto r = this->master_->MountSegment(req);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->segment_id() : 0;
+  };
+  const uint64_t a = mount("w1", "seg0", 11);
+  const uint64_t b = mount("w2", "seg0", 22);
+  ASSERT_NE(a, b);
+  auto d = describe({b, 0, b + 1000, a});
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->segments_size(), 4);
+  EXPECT_EQ(d->segments(0).segment_id(), b);
+  EXPECT_EQ(d->segments(0).state(), proto::SEGMENT_MOUNTED);
+  EXPECT_EQ(d->segments(0).segment().worker_id(), "w2");
+  EXPECT_EQ(d->segments(0).segment().size_bytes(), this->kSegmentBytes);
+  EXPECT_EQ(d->segments(0).segment().endpoint().host_id(), "host-w2");
+  EXPECT_EQ(d->segments(0).segment().endpoint().router_endpoint(),
+            "router://host-w2/1|tcp://127.0.0.1:4000");
+  EXPECT_EQ(d->segments(0).segment().endpoint().router_segment_id(), 22u);
+  EXPECT_EQ(d->segments(1).state(), proto::SEGMENT_UNKNOWN);  // 0 is never an id
+  EXPECT_EQ(d->segments(2).state(), proto::SEGMENT_UNKNOWN);  // not assigned yet
+  EXPECT_FALSE(d->segments(2).has_segment());
+  EXPECT_EQ(d->segments(3).segment().endpoint().router_segment_id(), 11u);
+
+  // Unmounted: told apart from unknown, for good.
+  proto::UnmountSegmentRequest un;
+  un.set_worker_id("w2");
+  un.set_segment_id(b);
+  ASSERT_TRUE(this->master_->UnmountSegment(un).ok());
+  d = describe({b});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->segments(0).state(), proto::SEGMENT_UNMOUNTED);
+  EXPECT_FALSE(d->segments(0).has_segment());
+
+  // A worker that expired and remounts: the old id stays unmounted, the new
+  // one carries the endpoint of the remount.
+  this->clock_.AdvanceMs(6000);
+  EXPECT_EQ(this->master_->Tick().workers_expired, 1u);
+  EXPECT_EQ(describe({a})->segments(0).state(), proto::SEGMENT_UNMOUNTED);
+  const uint64_t a2 = mount("w1", "seg0", 33);
+  ASSERT_GT(a2, b);
+  d = describe({a, a2});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->segments(0).state(), proto::SEGMENT_UNMOUNTED);
+  EXPECT_EQ(d->segments(1).state(), proto::SEGMENT_MOUNTED);
+  EXPECT_EQ(d->segments(1).segment().endpoint().router_segment_id(), 33u);
+
+  // Bad input: the whole call fails with a reason.
+  EXPECT_EQ(describe({}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(describe(std::vector<uint64_t>(rpc::kMaxDescribeSegments + 1, a2)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(describe(std::vector<uint64_t>(rpc::kMaxDescribeSegments, a2)).ok());
+}
+
 REGISTER_TYPED_TEST_SUITE_P(MasterConformance, ObjectIsVisibleOnlyAfterPutEnd,
                             FirstPutStartOfAKeyWins, AbandonedPutIsRevokedAtItsDeadline,
                             LeasedObjectSpaceOutlivesRemove, ExpiredLeaseStopsDeferringTheFree,
                             FullPutEvictsButNeverLeasedPinnedOrPending,
                             TickEvictsFromHighToLowWatermark, ReplicasLandOnDistinctWorkers,
                             SilentWorkerIsDroppedWithItsReplicas, PrefixQueryCountsLeadingBlocks,
-                            BadInputGetsClearErrors, TenantQuotaAndIsolation, TtlRemovesObjects);
+                            BadInputGetsClearErrors, TenantQuotaAndIsolation, TtlRemovesObjects,
+                            DescribeSegmentsTellsMountedUnmountedAndUnknown);
 
 }  // namespace mooncake::master
 

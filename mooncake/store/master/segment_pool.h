@@ -201,6 +201,17 @@ class SegmentPool {
     return s->desc;
   }
 
+  // Mounted: its descriptor. Unmounted: an id this pool assigned once (ids
+  // are never reused, so it never comes back). Unknown: never assigned.
+  enum class IdState : uint8_t { kMounted, kUnmounted, kUnknown };
+  std::pair<IdState, std::optional<store::proto::SegmentDescriptor>> Describe(uint64_t id) const {
+    std::shared_lock lock(map_mu_);
+    if (auto it = segments_.find(id); it != segments_.end()) {
+      return {IdState::kMounted, it->second->desc};  // desc is immutable after Mount
+    }
+    return {id != 0 && id < next_id_ ? IdState::kUnmounted : IdState::kUnknown, std::nullopt};
+  }
+
   uint64_t used_bytes() const { return used_bytes_.load(std::memory_order_relaxed); }
   uint64_t capacity_bytes() const { return capacity_bytes_.load(std::memory_order_relaxed); }
   size_t size() const {

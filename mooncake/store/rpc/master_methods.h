@@ -27,6 +27,8 @@ inline constexpr size_t kMaxKeyBytes = 4096;
 // BatchExists keys and PrefixQuery chain blocks per call.
 inline constexpr size_t kMaxBatchKeys = 16384;
 inline constexpr size_t kMaxChainBlocks = 16384;
+// DescribeSegments ids per call.
+inline constexpr size_t kMaxDescribeSegments = 4096;
 
 #define MOONCAKE_MASTER_METHOD_(Type, Id, Name)                              \
   struct Type##Method {                                                      \
@@ -49,6 +51,7 @@ MOONCAKE_MASTER_METHOD_(Remove, REMOVE, "Remove");
 MOONCAKE_MASTER_METHOD_(Exists, EXISTS, "Exists");
 MOONCAKE_MASTER_METHOD_(BatchExists, BATCH_EXISTS, "BatchExists");
 MOONCAKE_MASTER_METHOD_(PrefixQuery, PREFIX_QUERY, "PrefixQuery");
+MOONCAKE_MASTER_METHOD_(DescribeSegments, DESCRIBE_SEGMENTS, "DescribeSegments");
 
 #undef MOONCAKE_MASTER_METHOD_
 

@@ -18,8 +18,9 @@ TEST(MasterMethodsTest, IdsMatchTheProtoEnum) {
   EXPECT_EQ(GetReplicasMethod::kId, proto::GET_REPLICAS);
   EXPECT_EQ(PrefixQueryMethod::kId, proto::PREFIX_QUERY);
   EXPECT_EQ(MountSegmentMethod::kId, 1);
-  // Every enum value but UNSPECIFIED has a method type (12 methods).
-  EXPECT_EQ(proto::MasterMethodId_MAX, 12);
+  EXPECT_EQ(DescribeSegmentsMethod::kId, 13);
+  // Every enum value but UNSPECIFIED has a method type (13 methods).
+  EXPECT_EQ(proto::MasterMethodId_MAX, 13);
 }
 
 TEST(MasterMethodsTest, BlockObjectKeyLayout) {

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/master/internal/master_state.h"
+#include "mooncake/store/rpc/master_methods.h"
 
 namespace mooncake::master_internal {
 
@@ -90,6 +91,43 @@ absl::StatusOr<proto::HeartbeatResponse> Heartbeat(MasterState<A, P>& s,
   proto::HeartbeatResponse resp;
   resp.set_remount_required(!s.workers.Heartbeat(req.worker_id(), req.sequence(), s.Now()));
   resp.set_heartbeat_interval_ms(static_cast<uint64_t>(s.options.membership.heartbeat_interval_ms));
+  return resp;
+}
+
+// Segment ids -> descriptors as mounted; unmounted and never-assigned ids
+// are told apart (SegmentState), never an error for the whole call.
+template <typename A, typename P>
+absl::StatusOr<proto::DescribeSegmentsResponse> DescribeSegments(
+    MasterState<A, P>& s, const proto::DescribeSegmentsRequest& req) {
+  if (req.segment_ids().empty()) {
+    return absl::InvalidArgumentError("DescribeSegments without segment ids");
+  }
+  if (static_cast<size_t>(req.segment_ids_size()) > rpc::kMaxDescribeSegments) {
+    return absl::InvalidArgumentError(absl::StrCat("DescribeSegments of ", req.segment_ids_size(),
+                                                   " ids exceeds the limit of ",
+                                                   rpc::kMaxDescribeSegments, "; split the call"));
+  }
+  proto::DescribeSegmentsResponse resp;
+  resp.mutable_segments()->Reserve(req.segment_ids_size());
+  for (const uint64_t id : req.segment_ids()) {
+    proto::SegmentInfo* info = resp.add_segments();
+    info->set_segment_id(id);
+    auto [state, desc] = s.pool.Describe(id);
+    using IdState = typename decltype(s.pool)::IdState;
+    switch (state) {
+      case IdState::kMounted:
+        info->set_state(proto::SEGMENT_MOUNTED);
+        *info->mutable_segment() = std::move(*desc);
+        break;
+      case IdState::kUnmounted:
+        info->set_state(proto::SEGMENT_UNMOUNTED);
+        break;
+      case IdState::kUnknown:
+        info->set_state(proto::SEGMENT_UNKNOWN);
+        break;
+    }
+  }
+  MC_DASSERT(resp.segments_size() == req.segment_ids_size(), "one answer per id");
   return resp;
 }
 

@@ -1,69 +1,303 @@
-// mooncake_store: the reference KV-cache store binary.
+// mooncake_store: the reference store binary (docs/store_binary.md).
 //
-// The master, worker and client exist as libraries (mooncake/store), but this
-// binary does not assemble them yet (issue #9). Until it does, it checks the
-// base components on this machine and prints what it measured, so README's
-// command 1 shows a working build.
+//   bazel run -c opt //tools:mooncake_store                 # master + worker, demo, serve
+//   mooncake_store --role=master --listen=0.0.0.0:50051
+//   mooncake_store --role=worker --master=10.0.0.1:50051 --worker_host=10.0.0.2
+//
+// Exit codes: 0 after a graceful shutdown (SIGINT/SIGTERM), 1 when the node
+// cannot start (a port in use, the master unreachable), 2 for bad flags.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "mooncake/base/clock.h"
-#include "mooncake/base/hash.h"
-#include "mooncake/base/histogram.h"
-#include "mooncake/base/metrics.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/store/node/demo.h"
+#include "mooncake/store/node/status_line.h"
+#include "mooncake/store/node/store_node.h"
+#include "mooncake/store/node/store_node_options.h"
 
+// THE FLAG CONTRACT: tools/mooncake_bench and the tests spawn this binary
+// with these names; do not rename them.
+ABSL_FLAG(std::string, role, "all", "all (master + one worker in this process), master or worker");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "master RPC address (roles all, master); port 0 = any free port");
+ABSL_FLAG(std::string, master, "127.0.0.1:50051", "master to join (role worker)");
+ABSL_FLAG(std::string, http, "127.0.0.1:9090",
+          "/metrics and /health address; port 0 = any free port; empty = off");
+ABSL_FLAG(std::string, segment_bytes, "1G", "bytes per worker segment (suffixes K, M, G, T)");
+ABSL_FLAG(int32_t, segments, 1, "worker segments");
+ABSL_FLAG(std::string, worker_host, "127.0.0.1", "where the worker's TCP transport listens");
+ABSL_FLAG(std::string, host_id, "",
+          "this host's id for SHM matching (\"\" = hostname); clients with the same id read "
+          "through shared memory");
+ABSL_FLAG(int32_t, replicas, 1, "default replicas per object");
+ABSL_FLAG(std::string, max_object_bytes, "64M", "largest object the master accepts");
+ABSL_FLAG(double, high_watermark, 0.95, "eviction starts above this fraction of capacity used");
+ABSL_FLAG(double, low_watermark, 0.85, "eviction frees down to this fraction");
+ABSL_FLAG(std::string, tenants, "", "name:capacity[:pinned],... (capacities with suffixes)");
+ABSL_FLAG(bool, demo, true,
+          "role all: run a short workload against itself and print its figures, then serve");
+ABSL_FLAG(absl::Duration, status_interval, absl::Seconds(10),
+          "print a one-line status this often; 0 = off");
+ABSL_FLAG(std::string, ready_file, "",
+          "when serving, atomically write rpc=<host:port>, http=<host:port>, pid=<pid> here");
+
+namespace mooncake {
 namespace {
 
-int SelfCheck() {
-  using mooncake::MonotonicClock;
-  int failures = 0;
-  // XXH3 published vector (empty input): the stable hash is the same here as
-  // on every other machine.
-  if (mooncake::StableHash64("") != 0x2D06800538D394C2ULL) {
-    std::printf("FAIL stable hash: XXH3 test vector mismatch\n");
-    ++failures;
-  } else {
-    std::printf("ok   stable hash (XXH3-64/128, libxxhash %u)\n", XXH_versionNumber());
-  }
+constexpr int kExitCannotStart = 1;
+constexpr int kExitBadFlags = 2;
 
-  // Hash 64 MiB and time it with the histogram the store will use for its
-  // per-RPC latencies.
-  std::vector<char> buf(1 << 20, 'k');
-  mooncake::LatencyHistogram hist;
-  MonotonicClock& clock = MonotonicClock::Get();
-  uint64_t sink = 0;
-  for (int i = 0; i < 64; ++i) {
-    const int64_t t0 = clock.NowNs();
-    sink ^= mooncake::StableHash64(buf.data(), buf.size(), i);
-    hist.Record(static_cast<uint64_t>(clock.NowNs() - t0));
-  }
-  const double p50_us = static_cast<double>(hist.P50()) / 1e3;
-  std::printf("ok   hash 1 MiB: P50 %.1f us (%.2f GB/s), P99 %.1f us [%llx]\n", p50_us,
-              (1 << 20) / (p50_us * 1e3), static_cast<double>(hist.P99()) / 1e3,
-              static_cast<unsigned long long>(sink & 0xF));
+void Say(const std::string& line) {
+  std::fputs((line + "\n").c_str(), stdout);
+  std::fflush(stdout);
+}
 
-  mooncake::MetricsRegistry registry;
-  auto counter = registry.GetCounter("mooncake_selfcheck_total", "Self-check runs.");
-  if (!counter.ok()) {
-    std::printf("FAIL metrics: %s\n", std::string(counter.status().message()).c_str());
-    ++failures;
-  } else {
-    (*counter)->Increment();
-    std::printf("ok   metrics registry (Prometheus text, %zu bytes)\n",
-                registry.RenderPrometheus().size());
+[[noreturn]] void BadFlags(std::string_view why) {
+  std::fprintf(stderr, "mooncake_store: %.*s\n(see --help)\n", static_cast<int>(why.size()),
+               why.data());
+  std::exit(kExitBadFlags);
+}
+
+// abseil exits with 1 on an unknown flag or a bad value; the contract says 2,
+// so every flag is checked here first.
+void PrecheckFlags(int argc, char** argv) {
+  static constexpr std::string_view kBuiltins[] = {
+      "help",     "helpfull", "helpshort",  "helppackage", "version", "only_check_args",
+      "flagfile", "fromenv",  "tryfromenv", "undefok"};
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") BadFlags("unexpected arguments after --");
+    if (!arg.starts_with("-") || arg == "-") {
+      BadFlags(absl::StrCat("unexpected argument \"", AbslView(arg),
+                            "\" (flags look like --name=value)"));
+    }
+    arg.remove_prefix(arg.starts_with("--") ? 2 : 1);
+    const size_t eq = arg.find('=');
+    const std::string name(arg.substr(0, eq));
+    if (std::find(std::begin(kBuiltins), std::end(kBuiltins), name) != std::end(kBuiltins)) {
+      continue;
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    const bool negated = flag == nullptr && name.starts_with("no");
+    if (negated) flag = absl::FindCommandLineFlag(name.substr(2));
+    if (flag == nullptr || (negated && !flag->IsOfType<bool>())) {
+      BadFlags(absl::StrCat("unknown flag --", name));
+    }
+    if (negated || (eq == std::string_view::npos && flag->IsOfType<bool>())) continue;
+    std::string value;
+    if (eq != std::string_view::npos) {
+      value = std::string(arg.substr(eq + 1));
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      BadFlags(absl::StrCat("--", name, " needs a value"));
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      BadFlags(absl::StrCat("--", name, "=", value, ": ", error));
+    }
   }
-  return failures;
+}
+
+node::StoreNodeOptions OptionsFromFlags() {
+  node::StoreNodeOptions o;
+  auto check = [](const absl::Status& s) {
+    if (!s.ok()) BadFlags(StdView(s.message()));
+  };
+  const std::string role = absl::GetFlag(FLAGS_role);
+  if (role == "all") {
+    o.role = node::Role::kAll;
+  } else if (role == "master") {
+    o.role = node::Role::kMaster;
+  } else if (role == "worker") {
+    o.role = node::Role::kWorker;
+  } else {
+    BadFlags(absl::StrCat("--role=", role, ": want all, master or worker"));
+  }
+  auto listen = node::ParseHostPort("listen", absl::GetFlag(FLAGS_listen), true);
+  check(listen.status());
+  o.listen = *listen;
+  auto master = node::ParseHostPort("master", absl::GetFlag(FLAGS_master), false);
+  check(master.status());
+  o.master = *master;
+  const std::string http = absl::GetFlag(FLAGS_http);
+  o.http_enabled = !http.empty();
+  if (o.http_enabled) {
+    auto hp = node::ParseHostPort("http", http, true);
+    check(hp.status());
+    o.http = *hp;
+  }
+  auto seg = node::ParseByteSize("segment_bytes", absl::GetFlag(FLAGS_segment_bytes));
+  check(seg.status());
+  o.segment_bytes = *seg;
+  if (absl::GetFlag(FLAGS_segments) < 1) BadFlags("--segments must be at least 1");
+  o.segments = static_cast<size_t>(absl::GetFlag(FLAGS_segments));
+  o.worker_host = absl::GetFlag(FLAGS_worker_host);
+  o.host_id = absl::GetFlag(FLAGS_host_id);
+  if (absl::GetFlag(FLAGS_replicas) < 1) BadFlags("--replicas must be at least 1");
+  o.replicas = static_cast<uint32_t>(absl::GetFlag(FLAGS_replicas));
+  auto max_obj = node::ParseByteSize("max_object_bytes", absl::GetFlag(FLAGS_max_object_bytes));
+  check(max_obj.status());
+  o.max_object_bytes = *max_obj;
+  o.high_watermark = absl::GetFlag(FLAGS_high_watermark);
+  o.low_watermark = absl::GetFlag(FLAGS_low_watermark);
+  auto tenants = node::ParseTenants(absl::GetFlag(FLAGS_tenants));
+  check(tenants.status());
+  o.tenants = *tenants;
+  if (absl::GetFlag(FLAGS_status_interval) < absl::ZeroDuration()) {
+    BadFlags("--status_interval must be >= 0");
+  }
+  check(node::ValidateStoreNodeOptions(o));
+  return o;
+}
+
+// Writes `text` to `path` through a temporary file and rename: a reader sees
+// nothing or everything.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+void PrintBanner(node::StoreNode& n) {
+  const node::StoreNodeOptions& o = n.options();
+  Say(absl::StrCat("mooncake_store ", AbslView(node::kStoreVersion),
+                   ": a distributed KV-cache store (role ", AbslView(node::RoleName(o.role)),
+                   o.role == node::Role::kAll ? ": master + one worker in this process)" : ")"));
+  if (!n.rpc_address().empty()) {
+    Say(absl::StrCat("  master RPC   ", n.rpc_address(), "   (clients and workers connect here)"));
+  }
+  if (auto* w = n.worker(); w != nullptr) {
+    Say(absl::StrCat("  worker       ", o.segments, " x ", node::HumanBytes(o.segment_bytes),
+                     " segment(s), host_id ", w->host_id(), ", transports ", w->router_endpoint(),
+                     ", joined master ", n.master_address()));
+  }
+  if (!n.http_address().empty()) {
+    Say(absl::StrCat("  HTTP         http://", n.http_address(), "/metrics   http://",
+                     n.http_address(), "/health"));
+  } else {
+    Say("  HTTP         off (--http=\"\")");
+  }
+}
+
+void RunDemo(node::StoreNode& n) {
+  Say("demo: puts and gets through a real client (TCP, then shared memory), every byte checked:");
+  node::DemoOptions d;
+  d.master_address = n.rpc_address();
+  d.host_id = n.options().host_id;
+  // Keep the demo well inside the pool: at most 1/8 of it per row.
+  d.bytes_per_row =
+      std::min<uint64_t>(uint64_t{32} << 20, n.options().segment_bytes * n.options().segments / 8);
+  std::vector<uint64_t> sizes;
+  for (uint64_t s : d.value_bytes) {
+    if (s <= n.options().max_object_bytes && s * 4 <= d.bytes_per_row * 4) sizes.push_back(s);
+  }
+  d.value_bytes = sizes;
+  auto rows = node::RunDemo(d);
+  if (!rows.ok()) {
+    Say(absl::StrCat("demo: FAILED: ", rows.status().ToString()));
+    return;
+  }
+  std::string table = node::FormatDemo(*rows);
+  if (!table.empty() && table.back() == '\n') table.pop_back();
+  Say(table);
+  Say("demo: ok (objects removed again)");
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "the mooncake reference store: --role=all (default), master or worker. "
+      "See docs/store_binary.md.");
+  PrecheckFlags(argc, argv);
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  if (rest.size() > 1) BadFlags(absl::StrCat("unexpected argument \"", rest[1], "\""));
+  const node::StoreNodeOptions options = OptionsFromFlags();
+
+  // Signals are taken synchronously by this thread (sigtimedwait); every
+  // thread started from here on inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  auto started = node::StoreNode::Start(options);
+  if (!started.ok()) {
+    std::fprintf(stderr, "mooncake_store: cannot start: %s\n", started.status().ToString().c_str());
+    return kExitCannotStart;
+  }
+  node::StoreNode& n = **started;
+  PrintBanner(n);
+  if (absl::GetFlag(FLAGS_demo) && options.role == node::Role::kAll) RunDemo(n);
+
+  const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
+  if (!ready_file.empty()) {
+    const absl::Status s = WriteFileAtomically(
+        ready_file, absl::StrCat("rpc=", n.rpc_address(), "\nhttp=", n.http_address(),
+                                 "\npid=", ::getpid(), "\n"));
+    if (!s.ok()) {
+      std::fprintf(stderr, "mooncake_store: --ready_file: %s\n", s.ToString().c_str());
+      n.Shutdown().IgnoreError();
+      return kExitCannotStart;
+    }
+  }
+  Say("serving; Ctrl-C to stop");
+
+  const absl::Duration interval = absl::GetFlag(FLAGS_status_interval);
+  node::StatusReporter status;
+  if (interval > absl::ZeroDuration()) status.Line(n.Snapshot());  // the rates' baseline
+  absl::Time next_status = absl::Now() + interval;
+  int sig = 0;
+  for (;;) {
+    const absl::Duration wait = interval > absl::ZeroDuration()
+                                    ? std::max(next_status - absl::Now(), absl::Milliseconds(1))
+                                    : absl::Seconds(3600);
+    const timespec ts = absl::ToTimespec(wait);
+    sig = sigtimedwait(&stop_signals, nullptr, &ts);
+    if (sig == SIGINT || sig == SIGTERM) break;
+    if (interval > absl::ZeroDuration() && absl::Now() >= next_status) {
+      Say(status.Line(n.Snapshot()));
+      next_status += interval;
+    }
+  }
+  Say(absl::StrCat("received ", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                   ": shutting down (health 503, worker unmount, drain, stop)"));
+  const absl::Status s = n.Shutdown();
+  if (!s.ok()) Say(absl::StrCat("shutdown: worker unmount: ", s.ToString()));
+  if (!ready_file.empty()) std::remove(ready_file.c_str());
+  Say("stopped");
+  return 0;
 }
 
 }  // namespace
+}  // namespace mooncake
 
-int main() {
-  std::printf("mooncake_store: embedded default (master + worker on 127.0.0.1)\n");
-  const int failures = SelfCheck();
-  std::printf(
-      "\nThe reference store does not assemble the master, worker and client yet (issue #9):\n"
-      "nothing is serving. Libraries present: base, alloc, index, compress, qos, transport,\n"
-      "tier, store (rpc, master, worker, client). Run every test with: bash tools/run_tests.sh\n");
-  return failures == 0 ? 0 : 1;
-}
+int main(int argc, char** argv) { return mooncake::Main(argc, argv); }

@@ -1,0 +1,329 @@
+// HttpServer: a small HTTP/1.1 server for a node's operational endpoints
+// (/metrics, /health). Not a general web server: GET only, one request per
+// connection (answers carry "Connection: close"), bodies ignored.
+//
+//   HttpServer http({.host = "127.0.0.1", .port = 0});
+//   RETURN_IF_ERROR(http.Handle("/health", [](const HttpRequest&) {
+//     return HttpResponse{.status = 200, .body = "ok\n"};
+//   }));
+//   RETURN_IF_ERROR(http.Start());   // http.address() is the bound address
+//   ...
+//   http.Stop();                     // or the destructor
+//
+// One thread runs a poll() loop over the listening socket and at most
+// `max_connections` connections; handlers run on it, so they must be short
+// (rendering metrics is). Answers:
+//   200.. what the handler returns
+//   400   malformed request head            405  a method other than GET
+//   404   no handler for the path           408  head not complete in idle_timeout_ms
+//   431   head over limits.max_head_bytes   503  over max_connections
+// After answering, the server half-closes and drains what the peer still
+// sends (up to linger_ms) before closing, so the peer reads the whole answer.
+//
+// Thread-safety: Handle before Start; Start, Stop and the destructor from one
+// owning thread; address(), port() and stats() from any thread after Start.
+#ifndef MOONCAKE_STORE_NODE_HTTP_SERVER_H_
+#define MOONCAKE_STORE_NODE_HTTP_SERVER_H_
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/store/node/http_request.h"
+#include "mooncake/store/node/internal/socket.h"
+
+namespace mooncake::node {
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "text/plain; charset=utf-8";
+};
+
+using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 0;  // 0: any free port
+  size_t max_connections = 32;
+  int64_t idle_timeout_ms = 5'000;  // to send a complete request head
+  int64_t linger_ms = 1'000;        // draining the peer after answering
+  HttpLimits limits;
+};
+
+struct HttpServerStats {
+  uint64_t requests = 0;  // answered with the handler's status
+  uint64_t rejected = 0;  // answered 400/404/405/408/431/503
+};
+
+inline std::string_view HttpReason(int status) {
+  switch (status) {
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Status";
+  }
+}
+
+inline std::string FormatHttpResponse(const HttpResponse& r, bool allow_header = false) {
+  std::string out = absl::StrCat("HTTP/1.1 ", r.status, " ", AbslView(HttpReason(r.status)),
+                                 "\r\nContent-Type: ", r.content_type,
+                                 "\r\nContent-Length: ", r.body.size(), "\r\n");
+  if (allow_header) out += "Allow: GET\r\n";
+  absl::StrAppend(&out, "Connection: close\r\n\r\n", r.body);
+  return out;
+}
+
+class HttpServer {
+ public:
+  explicit HttpServer(HttpServerOptions options) : options_(std::move(options)) {}
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+  ~HttpServer() { Stop(); }
+
+  // Serves `path` (exact match, query ignored). Errors: INVALID_ARGUMENT (path
+  // not starting with '/'), ALREADY_EXISTS, FAILED_PRECONDITION (started).
+  absl::Status Handle(std::string path, HttpHandler handler) {
+    if (started_) return absl::FailedPreconditionError("HttpServer::Handle after Start");
+    if (path.empty() || path.front() != '/') {
+      return absl::InvalidArgumentError(absl::StrCat("HTTP path \"", path, "\" must start with /"));
+    }
+    MC_ASSERT(handler != nullptr, "a null HTTP handler");
+    if (!handlers_.emplace(path, std::move(handler)).second) {
+      return absl::AlreadyExistsError(absl::StrCat("HTTP path ", path, " registered twice"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Binds and starts serving. Errors: those of ListenTcp (ALREADY_EXISTS for
+  // a port in use), INVALID_ARGUMENT (options), FAILED_PRECONDITION (twice).
+  absl::Status Start() {
+    if (started_) return absl::FailedPreconditionError("HttpServer::Start called twice");
+    if (options_.max_connections == 0 || options_.idle_timeout_ms <= 0 || options_.linger_ms < 0) {
+      return absl::InvalidArgumentError(
+          "HttpServerOptions: max_connections and idle_timeout_ms > 0, linger_ms >= 0");
+    }
+    auto fd = node_internal::ListenTcp(options_.host, options_.port);
+    if (!fd.ok()) return fd.status();
+    auto port = node_internal::BoundPort(fd->get());
+    if (!port.ok()) return port.status();
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+      return absl::InternalError("HttpServer: pipe2 failed");
+    }
+    wake_read_.Reset(pipe_fds[0]);
+    wake_write_.Reset(pipe_fds[1]);
+    listen_ = std::move(*fd);
+    port_ = *port;
+    started_ = true;
+    thread_ = std::thread([this] { Run(); });
+    return absl::OkStatus();
+  }
+
+  // Stops accepting, closes every connection and joins the thread.
+  // Idempotent.
+  void Stop() {
+    if (!started_ || stopped_) return;
+    stopped_ = true;
+    stop_.store(true, std::memory_order_release);
+    const char b = 1;
+    (void)!::write(wake_write_.get(), &b, 1);
+    if (thread_.joinable()) thread_.join();
+    listen_.Reset();
+  }
+
+  uint16_t port() const { return port_; }
+  std::string address() const { return absl::StrCat(options_.host, ":", port_); }
+  HttpServerStats stats() const {
+    // relaxed: statistics.
+    return {requests_.load(std::memory_order_relaxed), rejected_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  struct Conn {
+    node_internal::UniqueFd fd;
+    std::string in;
+    std::string out;
+    size_t sent = 0;
+    bool answered = false;      // `out` holds the whole answer
+    bool write_closed = false;  // answer sent, SHUT_WR done; draining input
+    int64_t deadline_ns = 0;    // idle (reading) or linger (draining) limit
+  };
+
+  void Run() {
+    std::vector<std::unique_ptr<Conn>> conns;
+    std::vector<pollfd> fds;
+    while (!stop_.load(std::memory_order_acquire)) {
+      fds.clear();
+      fds.push_back({wake_read_.get(), POLLIN, 0});
+      fds.push_back({listen_.get(), POLLIN, 0});
+      for (const auto& c : conns) {
+        const short ev = c->answered && !c->write_closed ? POLLOUT : POLLIN;
+        fds.push_back({c->fd.get(), ev, 0});
+      }
+      const int n = ::poll(fds.data(), fds.size(), 100);
+      if (n < 0 && errno != EINTR) break;
+      const int64_t now = MonotonicClock::Get().NowNs();
+      for (size_t i = 0; i < conns.size(); ++i) {
+        const short re = fds[i + 2].revents;
+        if (re != 0) Service(*conns[i], re, now);
+        if (!conns[i]->answered && now >= conns[i]->deadline_ns) {
+          Reject(*conns[i], 408, "the request head did not arrive in time\n", now);
+        }
+      }
+      std::erase_if(conns, [&](const std::unique_ptr<Conn>& c) {
+        return !c->fd.valid() || (c->write_closed && now >= c->deadline_ns);
+      });
+      if (n > 0 && (fds[1].revents & POLLIN)) Accept(&conns, now);
+    }
+  }
+
+  void Accept(std::vector<std::unique_ptr<Conn>>* conns, int64_t now) {
+    for (;;) {
+      const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN, or out of fds: retried on the next readiness
+      auto c = std::make_unique<Conn>();
+      c->fd.Reset(fd);
+      c->deadline_ns = now + options_.idle_timeout_ms * 1'000'000;
+      if (conns->size() >= options_.max_connections) {
+        Reject(*c, 503, "too many HTTP connections; retry later\n", now);
+        // Best effort, without waiting: a small answer fits the send buffer.
+        Write(*c, now);
+        continue;  // closed with `c`
+      }
+      conns->push_back(std::move(c));
+    }
+  }
+
+  void Service(Conn& c, short revents, int64_t now) {
+    if (c.write_closed) {
+      Drain(c);
+      return;
+    }
+    if (c.answered) {
+      if (revents & (POLLOUT | POLLERR | POLLHUP)) Write(c, now);
+      return;
+    }
+    char buf[4096];
+    const ssize_t r = ::recv(c.fd.get(), buf, sizeof(buf), 0);
+    if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (r <= 0) {
+      c.fd.Reset();  // the peer left before asking anything
+      return;
+    }
+    c.in.append(buf, static_cast<size_t>(r));
+    auto parsed = ParseHttpRequest(c.in, options_.limits);
+    if (!parsed.ok()) {
+      Reject(c, HttpStatusForParseError(parsed.status()),
+             absl::StrCat(parsed.status().message(), "\n"), now);
+    } else if (parsed->has_value()) {
+      Answer(c, **parsed, now);
+    }
+  }
+
+  void Answer(Conn& c, const HttpRequest& req, int64_t now) {
+    if (req.method != "GET") {
+      Reject(c, 405, "only GET is served here\n", now, /*allow_header=*/true);
+      return;
+    }
+    auto it = handlers_.find(req.path);
+    if (it == handlers_.end()) {
+      std::string paths;
+      for (const auto& [p, h] : handlers_) absl::StrAppend(&paths, " ", p);
+      Reject(c, 404, absl::StrCat("no such path; served:", paths, "\n"), now);
+      return;
+    }
+    const HttpResponse resp = it->second(req);
+    requests_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+    c.out = FormatHttpResponse(resp);
+    c.answered = true;
+    Write(c, now);
+  }
+
+  void Reject(Conn& c, int status, std::string body, int64_t now, bool allow_header = false) {
+    rejected_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+    c.out = FormatHttpResponse({.status = status, .body = std::move(body)}, allow_header);
+    c.answered = true;
+    Write(c, now);
+  }
+
+  void Write(Conn& c, int64_t now) {
+    MC_DASSERT(c.answered && c.sent <= c.out.size(), "writing without an answer");
+    while (c.sent < c.out.size()) {
+      const ssize_t w =
+          ::send(c.fd.get(), c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EAGAIN) return;  // POLLOUT brings us back
+      if (w <= 0) {
+        c.fd.Reset();  // the peer is gone
+        return;
+      }
+      c.sent += static_cast<size_t>(w);
+    }
+    ::shutdown(c.fd.get(), SHUT_WR);
+    c.write_closed = true;
+    c.deadline_ns = now + options_.linger_ms * 1'000'000;
+  }
+
+  // Reads and drops what the peer still sends until its EOF: closing with
+  // unread input would reset the connection and could lose our answer.
+  static void Drain(Conn& c) {
+    char buf[4096];
+    for (int i = 0; i < 16; ++i) {
+      const ssize_t r = ::recv(c.fd.get(), buf, sizeof(buf), 0);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && errno == EAGAIN) return;
+      if (r <= 0) {
+        c.fd.Reset();  // EOF: the peer has our answer
+        return;
+      }
+    }  // still sending: go on at the next readiness, until linger_ms
+  }
+
+  const HttpServerOptions options_;
+  std::map<std::string, HttpHandler> handlers_;  // fixed after Start
+  node_internal::UniqueFd listen_;
+  node_internal::UniqueFd wake_read_;
+  node_internal::UniqueFd wake_write_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> rejected_{0};
+  uint16_t port_ = 0;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace mooncake::node
+
+#endif  // MOONCAKE_STORE_NODE_HTTP_SERVER_H_

@@ -1,0 +1,345 @@
+// StoreNode: one store process, assembled for its role (store_node_options.h):
+//
+//   all     Master<> + MasterService + RpcServer on `listen`, and one
+//           Worker<TcpChannel> joined to that server over loopback
+//   master  Master<> + MasterService + RpcServer on `listen`
+//   worker  Worker<TcpChannel> joined to `master`
+//
+// plus, unless http_enabled is false, an HttpServer on `http` serving
+//   /metrics  Prometheus text of the node's one MetricsRegistry: the master's
+//             families (mooncake_master_*), per-method RPC latency and codes
+//             (mooncake_rpc_server_* on the master, mooncake_rpc_client_* for
+//             the worker's calls), the worker's segments and heartbeats
+//             (mooncake_worker_*) and mooncake_node_* (role, uptime, health)
+//   /health   200 "ok" while serving; 503 and the reason otherwise (starting,
+//             a worker segment not mounted, shutting down)
+//
+//   ASSIGN_OR_RETURN(auto node, StoreNode::Start(options));
+//   ... node->rpc_address(), node->http_address() ...
+//   node->Shutdown();   // or the destructor
+//
+// Shutdown (graceful, idempotent), in this order:
+//   1. /health turns 503 "shutting down" (load balancers stop sending);
+//   2. the worker unmounts its segments: the master drops their replicas, so
+//      new gets answer NOT_FOUND and new puts go elsewhere or fail with
+//      RESOURCE_EXHAUSTED; transfers already holding locations keep working
+//      because the memory stays served;
+//   3. drain_ms for those transfers to finish;
+//   4. the RPC server stops: running handlers finish, callers of anything
+//      still queued see UNAVAILABLE (never a half-done operation: a put
+//      whose PutEnd is lost is revoked by the master's put timeout);
+//   5. the worker's transports stop, the ticker and the HTTP server stop.
+//
+// Thread-safety: Start/Shutdown/destructor from the owning thread (Shutdown
+// may also come from a signal-watching thread, once); everything else from
+// any thread.
+#ifndef MOONCAKE_STORE_NODE_STORE_NODE_H_
+#define MOONCAKE_STORE_NODE_STORE_NODE_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/store/master/master.h"
+#include "mooncake/store/master/master_service.h"
+#include "mooncake/store/node/http_server.h"
+#include "mooncake/store/node/status_line.h"
+#include "mooncake/store/node/store_node_options.h"
+#include "mooncake/store/rpc/service.h"
+#include "mooncake/store/rpc/tcp_channel.h"
+#include "mooncake/store/rpc/tcp_server.h"
+#include "mooncake/store/worker/worker.h"
+
+namespace mooncake::node {
+
+inline constexpr std::string_view kStoreVersion = "0.1.0";
+
+struct NodeHealth {
+  bool ok = false;
+  std::string reason;  // "ok" when ok
+};
+
+class StoreNode {
+ public:
+  using MasterT = master::Master<>;
+  using WorkerT = worker::Worker<rpc::TcpChannel>;
+
+  // Validates `options`, builds the role's pieces and starts serving.
+  // Errors: INVALID_ARGUMENT (options), ALREADY_EXISTS (a port in use, naming
+  // the flag), UNAVAILABLE (worker: the master is unreachable), others from
+  // the pieces, each prefixed with what was being started.
+  static absl::StatusOr<std::unique_ptr<StoreNode>> Start(StoreNodeOptions options) {
+    RETURN_IF_ERROR(ValidateStoreNodeOptions(options));
+    std::unique_ptr<StoreNode> n(new StoreNode(std::move(options)));
+    RETURN_IF_ERROR(n->RegisterNodeMetrics());
+    if (n->options_.role != Role::kWorker) RETURN_IF_ERROR(n->StartMaster());
+    if (n->options_.role != Role::kMaster) RETURN_IF_ERROR(n->StartWorker());
+    if (n->options_.http_enabled) RETURN_IF_ERROR(n->StartHttp());
+    n->serving_.store(true, std::memory_order_release);
+    return n;
+  }
+
+  StoreNode(const StoreNode&) = delete;
+  StoreNode& operator=(const StoreNode&) = delete;
+  ~StoreNode() { Shutdown().IgnoreError(); }
+
+  // See the header comment. Returns the worker's unmount status (OK when
+  // there is no worker).
+  absl::Status Shutdown() {
+    if (shut_down_.exchange(true, std::memory_order_acq_rel)) return absl::OkStatus();
+    // release: /health readers see it before any piece goes away.
+    shutting_down_.store(true, std::memory_order_release);
+    absl::Status status;
+    if (worker_ != nullptr) status = worker_->Shutdown();
+    if (server_ != nullptr && options_.drain_ms > 0) {
+      absl::SleepFor(absl::Milliseconds(options_.drain_ms));
+    }
+    if (server_ != nullptr) server_->Stop();
+    {
+      absl::WriterMutexLock lock(&life_mu_);  // /health and /metrics may be reading it
+      worker_.reset();
+      worker_channel_.reset();
+    }
+    if (service_ != nullptr) service_->StopTicker();
+    if (http_ != nullptr) http_->Stop();
+    return status;
+  }
+
+  Role role() const { return options_.role; }
+  // "host:port" of the master RPC server ("" on a worker-only node).
+  std::string rpc_address() const { return server_ ? server_->address() : ""; }
+  // The master this node's worker joined ("" on a master-only node).
+  std::string master_address() const {
+    if (options_.role == Role::kWorker) return options_.master.ToString();
+    return options_.role == Role::kAll ? rpc_address() : "";
+  }
+  std::string http_address() const { return http_ ? http_->address() : ""; }
+  MetricsRegistry& metrics() { return metrics_; }
+  MasterT* master() { return master_.get(); }
+  WorkerT* worker() { return worker_.get(); }
+  const StoreNodeOptions& options() const { return options_; }
+
+  NodeHealth Health() const {
+    absl::ReaderMutexLock lock(&life_mu_);
+    // acquire: pairs with the release stores in Start and Shutdown.
+    if (shutting_down_.load(std::memory_order_acquire)) return {false, "shutting down"};
+    if (!serving_.load(std::memory_order_acquire)) return {false, "starting"};
+    if (worker_ != nullptr) {
+      size_t mounted = 0;
+      const auto segments = worker_->segments();
+      for (const worker::MountedSegment& s : segments) mounted += s.master_segment_id != 0;
+      if (mounted < segments.size()) {
+        return {false, absl::StrCat("worker not mounted: ", mounted, " of ", segments.size(),
+                                    " segments mounted with the master at ", master_address(),
+                                    " (unreachable or rejecting; retried every heartbeat)")};
+      }
+    }
+    return {true, "ok"};
+  }
+
+  // Prometheus text (refreshes the gauges first).
+  std::string RenderMetrics() {
+    RefreshMetrics();
+    return metrics_.RenderPrometheus();
+  }
+
+  NodeSnapshot Snapshot() {
+    absl::ReaderMutexLock lock(&life_mu_);
+    NodeSnapshot s;
+    s.time_ns = MonotonicClock::Get().NowNs();
+    if (master_ != nullptr) {
+      const master::MasterStats st = master_->Stats();
+      s.has_master = true;
+      s.objects = st.objects;
+      s.used_bytes = st.used_bytes;
+      s.capacity_bytes = st.capacity_bytes;
+      s.workers = st.workers;
+      s.puts_committed = CounterValue("mooncake_master_puts_total", {{"result", "committed"}});
+      s.gets = CounterValue("mooncake_master_gets_total", {{"result", "hit"}}) +
+               CounterValue("mooncake_master_gets_total", {{"result", "miss"}});
+      s.evictions = CounterValue("mooncake_master_evictions_total", {});
+    }
+    if (WorkerT* w = worker_.get(); w != nullptr) {
+      s.has_worker = true;
+      for (const worker::MountedSegment& m : w->segments()) {
+        ++s.segments_total;
+        if (m.master_segment_id != 0) {
+          ++s.segments_mounted;
+          s.segment_bytes_total += m.size_bytes;
+        }
+      }
+      const worker::WorkerStats ws = w->stats();
+      s.heartbeats_ok = ws.heartbeats_ok;
+      s.heartbeats_failed = ws.heartbeats_failed;
+      s.remounts = ws.remounts;
+    }
+    return s;
+  }
+
+ private:
+  explicit StoreNode(StoreNodeOptions options)
+      : options_(std::move(options)), started_ns_(MonotonicClock::Get().NowNs()) {}
+
+  absl::Status StartMaster() {
+    master::MasterOptions mo;
+    mo.max_object_bytes = options_.max_object_bytes;
+    mo.default_replica_count = options_.replicas;
+    mo.max_replica_count = std::max<uint32_t>(8, options_.replicas);
+    mo.high_watermark = options_.high_watermark;
+    mo.low_watermark = options_.low_watermark;
+    mo.tenants = options_.tenants;
+    mo.membership.heartbeat_interval_ms = options_.heartbeat_interval_ms;
+    mo.membership.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
+    auto m = MasterT::Create(mo, &MonotonicClock::Get(), &metrics_);
+    if (!m.ok()) return Context("master", m.status());
+    master_ = std::move(*m);
+    service_ = std::make_unique<master::MasterService<MasterT>>(
+        master_.get(), master::MasterServiceOptions{.tick_interval_ms = options_.tick_interval_ms});
+    registry_ = std::make_unique<rpc::ServiceRegistry>(&metrics_);
+    if (absl::Status s = service_->Register(registry_.get()); !s.ok()) return Context("master", s);
+    rpc::RpcServerOptions so;
+    so.host = options_.listen.host;
+    so.port = options_.listen.port;
+    so.io_threads = options_.rpc_io_threads;
+    so.worker_threads = options_.rpc_worker_threads;
+    server_ = std::make_unique<rpc::RpcServer>(registry_.get(), so);
+    if (absl::Status s = server_->Start(); !s.ok()) {
+      return Context(absl::StrCat("--listen=", options_.listen.ToString()), s);
+    }
+    service_->StartTicker();
+    return absl::OkStatus();
+  }
+
+  absl::Status StartWorker() {
+    const std::string master = master_address();
+    rpc::TcpChannelOptions co;
+    co.metrics = &metrics_;
+    auto channel = rpc::TcpChannel::Connect(master, co);
+    if (!channel.ok()) {
+      return Context(absl::StrCat("worker: joining the master at ", master), channel.status());
+    }
+    worker_channel_ = std::move(*channel);
+    worker::WorkerOptions wo;
+    wo.segment_count = options_.segments;
+    wo.segment_bytes = options_.segment_bytes;
+    wo.host_id = options_.host_id;
+    wo.tcp_bind_host = options_.worker_host;
+    auto w = WorkerT::Start(wo, worker_channel_.get());
+    if (!w.ok()) return Context(absl::StrCat("worker (master ", master, ")"), w.status());
+    worker_ = std::move(*w);
+    return absl::OkStatus();
+  }
+
+  absl::Status StartHttp() {
+    http_ = std::make_unique<HttpServer>(
+        HttpServerOptions{.host = options_.http.host, .port = options_.http.port});
+    RETURN_IF_ERROR(http_->Handle("/metrics", [this](const HttpRequest&) {
+      return HttpResponse{.body = RenderMetrics(),
+                          .content_type = "text/plain; version=0.0.4; charset=utf-8"};
+    }));
+    RETURN_IF_ERROR(http_->Handle("/health", [this](const HttpRequest&) {
+      const NodeHealth h = Health();
+      return HttpResponse{.status = h.ok ? 200 : 503, .body = h.reason + "\n"};
+    }));
+    if (absl::Status s = http_->Start(); !s.ok()) {
+      return Context(absl::StrCat("--http=", options_.http.ToString()), s);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RegisterNodeMetrics() {
+    ASSIGN_OR_RETURN(Gauge * info,
+                     metrics_.GetGauge("mooncake_node_info", "The node's role and version (1).",
+                                       {{"role", std::string(RoleName(options_.role))},
+                                        {"version", std::string(kStoreVersion)}}));
+    info->Set(1);
+    ASSIGN_OR_RETURN(uptime_, metrics_.GetGauge("mooncake_node_uptime_seconds",
+                                                "Seconds since the node started."));
+    ASSIGN_OR_RETURN(healthy_, metrics_.GetGauge("mooncake_node_healthy",
+                                                 "1 while /health answers 200, else 0."));
+    if (options_.role == Role::kMaster) return absl::OkStatus();
+    ASSIGN_OR_RETURN(w_mounted_, metrics_.GetGauge("mooncake_worker_segments_mounted",
+                                                   "This worker's segments mounted."));
+    ASSIGN_OR_RETURN(w_bytes_, metrics_.GetGauge("mooncake_worker_segment_bytes",
+                                                 "Bytes of this worker's mounted segments."));
+    ASSIGN_OR_RETURN(
+        w_hb_ok_, metrics_.GetCounter("mooncake_worker_heartbeats_total",
+                                      "Heartbeats to the master by outcome.", {{"result", "ok"}}));
+    ASSIGN_OR_RETURN(w_hb_failed_, metrics_.GetCounter("mooncake_worker_heartbeats_total",
+                                                       "Heartbeats to the master by outcome.",
+                                                       {{"result", "failed"}}));
+    ASSIGN_OR_RETURN(w_remounts_, metrics_.GetCounter("mooncake_worker_remounts_total",
+                                                      "Times the master asked for a remount."));
+    return absl::OkStatus();
+  }
+
+  void RefreshMetrics() {
+    uptime_->Set(static_cast<double>(MonotonicClock::Get().NowNs() - started_ns_) / 1e9);
+    healthy_->Set(Health().ok ? 1 : 0);
+    if (master_ != nullptr) master_->RefreshMetrics();
+    const NodeSnapshot s = Snapshot();
+    if (!s.has_worker) return;
+    w_mounted_->Set(static_cast<double>(s.segments_mounted));
+    w_bytes_->Set(static_cast<double>(s.segment_bytes_total));
+    // The worker's stats are totals; the counters move by the difference
+    // (under the mutex: two scrapes at once must not both add it).
+    absl::MutexLock lock(&refresh_mu_);
+    w_hb_ok_->Increment(s.heartbeats_ok - std::min(s.heartbeats_ok, w_hb_ok_->Value()));
+    w_hb_failed_->Increment(s.heartbeats_failed -
+                            std::min(s.heartbeats_failed, w_hb_failed_->Value()));
+    w_remounts_->Increment(s.remounts - std::min(s.remounts, w_remounts_->Value()));
+  }
+
+  uint64_t CounterValue(std::string_view name, const MetricLabels& labels) {
+    auto c = metrics_.GetCounter(name, "", labels);
+    return c.ok() ? (*c)->Value() : 0;
+  }
+
+  static absl::Status Context(std::string_view what, const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(AbslView(what), ": ", s.message()));
+  }
+
+  const StoreNodeOptions options_;
+  const int64_t started_ns_;
+  MetricsRegistry metrics_;  // declared first among the pieces: they hold its series
+  std::unique_ptr<MasterT> master_;
+  std::unique_ptr<master::MasterService<MasterT>> service_;
+  std::unique_ptr<rpc::ServiceRegistry> registry_;
+  std::unique_ptr<rpc::RpcServer> server_;
+  std::unique_ptr<rpc::TcpChannel> worker_channel_;
+  std::unique_ptr<WorkerT> worker_;
+  std::unique_ptr<HttpServer> http_;
+  std::atomic<bool> serving_{false};
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<bool> shut_down_{false};
+  // Readers of worker_ (Health, Snapshot) hold it shared; Shutdown resets
+  // worker_ holding it exclusively.
+  mutable absl::Mutex life_mu_;
+  absl::Mutex refresh_mu_;  // serializes the counter catch-up in RefreshMetrics
+  // Series of metrics_, set once in RegisterNodeMetrics.
+  Gauge* uptime_ = nullptr;
+  Gauge* healthy_ = nullptr;
+  Gauge* w_mounted_ = nullptr;
+  Gauge* w_bytes_ = nullptr;
+  Counter* w_hb_ok_ = nullptr;
+  Counter* w_hb_failed_ = nullptr;
+  Counter* w_remounts_ = nullptr;
+};
+
+}  // namespace mooncake::node
+
+#endif  // MOONCAKE_STORE_NODE_STORE_NODE_H_

@@ -1,0 +1,207 @@
+// StoreNodeOptions: what one store process is (its role) and every knob the
+// reference binary exposes as a flag, plus the parsers for the flag syntax
+// (byte sizes with K/M/G suffixes, "host:port", tenant lists). Every parser
+// returns INVALID_ARGUMENT with a message naming the flag and what it wants.
+//
+// Roles:
+//   kAll     master + one worker in one process (the embedded default)
+//   kMaster  metadata only; workers join it over TCP
+//   kWorker  memory only; joins the master at `master_address`
+//
+// Thread-safety: plain values and pure functions.
+#ifndef MOONCAKE_STORE_NODE_STORE_NODE_OPTIONS_H_
+#define MOONCAKE_STORE_NODE_STORE_NODE_OPTIONS_H_
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/store/master/master_options.h"
+
+namespace mooncake::node {
+
+enum class Role { kAll, kMaster, kWorker };
+
+inline std::string_view RoleName(Role r) {
+  switch (r) {
+    case Role::kAll:
+      return "all";
+    case Role::kMaster:
+      return "master";
+    case Role::kWorker:
+      return "worker";
+  }
+  return "?";
+}
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;  // 0: any free port (listening addresses only)
+  std::string ToString() const { return absl::StrCat(host, ":", port); }
+};
+
+struct StoreNodeOptions {
+  Role role = Role::kAll;
+  HostPort listen{"127.0.0.1", 50051};  // master RPC (all, master)
+  HostPort master{"127.0.0.1", 50051};  // master to join (worker)
+  bool http_enabled = true;
+  HostPort http{"127.0.0.1", 9090};  // /metrics and /health
+  uint64_t segment_bytes = uint64_t{1} << 30;
+  size_t segments = 1;
+  std::string worker_host = "127.0.0.1";  // where the worker's TCP transport listens
+  std::string host_id;                    // "" = gethostname()
+  uint32_t replicas = 1;
+  uint64_t max_object_bytes = uint64_t{64} << 20;
+  double high_watermark = 0.95;
+  double low_watermark = 0.85;
+  std::vector<master::TenantConfig> tenants;
+  // Master timing (not flags: the defaults suit a real deployment).
+  int64_t tick_interval_ms = 100;
+  int64_t heartbeat_interval_ms = 1'000;
+  int64_t heartbeat_timeout_ms = 10'000;
+  size_t rpc_io_threads = 1;
+  size_t rpc_worker_threads = 2;
+  // Shutdown: how long in-flight transfers get between the worker's unmount
+  // and the RPC server closing its connections.
+  int64_t drain_ms = 200;
+};
+
+// "1G", "512M", "64K", "4096" (binary multiples; "1GiB", "1GB" accepted too).
+inline absl::StatusOr<uint64_t> ParseByteSize(std::string_view flag, std::string_view text) {
+  auto bad = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", AbslView(flag), "=", AbslView(text),
+                     ": want a byte count with an optional K, M, G or T suffix (e.g. 64M, 1G)"));
+  };
+  std::string_view digits = text;
+  for (std::string_view suffix : {"iB", "B"}) {
+    if (digits.size() > suffix.size() + 1 && digits.ends_with(suffix) &&
+        std::string_view("KMGTkmgt").find(digits[digits.size() - suffix.size() - 1]) !=
+            std::string_view::npos) {
+      digits.remove_suffix(suffix.size());
+      break;
+    }
+  }
+  if (digits.empty()) return bad();
+  unsigned shift = 0;
+  switch (digits.back()) {
+    case 'K':
+    case 'k':
+      shift = 10;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      break;
+    case 'T':
+    case 't':
+      shift = 40;
+      break;
+    default:
+      break;
+  }
+  if (shift != 0) digits.remove_suffix(1);
+  uint64_t n = 0;
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos ||
+      !absl::SimpleAtoi(AbslView(digits), &n)) {
+    return bad();
+  }
+  if (n > (std::numeric_limits<uint64_t>::max() >> shift)) return bad();
+  return n << shift;
+}
+
+// "host:port"; `port_zero_ok` allows port 0 (listen on any free port).
+inline absl::StatusOr<HostPort> ParseHostPort(std::string_view flag, std::string_view text,
+                                              bool port_zero_ok) {
+  const size_t colon = text.rfind(':');
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", AbslView(flag), "=", AbslView(text), ": ", AbslView(why)));
+  };
+  if (colon == std::string_view::npos || colon == 0) return bad("want host:port");
+  std::string_view host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  uint32_t port = 0;
+  const std::string_view digits = text.substr(colon + 1);
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos ||
+      !absl::SimpleAtoi(AbslView(digits), &port) || port > 65535) {
+    return bad("the port must be a number in [0, 65535]");
+  }
+  if (port == 0 && !port_zero_ok) return bad("port 0 is only meaningful for a listening address");
+  return HostPort{std::string(host), static_cast<uint16_t>(port)};
+}
+
+// "name:capacity[:pinned],..." e.g. "a:10G,b:2G:1G". Empty text: no tenants.
+inline absl::StatusOr<std::vector<master::TenantConfig>> ParseTenants(std::string_view text) {
+  std::vector<master::TenantConfig> out;
+  if (text.empty()) return out;
+  for (absl::string_view item : absl::StrSplit(AbslView(text), ',')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
+    if (parts.size() < 2 || parts.size() > 3 || parts[0].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tenants: \"", item, "\" is not name:capacity[:pinned]"));
+    }
+    master::TenantConfig t;
+    t.name = std::string(parts[0]);
+    for (const master::TenantConfig& seen : out) {
+      if (seen.name == t.name) {
+        return absl::InvalidArgumentError(absl::StrCat("--tenants: ", t.name, " given twice"));
+      }
+    }
+    absl::StatusOr<uint64_t> cap = ParseByteSize("tenants", StdView(parts[1]));
+    if (!cap.ok()) return cap.status();
+    t.capacity_bytes = *cap;
+    if (parts.size() == 3) {
+      absl::StatusOr<uint64_t> pinned = ParseByteSize("tenants", StdView(parts[2]));
+      if (!pinned.ok()) return pinned.status();
+      if (*pinned > *cap) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--tenants: ", t.name, ": pinned capacity exceeds its capacity"));
+      }
+      t.pinned_capacity_bytes = *pinned;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Checks what the parsers cannot see alone (ranges, combinations).
+inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
+  auto bad = [](std::string_view why) { return absl::InvalidArgumentError(AbslView(why)); };
+  if (o.role != Role::kMaster) {
+    if (o.segment_bytes < (uint64_t{1} << 20)) return bad("--segment_bytes must be at least 1M");
+    if (o.segments < 1 || o.segments > 64) return bad("--segments must be in [1, 64]");
+    if (o.worker_host.empty()) return bad("--worker_host must not be empty");
+  }
+  if (o.role == Role::kWorker && o.master.port == 0) return bad("--master needs a port");
+  if (o.replicas < 1 || o.replicas > 8) return bad("--replicas must be in [1, 8]");
+  if (o.max_object_bytes == 0 || o.max_object_bytes > (uint64_t{1} << 32)) {
+    return bad("--max_object_bytes must be in [1, 4G]");
+  }
+  if (!(o.low_watermark > 0 && o.low_watermark < o.high_watermark && o.high_watermark <= 1.0)) {
+    return bad("watermarks: need 0 < --low_watermark < --high_watermark <= 1");
+  }
+  if (o.tick_interval_ms <= 0 || o.heartbeat_interval_ms <= 0 ||
+      o.heartbeat_timeout_ms <= o.heartbeat_interval_ms || o.drain_ms < 0) {
+    return bad("timing: ticks and heartbeats > 0, heartbeat timeout > interval, drain >= 0");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mooncake::node
+
+#endif  // MOONCAKE_STORE_NODE_STORE_NODE_OPTIONS_H_

@@ -316,6 +316,9 @@ class Worker {
         d->mutable_endpoint()->set_tcp_address(tcp_endpoint_.substr(6));
       }
       d->mutable_endpoint()->set_shm_name(shm_endpoint_);
+      // What a client opens the segment by (DescribeSegments hands it out).
+      d->mutable_endpoint()->set_router_endpoint(router_->LocalEndpoint());
+      d->mutable_endpoint()->set_router_segment_id(s.router_id);
       auto r = rpc::Call<rpc::MountSegmentMethod>(*channel_, req, CallOpts());
       if (!r.ok()) {
         status.Update(r.status());

@@ -74,6 +74,36 @@ TEST(Worker, MountsEverySegmentAndPublishesThem) {
   }
 }
 
+// The descriptor given at mount is enough to reach the segment: what a
+// client learns from DescribeSegments opens it over TCP.
+TEST(Worker, MountDescriptorNamesTheRouterSegment) {
+  Env env;
+  auto w = Worker<rpc::InProcessChannel>::Start(Small(1), env.channel.get());
+  ASSERT_TRUE(w.ok()) << w.status();
+  const MountedSegment seg = (*w)->segments()[0];
+  std::memcpy(seg.data, "bytes", 5);
+  proto::DescribeSegmentsRequest req;
+  req.add_segment_ids(seg.master_segment_id);
+  auto d = env.master.DescribeSegments(req);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->segments(0).state(), proto::SEGMENT_MOUNTED);
+  const proto::SegmentEndpoint& e = d->segments(0).segment().endpoint();
+  EXPECT_EQ(e.router_endpoint(), (*w)->router_endpoint());
+  EXPECT_EQ(e.router_segment_id(), seg.router_segment_id);
+  EXPECT_EQ(d->segments(0).segment().worker_id(), (*w)->worker_id());
+  auto router = transport::Router::Create({}, std::make_unique<transport::TcpTransport>());
+  ASSERT_TRUE(router.ok());
+  auto opened = (*router)->OpenSegment(e.router_endpoint(), e.router_segment_id());
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::array<char, 5> buf{};
+  transport::TransferRequest r{transport::OpCode::kRead, buf.data(), opened->handle, 0, 5};
+  auto id = (*router)->Submit(std::span<const transport::TransferRequest>(&r, 1));
+  ASSERT_TRUE(id.ok());
+  auto res = (*router)->Wait(*id, absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(res.ok() && res->ok());
+  EXPECT_EQ(std::string(buf.data(), 5), "bytes");
+}
+
 TEST(Worker, HeartbeatsAndRemountsFreshMemoryWhenForgotten) {
   Env env;
   auto w = Worker<rpc::InProcessChannel>::Start(Small(1), env.channel.get());

@@ -76,6 +76,8 @@ class FakeMaster {
   absl::StatusOr<proto::ExistsResponse> Exists(const proto::ExistsRequest& r);
   absl::StatusOr<proto::BatchExistsResponse> BatchExists(const proto::BatchExistsRequest& r);
   absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(const proto::PrefixQueryRequest& r);
+  absl::StatusOr<proto::DescribeSegmentsResponse> DescribeSegments(
+      const proto::DescribeSegmentsRequest& r);
 
   // Test hooks.
   // Evicts `key` (default tenant) like the master's evictor: refuses
@@ -104,6 +106,7 @@ class FakeMaster {
   struct Segment {
     std::string worker_id;
     std::string host_id;
+    proto::SegmentDescriptor desc;  // as mounted (DescribeSegments)
     uint64_t size = 0;
     uint64_t used = 0;
     std::map<uint64_t, uint64_t> free;  // offset -> length

@@ -25,6 +25,7 @@ inline absl::Status FakeMaster::RegisterOn(rpc::ServiceRegistry* registry) {
   MOONCAKE_FAKE_REGISTER_(Exists);
   MOONCAKE_FAKE_REGISTER_(BatchExists);
   MOONCAKE_FAKE_REGISTER_(PrefixQuery);
+  MOONCAKE_FAKE_REGISTER_(DescribeSegments);
 #undef MOONCAKE_FAKE_REGISTER_
   return absl::OkStatus();
 }
@@ -190,12 +191,37 @@ inline absl::StatusOr<proto::MountSegmentResponse> FakeMaster::MountSegment(
   Segment& s = segments_[id];
   s.worker_id = d.worker_id();
   s.host_id = d.endpoint().host_id();
+  s.desc = d;
   s.size = d.size_bytes();
   s.free.emplace(0, d.size_bytes() & ~uint64_t{63});
   workers_[d.worker_id()] = Now();
   proto::MountSegmentResponse resp;
   resp.set_segment_id(id);
   resp.set_heartbeat_interval_ms(options_.heartbeat_interval_ms);
+  return resp;
+}
+
+inline absl::StatusOr<proto::DescribeSegmentsResponse> FakeMaster::DescribeSegments(
+    const proto::DescribeSegmentsRequest& r) {
+  Count(rpc::DescribeSegmentsMethod::kId);
+  if (r.segment_ids().empty() ||
+      static_cast<size_t>(r.segment_ids_size()) > rpc::kMaxDescribeSegments) {
+    return absl::InvalidArgumentError("DescribeSegments needs 1..kMaxDescribeSegments ids");
+  }
+  absl::MutexLock lock(&mu_);
+  SweepLocked();
+  proto::DescribeSegmentsResponse resp;
+  for (const uint64_t id : r.segment_ids()) {
+    proto::SegmentInfo* info = resp.add_segments();
+    info->set_segment_id(id);
+    if (auto it = segments_.find(id); it != segments_.end()) {
+      info->set_state(proto::SEGMENT_MOUNTED);
+      *info->mutable_segment() = it->second.desc;
+    } else {
+      info->set_state(id != 0 && id < next_segment_ ? proto::SEGMENT_UNMOUNTED
+                                                    : proto::SEGMENT_UNKNOWN);
+    }
+  }
   return resp;
 }
 

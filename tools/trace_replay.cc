@@ -7,7 +7,10 @@
 // Capacities are in tokens (0 = unlimited) and become floor(tokens /
 // block_tokens) blocks. Hit rate = hit blocks / requested blocks; a request's
 // hit stops at its first missing block, then all its blocks are inserted or
-// touched. Exit status 1 with a message on a bad argument or a malformed line.
+// touched. Online policies: lru, s3fifo, reuse_depth, conversation; best/lru
+// is the best of them over LRU in the same run. belady is the offline
+// reference (farthest next use, knows the whole trace), printed for the gap.
+// Exit status 1 with a message on a bad argument or a malformed line.
 #include "mooncake/index/trace_replay.h"
 
 #include <cstdint>
@@ -24,6 +27,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/index/belady_policy.h"
+#include "mooncake/index/conversation_policy.h"
 #include "mooncake/index/hash_chain_index.h"
 #include "mooncake/index/lru_policy.h"
 #include "mooncake/index/mooncake_trace.h"
@@ -87,8 +92,9 @@ double Run(const std::vector<std::vector<BlockKey>>& chains, uint64_t blocks, Po
 template <typename Index>
 void PrintTable(const Args& args, const std::vector<std::vector<BlockKey>>& chains,
                 uint64_t total_blocks) {
-  std::printf("%-18s %10s %10s %10s %12s %10s\n", "capacity_tokens", "blocks", "lru", "s3fifo",
-              "reuse_depth", "best/lru");
+  const auto future = MakeBeladyFuture<>(std::span<const std::vector<BlockKey>>(chains));
+  std::printf("%-18s %10s %10s %10s %12s %12s %10s %10s\n", "capacity_tokens", "blocks", "lru",
+              "s3fifo", "reuse_depth", "conversation", "best/lru", "belady");
   for (uint64_t tokens : args.capacities_tokens) {
     // Unlimited: room for every block the trace names.
     const uint64_t blocks = tokens == 0 ? total_blocks + 1 : tokens / args.block_tokens;
@@ -96,10 +102,14 @@ void PrintTable(const Args& args, const std::vector<std::vector<BlockKey>>& chai
     const double s3 = Run<Index>(chains, blocks, S3FifoPolicy<>());
     const double rd =
         Run<Index>(chains, blocks, ReuseDepthPolicy<>(ReuseDepthOptions{.capacity = blocks}));
-    const double best = std::max({lru, s3, rd});
+    const double conv =
+        Run<Index>(chains, blocks, ConversationPolicy<>(ConversationOptions{.capacity = blocks}));
+    const double opt = Run<Index>(chains, blocks, BeladyPolicy<>(future));
+    const double best = std::max({lru, s3, rd, conv});
     const std::string label = tokens == 0 ? "unlimited" : std::to_string(tokens);
-    std::printf("%-18s %10llu %10.4f %10.4f %12.4f %10.3f\n", label.c_str(),
-                static_cast<unsigned long long>(blocks), lru, s3, rd, lru > 0 ? best / lru : 0.0);
+    std::printf("%-18s %10llu %10.4f %10.4f %12.4f %12.4f %10.3f %10.4f\n", label.c_str(),
+                static_cast<unsigned long long>(blocks), lru, s3, rd, conv,
+                lru > 0 ? best / lru : 0.0, opt);
   }
 }
 

@@ -39,6 +39,45 @@ inline std::vector<BlockKey> PolicyChain(uint64_t base, size_t n) {
   return chain;
 }
 
+// A small multi-turn chat workload: `conversations` chats of up to 6 turns
+// (each turn extends the previous prompt by a few blocks), and between two
+// turns of a chat a flood of one-shot prompts (`flood_blocks` blocks) that
+// have nothing in common but a 1-block root. Chains are root first, as in
+// trace_replay.h. Deterministic for a seed.
+inline std::vector<std::vector<BlockKey>> ConversationWorkload(uint64_t seed, size_t conversations,
+                                                               size_t flood_blocks) {
+  std::mt19937_64 rng(seed);
+  uint64_t next_id = 1;
+  auto extend = [&](std::vector<BlockKey> chain, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const BlockKey parent = chain.empty() ? BlockKey{} : chain.back();
+      const uint64_t buf[3] = {parent.low, parent.high, chain.empty() ? 0 : next_id++};
+      chain.push_back(StableHash128(buf, sizeof(buf)));
+    }
+    return chain;
+  };
+  std::vector<std::vector<BlockKey>> chats(conversations, extend({}, 1));
+  std::vector<size_t> turns_left(conversations);
+  for (size_t c = 0; c < conversations; ++c) turns_left[c] = 2 + rng() % 5;
+  std::vector<std::vector<BlockKey>> requests;
+  for (bool more = true; more;) {
+    more = false;
+    for (size_t c = 0; c < conversations; ++c) {
+      if (turns_left[c] == 0) continue;
+      more = true;
+      --turns_left[c];
+      chats[c] = extend(chats[c], 2 + rng() % 4);
+      requests.push_back(chats[c]);
+      for (size_t flooded = 0; flooded < flood_blocks / conversations;) {
+        const size_t n = 4 + rng() % 8;
+        requests.push_back(extend(extend({}, 1), n));
+        flooded += n;
+      }
+    }
+  }
+  return requests;
+}
+
 }  // namespace index_testing
 
 template <typename P>

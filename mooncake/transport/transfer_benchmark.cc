@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,7 +38,9 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/histogram.h"
+#include "mooncake/transport/internal/memcached_baseline.h"
 #include "mooncake/transport/local_transport.h"
+#include "mooncake/transport/router.h"
 #include "mooncake/transport/shm_transport.h"
 #include "mooncake/transport/tcp_transport.h"
 
@@ -54,6 +57,13 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 int64_t NowNs() { return MonotonicClock::Get().NowNs(); }
+std::string LoadAverage() {
+  double l[3] = {0, 0, 0};
+  if (::getloadavg(l, 3) != 3) return "unknown";
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.2f %.2f %.2f", l[0], l[1], l[2]);
+  return b;
+}
 std::string SizeName(uint64_t b) {
   return b >= kMiB ? std::to_string(b / kMiB) + "MiB" : std::to_string(b / kKiB) + "KiB";
 }
@@ -94,20 +104,33 @@ struct PlainRequest {
   uint64_t count;
 };
 
-void PlainServe(int fd, const char* data) {
+// 'F' answers like 'R' but sends each block with sendfile() from the
+// segment's memfd (`data_fd`): the kernel references the pages instead of
+// copying them into the socket (the candidate for a one-copy owner).
+void PlainServe(int fd, const char* data, int data_fd) {
   PlainRequest req;
   while (ReadFull(fd, &req, sizeof(req))) {
     for (uint64_t i = 0; i < req.count; ++i) {
-      if (req.mode == 'R') {
+      if (req.mode == 'R' || req.mode == 'F') {
         char b;
         if (!ReadFull(fd, &b, 1)) return;
       }
-      WriteFull(fd, data + (i * req.block) % (kSegmentBytes - req.block + 1), req.block);
+      const uint64_t off = (i * req.block) % (kSegmentBytes - req.block + 1);
+      if (req.mode != 'F') {
+        WriteFull(fd, data + off, req.block);
+        continue;
+      }
+      off_t at = static_cast<off_t>(off);
+      for (uint64_t left = req.block; left > 0;) {
+        const ssize_t k = ::sendfile(fd, data_fd, &at, left);
+        if (k <= 0) return;
+        left -= static_cast<uint64_t>(k);
+      }
     }
   }
 }
 
-uint16_t StartPlainServer(const char* data) {
+uint16_t StartPlainServer(const char* data, int data_fd) {
   const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -116,14 +139,14 @@ uint16_t StartPlainServer(const char* data) {
   ::listen(lfd, 64);
   socklen_t len = sizeof(a);
   ::getsockname(lfd, reinterpret_cast<sockaddr*>(&a), &len);
-  std::thread([lfd, data] {
+  std::thread([lfd, data, data_fd] {
     for (;;) {
       const int fd = ::accept(lfd, nullptr, nullptr);
       if (fd < 0) return;
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      std::thread([fd, data] {
-        PlainServe(fd, data);
+      std::thread([fd, data, data_fd] {
+        PlainServe(fd, data, data_fd);
         ::close(fd);
       }).detach();
     }
@@ -300,13 +323,23 @@ double MemcpyGBps(const char* src, uint64_t block, size_t batch, int runs = g_re
 
 int RoundsFor(uint64_t block) { return block <= 64 * kKiB ? 3000 : block <= kMiB ? 300 : 30; }
 
+std::unique_ptr<TcpTransport> MakeTcp(size_t lanes) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = lanes;
+  auto t = TcpTransport::Create(o);
+  MC_ASSERT(t.ok(), "tcp transport");
+  return std::move(*t);
+}
+
 // --- The owner process. ------------------------------------------------------
 
 struct OwnerInfo {
   char shm_endpoint[128];
   char tcp_endpoint[128];
+  char router_endpoint[512];
   SegmentId shm_segment;
   SegmentId tcp_segment;
+  SegmentId router_segment;  // the same memory, served as a store worker does
   uint16_t plain_port;
 };
 
@@ -322,12 +355,20 @@ pid_t StartOwner(OwnerInfo* info, int* keepalive_fd) {
     std::memset(mem->data(), 'o', kSegmentBytes);
     ShmTransport shm;
     TcpTransport tcp;
+    auto router = Router::Create({}, std::make_unique<ShmTransport>(), MakeTcp(2));
+    MC_ASSERT(router.ok(), "owner router");
     OwnerInfo out{};
     std::snprintf(out.shm_endpoint, sizeof(out.shm_endpoint), "%s", shm.LocalEndpoint().c_str());
     std::snprintf(out.tcp_endpoint, sizeof(out.tcp_endpoint), "%s", tcp.LocalEndpoint().c_str());
+    std::snprintf(out.router_endpoint, sizeof(out.router_endpoint), "%s",
+                  (*router)->LocalEndpoint().c_str());
     out.shm_segment = shm.RegisterMemory(mem->data(), kSegmentBytes, {})->id;
     out.tcp_segment = tcp.RegisterMemory(mem->data(), kSegmentBytes, {})->id;
-    out.plain_port = StartPlainServer(static_cast<const char*>(mem->data()));
+    out.router_segment =
+        (*router)->RegisterMemory(mem->data(), kSegmentBytes, MemoryLocation::SharedMemory())->id;
+    auto memfd = shm_internal::MemfdDirectory::Get().Dup(mem->data(), kSegmentBytes);
+    MC_ASSERT(memfd.ok(), "the segment's memfd");
+    out.plain_port = StartPlainServer(static_cast<const char*>(mem->data()), memfd->get());
     MC_ASSERT(::write(ad[1], &out, sizeof(out)) == sizeof(out), "advertise");
     char c;
     while (::read(ctl[0], &c, 1) > 0) {
@@ -373,14 +414,6 @@ SegmentHandle Open(T& t, const std::string& endpoint, SegmentId id) {
   auto r = t.OpenSegment(endpoint, id);
   MC_ASSERT(r.ok(), "open segment in the benchmark");
   return r->handle;
-}
-
-std::unique_ptr<TcpTransport> MakeTcp(size_t lanes) {
-  TcpTransport::Options o;
-  o.lanes_per_peer = lanes;
-  auto t = TcpTransport::Create(o);
-  MC_ASSERT(t.ok(), "tcp transport");
-  return std::move(*t);
 }
 
 // Runs candidate and baseline alternately, one run each per rep, so both see
@@ -443,12 +476,198 @@ void PairedTargets(const OwnerInfo& info, const char* local_mem, ShmTransport& s
       "us", "<=", 1.5);
 }
 
+// --- The store's GET path: concurrent clients against memcached. ------------
+
+struct Concurrent {
+  double gbps, p50_us, p99_us;
+};
+
+// `clients` threads each call get(client, op) `ops` times at once; aggregate
+// GB/s and the latency quantiles of every get.
+Concurrent RunConcurrent(int clients, uint64_t size, int ops,
+                         const std::function<void(int, int)>& get) {
+  LatencyHistogram hist;  // Record is thread-safe
+  const int64_t t0 = NowNs();
+  std::vector<std::thread> th;
+  for (int c = 0; c < clients; ++c) {
+    th.emplace_back([&, c] {
+      for (int op = 0; op < ops; ++op) {
+        const int64_t start = NowNs();
+        get(c, op);
+        hist.Record(static_cast<uint64_t>(NowNs() - start));
+      }
+    });
+  }
+  for (auto& t : th) t.join();
+  const double ns = double(NowNs() - t0);
+  return {double(uint64_t(clients) * uint64_t(ops) * size) / ns, hist.P50() / 1e3,
+          hist.P99() / 1e3};
+}
+
+uint64_t ClientOffset(int client, uint64_t size) {
+  return (uint64_t(client) * size) % (kSegmentBytes - size + 1) / 4096 * 4096;
+}
+
+// One client's view through any transport: open once, then single-request
+// READ batches into its own buffer (what Client::GetInto does per object).
+struct TransportClients {
+  std::vector<std::unique_ptr<Router>> routers;
+  std::vector<std::unique_ptr<TcpTransport>> tcps;
+  std::vector<SegmentHandle> handles;
+  std::vector<std::vector<char>> bufs;
+
+  template <typename T>
+  void Get(T& t, int c, uint64_t size) {
+    const TransferRequest r{OpCode::kRead, bufs[c].data(), handles[c], ClientOffset(c, size), size};
+    auto id = t.Submit({&r, 1});
+    MC_ASSERT(id.ok(), "submit");
+    auto res = t.Wait(*id, absl::Now() + absl::Seconds(60));
+    MC_ASSERT(res.ok() && res->ok(), "transfer failed in the benchmark");
+  }
+};
+
+TransportClients RouterClients(const OwnerInfo& info, int clients, bool shm, size_t lanes) {
+  TransportClients out;
+  for (int c = 0; c < clients; ++c) {
+    auto r = shm ? Router::Create({}, std::make_unique<ShmTransport>(), MakeTcp(lanes))
+                 : Router::Create({}, MakeTcp(lanes));
+    MC_ASSERT(r.ok(), "client router");
+    out.handles.push_back(Open(**r, info.router_endpoint, info.router_segment));
+    out.routers.push_back(std::move(*r));
+    out.bufs.emplace_back(16 * kMiB);
+  }
+  return out;
+}
+
+TransportClients TcpClients(const OwnerInfo& info, int clients, size_t lanes) {
+  TransportClients out;
+  for (int c = 0; c < clients; ++c) {
+    out.tcps.push_back(MakeTcp(lanes));
+    out.handles.push_back(Open(*out.tcps.back(), info.tcp_endpoint, info.tcp_segment));
+    out.bufs.emplace_back(16 * kMiB);
+  }
+  return out;
+}
+
+struct Variant {
+  std::string name;
+  std::function<Concurrent(uint64_t size, int ops)> run;
+  std::vector<double> gbps, p99, ratio, p99_ratio;  // per rep
+};
+
+// Plain request/response clients on the owner's plain server ('R' sendmsg,
+// 'F' sendfile): the floor any TCP store pays on this kernel.
+Concurrent PlainConcurrent(uint16_t port, char mode, int clients, uint64_t size, int ops) {
+  std::vector<int> fds;
+  std::vector<std::vector<char>> bufs;
+  for (int c = 0; c < clients; ++c) {
+    fds.push_back(ConnectLoopback(port));
+    bufs.emplace_back(size);
+    const PlainRequest req{mode, size, static_cast<uint64_t>(ops)};
+    WriteFull(fds.back(), &req, sizeof(req));
+  }
+  const Concurrent r = RunConcurrent(clients, size, ops, [&](int c, int) {
+    const char b = 'x';
+    WriteFull(fds[c], &b, 1);
+    MC_ASSERT(ReadFull(fds[c], bufs[c].data(), size), "plain response");
+  });
+  for (int fd : fds) ::close(fd);
+  return r;
+}
+
+void StoreGetPath(const OwnerInfo& info, int clients) {
+  std::printf(
+      "\n[store GET path: %d concurrent clients on loopback, one GET = one single-request READ "
+      "batch; interleaved, median of %d reps; load average %s]\n",
+      clients, g_reps, LoadAverage().c_str());
+  auto mc = transport_internal::MemcachedProcess::Start();
+  if (!mc.ok()) {
+    std::printf("  memcached baseline unavailable: %s\n", mc.status().ToString().c_str());
+    return;
+  }
+  std::vector<transport_internal::MemcachedConnection> conns;
+  for (int c = 0; c < clients; ++c) {
+    auto conn = transport_internal::MemcachedConnection::Connect((*mc)->port());
+    MC_ASSERT(conn.ok(), "memcached connection");
+    conns.push_back(std::move(*conn));
+  }
+  std::vector<std::vector<char>> mc_bufs(clients, std::vector<char>(16 * kMiB, 'v'));
+  TransportClients rt2 = RouterClients(info, clients, false, 2);
+  TransportClients rt1 = RouterClients(info, clients, false, 1);
+  TransportClients tcp2 = TcpClients(info, clients, 2);
+  TransportClients rshm = RouterClients(info, clients, true, 2);
+  const auto via = [clients](TransportClients& tc, bool router) {
+    return [&tc, router, clients](uint64_t size, int ops) {
+      return RunConcurrent(clients, size, ops, [&](int c, int) {
+        if (router) {
+          tc.Get(*tc.routers[c], c, size);
+        } else {
+          tc.Get(*tc.tcps[c], c, size);
+        }
+      });
+    };
+  };
+  const int n = clients;
+  std::vector<Variant> variants = {
+      {"memcached GET (-I 16m -t 4)",
+       [&](uint64_t size, int ops) {
+         return RunConcurrent(n, size, ops, [&](int c, int) {
+           MC_ASSERT(conns[c].Get("k" + std::to_string(c), mc_bufs[c].data(), size).ok(),
+                     "memcached get");
+         });
+       }},
+      {"plain req/resp, sendmsg (context)",
+       [&](uint64_t size, int ops) { return PlainConcurrent(info.plain_port, 'R', n, size, ops); }},
+      {"plain req/resp, sendfile (context)",
+       [&](uint64_t size, int ops) { return PlainConcurrent(info.plain_port, 'F', n, size, ops); }},
+      {"router tcp, 2 lanes (store client)", via(rt2, true)},
+      {"router tcp, 1 lane", via(rt1, true)},
+      {"tcp transport, 2 lanes, no router", via(tcp2, false)},
+      {"router shm (same host)", via(rshm, true)},
+  };
+  for (uint64_t size : {kMiB, 4 * kMiB}) {
+    for (int c = 0; c < clients; ++c) {
+      MC_ASSERT(conns[c].Set("k" + std::to_string(c), mc_bufs[c].data(), size).ok(),
+                "memcached set");
+    }
+    const int ops = static_cast<int>(std::max<uint64_t>(8, g_volume * 2 / size / clients));
+    for (Variant& v : variants) v.gbps.clear(), v.p99.clear(), v.ratio.clear(), v.p99_ratio.clear();
+    for (int rep = 0; rep < g_reps; ++rep) {
+      Concurrent base{};
+      for (size_t k = 0; k < variants.size(); ++k) {
+        const Concurrent r = variants[k].run(size, ops);
+        if (k == 0) base = r;
+        variants[k].gbps.push_back(r.gbps);
+        variants[k].p99.push_back(r.p99_us);
+        variants[k].ratio.push_back(r.gbps / base.gbps);
+        variants[k].p99_ratio.push_back(r.p99_us / base.p99_us);
+      }
+    }
+    std::printf("  %s GET, %d ops per client per rep:\n", SizeName(size).c_str(), ops);
+    for (const Variant& v : variants) {
+      std::printf("    %-38s %7.2f GB/s  P99 %9.1f us  %5.2fx memcached GB/s, P99 %5.2fx\n",
+                  v.name.c_str(), Median(v.gbps), Median(v.p99), Median(v.ratio),
+                  Median(v.p99_ratio));
+    }
+    const Variant& tcp = variants[3];
+    const Variant& shm = variants[6];
+    std::printf(
+        "    target: router tcp / memcached GB/s  %5.2fx (>= 1.25) %s; P99 %5.2fx (<= 1.00) %s\n",
+        Median(tcp.ratio), Median(tcp.ratio) >= 1.25 ? "MET" : "NOT MET", Median(tcp.p99_ratio),
+        Median(tcp.p99_ratio) <= 1.0 ? "MET" : "NOT MET");
+    std::printf("    target: router shm / memcached GB/s  %5.2fx (>= 3.00) %s\n", Median(shm.ratio),
+                Median(shm.ratio) >= 3.0 ? "MET" : "NOT MET");
+  }
+}
+
 int Main(int argc, char** argv) {
+  bool store_path_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick") {
       g_reps = 3;
       g_volume = 64 * kMiB;
     }
+    if (std::string(argv[i]) == "--store_path") store_path_only = true;
   }
   ::signal(SIGPIPE, SIG_IGN);
   OwnerInfo info;
@@ -457,6 +676,12 @@ int Main(int argc, char** argv) {
   std::printf("transfer_bench: %u CPUs, owner pid %d, %d reps (median), %lu MiB per run\n",
               std::thread::hardware_concurrency(), owner, g_reps,
               static_cast<unsigned long>(g_volume / kMiB));
+  if (store_path_only) {
+    StoreGetPath(info, 8);
+    ::close(keepalive);
+    ::waitpid(owner, nullptr, 0);
+    return 0;
+  }
 
   std::vector<char> local_mem(kSegmentBytes, 'o');
   LocalTransport local;
@@ -527,6 +752,7 @@ int Main(int argc, char** argv) {
            "plain stream");
 
   PairedTargets(info, local_mem.data(), shm, sh, *tcp1, th1, *tcp2, th2);
+  StoreGetPath(info, 8);
   std::printf("\n[targets, from the tables above (not interleaved)]\n");
   std::printf("  SHM READ >=1MiB / memcpy            min %.2fx  (target >= 0.80) %s\n",
               shm_min_ratio, shm_min_ratio >= 0.8 ? "MET" : "NOT MET");

@@ -224,7 +224,13 @@ class ClientCore {
       : options_(std::move(o)),
         channel_(channel),
         router_(std::move(router)),
-        resolver_(router_.get(), options_.max_open_segments),
+        resolver_(
+            router_.get(),
+            [this](std::span<const uint64_t> ids, absl::Time deadline) {
+              Add(stats_.master_rpcs);  // once per segment id in the client's life
+              return client::DescribeSegmentsOver(*channel_, ids, deadline);
+            },
+            options_.max_open_segments),
         cache_(options_.cache_max_entries, options_.clock) {}
 
   rpc::CallOptions CallOpts() const { return {.timeout_ns = options_.rpc_timeout_ms * 1'000'000}; }

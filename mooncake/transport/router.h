@@ -91,6 +91,7 @@ struct RouterOptions {
   size_t batches_in_flight_max = 1024;
   uint32_t retries_max = 2;  // extra attempts per slice, each on the next route
   absl::Duration attempt_timeout = absl::Seconds(5);
+  bool direct_path = true;             // false: every batch goes through the dispatcher
   MetricsRegistry* metrics = nullptr;  // null: a private registry
 };
 

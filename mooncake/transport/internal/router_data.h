@@ -50,7 +50,7 @@ inline absl::StatusOr<BatchId> Router::SubmitWithPriority(std::span<const Transf
 // every one of them takes the same first route.
 inline bool Router::DirectFitsLocked(std::span<const TransferRequest> requests, size_t slices,
                                      size_t* transport) const {
-  if (slices == 0 || queue_.Size() > 0 ||
+  if (!options_.direct_path || slices == 0 || queue_.Size() > 0 ||
       slices_in_flight_ + slices > options_.slices_in_flight_max) {
     return false;
   }

@@ -12,7 +12,8 @@
 //             the worker's calls), the worker's segments and heartbeats
 //             (mooncake_worker_*) and mooncake_node_* (role, uptime, health)
 //   /health   200 "ok" while serving; 503 and the reason otherwise (starting,
-//             a worker segment not mounted, shutting down)
+//             a worker segment not mounted, the worker's heartbeats failing,
+//             shutting down)
 //
 //   ASSIGN_OR_RETURN(auto node, StoreNode::Start(options));
 //   ... node->rpc_address(), node->http_address() ...
@@ -147,6 +148,10 @@ class StoreNode {
                                     " segments mounted with the master at ", master_address(),
                                     " (unreachable or rejecting; retried every heartbeat)")};
       }
+      if (!MasterReachable(worker_->stats())) {
+        return {false, absl::StrCat("worker: heartbeats to the master at ", master_address(),
+                                    " are failing")};
+      }
     }
     return {true, "ok"};
   }
@@ -193,6 +198,20 @@ class StoreNode {
  private:
   explicit StoreNode(StoreNodeOptions options)
       : options_(std::move(options)), started_ns_(MonotonicClock::Get().NowNs()) {}
+
+  // A heartbeat succeeded since the last look: reachable; only failures:
+  // not; neither: the previous verdict (heartbeats are seconds apart).
+  bool MasterReachable(const worker::WorkerStats& ws) const {
+    absl::MutexLock lock(&health_mu_);
+    if (ws.heartbeats_ok > seen_heartbeats_ok_) {
+      master_reachable_ = true;
+    } else if (ws.heartbeats_failed > seen_heartbeats_failed_) {
+      master_reachable_ = false;
+    }
+    seen_heartbeats_ok_ = ws.heartbeats_ok;
+    seen_heartbeats_failed_ = ws.heartbeats_failed;
+    return master_reachable_;
+  }
 
   absl::Status StartMaster() {
     master::MasterOptions mo;
@@ -330,6 +349,10 @@ class StoreNode {
   // worker_ holding it exclusively.
   mutable absl::Mutex life_mu_;
   absl::Mutex refresh_mu_;  // serializes the counter catch-up in RefreshMetrics
+  mutable absl::Mutex health_mu_;
+  mutable uint64_t seen_heartbeats_ok_ ABSL_GUARDED_BY(health_mu_) = 0;
+  mutable uint64_t seen_heartbeats_failed_ ABSL_GUARDED_BY(health_mu_) = 0;
+  mutable bool master_reachable_ ABSL_GUARDED_BY(health_mu_) = true;
   // Series of metrics_, set once in RegisterNodeMetrics.
   Gauge* uptime_ = nullptr;
   Gauge* healthy_ = nullptr;

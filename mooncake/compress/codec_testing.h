@@ -6,8 +6,11 @@
 #ifndef MOONCAKE_COMPRESS_CODEC_TESTING_H_
 #define MOONCAKE_COMPRESS_CODEC_TESTING_H_
 
+#include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -186,10 +189,92 @@ TYPED_TEST_P(CodecConformanceTest, RejectsForeignInputAndSmallBuffers) {
   EXPECT_NE(s.message().find("written by codec"), absl::string_view::npos) << s;
 }
 
+// Models built on the chunked frame driver also decode a frame as it arrives
+// (DecompressChunks); others skip this test.
+template <typename C>
+concept DecodesIncrementally = requires(C& c, const FrameView& v, std::span<std::byte> d) {
+  { c.DecompressChunks(v, uint32_t{0}, uint32_t{0}, uint64_t{0}, d) } -> std::same_as<absl::Status>;
+};
+
+// The frame lands in a buffer piece by piece (the rest is garbage, as in a read still in
+// flight); chunks are decoded as soon as their payloads are in.
+template <typename C>
+void DecodeAsFrameArrives(C& codec, const std::vector<std::byte>& frame, size_t piece,
+                          std::span<std::byte> out, uint32_t* decoded) {
+  std::vector<std::byte> landing(frame.size(), std::byte{0xEE});
+  std::optional<FrameView> view;
+  *decoded = 0;
+  for (size_t arrived = 0; arrived < frame.size();) {
+    const size_t next = std::min(frame.size(), arrived + piece);
+    std::copy(frame.begin() + arrived, frame.begin() + next, landing.begin() + arrived);
+    arrived = next;
+    if (!view) {
+      const uint64_t need = FrameBytesToParse(std::span(landing).first(arrived));
+      if (need == 0 || need > arrived) continue;
+      absl::StatusOr<FrameView> parsed = FrameView::Parse(landing);
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      view.emplace(*std::move(parsed));
+    }
+    uint32_t end = *decoded;
+    while (end < view->chunks().size() &&
+           view->chunks()[end].payload_offset + view->chunks()[end].payload_bytes <= arrived) {
+      ++end;
+    }
+    const absl::Status s = codec.DecompressChunks(*view, *decoded, end, arrived, out);
+    ASSERT_TRUE(s.ok()) << s << " at " << arrived << " of " << frame.size();
+    *decoded = end;
+  }
+}
+
+TYPED_TEST_P(CodecConformanceTest, DecodesChunksAsTheFrameArrives) {
+  if constexpr (!DecodesIncrementally<TypeParam>) {
+    GTEST_SKIP() << "this model has no DecompressChunks";
+  } else {
+    TypeParam codec(CodecOptions{.chunk_bytes = 4096});
+    for (int kind = 0; kind < 3; ++kind) {
+      const std::vector<std::byte> raw = TestContent(kind, 10 * 4096 + 77, DType::kBFloat16, 21);
+      const std::vector<std::byte> frame = CompressToVector(codec, raw, DType::kBFloat16);
+      const uint32_t chunks = static_cast<uint32_t>(ChunkCount(raw.size(), 4096));
+      for (size_t piece : {size_t{1}, size_t{333}, size_t{4096}, frame.size()}) {
+        SCOPED_TRACE(testing::Message() << "kind " << kind << " piece " << piece);
+        std::vector<std::byte> out(raw.size());
+        uint32_t decoded = 0;
+        DecodeAsFrameArrives(codec, frame, piece, out, &decoded);
+        EXPECT_EQ(decoded, chunks);
+        ASSERT_TRUE(out == raw);
+      }
+      absl::StatusOr<FrameView> view = FrameView::Parse(frame);
+      ASSERT_TRUE(view.ok()) << view.status();
+      std::vector<std::byte> out(raw.size());
+      // A chunk whose payload has not arrived, chunks past the end, a short dst.
+      EXPECT_EQ(codec.DecompressChunks(*view, 0, 1, FrameOverheadBytes(chunks), out).code(),
+                absl::StatusCode::kFailedPrecondition);
+      EXPECT_EQ(codec.DecompressChunks(*view, 0, chunks + 1, frame.size(), out).code(),
+                absl::StatusCode::kOutOfRange);
+      std::vector<std::byte> short_out(raw.size() - 1);
+      EXPECT_EQ(codec.DecompressChunks(*view, 0, 1, frame.size(), short_out).code(),
+                absl::StatusCode::kInvalidArgument);
+      // A flipped payload byte fails that chunk (or, in padding, changes nothing).
+      const ChunkRef& c3 = view->chunks()[3];
+      std::vector<std::byte> bad = frame;
+      bad[c3.payload_offset + c3.payload_bytes / 2] ^= std::byte{0x10};
+      absl::StatusOr<FrameView> bad_view = FrameView::Parse(bad);
+      ASSERT_TRUE(bad_view.ok()) << bad_view.status();
+      const absl::Status s = codec.DecompressChunks(*bad_view, 3, 4, bad.size(), out);
+      if (s.ok()) {
+        EXPECT_TRUE(
+            std::equal(out.begin() + 3 * 4096, out.begin() + 4 * 4096, raw.begin() + 3 * 4096));
+      } else {
+        EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+      }
+    }
+  }
+}
+
 REGISTER_TYPED_TEST_SUITE_P(CodecConformanceTest, RoundTripsEveryDTypeSizeAndContent,
                             ThreadsAndChunkSizesGiveIdenticalFrames, DecompressesSubRanges,
                             EveryTruncationIsAnError, CorruptionIsDetectedOrHarmless,
-                            RejectsForeignInputAndSmallBuffers);
+                            RejectsForeignInputAndSmallBuffers, DecodesChunksAsTheFrameArrives);
 
 }  // namespace mooncake::compress
 

@@ -207,6 +207,15 @@ inline absl::StatusOr<FrameInfo> ReadFrameInfo(std::span<const std::byte> frame)
   return info;
 }
 
+// How many leading bytes of a frame FrameView::Parse reads (header, chunk table and its
+// checksum), given the first `prefix` bytes that have arrived: 0 while fewer than the
+// fixed header have (ask again with more), else the exact count (which may exceed what a
+// corrupt frame holds; Parse then reports it).
+inline uint64_t FrameBytesToParse(std::span<const std::byte> prefix) {
+  if (prefix.size() < kFrameHeaderBytes) return 0;
+  return FrameOverheadBytes(frame_internal::LoadU32(prefix.data() + 20));
+}
+
 inline absl::StatusOr<FrameView> FrameView::Parse(std::span<const std::byte> frame) {
   FrameView view;
   absl::StatusOr<FrameInfo> info = ReadFrameInfo(frame);

@@ -45,6 +45,21 @@ TEST(FrameTest, ReadFrameInfoReportsTheHeader) {
   EXPECT_EQ(info->chunk_count, 1u);
 }
 
+TEST(FrameTest, FrameBytesToParseNeedsTheFixedHeaderThenNamesTheTable) {
+  const std::vector<std::byte> frame = ExampleFrame();
+  for (size_t n = 0; n < kFrameHeaderBytes; ++n) {
+    EXPECT_EQ(FrameBytesToParse(std::span(frame).first(n)), 0u) << n;
+  }
+  // One chunk: header, one table entry, the table checksum.
+  EXPECT_EQ(FrameBytesToParse(std::span(frame).first(kFrameHeaderBytes)), 24u + 12u + 8u);
+  EXPECT_EQ(FrameBytesToParse(frame), FrameOverheadBytes(1));
+  // A corrupt chunk count names more than the frame holds; Parse then says so.
+  std::vector<std::byte> bad = frame;
+  bad[23] = std::byte{0x10};
+  EXPECT_GT(FrameBytesToParse(bad), bad.size());
+  EXPECT_FALSE(FrameView::Parse(bad).ok());
+}
+
 absl::Status ParseStatus(const std::vector<std::byte>& frame) {
   return FrameView::Parse(frame).status();
 }

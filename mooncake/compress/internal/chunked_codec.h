@@ -5,6 +5,7 @@
 #ifndef MOONCAKE_COMPRESS_INTERNAL_CHUNKED_CODEC_H_
 #define MOONCAKE_COMPRESS_INTERNAL_CHUNKED_CODEC_H_
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -133,6 +134,39 @@ class ChunkedCodec {
     return dst.size();
   }
 
+  // Incremental decoding of a frame whose bytes arrive in order (a disk or network read
+  // landing piece by piece), so decoding overlaps the transfer: once the header and chunk
+  // table have arrived, parse the frame's full extent with compress::FrameView::Parse
+  // (it reads only those; compress::FrameBytesToParse says how many it needs), then call
+  // this for each run of chunks whose payloads have arrived. Decodes chunks [first, end)
+  // of `view` into dst, which receives the whole frame's raw bytes (dst.size() >=
+  // raw_bytes); loads nothing at or past frame byte `arrived`. Every chunk's checksum is
+  // verified, as in Decompress.
+  absl::Status DecompressChunks(const compress::FrameView& view, uint32_t first, uint32_t end,
+                                uint64_t arrived, std::span<std::byte> dst) {
+    if (view.info().codec != Coder::kId) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "frame was written by codec '", AbslView(compress::CodecName(view.info().codec)),
+          "'; this codec decodes '", AbslView(compress::CodecName(Coder::kId)), "' frames"));
+    }
+    if (dst.size() < view.info().raw_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dst holds ", dst.size(), " bytes; the frame decodes to ", view.info().raw_bytes));
+    }
+    if (first > end || end > view.info().chunk_count) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "chunks [", first, ", ", end, ") are outside the frame's ", view.info().chunk_count));
+    }
+    if (first == end) return absl::OkStatus();
+    const compress::ChunkRef& last = view.chunks()[end - 1];
+    if (last.payload_offset + last.payload_bytes > arrived) {
+      return absl::FailedPreconditionError(absl::StrCat("chunk ", end - 1, " ends at frame byte ",
+                                                        last.payload_offset + last.payload_bytes,
+                                                        "; only ", arrived, " bytes have arrived"));
+    }
+    return DecodeChunks(view, first, end, 0, dst.first(view.info().raw_bytes), arrived);
+  }
+
  private:
   struct Worker {
     explicit Worker(const Config& config) : coder(config) {}
@@ -179,18 +213,20 @@ class ChunkedCodec {
   }
 
   // Decodes chunks [first, end) into dst, which starts at raw byte `offset`.
+  // Bytes at or past frame byte `readable_end` are never loaded.
   absl::Status DecodeChunks(const compress::FrameView& view, uint32_t first, uint32_t end,
-                            uint64_t offset, std::span<std::byte> dst) {
+                            uint64_t offset, std::span<std::byte> dst,
+                            uint64_t readable_end = UINT64_MAX) {
     const int threads = EnsureCoders(end - first);
     if (threads <= 1) {
       for (uint32_t i = first; i < end; ++i) {
-        if (absl::Status s = DecodeChunk(0, view, i, offset, dst); !s.ok()) return s;
+        if (absl::Status s = DecodeChunk(0, view, i, offset, dst, readable_end); !s.ok()) return s;
       }
       return absl::OkStatus();
     }
     std::vector<absl::Status> errors(end - first);
     ParallelFor(end - first, threads, [&](int worker, uint32_t k) {
-      errors[k] = DecodeChunk(worker, view, first + k, offset, dst);
+      errors[k] = DecodeChunk(worker, view, first + k, offset, dst, readable_end);
     });
     for (absl::Status& s : errors) {
       if (!s.ok()) return s;
@@ -199,7 +235,7 @@ class ChunkedCodec {
   }
 
   absl::Status DecodeChunk(int worker, const compress::FrameView& view, uint32_t i, uint64_t offset,
-                           std::span<std::byte> dst) {
+                           std::span<std::byte> dst, uint64_t readable_end) {
     const compress::ChunkRef& c = view.chunks()[i];
     Worker& w = *workers_[worker];
     // The part of this chunk the caller wants, in chunk and in dst coordinates.
@@ -218,7 +254,10 @@ class ChunkedCodec {
     if (c.stored_raw) {
       std::memcpy(out.data(), payload.data(), c.raw_bytes);
     } else {
-      const size_t readable_after = view.frame().size() - c.payload_offset - c.payload_bytes;
+      const uint64_t payload_end = c.payload_offset + c.payload_bytes;
+      MC_DASSERT(payload_end <= readable_end, "chunk payload has arrived");
+      const size_t readable_after =
+          std::min<uint64_t>(view.frame().size(), readable_end) - payload_end;
       absl::Status s = w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out);
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat("chunk ", i, ": ", s.message()));
     }

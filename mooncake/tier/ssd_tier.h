@@ -17,7 +17,12 @@
 // per-lane bounce arenas (registered with io_uring as fixed buffers when
 // register_buffers is set; files are registered when register_files is set).
 // Reapers verify checksums, decompress and run the completion callbacks, so
-// `lanes` is also the decompression parallelism.
+// `lanes` is also the decompression parallelism. A compressed record is read
+// in compressed_read_piece_bytes pieces, all submitted at once; as the pieces
+// land in order the reaper parses the frame and decodes every chunk whose
+// payload has arrived, while the device is still reading the later pieces.
+// The result is handed over only after the record checksum (over the stored
+// bytes) and every chunk checksum (over the decoded bytes) verify.
 //
 // Durability policy (acknowledge only what survives kill -9 and power loss):
 // a write is acknowledged after its record is written AND an fdatasync issued
@@ -95,6 +100,12 @@ struct SsdTierOptions {
   uint32_t ring_entries = 256;
   // Payloads are read and written in pieces of this size (a multiple of 4096).
   uint32_t io_chunk_bytes = 1 << 20;
+  // Compressed records are read in pieces of at most this size (a multiple of 4096), so
+  // the reaper decodes the frame's chunks as their pieces land while the device reads
+  // the rest (decode overlaps the I/O even at queue depth 1).
+  uint32_t compressed_read_piece_bytes = 128 << 10;
+  // Raw bytes per frame chunk when compressing (the decode pipeline's grain).
+  uint32_t codec_chunk_bytes = 256 << 10;
   // Per-lane bounce memory; larger staging falls back to the heap.
   uint64_t bounce_arena_bytes = 64ull << 20;
   bool register_files = true;
@@ -195,6 +206,13 @@ class SsdTier {
     std::byte* tail_dst = nullptr;
     uint64_t tail_bytes = 0;
     bool zero_copy = false;
+    // Compressed reads: stored bytes [0, arrived) have landed (in order); the frame is
+    // parsed once its table has, and chunks [0, decoded_chunks) are decoded into `into`.
+    uint64_t arrived = 0;
+    std::optional<compress::FrameView> frame;
+    uint32_t decoded_chunks = 0;
+    absl::Status decode_status;
+    double decode_s = 0;
     WriteDone write_done;
     ReadDone read_done;
   };
@@ -261,6 +279,7 @@ class SsdTier {
   void OnIo(Io* io, int res);
   void OnIosDone(Op* op);
   void AdvanceReadHash(Op* op);
+  void DecodeArrived(Op* op);
   void EnqueueSync(Op* op);
   void OnSync(uint32_t lane_index, uint32_t file, int res);
   void FinishWrite(Op* op, absl::Status status);

@@ -12,9 +12,19 @@
 // Each figure is the median of --reps runs. Read GB/s counts raw bytes
 // delivered to the caller (the "effective" rate when compressed).
 //
+// --compare_rounds=N (the compressed-read target): the same bf16 objects are
+// written once to a raw tier (kNever) and once to a compressed one (kAlways),
+// then N rounds each run, back to back: fio read of the raw tier's file (the
+// device), a read of every object from the raw tier, and from the compressed
+// one. The device's speed drifts a lot on a shared VM disk, so each round's
+// ratio compressed/fio is formed from neighbouring windows and the median of
+// the per-round ratios is reported, with the per-core decode speed of the
+// same objects measured in memory in the same run.
+//
 // Run: bazel run -c opt //mooncake/tier:ssd_tier_benchmark -- [--reps=3]
 //      [--dir=/tmp/mooncake_tier_bench] [--total_mib=256] [--max_ops=1024]
 //      [--sizes_kib=64,1024,4096,16384] [--qds=1,8,32]
+//      [--payloads=random,bf16/raw,bf16/zip,bf16/auto] [--compare_rounds=N]
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -37,6 +47,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "mooncake/base/histogram.h"
 #include "mooncake/compress/kv_data_testing.h"
 #include "mooncake/tier/blocking.h"
@@ -52,6 +63,12 @@ struct Flags {
   uint64_t max_ops = 1024;
   std::vector<uint64_t> sizes_kib = {64, 1024, 4096, 16384};
   std::vector<uint32_t> qds = {1, 8, 32};
+  // Which payload rows to run (PayloadName); empty = all.
+  std::vector<std::string> payloads;
+  // > 0: run the interleaved compressed-read comparison instead of the table.
+  int compare_rounds = 0;
+  // SsdTierOptions::compressed_read_piece_bytes, in KiB (0: the default).
+  uint64_t zip_piece_kib = 0;
 };
 
 template <typename T>
@@ -295,10 +312,16 @@ Flags ParseFlags(int argc, char** argv) {
       f.sizes_kib = ParseList<uint64_t>(v);
     } else if (const char* v = value("qds")) {
       f.qds = ParseList<uint32_t>(v);
+    } else if (const char* v = value("zip_piece_kib")) {
+      f.zip_piece_kib = std::strtoull(v, nullptr, 10);
+    } else if (const char* v = value("compare_rounds")) {
+      f.compare_rounds = std::max(1, std::atoi(v));
+    } else if (const char* v = value("payloads")) {
+      f.payloads = absl::StrSplit(v, ',', absl::SkipEmpty());
     } else {
       std::fprintf(stderr,
                    "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
-                   "--qds=1,8,32)\n",
+                   "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto)\n",
                    argv[i]);
       std::exit(2);
     }
@@ -337,6 +360,114 @@ SsdTierInfo ProbeDevice(const std::string& path) {
   return (*tier)->info();
 }
 
+std::unique_ptr<SsdTier> OpenOrDie(const SsdTierOptions& o) {
+  auto tier = SsdTier::Open(o);
+  if (!tier.ok()) {
+    std::fprintf(stderr, "FATAL: open: %s\n", std::string(tier.status().message()).c_str());
+    std::exit(1);
+  }
+  return *std::move(tier);
+}
+
+// Reads objects obj0..obj{ops-1} of `size` bytes with `qd` in flight.
+Phase ReadAll(SsdTier& tier, uint64_t size, uint64_t ops, uint32_t qd,
+              std::vector<AlignedBuf>& bufs) {
+  return RunQd(ops, qd, size, [&](uint64_t i, uint32_t slot, auto done) {
+    tier.Read(absl::StrCat("obj", i), std::span<std::byte>(bufs[slot].get(), size),
+              [done = std::move(done)](absl::StatusOr<ReadResult> r) mutable { done(r.ok()); });
+  });
+}
+
+// Per-core decode speed (raw bytes/s) of one object coded as the tier codes it.
+double DecodeSpeed(const std::vector<std::byte>& src, uint32_t chunk_bytes) {
+  compress::AdaptiveCodec<> codec(compress::CodecOptions{.chunk_bytes = chunk_bytes});
+  std::vector<std::byte> frame(codec.MaxCompressedSize(src.size()));
+  frame.resize(*codec.Compress(src, compress::DType::kBFloat16, frame));
+  std::vector<std::byte> out(src.size());
+  std::vector<double> runs;
+  for (int r = 0; r < 9; ++r) {
+    const double t0 = NowS();
+    int n = 0;
+    for (; n < 8 || NowS() - t0 < 0.05; ++n) {
+      if (!codec.Decompress(frame, out).ok()) std::exit(1);
+    }
+    runs.push_back(static_cast<double>(src.size()) * n / (NowS() - t0));
+  }
+  std::sort(runs.begin(), runs.end());
+  return runs[runs.size() / 2];
+}
+
+void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
+  std::printf(
+      "compressed-read comparison: %d rounds of [fio read of the raw tier's file | raw tier "
+      "read | compressed tier read]; GB/s of raw bytes; medians over rounds, and the median of "
+      "the per-round ratios\n",
+      flags.compare_rounds);
+  std::printf("%-6s %-3s | %-6s %-6s %-6s | %-8s %-8s | %-7s %-6s | %s\n", "size", "qd", "fio",
+              "raw", "zip", "zip/fio", "zip/raw", "stored", "decode", "load");
+  const std::string raw_path = flags.dir + "/raw.dat", zip_path = flags.dir + "/zip.dat";
+  for (uint64_t size_kib : flags.sizes_kib) {
+    const uint64_t size = size_kib << 10;
+    for (uint32_t qd : flags.qds) {
+      const uint64_t ops = std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
+                                                std::max<uint64_t>(flags.max_ops, 2 * qd));
+      std::filesystem::remove(raw_path);
+      std::filesystem::remove(zip_path);
+      auto raw =
+          OpenOrDie(TierOptions(raw_path, FileBytes(size, ops), Compression::kNever, device));
+      SsdTierOptions zip_options =
+          TierOptions(zip_path, FileBytes(size, ops), Compression::kAlways, device);
+      if (flags.zip_piece_kib != 0) {
+        zip_options.compressed_read_piece_bytes = static_cast<uint32_t>(flags.zip_piece_kib << 10);
+      }
+      auto zip = OpenOrDie(zip_options);
+      const std::vector<std::byte> src =
+          compress::SyntheticKvBytes(size, compress::DType::kBFloat16, size);
+      const ObjectMeta meta{compress::DType::kBFloat16, 0};
+      for (SsdTier* t : {raw.get(), zip.get()}) {
+        RunQd(ops, qd, size, [&](uint64_t i, uint32_t, auto done) {
+          t->Write(absl::StrCat("obj", i), src, meta,
+                   [done = std::move(done)](absl::Status s) mutable { done(s.ok()); });
+        });
+      }
+      uint64_t stored = 0;
+      zip->ForEach([&](const ObjectInfo& info) { stored += info.stored_bytes; });
+      std::vector<AlignedBuf> bufs;
+      for (uint32_t s = 0; s < qd; ++s) bufs.push_back(AlignedAlloc(size));
+      std::vector<double> fio, tr, tz, z_fio, z_raw;
+      for (int round = 0; round < flags.compare_rounds; ++round) {
+        fio.push_back(RunFio(raw_path, "read", size, ops, qd, 0).gbps);
+        tr.push_back(ReadAll(*raw, size, ops, qd, bufs).gbps);
+        tz.push_back(ReadAll(*zip, size, ops, qd, bufs).gbps);
+        z_fio.push_back(tz.back() / fio.back());
+        z_raw.push_back(tz.back() / tr.back());
+      }
+      auto check = AlignedAlloc(size);
+      if (!ReadBlocking(*zip, absl::StrCat("obj", ops - 1), std::span<std::byte>(check.get(), size))
+               .ok() ||
+          std::memcmp(check.get(), src.data(), size) != 0) {
+        std::fprintf(stderr, "FATAL: compressed tier read back wrong bytes\n");
+        std::exit(1);
+      }
+      const auto id = [](double v) { return v; };
+      double load[1] = {0};
+      getloadavg(load, 1);
+      std::printf(
+          "%-6s %-3u | %6.2f %6.2f %6.2f | %8.2f %8.2f | %7.3f %6.2f | %.1f\n",
+          absl::StrCat(size_kib, "K").c_str(), qd, Median(fio, id), Median(tr, id), Median(tz, id),
+          Median(z_fio, id), Median(z_raw, id),
+          static_cast<double>(ops * size) / static_cast<double>(stored),
+          DecodeSpeed(src, TierOptions("", 0, Compression::kAlways, device).codec_chunk_bytes) /
+              1e9,
+          load[0]);
+      std::fflush(stdout);
+    }
+  }
+  std::filesystem::remove(raw_path);
+  std::filesystem::remove(zip_path);
+  std::filesystem::remove(raw_path + ".fio.json");
+}
+
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
   std::filesystem::create_directories(flags.dir);
@@ -346,6 +477,11 @@ int Main(int argc, char** argv) {
   std::printf("device probe (SsdTier::Open): read %.2f GB/s, write %.2f GB/s, direct_io=%d\n",
               device.device_read_bytes_per_s / 1e9, device.device_write_bytes_per_s / 1e9,
               device.direct_io);
+  if (flags.compare_rounds > 0) {
+    CompareCompressedReads(flags, device);
+    std::filesystem::remove(path);
+    return 0;
+  }
   std::printf("medians of %d runs; GB/s of raw bytes; latency us per object (P50/P99)\n",
               flags.reps);
   std::printf(
@@ -368,6 +504,10 @@ int Main(int argc, char** argv) {
                                                 std::max<uint64_t>(flags.max_ops, 2 * qd));
       for (Payload payload :
            {Payload::kRandom, Payload::kBf16Raw, Payload::kBf16Always, Payload::kBf16Auto}) {
+        if (!flags.payloads.empty() && std::find(flags.payloads.begin(), flags.payloads.end(),
+                                                 PayloadName(payload)) == flags.payloads.end()) {
+          continue;
+        }
         std::vector<TierRun> tier_runs;
         std::vector<Phase> fio_r, fio_w, fio_ws, fio_ws_fresh;
         for (int rep = 0; rep < flags.reps; ++rep) {

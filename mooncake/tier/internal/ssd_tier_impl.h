@@ -41,6 +41,15 @@ inline absl::Status ValidateOptions(const SsdTierOptions& o) {
     return absl::InvalidArgumentError(
         "SsdTierOptions.io_chunk_bytes must be a multiple of 4096 in [4 KiB, 64 MiB]");
   }
+  if (o.compressed_read_piece_bytes < kBlockBytes || o.compressed_read_piece_bytes > (64u << 20) ||
+      o.compressed_read_piece_bytes % kBlockBytes != 0) {
+    return absl::InvalidArgumentError(
+        "SsdTierOptions.compressed_read_piece_bytes must be a multiple of 4096 in [4 KiB, 64 MiB]");
+  }
+  if (absl::Status s = compress::ValidateChunkBytes(o.codec_chunk_bytes); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SsdTierOptions.codec_chunk_bytes: ", s.message()));
+  }
   const uint64_t cap = o.capacity_bytes_per_file;
   if (cap != 0 && (cap % kBlockBytes != 0 || cap < 16 * kBlockBytes)) {
     return absl::InvalidArgumentError(absl::StrCat(

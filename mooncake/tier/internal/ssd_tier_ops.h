@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,9 +35,15 @@ inline bool SsdTier::ShouldCompress(compress::DType dtype, uint64_t raw_bytes) {
   Profile& p = profiles_[static_cast<size_t>(dtype)];
   if (!p.measured) return true;
   compress::CodecProfile codec = p.codec;
-  // Reads decompress on every lane's reaper at once.
+  // The rule is applied to the read path, where compression pays (fewer bytes from the
+  // device): a read decodes while its later pieces are still being read (pipelined, in
+  // grains of one frame chunk), on every lane's reaper at once, and never compresses, so
+  // the compress speed (paid once, on the writer's thread) is not one of its stages.
   codec.decompress_bytes_per_s *= static_cast<double>(lanes_.size());
-  return compress::DecideCompression(raw_bytes, info_.device_read_bytes_per_s, codec).compress;
+  codec.compress_bytes_per_s = std::numeric_limits<double>::infinity();
+  return compress::DecideCompression(raw_bytes, info_.device_read_bytes_per_s, codec,
+                                     compress::Overlap::kPipelined, options_.codec_chunk_bytes)
+      .compress;
 }
 
 // Stages [header block][payload] for a write. A compressed payload is coded
@@ -56,7 +63,10 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
         codec_pool_.pop_back();
       }
     }
-    if (!coder) coder = std::make_unique<compress::AdaptiveCodec<>>();
+    if (!coder) {
+      coder = std::make_unique<compress::AdaptiveCodec<>>(
+          compress::CodecOptions{.chunk_bytes = options_.codec_chunk_bytes, .threads = 1});
+    }
     const uint64_t max = std::max<uint64_t>(coder->MaxCompressedSize(raw), raw);
     staging = AcquireStaging(lane, tier_internal::RecordBytes(max));
     std::span<std::byte> out(staging.data + tier_internal::kBlockBytes, max);
@@ -67,11 +77,12 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
       std::lock_guard<std::mutex> lock(profile_mu_);
       Profile& p = profiles_[static_cast<size_t>(meta.dtype)];
       if (!p.measured) {
-        // One-time decode to learn the decompression speed before any read.
+        // One-time decode to learn the decompression speed before any read (with this
+        // thread's own coder: the lane's decoder belongs to its reaper).
         std::vector<std::byte> check(raw);
         const auto t1 = Clock::now();
         absl::StatusOr<size_t> back =
-            lane.decoder.Decompress(std::span<const std::byte>(out.data(), *n), check);
+            coder->Decompress(std::span<const std::byte>(out.data(), *n), check);
         p.codec.decompress_bytes_per_s = back.ok() ? raw / ssd_tier_internal::SecondsSince(t1) : 1;
       }
       p.codec.ratio = ssd_tier_internal::Ewma(p.measured, p.codec.ratio, double(raw) / double(*n));
@@ -206,7 +217,10 @@ inline void SsdTier::Read(std::string_view key, std::span<std::byte> into, ReadD
   op->read_done = std::move(done);
   Lane& lane = *lanes_[op->lane];
   const uint64_t stored = h.stored_bytes;
-  const uint64_t chunk = options_.io_chunk_bytes;
+  const bool compressed = h.codec != tier_internal::kCodecRaw;
+  const uint64_t chunk =
+      compressed ? std::min(options_.io_chunk_bytes, options_.compressed_read_piece_bytes)
+                 : options_.io_chunk_bytes;
   const uint32_t pieces = static_cast<uint32_t>((stored + chunk - 1) / chunk);
   op->zero_copy = h.codec == tier_internal::kCodecRaw &&
                   reinterpret_cast<uintptr_t>(into.data()) % kBlockBytes == 0;
@@ -316,8 +330,51 @@ inline void SsdTier::AdvanceReadHash(Op* op) {
   while (op->hashed < op->ios.size() && op->piece_done[op->hashed]) {
     const Io& io = op->ios[op->hashed];
     XXH3_64bits_update(&op->hash, io.data, io.payload);
+    op->arrived += io.payload;
     ++op->hashed;
   }
+  if (op->record->header.codec != tier_internal::kCodecRaw) DecodeArrived(op);
+}
+
+// Decodes the frame chunks whose payloads lie in the stored bytes that have
+// arrived (op->arrived, in order). The first failure is kept in decode_status
+// and ends decoding; FinishRead reports it.
+inline void SsdTier::DecodeArrived(Op* op) {
+  const tier_internal::RecordHeader& h = op->record->header;
+  if (!op->decode_status.ok()) return;
+  if (h.codec != static_cast<uint8_t>(compress::CodecId::kBytePlane)) {
+    op->decode_status = absl::DataLossError(
+        absl::StrCat("uses codec ", h.codec, ", which this build does not decode"));
+    return;
+  }
+  const std::span<const std::byte> frame(op->staging.data, h.stored_bytes);
+  if (!op->frame) {
+    const uint64_t need = compress::FrameBytesToParse(frame.first(op->arrived));
+    if ((need == 0 || need > op->arrived) && op->arrived < h.stored_bytes) return;
+    absl::StatusOr<compress::FrameView> view = compress::FrameView::Parse(frame);
+    if (!view.ok()) {
+      op->decode_status = view.status();
+      return;
+    }
+    if (view->info().raw_bytes != h.raw_bytes) {
+      op->decode_status = absl::DataLossError(absl::StrCat(
+          "frame holds ", view->info().raw_bytes, " raw bytes, the record says ", h.raw_bytes));
+      return;
+    }
+    op->frame.emplace(*std::move(view));
+  }
+  const std::vector<compress::ChunkRef>& chunks = op->frame->chunks();
+  uint32_t end = op->decoded_chunks;
+  while (end < chunks.size() &&
+         chunks[end].payload_offset + chunks[end].payload_bytes <= op->arrived) {
+    ++end;
+  }
+  if (end == op->decoded_chunks) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  op->decode_status = lanes_[op->lane]->decoder.DecompressChunks(
+      *op->frame, op->decoded_chunks, end, op->arrived, op->into.first(h.raw_bytes));
+  op->decode_s += ssd_tier_internal::SecondsSince(t0);
+  op->decoded_chunks = end;
 }
 
 inline void SsdTier::OnIosDone(Op* op) {
@@ -442,25 +499,18 @@ inline void SsdTier::FinishRead(Op* op) {
     } else if (op->tail_dst != nullptr) {
       std::memcpy(op->tail_dst, op->tail_src, op->tail_bytes);
     }
-  } else if (h.codec != static_cast<uint8_t>(compress::CodecId::kBytePlane)) {
-    status = absl::DataLossError(absl::StrCat("SSD tier record of '", r.key, "' uses codec ",
-                                              h.codec, ", which this build does not decode"));
-  } else {
-    const auto t0 = std::chrono::steady_clock::now();
-    absl::StatusOr<size_t> n = lanes_[op->lane]->decoder.Decompress(
-        std::span<const std::byte>(op->staging.data, h.stored_bytes), op->into.first(h.raw_bytes));
-    if (!n.ok() || *n != h.raw_bytes) {
-      DropCorrupt(op->record);
-      status = absl::DataLossError(absl::StrCat(
-          "SSD tier record of '", r.key,
-          "' failed to decode; dropped: ", n.ok() ? "size mismatch" : n.status().message()));
-    } else {
-      const double s = ssd_tier_internal::SecondsSince(t0);
-      std::lock_guard<std::mutex> lock(profile_mu_);
-      Profile& p = profiles_[static_cast<size_t>(h.dtype)];
-      p.codec.decompress_bytes_per_s =
-          ssd_tier_internal::Ewma(true, p.codec.decompress_bytes_per_s, h.raw_bytes / s);
-    }
+  } else if (!op->decode_status.ok() || !op->frame ||
+             op->decoded_chunks != op->frame->info().chunk_count) {
+    // Every piece has arrived, so every chunk was decoded unless decoding failed.
+    DropCorrupt(op->record);
+    status = absl::DataLossError(
+        absl::StrCat("SSD tier record of '", r.key, "' failed to decode; dropped: ",
+                     op->decode_status.ok() ? "frame incomplete" : op->decode_status.message()));
+  } else if (op->decode_s > 0) {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    Profile& p = profiles_[static_cast<size_t>(h.dtype)];
+    p.codec.decompress_bytes_per_s =
+        ssd_tier_internal::Ewma(true, p.codec.decompress_bytes_per_s, h.raw_bytes / op->decode_s);
   }
   ReleaseStaging(*lanes_[op->lane], op->staging);
   ReadDone done = std::move(op->read_done);

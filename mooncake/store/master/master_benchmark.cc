@@ -1,24 +1,36 @@
 // GetReplicas and PrefixQuery throughput of one master: the core alone
-// (in-process calls, no RPC), then over the RPC layer on loopback TCP with
-// one pipelined connection and with several connections. Every RPC figure
-// comes with the bare RPC echo rate of the same connection shape measured in
-// the same benchmark run (a handler that returns a constant), as `vs_echo`.
+// (in-process calls, no RPC), then over the RPC layer on loopback TCP: one
+// blocking caller (window 1), one connection with 64 calls in flight, four
+// with 16 each. In-flight windows are closed loops: each completion issues the
+// next call from the channel's I/O thread, as an asynchronous engine does
+// (and the channel then sends the calls of one wake-up together).
 //
 //   bazel run -c opt //mooncake/store/master:master_benchmark --
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //
-// Counters: ops_per_s (calls/s), vs_echo (ratio to the echo rate). Core
-// benchmarks run over every Master instantiation (BENCHMARK_TEMPLATE).
-// GetReplicas grants a lease; the benchmarks release leases in batches of
-// 256 (one ReleaseLeases per 256 gets, included in the time) as a client
+// Counters of BM_Rpc, each the median of its 5 iterations; every iteration
+// first measures the same-run baseline, a bare RPC on the same server and
+// connections whose handler returns a constant (echo), then the method:
+//   ops_per_s    calls/s of the method
+//   echo_per_s   calls/s of the echo baseline
+//   vs_echo      ops_per_s / echo_per_s, per iteration
+//   cpu_us       process CPU (client + server + kernel) per call of the method;
+//                echo_cpu_us the same for the echo. Steadier than the rates
+//                when other work shares the machine.
+// Core benchmarks run over every Master instantiation (BENCHMARK_TEMPLATE);
+// they release leases in batches of 256 (included in the time), as a client
 // would. The target of issue 8: >= 100K PrefixQuery or GetReplicas RPCs/s
 // against one master on this 2-core machine (client and server share it).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -193,102 +205,165 @@ struct RpcFixture {
   }
 };
 
-struct Window {
-  size_t in_flight = 0;
-  size_t limit = 0;
-  size_t failed = 0;
-  bool HasRoom() const { return in_flight < limit; }
-  bool Idle() const { return in_flight == 0; }
+// One connection's closed loop: `window` calls in flight, each completion
+// issuing the next (from the channel's I/O thread, as an asynchronous engine
+// would), until `total` calls are done. Lease ids of the responses are kept
+// for an untimed release afterwards.
+template <typename M>
+class ClosedLoop {
+ public:
+  ClosedLoop(rpc::TcpChannel* ch, const std::vector<typename M::Request>* reqs, size_t total)
+      : ch_(ch), reqs_(reqs), total_(total) {}
+
+  void Run(size_t window) {
+    for (size_t i = 0; i < window; ++i) IssueNext();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &ClosedLoop::Done));
+    MC_ASSERT(failed_ == 0, "an RPC failed");
+  }
+  std::vector<uint64_t>& leases() { return leases_; }
+
+ private:
+  bool Done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return in_flight_ == 0 && (stop_ || issued_ == total_);
+  }
+
+  void IssueNext() {
+    size_t i = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_ || issued_ == total_) return;
+      i = issued_++;
+      ++in_flight_;
+    }
+    rpc::CallAsync<M>(*ch_, (*reqs_)[i % reqs_->size()], {},
+                      [this](absl::StatusOr<typename M::Response> r) {
+                        // A failure does not reissue (an immediate failure
+                        // would otherwise recurse); it stops the loop.
+                        if (r.ok()) IssueNext();
+                        absl::MutexLock lock(&mu_);
+                        --in_flight_;
+                        if (!r.ok()) {
+                          ++failed_;
+                          stop_ = true;
+                        } else if constexpr (requires { r->lease(); }) {
+                          if (r->lease().lease_id() != 0) leases_.push_back(r->lease().lease_id());
+                        }
+                      });
+  }
+
+  rpc::TcpChannel* const ch_;
+  const std::vector<typename M::Request>* const reqs_;
+  const size_t total_;
+  absl::Mutex mu_;
+  size_t issued_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t failed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<uint64_t> leases_ ABSL_GUARDED_BY(mu_);
 };
 
-// Issues `total` calls of M over `ch`, at most `window` in flight; returns the
-// wall time in seconds. Lease ids of the responses are appended to `leases`.
-template <typename M>
-double Pipelined(rpc::TcpChannel& ch, const std::vector<typename M::Request>& reqs, size_t total,
-                 size_t window, std::vector<uint64_t>* leases) {
-  absl::Mutex mu;
-  Window w{.limit = window};
-  const auto t0 = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < total; ++i) {
-    {
-      absl::MutexLock lock(&mu);
-      mu.Await(absl::Condition(&w, &Window::HasRoom));
-      ++w.in_flight;
-    }
-    rpc::CallAsync<M>(ch, reqs[i % reqs.size()], {}, [&](absl::StatusOr<typename M::Response> r) {
-      absl::MutexLock lock(&mu);
-      --w.in_flight;
-      if (!r.ok()) {
-        ++w.failed;
-      } else if constexpr (std::is_same_v<typename M::Response, proto::GetReplicasResponse> ||
-                           std::is_same_v<typename M::Response, proto::PrefixQueryResponse>) {
-        if (r->lease().lease_id() != 0) leases->push_back(r->lease().lease_id());
-      }
-    });
-  }
-  absl::MutexLock lock(&mu);
-  mu.Await(absl::Condition(&w, &Window::Idle));
-  MC_ASSERT(w.failed == 0, "an RPC failed");
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+double ProcessCpuSeconds() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
-// Runs `total` calls spread over `conns` connections (one client thread
-// each, `window` in flight per connection); returns calls per second.
+struct Rate {
+  double calls_per_s = 0;
+  double cpu_us_per_call = 0;  // client and server together (one process)
+};
+
+// `total` calls spread over the connections (window 1: one blocking caller
+// thread per connection; else a closed loop per connection).
 template <typename M>
-double RateOver(RpcFixture& f, std::vector<std::unique_ptr<rpc::TcpChannel>>& chans,
-                const std::vector<typename M::Request>& reqs, size_t total, size_t window) {
-  std::vector<std::vector<uint64_t>> leases(chans.size());
+Rate RateOver(RpcFixture& f, std::vector<std::unique_ptr<rpc::TcpChannel>>& chans,
+              const std::vector<typename M::Request>& reqs, size_t total, size_t window) {
+  const size_t per_conn = total / chans.size();
+  std::vector<std::unique_ptr<ClosedLoop<M>>> loops;
+  for (auto& ch : chans)
+    loops.push_back(std::make_unique<ClosedLoop<M>>(ch.get(), &reqs, per_conn));
+  std::vector<std::vector<uint64_t>> sync_leases(chans.size());
+  const double cpu0 = ProcessCpuSeconds();
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (size_t c = 0; c < chans.size(); ++c) {
-    threads.emplace_back(
-        [&, c] { Pipelined<M>(*chans[c], reqs, total / chans.size(), window, &leases[c]); });
+    threads.emplace_back([&, c] {
+      if (window > 1) {
+        loops[c]->Run(window);
+        return;
+      }
+      for (size_t i = 0; i < per_conn; ++i) {
+        auto r = rpc::Call<M>(*chans[c], reqs[i % reqs.size()]);
+        MC_ASSERT(r.ok(), "an RPC failed");
+        if constexpr (requires { r->lease(); }) sync_leases[c].push_back(r->lease().lease_id());
+      }
+    });
   }
   for (auto& t : threads) t.join();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (auto& ids : leases) {  // untimed: keep the lease table small
+  const double cpu = ProcessCpuSeconds() - cpu0;
+  for (size_t c = 0; c < chans.size(); ++c) {  // untimed: keep the lease table small
+    std::vector<uint64_t> ids = std::move(sync_leases[c]);
+    ids.insert(ids.end(), loops[c]->leases().begin(), loops[c]->leases().end());
     for (size_t i = 0; i < ids.size(); i += 8192) {
       proto::ReleaseLeasesRequest rel;
       for (size_t j = i; j < std::min(ids.size(), i + 8192); ++j) rel.add_lease_ids(ids[j]);
       MC_ASSERT(f.master->ReleaseLeases(rel).ok(), "release");
     }
   }
-  return static_cast<double>(total / chans.size() * chans.size()) / secs;
+  const double calls = static_cast<double>(per_conn * chans.size());
+  return {calls / secs, cpu * 1e6 / calls};
+}
+
+double Median(std::vector<double> v) {
+  MC_ASSERT(!v.empty(), "median of nothing");
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
 enum class Op { kGetReplicas, kPrefixQuery };
 
-// Args: op, connections, window per connection.
+// Args: op, connections, window per connection. Each iteration runs the echo
+// baseline and then the method on the same connections, so both see the
+// same machine load; counters are medians over the iterations.
 void BM_Rpc(benchmark::State& state) {
   const auto op = static_cast<Op>(state.range(0));
   const size_t conns = static_cast<size_t>(state.range(1));
   const size_t window = static_cast<size_t>(state.range(2));
-  constexpr size_t kCallsPerIteration = 20000;
+  const size_t calls = window == 1 ? 5000 : 20000;
   RpcFixture f;
   std::vector<std::unique_ptr<rpc::TcpChannel>> chans;
-  for (size_t c = 0; c < conns; ++c)
+  for (size_t c = 0; c < conns; ++c) {
     chans.push_back(*rpc::TcpChannel::Connect(f.server->address()));
+  }
   const auto gets = GetRequests();
   const auto prefixes = PrefixRequests(false);
   std::vector<proto::ExistsRequest> echoes(1);
   echoes[0].set_key("object-1");
-  // Same-run baseline first (and a warm-up of both).
-  RateOver<BareEchoMethod>(f, chans, echoes, 2000, window);
-  const double echo_rate = RateOver<BareEchoMethod>(f, chans, echoes, kCallsPerIteration, window);
-  double ops = 0;
-  double secs = 0;
+  auto run_op = [&](size_t n) {
+    return op == Op::kGetReplicas ? RateOver<rpc::GetReplicasMethod>(f, chans, gets, n, window)
+                                  : RateOver<rpc::PrefixQueryMethod>(f, chans, prefixes, n, window);
+  };
+  RateOver<BareEchoMethod>(f, chans, echoes, calls / 10, window);  // warm-up
+  run_op(calls / 10);
+  std::vector<double> rates, echo_rates, ratios, cpu, echo_cpu;
   for (auto _ : state) {
-    const double rate =
-        op == Op::kGetReplicas
-            ? RateOver<rpc::GetReplicasMethod>(f, chans, gets, kCallsPerIteration, window)
-            : RateOver<rpc::PrefixQueryMethod>(f, chans, prefixes, kCallsPerIteration, window);
-    ops += kCallsPerIteration;
-    secs += kCallsPerIteration / rate;
-    state.SetIterationTime(kCallsPerIteration / rate);
+    const Rate echo = RateOver<BareEchoMethod>(f, chans, echoes, calls, window);
+    const Rate r = run_op(calls);
+    state.SetIterationTime(static_cast<double>(calls) / r.calls_per_s);
+    rates.push_back(r.calls_per_s);
+    echo_rates.push_back(echo.calls_per_s);
+    ratios.push_back(r.calls_per_s / echo.calls_per_s);
+    cpu.push_back(r.cpu_us_per_call);
+    echo_cpu.push_back(echo.cpu_us_per_call);
   }
-  state.counters["ops_per_s"] = ops / secs;
-  state.counters["echo_per_s"] = echo_rate;
-  state.counters["vs_echo"] = (ops / secs) / echo_rate;
+  state.counters["ops_per_s"] = Median(rates);
+  state.counters["echo_per_s"] = Median(echo_rates);
+  state.counters["vs_echo"] = Median(ratios);
+  state.counters["cpu_us"] = Median(cpu);
+  state.counters["echo_cpu_us"] = Median(echo_cpu);
   state.SetLabel(op == Op::kGetReplicas ? "GetReplicas" : "PrefixQuery(16 blocks)");
 }
 
@@ -303,6 +378,18 @@ BENCHMARK(BM_Rpc)
     ->UseManualTime()
     ->Iterations(5)
     ->Unit(benchmark::kMillisecond);
+
+// Debian's abseil is built without NDEBUG, so every absl::Mutex lock also
+// runs the debug deadlock detector (a global spinlock and a graph lookup,
+// ~30 ns, and a shared cache line between cores). Production binaries turn it
+// off (see docs/master.md); MOONCAKE_ABSL_DEADLOCK_DETECTION=1 keeps it on.
+const bool kDeadlockDetectionOff = [] {
+  const char* keep = std::getenv("MOONCAKE_ABSL_DEADLOCK_DETECTION");
+  const bool off = keep == nullptr || std::string_view(keep) != "1";
+  if (off) absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  std::printf("abseil mutex deadlock detection: %s\n", off ? "off" : "on");
+  return off;
+}();
 
 }  // namespace
 }  // namespace mooncake::master

@@ -5,6 +5,11 @@
 //   ASSIGN_OR_RETURN(auto resp,
 //                    rpc::Call<GetReplicasMethod>(*channel, req, {.timeout_ns = 50'000'000}));
 //
+// Writes: a call is sent at once, except while the connection's I/O thread
+// is completing calls (calls made from callbacks, or by threads they woke):
+// those go out together when it is done, one send for all. TcpChannel::Batch
+// does the same on demand.
+//
 // Deadlines: each call's deadline travels in its frame (so the server skips
 // calls that expired in its queue) and is enforced here by the connection's
 // I/O thread: DEADLINE_EXCEEDED at the deadline, and a response that comes
@@ -141,6 +146,12 @@ class TcpChannel {
   uint64_t late_responses() const {
     absl::MutexLock lock(&mu_);
     return conn_ == nullptr ? 0 : conn_->late_responses();
+  }
+  // send() system calls on the current connection (fewer than calls when
+  // calls are batched: Batch, or calls made from completion callbacks).
+  uint64_t send_calls() const {
+    absl::MutexLock lock(&mu_);
+    return conn_ == nullptr ? 0 : conn_->send_calls();
   }
   bool connected() const {
     absl::MutexLock lock(&mu_);

@@ -274,6 +274,30 @@ TEST_F(TcpChannelTest, CallbackMayCallAgainOnTheSameChannel) {
   EXPECT_TRUE(done.statuses[0].ok() && done.statuses[1].ok());
 }
 
+// Calls a completion callback makes are sent when the I/O thread is done
+// completing, together: one send for all of them, not one each.
+TEST_F(TcpChannelTest, CallsMadeFromACallbackShareOneSend) {
+  StartServer();
+  auto channel = Connect();
+  constexpr int kFanOut = 32;
+  Collector done;
+  uint64_t sends_before_fan_out = 0;
+  CallAsync<EchoMethod>(*channel, MakeEcho("first"), {}, [&](absl::StatusOr<echo::EchoResponse> r) {
+    done.Add(r.status());
+    sends_before_fan_out = channel->send_calls();
+    for (int i = 0; i < kFanOut; ++i) {
+      CallAsync<EchoInlineMethod>(
+          *channel, MakeEcho(std::to_string(i)), {},
+          [&](absl::StatusOr<echo::EchoResponse> r2) { done.Add(r2.status()); });
+    }
+    EXPECT_EQ(channel->send_calls(), sends_before_fan_out) << "queued, not sent, in a callback";
+  });
+  ASSERT_TRUE(done.WaitFor(kFanOut + 1));
+  EXPECT_EQ(channel->send_calls(), sends_before_fan_out + 1);
+  absl::MutexLock lock(&done.mu);
+  for (const auto& s : done.statuses) EXPECT_TRUE(s.ok()) << s;
+}
+
 TEST_F(TcpChannelTest, BatchedCallsGoOutWhenTheBatchEnds) {
   StartServer();
   auto channel = Connect();
@@ -285,12 +309,14 @@ TEST_F(TcpChannelTest, BatchedCallsGoOutWhenTheBatchEnds) {
           *channel, MakeEcho(std::to_string(i)), {},
           [&](absl::StatusOr<echo::EchoResponse> r) { done.Add(r.status()); });
     }
+    EXPECT_EQ(channel->send_calls(), 0u);
     // Corked: nothing was sent, so nothing can have come back.
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     absl::MutexLock lock(&done.mu);
     EXPECT_TRUE(done.statuses.empty());
   }
   ASSERT_TRUE(done.WaitFor(50));
+  EXPECT_EQ(channel->send_calls(), 1u) << "50 calls, one send";
   absl::MutexLock lock(&done.mu);
   for (const auto& s : done.statuses) EXPECT_TRUE(s.ok()) << s;
 }

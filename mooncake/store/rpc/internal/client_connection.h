@@ -3,7 +3,9 @@
 // Threads: callers (any number) register a pending call, append its frame to
 // the output buffer and write what the socket takes without blocking. One I/O
 // thread per connection polls the socket and an eventfd; it reads responses
-// and completes their calls, writes leftover output on POLLOUT, and fails
+// and completes their calls, writes leftover output on POLLOUT (and, after
+// each wake-up, the requests callers queued while it was completing calls:
+// many calls, one send), and fails
 // calls whose deadline passed (DEADLINE_EXCEEDED) from a min-heap of
 // deadlines. On EOF, a socket error or a malformed frame the connection is
 // broken: every pending call fails with UNAVAILABLE, and so does every later
@@ -121,7 +123,10 @@ class ClientConnection {
       absl::MutexLock lock(&out_mu_);
       rpc::AppendFrame(h, request, &out_);
       const bool big = out_.size() - out_off_ >= kCorkFlushBytes;
-      if (!want_out_.load(std::memory_order_relaxed) && (corked_ == 0 || big)) {
+      // While the I/O thread is completing calls it flushes when done: calls
+      // made meanwhile (typically from its callbacks or from threads they
+      // woke) share one send instead of one each.
+      if (!want_out_.load(std::memory_order_relaxed) && ((corked_ == 0 && !io_busy_) || big)) {
         wake |= FlushLocked();
       }
     }
@@ -139,7 +144,9 @@ class ClientConnection {
     {
       absl::MutexLock lock(&out_mu_);
       MC_ASSERT(corked_ > 0, "uncork without cork");
-      if (--corked_ == 0 && !want_out_.load(std::memory_order_relaxed)) wake = FlushLocked();
+      if (--corked_ == 0 && !io_busy_ && !want_out_.load(std::memory_order_relaxed)) {
+        wake = FlushLocked();
+      }
     }
     if (wake) wake_.Notify();
   }
@@ -152,6 +159,8 @@ class ClientConnection {
   // from any thread).
   bool exited() const { return exited_.load(std::memory_order_acquire); }
   uint64_t late_responses() const { return late_responses_.load(std::memory_order_relaxed); }
+  // send() system calls made so far (requests share them when batched).
+  uint64_t send_calls() const { return send_calls_.load(std::memory_order_relaxed); }
   size_t pending() const {
     absl::MutexLock lock(&mu_);
     return pending_.size();
@@ -184,6 +193,7 @@ class ClientConnection {
     while (out_off_ < out_.size()) {
       const ssize_t n = ::send(fd_.get(), out_.data() + out_off_, out_.size() - out_off_,
                                MSG_NOSIGNAL | MSG_DONTWAIT);
+      send_calls_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
       if (n > 0) {
         out_off_ += static_cast<size_t>(n);
         continue;
@@ -235,16 +245,23 @@ class ClientConnection {
         break;
       }
       if (fds[1].revents & POLLIN) wake_.Drain();
-      if (fds[0].revents & POLLOUT) {
-        absl::MutexLock lock(&out_mu_);
-        FlushLocked();
-      }
+      SetBusy(true);
       if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
         if (!ReadResponses()) break;
       }
       ExpireDeadlines(MonotonicClock::Get().NowNs());
+      SetBusy(false);  // and sends what the completions above queued
     }
     exited_.store(true, std::memory_order_release);
+  }
+
+  // I/O thread: while busy, callers leave their frames for the flush that
+  // ending the busy spell does (see Call).
+  void SetBusy(bool busy) {
+    absl::MutexLock lock(&out_mu_);
+    io_busy_ = busy;
+    // A partial write left by an earlier flush goes on even when corked.
+    if (!busy && (corked_ == 0 || want_out_.load(std::memory_order_relaxed))) FlushLocked();
   }
 
   // Returns false once the connection is broken.
@@ -368,6 +385,7 @@ class ClientConnection {
   std::atomic<bool> stop_{false};
   std::atomic<bool> exited_{false};
   std::atomic<uint64_t> late_responses_{0};
+  std::atomic<uint64_t> send_calls_{0};
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
@@ -381,6 +399,7 @@ class ClientConnection {
   std::string out_ ABSL_GUARDED_BY(out_mu_);
   size_t out_off_ ABSL_GUARDED_BY(out_mu_) = 0;
   int corked_ ABSL_GUARDED_BY(out_mu_) = 0;
+  bool io_busy_ ABSL_GUARDED_BY(out_mu_) = false;  // the I/O thread will flush
   // relaxed: a hint for poll's event mask; a stale read costs one extra
   // wake-up or is fixed by the Notify that follows every false->true change.
   std::atomic<bool> want_out_{false};

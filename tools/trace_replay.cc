@@ -3,6 +3,7 @@
 //
 //   trace_replay PATH [--block_tokens=512] [--index=radix|hash]
 //                     [--capacities=500000,1000000,3000000,10000000,0]
+//                     [--ablations]
 //
 // Capacities are in tokens (0 = unlimited) and become floor(tokens /
 // block_tokens) blocks. Hit rate = hit blocks / requested blocks; a request's
@@ -10,6 +11,8 @@
 // touched. Online policies: lru, s3fifo, reuse_depth, conversation; best/lru
 // is the best of them over LRU in the same run. belady is the offline
 // reference (farthest next use, knows the whole trace), printed for the gap.
+// --ablations adds a table of ConversationPolicy with one mechanism changed
+// at a time (docs/index.md explains each row).
 // Exit status 1 with a message on a bad argument or a malformed line.
 #include "mooncake/index/trace_replay.h"
 
@@ -43,6 +46,7 @@ struct Args {
   std::string path;
   uint64_t block_tokens = 512;
   bool radix = true;
+  bool ablations = false;
   std::vector<uint64_t> capacities_tokens = {500000, 1000000, 3000000, 10000000, 0};
 };
 
@@ -72,6 +76,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
         }
         args.capacities_tokens.push_back(c);
       }
+    } else if (a == "--ablations") {
+      args.ablations = true;
     } else if (!a.empty() && a[0] != '-' && args.path.empty()) {
       args.path = std::string(a);
     } else {
@@ -113,6 +119,53 @@ void PrintTable(const Args& args, const std::vector<std::vector<BlockKey>>& chai
   }
 }
 
+// ConversationPolicy with one mechanism changed per row, same capacities.
+template <typename Index>
+void PrintAblations(const Args& args, const std::vector<std::vector<BlockKey>>& chains,
+                    uint64_t total_blocks) {
+  struct Variant {
+    const char* name;
+    void (*apply)(ConversationOptions&);
+  };
+  const Variant variants[] = {
+      {"default", [](ConversationOptions&) {}},
+      {"no_ghost", [](ConversationOptions& o) { o.ghost_factor = 0; }},
+      {"ghost_2x", [](ConversationOptions& o) { o.ghost_factor = 2; }},
+      {"ghost_32x", [](ConversationOptions& o) { o.ghost_factor = 32; }},
+      {"no_tail_demotion", [](ConversationOptions& o) { o.demote_tail = false; }},
+      {"no_turn_bonus",
+       [](ConversationOptions& o) {
+         o.turn_bonus = {0, 0, 0, 0};
+       }},
+      {"bonus_in_capacities",
+       [](ConversationOptions& o) { o.gap_samples_min = std::numeric_limits<uint32_t>::max(); }},
+      {"bonus_0_1_2_3",
+       [](ConversationOptions& o) {
+         o.turn_bonus = {0, 1, 2, 3};
+       }},
+      {"bonus_0_3_4_5",
+       [](ConversationOptions& o) {
+         o.turn_bonus = {0, 3, 4, 5};
+       }},
+      {"gap_quantile_0.25", [](ConversationOptions& o) { o.gap_quantile = 0.25; }},
+  };
+  std::printf("\nConversationPolicy ablations (hit rate; capacities in tokens)\n%-20s", "variant");
+  for (uint64_t tokens : args.capacities_tokens) {
+    std::printf(" %10s", tokens == 0 ? "unlimited" : std::to_string(tokens).c_str());
+  }
+  std::printf("\n");
+  for (const Variant& v : variants) {
+    std::printf("%-20s", v.name);
+    for (uint64_t tokens : args.capacities_tokens) {
+      const uint64_t blocks = tokens == 0 ? total_blocks + 1 : tokens / args.block_tokens;
+      ConversationOptions options{.capacity = blocks};
+      v.apply(options);
+      std::printf(" %10.4f", Run<Index>(chains, blocks, ConversationPolicy<>(options)));
+    }
+    std::printf("\n");
+  }
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<Args> args = ParseArgs(argc, argv);
   if (!args.ok()) {
@@ -149,8 +202,10 @@ int Main(int argc, char** argv) {
       args->radix ? "radix" : "hash");
   if (args->radix) {
     PrintTable<RadixTree<uint32_t>>(*args, chains, distinct.size());
+    if (args->ablations) PrintAblations<RadixTree<uint32_t>>(*args, chains, distinct.size());
   } else {
     PrintTable<HashChainIndex<uint32_t>>(*args, chains, distinct.size());
+    if (args->ablations) PrintAblations<HashChainIndex<uint32_t>>(*args, chains, distinct.size());
   }
   return 0;
 }

@@ -604,6 +604,8 @@ void StoreGetPath(const OwnerInfo& info, int clients) {
   TransportClients rt1 = RouterClients(info, clients, false, 1);
   TransportClients rt1s = RouterClients(info, clients, false, 1, true, 1 << 20);
   TransportClients rtq = RouterClients(info, clients, false, 2, false);
+  TransportClients rt4 = RouterClients(info, clients, false, 4);
+  TransportClients rt2s = RouterClients(info, clients, false, 2, true, 256 << 10);
   TransportClients tcp2 = TcpClients(info, clients, 2);
   TransportClients rshm = RouterClients(info, clients, true, 2);
   const auto via = [clients](TransportClients& tc, bool router) {
@@ -634,6 +636,8 @@ void StoreGetPath(const OwnerInfo& info, int clients) {
       {"router tcp, 1 lane", via(rt1, true)},
       {"router tcp, 1 lane, 1 MiB TCP slices", via(rt1s, true)},
       {"router tcp, 2 lanes, dispatcher only", via(rtq, true)},
+      {"router tcp, 4 lanes", via(rt4, true)},
+      {"router tcp, 2 lanes, 256 KiB TCP slices", via(rt2s, true)},
       {"tcp transport, 2 lanes, no router", via(tcp2, false)},
       {"router shm (same host)", via(rshm, true)},
   };
@@ -642,7 +646,7 @@ void StoreGetPath(const OwnerInfo& info, int clients) {
       MC_ASSERT(conns[c].Set("k" + std::to_string(c), mc_bufs[c].data(), size).ok(),
                 "memcached set");
     }
-    const int ops = static_cast<int>(std::max<uint64_t>(8, g_volume * 2 / size / clients));
+    const int ops = static_cast<int>(std::max<uint64_t>(8, g_volume * 16 / size / clients));
     for (Variant& v : variants) v.gbps.clear(), v.p99.clear(), v.ratio.clear(), v.p99_ratio.clear();
     for (int rep = 0; rep < g_reps; ++rep) {
       Concurrent base{};

@@ -362,7 +362,13 @@ inline void Router::Settle(SubBatch sb, const absl::StatusOr<BatchResult>& r, bo
 }
 
 inline void Router::Dispatch() {
-  std::map<std::pair<BatchId, size_t>, std::vector<Slice>> groups;
+  // Sub-batches of at most a quarter of the budget, in pop (priority) order:
+  // each settles on its own, so the budget refills while the others are
+  // still on the wire instead of the pipeline draining between rounds.
+  const size_t chunk = std::max<size_t>(1, options_.slices_in_flight_max / 4);
+  using Key = std::pair<BatchId, size_t>;  // (batch, transport)
+  std::vector<std::pair<Key, std::vector<Slice>>> groups;
+  std::map<Key, size_t> filling;  // the group of `groups` that takes the key's next slice
   size_t taken = 0;
   while (slices_in_flight_ + taken < options_.slices_in_flight_max) {
     std::optional<Slice> s = queue_.Pop();
@@ -371,8 +377,13 @@ inline void Router::Dispatch() {
       ReleaseSlice(*s);
       continue;
     }
-    const size_t t = handles_.at(s->handle).routes[s->route].transport;
-    groups[{s->batch, t}].push_back(std::move(*s));
+    const Key key{s->batch, handles_.at(s->handle).routes[s->route].transport};
+    auto f = filling.find(key);
+    if (f == filling.end() || groups[f->second].second.size() >= chunk) {
+      filling[key] = groups.size();
+      groups.emplace_back(key, std::vector<Slice>());
+    }
+    groups[filling[key]].second.push_back(std::move(*s));
     ++taken;
   }
   for (auto& [key, slices] : groups) {

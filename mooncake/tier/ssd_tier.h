@@ -103,7 +103,7 @@ struct SsdTierOptions {
   // Compressed records are read in pieces of at most this size (a multiple of 4096), so
   // the reaper decodes the frame's chunks as their pieces land while the device reads
   // the rest (decode overlaps the I/O even at queue depth 1).
-  uint32_t compressed_read_piece_bytes = 128 << 10;
+  uint32_t compressed_read_piece_bytes = 256 << 10;
   // Raw bytes per frame chunk when compressing (the decode pipeline's grain).
   uint32_t codec_chunk_bytes = 256 << 10;
   // Per-lane bounce memory; larger staging falls back to the heap.

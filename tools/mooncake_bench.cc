@@ -503,6 +503,8 @@ absl::StatusOr<FillResult> FillMemcached(Context& ctx) {
   MemcachedConfig m;
   m.binary = absl::GetFlag(FLAGS_memcached_binary);
   m.memory_mb = c.fill_capacity_bytes / kMiB;
+  // memcached wants -I <= -m / 2; a small fill instance gets a smaller -I.
+  if (m.memory_mb < 32) m.item_max = absl::StrCat(std::max<uint64_t>(1, m.memory_mb / 2), "m");
   ASSIGN_OR_RETURN(Server s, StartMemcached(m, c.log_dir + "/memcached_fill.log"));
   UtilisationProbe probe = [address = s.address]() -> absl::StatusOr<Utilisation> {
     Utilisation u;

@@ -73,15 +73,17 @@ class UtilisationSampler {
   const std::string& error() const { return error_; }
 
  private:
+  // Samples until told to stop, and once more after (the state the puts left).
   void Loop(absl::Duration interval) {
-    while (!stop_.load(std::memory_order_relaxed)) {
+    for (bool last = false; !last;) {
+      last = stop_.load(std::memory_order_relaxed);
       absl::StatusOr<Utilisation> u = probe_();
       if (!u.ok()) {
         if (error_.empty()) error_ = u.status().ToString();
       } else if (u->evictions > 0 && u->capacity_bytes > 0) {
         samples_.push_back(u->used_bytes / u->capacity_bytes);
       }
-      absl::SleepFor(interval);
+      if (!last) absl::SleepFor(interval);
     }
   }
 

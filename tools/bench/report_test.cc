@@ -1,0 +1,114 @@
+#include "tools/bench/report.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tools/bench/targets.h"
+
+namespace mooncake::bench {
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+PhaseResult Phase(double items_per_s, double p99_us) {
+  PhaseResult p;
+  p.seconds = 1;
+  p.items = static_cast<uint64_t>(items_per_s);
+  p.bytes = p.items * kMiB;
+  p.p50_us = p99_us / 2;
+  p.p99_us = p99_us;
+  p.p999_us = p99_us * 2;
+  return p;
+}
+
+Row MakeRow(std::string system, Op op, size_t size, std::vector<PhaseResult> reps) {
+  Row r;
+  r.system = std::move(system);
+  r.op = op;
+  r.value_bytes = size;
+  r.clients = 8;
+  r.reps = std::move(reps);
+  Summarize(r);
+  return r;
+}
+
+TEST(ReportTest, SummarizeTakesMediansAndSumsErrors) {
+  PhaseResult bad = Phase(100, 50);
+  bad.errors = 2;
+  bad.first_error = "boom";
+  Row r = MakeRow("redis", Op::kGet, kMiB, {Phase(300, 10), bad, Phase(200, 30)});
+  EXPECT_DOUBLE_EQ(r.items_per_s, 200);
+  EXPECT_DOUBLE_EQ(r.p99_us, 30);
+  EXPECT_DOUBLE_EQ(r.gb_per_s, 200.0 * kMiB / 1e9);
+  EXPECT_EQ(r.errors, 2u);
+  EXPECT_EQ(r.first_error, "boom");
+  EXPECT_DOUBLE_EQ(Median({4, 1, 3, 2}), 2);  // lower middle for an even count
+}
+
+TEST(ReportTest, RatiosUseTheFasterMemcachedAndSameCellOnly) {
+  std::vector<Row> rows = {
+      MakeRow("memcached", Op::kGet, kMiB, {Phase(1000, 100)}),
+      MakeRow("memcached-bin", Op::kGet, kMiB, {Phase(2000, 100)}),
+      MakeRow("redis", Op::kGet, kMiB, {Phase(500, 100)}),
+      MakeRow("store-tcp", Op::kGet, kMiB, {Phase(3000, 100)}),
+      MakeRow("store-tcp", Op::kPut, kMiB, {Phase(10, 100)}),  // no baseline in its cell
+  };
+  ComputeRatios(rows);
+  ASSERT_TRUE(rows[3].vs_memcached.has_value());
+  EXPECT_DOUBLE_EQ(*rows[3].vs_memcached, 1.5);
+  EXPECT_DOUBLE_EQ(*rows[3].vs_redis, 6.0);
+  EXPECT_FALSE(rows[4].vs_memcached.has_value());
+  EXPECT_FALSE(rows[0].vs_memcached.has_value());  // baselines get no ratio
+}
+
+TEST(ReportTest, TableAndJsonHaveEveryRow) {
+  std::vector<Row> rows = {MakeRow("memcached", Op::kGet, kMiB, {Phase(1000, 100)}),
+                           MakeRow("store-shm", Op::kGet, kMiB, {Phase(4000, 50)})};
+  ComputeRatios(rows);
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  PrintTable(f, rows);
+  std::fclose(f);
+  const std::string table(buf, len);
+  std::free(buf);
+  EXPECT_NE(table.find("store-shm"), std::string::npos) << table;
+  EXPECT_NE(table.find("4.00x"), std::string::npos) << table;
+  JsonWriter w;
+  w.BeginArray();
+  for (const Row& r : rows) WriteRowJson(w, r);
+  w.EndArray();
+  const std::string json = w.Take();
+  EXPECT_NE(json.find(R"("system":"store-shm")"), std::string::npos);
+  EXPECT_NE(json.find(R"("vs_memcached":4)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("vs_memcached":null)"), std::string::npos) << json;
+}
+
+TEST(TargetsTest, MetMissedAndNotMeasured) {
+  std::vector<Row> rows = {
+      MakeRow("memcached", Op::kGet, kMiB, {Phase(1000, 100)}),
+      MakeRow("redis", Op::kGet, kMiB, {Phase(600, 100)}),
+      MakeRow("store-tcp", Op::kGet, kMiB, {Phase(1300, 120)}),  // 1.3x mc, 2.17x redis, P99 worse
+  };
+  FillResult fill;
+  fill.system = "store-tcp";
+  fill.samples = 10;
+  fill.util_min = 0.96;
+  fill.util_median = 0.97;
+  std::vector<TargetCheck> t = CheckTargets(rows, {fill});
+  ASSERT_EQ(t.size(), 9u);
+  EXPECT_TRUE(t[0].met()) << t[0].name;   // 1 MiB vs memcached >= 1.25
+  EXPECT_TRUE(t[1].met()) << t[1].name;   // 1 MiB vs redis >= 2
+  EXPECT_FALSE(t[2].met()) << t[2].name;  // P99 120 > 100
+  EXPECT_TRUE(t[2].measured_ok());
+  EXPECT_FALSE(t[3].measured_ok());  // 4 MiB not in this run
+  EXPECT_FALSE(t[6].measured_ok());  // no store-shm row
+  EXPECT_TRUE(t[8].met()) << t[8].detail;
+  fill.puts.errors = 1;  // one failed put fails the fill target
+  EXPECT_FALSE(CheckTargets(rows, {fill})[8].met());
+}
+
+}  // namespace
+}  // namespace mooncake::bench

@@ -1,0 +1,110 @@
+#include "tools/bench/text_query.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace mooncake::bench {
+namespace {
+
+TEST(PrometheusValueTest, ReadsPlainAndSumsLabelledSamples) {
+  const std::string text =
+      "# HELP mooncake_master_used_bytes Segment bytes allocated.\n"
+      "# TYPE mooncake_master_used_bytes gauge\n"
+      "mooncake_master_used_bytes 1048576\n"
+      "mooncake_master_used_bytes_total 5\n"
+      "mooncake_master_worker_used_bytes{worker=\"a\"} 10\n"
+      "mooncake_master_worker_used_bytes{worker=\"b\"} 2.5e1\n";
+  auto used = PrometheusValue(text, "mooncake_master_used_bytes");
+  ASSERT_TRUE(used.ok()) << used.status();
+  EXPECT_DOUBLE_EQ(*used, 1048576);  // not the _total series sharing its prefix
+  auto per_worker = PrometheusValue(text, "mooncake_master_worker_used_bytes");
+  ASSERT_TRUE(per_worker.ok());
+  EXPECT_DOUBLE_EQ(*per_worker, 35);
+  EXPECT_TRUE(absl::IsNotFound(PrometheusValue(text, "mooncake_master_capacity_bytes").status()));
+  EXPECT_TRUE(absl::IsInternal(PrometheusValue("m x\n", "m").status()));
+}
+
+TEST(SplitHostPortTest, AcceptsHostPortOnly) {
+  auto hp = SplitHostPort("127.0.0.1:9090");
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->first, "127.0.0.1");
+  EXPECT_EQ(hp->second, 9090);
+  for (const char* bad : {"", "127.0.0.1", ":80", "h:0", "h:65536", "h:x"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(SplitHostPort(bad).status())) << bad;
+  }
+}
+
+// Serves one connection with `reply` and closes it; returns the port.
+int ServeOnce(std::string reply, std::thread& t) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(listen(fd, 1), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  t = std::thread([fd, reply] {
+    const int c = accept(fd, nullptr, nullptr);
+    char buf[4096];
+    (void)!recv(c, buf, sizeof(buf), 0);
+    (void)!send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+    close(c);
+    close(fd);
+  });
+  return ntohs(a.sin_port);
+}
+
+TEST(HttpGetTest, ReturnsTheBodyOfA200) {
+  std::thread t;
+  const int port = ServeOnce("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nm 1\n", t);
+  auto body = HttpGet(absl::StrCat("127.0.0.1:", port), "/metrics");
+  t.join();
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_EQ(*body, "m 1\n");
+}
+
+TEST(HttpGetTest, Non200IsAnErrorNamingTheStatus) {
+  std::thread t;
+  const int port = ServeOnce("HTTP/1.0 404 Not Found\r\n\r\nnope", t);
+  auto body = HttpGet(absl::StrCat("127.0.0.1:", port), "/metrics");
+  t.join();
+  EXPECT_TRUE(absl::IsUnavailable(body.status()));
+  EXPECT_NE(body.status().message().find("404"), std::string::npos) << body.status();
+}
+
+TEST(HttpGetTest, NotHttpIsInternal) {
+  std::thread t;
+  const int port = ServeOnce("garbage", t);
+  auto body = HttpGet(absl::StrCat("127.0.0.1:", port), "/");
+  t.join();
+  EXPECT_TRUE(absl::IsInternal(body.status())) << body.status();
+}
+
+TEST(MemcachedStatTest, ParsesTheNamedStat) {
+  std::thread t;
+  const int port =
+      ServeOnce("STAT pid 1\r\nSTAT bytes 123\r\nSTAT limit_maxbytes 1000\r\nEND\r\n", t);
+  auto v = MemcachedStat(absl::StrCat("127.0.0.1:", port), "bytes");
+  t.join();
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_DOUBLE_EQ(*v, 123);
+}
+
+TEST(TextExchangeTest, NothingListeningIsUnavailable) {
+  std::thread t;
+  const int port = ServeOnce("", t);
+  t.join();  // closed again: nothing listens there now
+  auto r = HttpGet(absl::StrCat("127.0.0.1:", port), "/");
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
+}
+
+}  // namespace
+}  // namespace mooncake::bench

@@ -1,0 +1,57 @@
+#!/bin/bash
+# mooncake_bench --quick with tiny sizes against real memcached, redis-server
+# (installed by tools/setup.sh) and tools/mooncake_store: every system must
+# produce put and get rows with data moved and no wrong bytes, the fill run
+# must report every system, the JSON must parse, and bad flags must fail with
+# a message.
+set -u
+bin=tools/mooncake_bench
+out=${TEST_TMPDIR:-/tmp}/bench.json
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$bin" --quick --sizes=4K,64K --clients=1,2 --batches=1,4 --working_set_mb=2 \
+  --fill_capacity_mb=8 --fill_value=256K --json="$out" --progress_s=0.5 \
+  >"$TEST_TMPDIR/stdout" 2>"$TEST_TMPDIR/stderr" || {
+  cat "$TEST_TMPDIR/stdout" "$TEST_TMPDIR/stderr"
+  fail "exit status $?"
+}
+cat "$TEST_TMPDIR/stdout"
+grep -q "^progress: " "$TEST_TMPDIR/stderr" || fail "no progress line on stderr"
+grep -q "^targets" "$TEST_TMPDIR/stdout" || fail "no targets table"
+
+python3 - "$out" <<'PY' || fail "JSON check"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+rows = doc["rows"]
+systems = ["memcached", "redis", "store-tcp", "store-shm"]
+for s in systems:
+    for op in ("put", "get"):
+        mine = [r for r in rows if r["system"] == s and r["op"] == op]
+        assert mine, f"no {op} rows for {s}"
+        for r in mine:
+            assert r["items_per_s"] > 0, f"{s} {op} moved nothing: {r}"
+            assert r["verify_failures"] == 0, f"{s} returned wrong bytes: {r}"
+            assert r["errors"] == 0, f"{s} {op} errors: {r['first_error']}"
+    cells = {(r["value_bytes"], r["clients"], r["batch"]) for r in rows if r["system"] == s}
+    assert len(cells) >= 2 * 2 * 2 - 0, f"{s}: cells {sorted(cells)}"
+for r in rows:
+    if r["system"].startswith("store"):
+        assert r["vs_memcached"] is not None and r["vs_redis"] is not None, r
+fill = {f["system"]: f for f in doc["fill"]}
+for s in ("memcached", "redis", "store-tcp"):
+    assert s in fill, f"no fill result for {s}"
+    f = fill[s]
+    assert f["readback_keys"] > 0 and 0 <= f["hit_rate"] <= 1, f
+    assert f["readback_bad"] == 0, f
+assert fill["store-tcp"]["util_samples"] > 0, fill["store-tcp"]
+assert len(doc["targets"]) == 9
+print("JSON ok:", len(rows), "rows")
+PY
+
+err=$("$bin" --sizes=12Q 2>&1) && fail "bad size accepted"
+echo "$err" | grep -q "sizes" || fail "bad size message: $err"
+err=$("$bin" --systems=mysql 2>&1) && fail "unknown system accepted"
+echo "$err" | grep -q "unknown 'mysql'" || fail "unknown system message: $err"
+err=$("$bin" --quick --systems=store-tcp --store_binary=/nonexistent 2>&1) && fail "missing store accepted"
+echo "$err" | grep -q "nonexistent" || fail "missing store message: $err"
+echo PASS

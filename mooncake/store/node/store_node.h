@@ -47,6 +47,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -329,7 +330,12 @@ class StoreNode {
   }
 
   static absl::Status Context(std::string_view what, const absl::Status& s) {
-    return absl::Status(s.code(), absl::StrCat(AbslView(what), ": ", s.message()));
+    const bool in_use = absl::IsAlreadyExists(s) && !absl::StrContains(s.message(), "pick");
+    return absl::Status(s.code(), absl::StrCat(AbslView(what), ": ", s.message(),
+                                               in_use ? " (the port is already in use by another "
+                                                        "process: pick another, or port 0 for "
+                                                        "any free one)"
+                                                      : ""));
   }
 
   const StoreNodeOptions options_;

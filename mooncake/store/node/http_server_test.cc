@@ -1,0 +1,160 @@
+#include "mooncake/store/node/http_server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "mooncake/store/node/testing/http_client.h"
+
+namespace mooncake::node {
+namespace {
+
+using node_testing::HttpGet;
+using node_testing::HttpRaw;
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void StartServer(HttpServerOptions o = {}) {
+    server_ = std::make_unique<HttpServer>(std::move(o));
+    ASSERT_TRUE(
+        server_
+            ->Handle("/hello",
+                     [](const HttpRequest& r) { return HttpResponse{.body = "hi " + r.query}; })
+            .ok());
+    ASSERT_TRUE(server_
+                    ->Handle("/down",
+                             [](const HttpRequest&) {
+                               return HttpResponse{.status = 503, .body = "not yet\n"};
+                             })
+                    .ok());
+    ASSERT_TRUE(server_->Start().ok());
+    ASSERT_NE(server_->port(), 0);
+  }
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpServerTest, ServesHandlersWithLengthAndClose) {
+  StartServer();
+  auto a = HttpGet(server_->port(), "/hello?abc");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 200);
+  EXPECT_EQ(a->body, "hi abc");
+  EXPECT_TRUE(absl::StrContains(a->head, "Content-Length: 6"));
+  EXPECT_TRUE(absl::StrContains(a->head, "Connection: close"));
+  a = HttpGet(server_->port(), "/down");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 503);
+  EXPECT_EQ(a->body, "not yet\n");
+  EXPECT_EQ(server_->stats().requests, 2u);
+}
+
+TEST_F(HttpServerTest, ErrorAnswers) {
+  StartServer({.limits = {.max_head_bytes = 256, .max_headers = 4}});
+  auto a = HttpGet(server_->port(), "/nope");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 404);
+  EXPECT_TRUE(absl::StrContains(a->body, "/hello"));  // says what is served
+  a = HttpRaw(server_->port(), "POST /hello HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 405);
+  EXPECT_TRUE(absl::StrContains(a->head, "Allow: GET"));
+  a = HttpRaw(server_->port(), "hello there\r\n\r\n");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 400);
+  a = HttpRaw(server_->port(), "GET /hello HTTP/1.1\r\nX: " + std::string(1000, 'x') + "\r\n\r\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 431);
+  a = HttpRaw(server_->port(), "GET /hello HTTP/1.1\r\na:1\r\nb:1\r\nc:1\r\nd:1\r\ne:1\r\n\r\n");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 431);
+  EXPECT_EQ(server_->stats().rejected, 5u);
+  EXPECT_EQ(server_->stats().requests, 0u);
+}
+
+TEST_F(HttpServerTest, RequestSplitAcrossSends) {
+  StartServer();
+  const int fd = node_testing::ConnectLoopback(server_->port());
+  ASSERT_GE(fd, 0);
+  for (std::string_view part : {"GE", "T /hel", "lo?x HTTP/1.1\r\nHo", "st: a\r\n", "\r\n"}) {
+    ASSERT_EQ(::send(fd, part.data(), part.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(part.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  auto a = node_testing::ReadAnswer(fd);
+  ::close(fd);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 200);
+  EXPECT_EQ(a->body, "hi x");
+}
+
+TEST_F(HttpServerTest, SlowHeadTimesOutWith408) {
+  StartServer({.idle_timeout_ms = 200});
+  const int fd = node_testing::ConnectLoopback(server_->port());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::send(fd, "GET /hello", 10, MSG_NOSIGNAL), 10);
+  auto a = node_testing::ReadAnswer(fd);
+  ::close(fd);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 408);
+}
+
+TEST_F(HttpServerTest, OverMaxConnectionsIs503AndRecovers) {
+  StartServer({.max_connections = 1, .idle_timeout_ms = 10'000});
+  const int idle = node_testing::ConnectLoopback(server_->port());  // holds the only slot
+  ASSERT_GE(idle, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // accepted
+  auto a = HttpGet(server_->port(), "/hello");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 503);
+  ::close(idle);  // frees the slot
+  for (int i = 0; i < 50; ++i) {
+    a = HttpGet(server_->port(), "/hello");
+    if (a.ok() && a->status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 200);
+}
+
+TEST_F(HttpServerTest, PortInUseIsAClearError) {
+  StartServer();
+  HttpServer second({.port = server_->port()});
+  const absl::Status s = second.Start();
+  EXPECT_TRUE(absl::IsAlreadyExists(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "already in use")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), std::to_string(server_->port()))) << s;
+}
+
+TEST_F(HttpServerTest, HandleRules) {
+  HttpServer s({});
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      s.Handle("metrics", [](const HttpRequest&) { return HttpResponse{}; })));
+  ASSERT_TRUE(s.Handle("/a", [](const HttpRequest&) { return HttpResponse{}; }).ok());
+  EXPECT_TRUE(
+      absl::IsAlreadyExists(s.Handle("/a", [](const HttpRequest&) { return HttpResponse{}; })));
+  ASSERT_TRUE(s.Start().ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      s.Handle("/b", [](const HttpRequest&) { return HttpResponse{}; })));
+  EXPECT_TRUE(absl::IsFailedPrecondition(s.Start()));
+  s.Stop();
+  s.Stop();                                    // idempotent
+  EXPECT_FALSE(HttpGet(s.port(), "/a").ok());  // no longer listening
+}
+
+TEST_F(HttpServerTest, StopWithOpenConnections) {
+  StartServer();
+  const int fd = node_testing::ConnectLoopback(server_->port());
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::send(fd, "GET /hel", 8, MSG_NOSIGNAL), 8);
+  server_->Stop();  // must not wait for the half-sent request
+  char c;
+  EXPECT_LE(::recv(fd, &c, 1, 0), 0);  // closed
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace mooncake::node

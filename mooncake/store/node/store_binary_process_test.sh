@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The store binary as separate processes, the way an operator runs it on many
+# hosts: one --role=master and two --role=worker processes, a client putting
+# objects with two replicas (so both workers hold them), getting them back
+# over TCP and SHM, then one worker stopped with SIGTERM (graceful unmount):
+# the objects are still read from the other, and everything exits 0.
+set -euo pipefail
+bin=tools/mooncake_store
+client=mooncake/store/node/store_client
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+pids=()
+
+fail() {
+  echo "FAIL: $*"
+  for f in "$tmp"/*.out; do echo "--- $f"; cat "$f"; done
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  exit 1
+}
+
+wait_ready() {  # $1 ready file, $2 pid
+  for _ in $(seq 300); do
+    [[ -f $1 ]] && return 0
+    kill -0 "$2" 2>/dev/null || fail "process $2 exited before it was ready"
+    sleep 0.1
+  done
+  fail "no $1 within 30 s"
+}
+
+# HTTP over bash's /dev/tcp (python3 or curl would do, but start slowly on a
+# loaded CI machine): prints "<status>\n<body>". $1 host:port, $2 the raw
+# request with printf %b escapes.
+http() {
+  local resp
+  exec 3<>"/dev/tcp/${1%:*}/${1##*:}"
+  printf '%b' "$2" >&3
+  resp=$(cat <&3)
+  exec 3<&-
+  local status_line=${resp%%$'\r\n'*}
+  status_line=${status_line#* }
+  printf '%s\n%s' "${status_line%% *}" "${resp#*$'\r\n\r\n'}"
+}
+get() { http "$1" "GET $2 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"; }
+
+metric() { sed -n "s/^$2 //p" <<<"$1"; }
+
+"$bin" --role=master --listen=127.0.0.1:0 --http=127.0.0.1:0 --status_interval=0 \
+  --ready_file="$tmp/master.ready" >"$tmp/master.out" 2>&1 &
+pids+=($!)
+wait_ready "$tmp/master.ready" "${pids[0]}"
+master=$(sed -n 's/^rpc=//p' "$tmp/master.ready")
+master_http=$(sed -n 's/^http=//p' "$tmp/master.ready")
+
+for w in 1 2; do
+  "$bin" --role=worker --master="$master" --http=127.0.0.1:0 --segment_bytes=32M \
+    --status_interval=0 --ready_file="$tmp/worker$w.ready" >"$tmp/worker$w.out" 2>&1 &
+  pids+=($!)
+done
+wait_ready "$tmp/worker1.ready" "${pids[1]}"
+wait_ready "$tmp/worker2.ready" "${pids[2]}"
+grep -q '^rpc=$' "$tmp/worker1.ready" || fail "a worker's ready file names an rpc address"
+w1_http=$(sed -n 's/^http=//p' "$tmp/worker1.ready")
+
+m=$(get "$master_http" /metrics)
+[[ $(metric "$m" mooncake_master_workers) == 2 ]] || fail "master sees $(metric "$m" mooncake_master_workers) workers"
+[[ $(metric "$m" mooncake_master_capacity_bytes) == $((64 << 20)) ]] || fail "capacity"
+[[ $(get "$w1_http" /health) == $'200\nok' ]] || fail "worker 1 health"
+echo "ok   master $master with 2 workers (64 MiB)"
+
+"$client" put "$master" obj 24 200000 2 tcp || fail "puts"
+m=$(get "$master_http" /metrics)
+used=$(grep -c '^mooncake_master_worker_used_bytes{worker=.*} [1-9]' <<<"$m" || true)
+[[ $used == 2 ]] || fail "bytes on $used workers, want 2"
+"$client" get "$master" obj 24 200000 tcp || fail "gets over tcp"
+"$client" get "$master" obj 24 200000 shm || fail "gets over shm"
+echo "ok   24 objects x 2 replicas on both workers, read back over TCP and SHM"
+
+kill -TERM "${pids[1]}"
+wait "${pids[1]}" || fail "worker 1 exit $? after SIGTERM"
+grep -q '^stopped' "$tmp/worker1.out" || fail "worker 1 did not say stopped"
+m=$(get "$master_http" /metrics)
+[[ $(metric "$m" mooncake_master_segments) == 1 ]] || fail "worker 1's segment still mounted"
+"$client" get "$master" obj 24 200000 tcp || fail "gets after worker 1 left"
+echo "ok   worker 1 left gracefully (exit 0); every object read from worker 2"
+
+for i in 2 0; do
+  kill -TERM "${pids[$i]}"
+  wait "${pids[$i]}" || fail "process $i exit $? after SIGTERM"
+done
+pids=()
+echo "ok   master and worker 2 exit 0 on SIGTERM"

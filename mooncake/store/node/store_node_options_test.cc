@@ -1,0 +1,90 @@
+#include "mooncake/store/node/store_node_options.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+
+namespace mooncake::node {
+namespace {
+
+TEST(ParseByteSize, SuffixesAndPlainNumbers) {
+  EXPECT_EQ(*ParseByteSize("f", "4096"), 4096u);
+  EXPECT_EQ(*ParseByteSize("f", "64K"), 64u << 10);
+  EXPECT_EQ(*ParseByteSize("f", "64k"), 64u << 10);
+  EXPECT_EQ(*ParseByteSize("f", "1M"), 1u << 20);
+  EXPECT_EQ(*ParseByteSize("f", "1G"), uint64_t{1} << 30);
+  EXPECT_EQ(*ParseByteSize("f", "2T"), uint64_t{2} << 40);
+  EXPECT_EQ(*ParseByteSize("f", "1GiB"), uint64_t{1} << 30);
+  EXPECT_EQ(*ParseByteSize("f", "512MB"), uint64_t{512} << 20);
+}
+
+TEST(ParseByteSize, RejectsJunkWithTheFlagName) {
+  for (const char* bad : {"", "G", "1Q", "-1", "1.5G", " 1G", "1G ", "0x10", "B",
+                          "99999999999999999999", "20000000T"}) {
+    auto r = ParseByteSize("segment_bytes", bad);
+    ASSERT_FALSE(r.ok()) << "accepted \"" << bad << "\"";
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "--segment_bytes=")) << r.status();
+  }
+}
+
+TEST(ParseHostPort, ListenAndJoinAddresses) {
+  auto hp = ParseHostPort("listen", "127.0.0.1:0", true);
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->host, "127.0.0.1");
+  EXPECT_EQ(hp->port, 0);
+  hp = ParseHostPort("master", "[::1]:7000", false);
+  ASSERT_TRUE(hp.ok());
+  EXPECT_EQ(hp->host, "::1");
+  EXPECT_EQ(hp->port, 7000);
+  EXPECT_EQ(hp->ToString(), "::1:7000");
+  EXPECT_FALSE(ParseHostPort("master", "host:0", false).ok());  // nothing to join at port 0
+  for (const char* bad : {"", "nocolon", ":80", "h:", "h:65536", "h:-1", "h:8x"}) {
+    auto r = ParseHostPort("listen", bad, true);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "--listen=")) << r.status();
+  }
+}
+
+TEST(ParseTenants, ListWithOptionalPinned) {
+  auto t = ParseTenants("");
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->empty());
+  t = ParseTenants("a:10G,b:2G:1G");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 2u);
+  EXPECT_EQ((*t)[0].name, "a");
+  EXPECT_EQ((*t)[0].capacity_bytes, uint64_t{10} << 30);
+  EXPECT_EQ((*t)[0].pinned_capacity_bytes, 0u);
+  EXPECT_EQ((*t)[1].pinned_capacity_bytes, uint64_t{1} << 30);
+  for (const char* bad : {"a", "a:", ":1G", "a:1G:2G", "a:1G,a:2G", "a:1G:1G:1G", "a:x"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(ParseTenants(bad).status())) << bad;
+  }
+}
+
+TEST(ValidateStoreNodeOptions, DefaultsAreValidAndRangesChecked) {
+  StoreNodeOptions o;
+  EXPECT_TRUE(ValidateStoreNodeOptions(o).ok());
+  auto with = [](auto change) {
+    StoreNodeOptions x;
+    change(x);
+    return ValidateStoreNodeOptions(x);
+  };
+  EXPECT_FALSE(with([](StoreNodeOptions& x) { x.segment_bytes = 1000; }).ok());
+  EXPECT_FALSE(with([](StoreNodeOptions& x) { x.segments = 0; }).ok());
+  EXPECT_FALSE(with([](StoreNodeOptions& x) { x.replicas = 0; }).ok());
+  EXPECT_FALSE(with([](StoreNodeOptions& x) { x.max_object_bytes = 0; }).ok());
+  EXPECT_FALSE(with([](StoreNodeOptions& x) { x.low_watermark = 0.96; }).ok());
+  EXPECT_FALSE(with([](StoreNodeOptions& x) { x.high_watermark = 1.5; }).ok());
+  EXPECT_FALSE(with([](StoreNodeOptions& x) {
+                 x.role = Role::kWorker;
+                 x.master.port = 0;
+               }).ok());
+  // A master has no segments: their size does not matter.
+  EXPECT_TRUE(with([](StoreNodeOptions& x) {
+                x.role = Role::kMaster;
+                x.segment_bytes = 0;
+              }).ok());
+}
+
+}  // namespace
+}  // namespace mooncake::node

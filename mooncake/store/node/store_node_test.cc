@@ -1,0 +1,282 @@
+#include "mooncake/store/node/store_node.h"
+
+#include <atomic>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "mooncake/store/client.h"
+#include "mooncake/store/node/testing/http_client.h"
+#include "mooncake/store/node/testing/node_testing.h"
+#include "mooncake/store/rpc/tcp_channel.h"
+
+namespace mooncake::node {
+namespace {
+
+using node_testing::HttpGet;
+using node_testing::TestNodeOptions;
+using StoreClient = client::Client<rpc::TcpChannel>;
+
+struct ClientAndChannel {
+  std::unique_ptr<rpc::TcpChannel> channel;
+  std::unique_ptr<StoreClient> client;
+};
+
+ClientAndChannel Connect(const std::string& master, bool shm) {
+  ClientAndChannel c;
+  auto ch = rpc::TcpChannel::Connect(master);
+  EXPECT_TRUE(ch.ok()) << ch.status();
+  if (!ch.ok()) return c;
+  c.channel = std::move(*ch);
+  client::ClientOptions o;
+  o.use_local = false;
+  o.use_shm = shm;
+  o.use_tcp = !shm;
+  o.rpc_timeout_ms = 1'000;
+  o.transfer_timeout_ms = 2'000;
+  auto cl = StoreClient::Create(o, c.channel.get());
+  EXPECT_TRUE(cl.ok()) << cl.status();
+  if (cl.ok()) c.client = std::move(*cl);
+  return c;
+}
+
+uint16_t HttpPort(const StoreNode& n) {
+  const std::string a = n.http_address();
+  return static_cast<uint16_t>(std::stoi(a.substr(a.rfind(':') + 1)));
+}
+
+// The value of the first series line starting with `prefix`, or -1.
+double Series(const std::string& text, std::string_view prefix) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StartsWith(line, AbslView(prefix)) && line.size() > prefix.size() &&
+        line[prefix.size()] == ' ') {
+      return std::stod(std::string(line.substr(prefix.size() + 1)));
+    }
+  }
+  return -1;
+}
+
+TEST(StoreNode, AllRoleServesClientsMetricsAndHealth) {
+  auto n = StoreNode::Start(TestNodeOptions(Role::kAll));
+  ASSERT_TRUE(n.ok()) << n.status();
+  StoreNode& node = **n;
+  EXPECT_TRUE(node.Health().ok) << node.Health().reason;
+  EXPECT_EQ(node.master_address(), node.rpc_address());
+  ASSERT_NE(node.worker(), nullptr);
+  ASSERT_NE(node.master(), nullptr);
+
+  for (bool shm : {false, true}) {
+    ClientAndChannel c = Connect(node.rpc_address(), shm);
+    ASSERT_NE(c.client, nullptr);
+    const std::string key = shm ? "k-shm" : "k-tcp";
+    const std::string value(300'000, shm ? 's' : 't');
+    ASSERT_TRUE(c.client->Put(key, value).ok());
+    auto got = c.client->Get(key);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, value);
+  }
+
+  auto health = HttpGet(HttpPort(node), "/health");
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->body, "ok\n");
+  auto m = HttpGet(HttpPort(node), "/metrics");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->status, 200);
+  EXPECT_EQ(Series(m->body, "mooncake_master_puts_total{result=\"committed\"}"), 2);
+  EXPECT_EQ(Series(m->body, "mooncake_master_objects"), 2);
+  EXPECT_EQ(Series(m->body, "mooncake_master_workers"), 1);
+  EXPECT_EQ(Series(m->body, "mooncake_worker_segments_mounted"), 1);
+  EXPECT_EQ(Series(m->body, "mooncake_worker_segment_bytes"), 16 << 20);
+  EXPECT_EQ(Series(m->body, "mooncake_node_healthy"), 1);
+  EXPECT_EQ(Series(m->body, "mooncake_node_info{role=\"all\",version=\"0.1.0\"}"), 1);
+  EXPECT_EQ(Series(m->body, "mooncake_rpc_server_calls_total{method=\"PutStart\"}"), 2);
+  EXPECT_GT(
+      Series(m->body, "mooncake_rpc_server_latency_seconds{method=\"PutStart\",quantile=\"0.99\"}"),
+      0);
+  EXPECT_EQ(Series(m->body, "mooncake_rpc_client_calls_total{method=\"MountSegment\"}"), 1);
+  EXPECT_GT(Series(m->body, "mooncake_master_worker_used_bytes{worker=\"" +
+                                node.worker()->worker_id() + "\"}"),
+            0);
+
+  const NodeSnapshot s = node.Snapshot();
+  EXPECT_TRUE(s.has_master && s.has_worker);
+  EXPECT_EQ(s.objects, 2);
+  EXPECT_EQ(s.puts_committed, 2u);
+  EXPECT_GE(s.gets, 2u);
+  EXPECT_EQ(s.segments_mounted, 1u);
+  EXPECT_GT(s.used_bytes, 0u);
+
+  EXPECT_TRUE(node.Shutdown().ok());
+  EXPECT_FALSE(node.Health().ok);
+  EXPECT_EQ(node.Health().reason, "shutting down");
+  EXPECT_TRUE(node.Shutdown().ok());  // idempotent
+}
+
+TEST(StoreNode, MasterAndTwoWorkerNodesShareObjects) {
+  auto m = StoreNode::Start(TestNodeOptions(Role::kMaster));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)->worker(), nullptr);
+  auto w1 = StoreNode::Start(TestNodeOptions(Role::kWorker, (*m)->rpc_address()));
+  ASSERT_TRUE(w1.ok()) << w1.status();
+  auto w2 = StoreNode::Start(TestNodeOptions(Role::kWorker, (*m)->rpc_address()));
+  ASSERT_TRUE(w2.ok()) << w2.status();
+  EXPECT_EQ((*w1)->rpc_address(), "");
+  EXPECT_EQ((*w1)->master_address(), (*m)->rpc_address());
+  EXPECT_EQ((*m)->master()->Stats().workers, 2u);
+  EXPECT_EQ((*m)->master()->Stats().segments, 2u);
+  EXPECT_TRUE((*w1)->Health().ok);
+
+  ClientAndChannel c = Connect((*m)->rpc_address(), /*shm=*/false);
+  ASSERT_NE(c.client, nullptr);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(
+        c.client->Put(absl::StrCat("two/", i), std::string(100'000, 'a' + i), {.replica_count = 2})
+            .ok());
+  }
+  // Both workers hold every object.
+  for (const auto& seg : (*m)->master()->Segments()) EXPECT_GT(seg.used_bytes, 0u) << seg.worker_id;
+
+  // A worker leaves gracefully: its replicas go, the other's serve.
+  EXPECT_TRUE((*w1)->Shutdown().ok());
+  EXPECT_EQ((*m)->master()->Stats().segments, 1u);
+  for (int i = 0; i < 8; ++i) {
+    auto got = c.client->Get(absl::StrCat("two/", i), {.bypass_cache = true});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, std::string(100'000, 'a' + i));
+  }
+  auto metrics = HttpGet(HttpPort(**w2), "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_EQ(Series(metrics->body, "mooncake_node_info{role=\"worker\",version=\"0.1.0\"}"), 1);
+  EXPECT_EQ(Series(metrics->body, "mooncake_worker_segments_mounted"), 1);
+  EXPECT_EQ(Series(metrics->body, "mooncake_master_objects"), -1);  // no master here
+}
+
+TEST(StoreNode, WorkerHealthFailsWhenItsMasterGoes) {
+  auto m = StoreNode::Start(TestNodeOptions(Role::kMaster));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto w = StoreNode::Start(TestNodeOptions(Role::kWorker, (*m)->rpc_address()));
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE((*w)->Health().ok);
+  EXPECT_TRUE((*m)->Shutdown().ok());
+  NodeHealth h;
+  for (int i = 0; i < 200 && (h = (*w)->Health()).ok; ++i) absl::SleepFor(absl::Milliseconds(25));
+  EXPECT_FALSE(h.ok);
+  EXPECT_TRUE(absl::StrContains(h.reason, "heartbeats")) << h.reason;
+  auto health = HttpGet(HttpPort(**w), "/health");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 503);
+  EXPECT_TRUE(absl::StrContains(health->body, (*m)->options().listen.host)) << health->body;
+}
+
+TEST(StoreNode, WorkerWithoutMasterIsUnavailableNamingIt) {
+  const std::string master = absl::StrCat("127.0.0.1:", node_testing::UnusedPort());
+  auto w = StoreNode::Start(TestNodeOptions(Role::kWorker, master));
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(absl::IsUnavailable(w.status())) << w.status();
+  EXPECT_TRUE(absl::StrContains(w.status().message(), master)) << w.status();
+}
+
+TEST(StoreNode, PortInUseIsAClearError) {
+  auto a = StoreNode::Start(TestNodeOptions(Role::kMaster));
+  ASSERT_TRUE(a.ok()) << a.status();
+  StoreNodeOptions o = TestNodeOptions(Role::kMaster);
+  o.listen = *ParseHostPort("listen", (*a)->rpc_address(), true);
+  auto b = StoreNode::Start(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(b.status())) << b.status();
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "--listen=" + (*a)->rpc_address()))
+      << b.status();
+
+  o = TestNodeOptions(Role::kMaster);
+  o.http = *ParseHostPort("http", (*a)->http_address(), true);
+  b = StoreNode::Start(o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(b.status())) << b.status();
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "--http=")) << b.status();
+  EXPECT_TRUE(absl::StrContains(b.status().message(), "already in use")) << b.status();
+}
+
+TEST(StoreNode, BadOptionsAreInvalidArgument) {
+  StoreNodeOptions o = TestNodeOptions(Role::kAll);
+  o.low_watermark = 0.99;
+  EXPECT_TRUE(absl::IsInvalidArgument(StoreNode::Start(o).status()));
+  o = TestNodeOptions(Role::kAll);
+  o.tenants = {{"t", 0, 0}, {"t", 0, 0}};       // the master refuses a duplicate tenant or not:
+  const auto s = StoreNode::Start(o).status();  // either way, no crash
+  EXPECT_TRUE(s.ok() || absl::IsInvalidArgument(s)) << s;
+}
+
+TEST(StoreNode, HttpOffMeansNoAddress) {
+  StoreNodeOptions o = TestNodeOptions(Role::kMaster);
+  o.http_enabled = false;
+  auto n = StoreNode::Start(o);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ((*n)->http_address(), "");
+  EXPECT_TRUE(absl::StrContains((*n)->RenderMetrics(), "mooncake_master_objects"));
+}
+
+// Operations running while the node shuts down finish or fail with a clean
+// status; none returns wrong bytes, none crashes, Shutdown returns.
+TEST(StoreNode, ShutdownWithInFlightOperations) {
+  auto n = StoreNode::Start(TestNodeOptions(Role::kAll));
+  ASSERT_TRUE(n.ok()) << n.status();
+  const std::string master = (*n)->rpc_address();
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok_ops{0}, clean_errors{0}, bad{0};
+  std::mutex bad_mu;
+  std::string first_bad;
+  auto note_bad = [&](const std::string& what) {
+    bad.fetch_add(1);
+    std::lock_guard<std::mutex> l(bad_mu);
+    if (first_bad.empty()) first_bad = what;
+  };
+  auto clean = [](const absl::Status& s) {
+    return absl::IsUnavailable(s) || absl::IsNotFound(s) || absl::IsDeadlineExceeded(s) ||
+           absl::IsResourceExhausted(s) || absl::IsCancelled(s) || absl::IsAborted(s) ||
+           absl::IsFailedPrecondition(s);
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      ClientAndChannel c = Connect(master, /*shm=*/t == 2);
+      if (c.client == nullptr) return note_bad("connect");
+      for (int i = 0; !stop.load(); ++i) {
+        const std::string key = absl::StrCat("inflight/", t, "/", i);
+        const std::string value(64 * 1024 + i, static_cast<char>('a' + (i + t) % 26));
+        absl::Status s = c.client->Put(key, value);
+        if (s.ok()) {
+          ok_ops.fetch_add(1);
+          auto got = c.client->Get(key);
+          if (got.ok() && *got != value) note_bad("get returned other bytes");
+          if (!got.ok() && !clean(got.status())) note_bad(got.status().ToString());
+          if (got.ok()) ok_ops.fetch_add(1);
+          c.client->Remove(key).IgnoreError();
+        } else if (clean(s)) {
+          clean_errors.fetch_add(1);
+        } else {
+          note_bad(s.ToString());
+        }
+      }
+    });
+  }
+  while (ok_ops.load() < 30) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_TRUE((*n)->Shutdown().ok());
+  EXPECT_EQ((*n)->Health().reason, "shutting down");
+  // Clients keep trying against the stopped node for a moment: clean errors.
+  const int before = clean_errors.load();
+  while (clean_errors.load() < before + 10) absl::SleepFor(absl::Milliseconds(5));
+  stop.store(true);
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0) << first_bad;
+  EXPECT_GE(ok_ops.load(), 30);
+}
+
+}  // namespace
+}  // namespace mooncake::node

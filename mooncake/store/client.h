@@ -37,7 +37,9 @@
 // rpc::BlockObjectKey(block key) (0x00 'b' + the 16 bytes of the
 // mooncake/index block key), the key the master's PrefixQuery looks up.
 // MatchPrefix(chain) answers how many leading blocks of a chain are cached in
-// one RPC per rpc::kMaxChainBlocks blocks; PutBlock/GetBlock/GetBlockInto and
+// one RPC per rpc::kMaxChainBlocks blocks; GetPrefixInto(chain, buffers) also
+// reads that prefix into the caller's buffers, with the replicas from the same
+// RPC (no GetReplicas per block); PutBlock/GetBlock/GetBlockInto and
 // their batch forms are Put/Get under the block's object key (Put, Get,
 // Remove and Exists also accept such keys directly).
 //
@@ -251,6 +253,39 @@ class Client {
     }
     MC_ASSERT(matched <= chain.size(), "matched more blocks than asked");
     return matched;
+  }
+
+  // Reads the longest cached prefix of `chain` into buffers[i] (block i) and
+  // returns its length n: buffers[0, n) hold chain[0, n)'s bytes, checksum
+  // verified. One PrefixQuery RPC per rpc::kMaxChainBlocks blocks (which
+  // returns the replicas under one read lease, released after the read) and
+  // one transport batch; no GetReplicas per block, no metadata cache. A block
+  // that is cached but cannot be read (every replica failed or corrupt) ends
+  // the prefix there, as a miss would (stats() counts the fallbacks).
+  // Errors: INVALID_ARGUMENT (empty chain, buffers.size() != chain.size(),
+  // unknown tenant, null buffer), OUT_OF_RANGE (a block larger than its
+  // buffer), those of the RPC.
+  absl::StatusOr<size_t> GetPrefixInto(std::span<const Hash128> chain,
+                                       std::span<const BlockBuffer> buffers,
+                                       const PrefixOptions& options = {}) {
+    if (chain.empty()) return absl::InvalidArgumentError("GetPrefixInto: empty chain");
+    if (buffers.size() != chain.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("GetPrefixInto: ", chain.size(),
+                                                     " blocks but ", buffers.size(), " buffers"));
+    }
+    const std::string tenant = core_->Tenant(options.tenant);
+    size_t read = 0;
+    while (read < chain.size()) {
+      const size_t n = std::min(rpc::kMaxChainBlocks, chain.size() - read);
+      auto got = core_->ReadPrefixChunk(chain.subspan(read, n), buffers.subspan(read, n), tenant);
+      if (!got.ok()) {
+        return absl::Status(got.status().code(),
+                            absl::StrCat("GetPrefixInto: ", got.status().message()));
+      }
+      read += *got;
+      if (*got < n) break;
+    }
+    return read;
   }
 
   absl::Status PutBlock(const Hash128& block, std::string_view value,

@@ -1,5 +1,6 @@
 #include "mooncake/store/client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -459,7 +460,10 @@ class RealStore {
     client_ = std::move(*c);
   }
   TestClient& client() { return *client_; }
+  master::Master<>& master() { return *master_; }
+  TestWorker& worker() { return *worker_; }
   uint64_t prefix_queries() const { return channel_->calls(rpc::PrefixQueryMethod::kId); }
+  uint64_t get_replicas() const { return channel_->calls(rpc::GetReplicasMethod::kId); }
 
  private:
   FakeClock clock_{1'000'000'000};
@@ -555,6 +559,54 @@ TEST(ClientBlocks, MatchPrefixChunksLongChains) {
   std::vector<Hash128> exact(chain.begin(), chain.begin() + rpc::kMaxChainBlocks);
   EXPECT_EQ(*c.MatchPrefix(exact), rpc::kMaxChainBlocks);
   EXPECT_EQ(s.prefix_queries(), 6u) << "a chain of exactly the limit is one RPC";
+}
+
+TEST(ClientBlocks, GetPrefixIntoReadsTheCachedPrefixWithOneRpc) {
+  RealStore s;
+  TestClient& c = s.client();
+  const std::vector<Hash128> chain = Chain(8, 5);
+  for (size_t i : {0, 1, 2, 3, 4, 6}) {
+    ASSERT_TRUE(c.PutBlock(chain[i], Value(1000 + i, static_cast<char>(i))).ok()) << i;
+  }
+  std::vector<std::string> bufs(chain.size(), std::string(2000, '\0'));
+  std::vector<BlockBuffer> into;
+  for (std::string& b : bufs) into.push_back({b.data(), b.size()});
+  const uint64_t rpcs_before = c.stats().master_rpcs;
+  auto n = c.GetPrefixInto(chain, into);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(bufs[i].substr(0, 1000 + i), Value(1000 + i, static_cast<char>(i))) << i;
+  }
+  EXPECT_EQ(bufs[6], std::string(2000, '\0')) << "nothing past the first miss";
+  EXPECT_EQ(s.prefix_queries(), 1u);
+  EXPECT_EQ(s.get_replicas(), 0u) << "the replicas came with the prefix query";
+  EXPECT_EQ(c.stats().master_rpcs - rpcs_before, 2u) << "PrefixQuery + ReleaseLeases";
+  EXPECT_EQ(s.master().Stats().leases, 0u) << "the read lease was handed back";
+
+  // A cached block whose bytes are corrupt ends the usable prefix there.
+  const std::string v2 = Value(1002, 2);
+  char* seg = static_cast<char*>(s.worker().segments()[0].data);
+  const size_t seg_bytes = s.worker().segments()[0].size_bytes;
+  char* at = std::search(seg, seg + seg_bytes, v2.begin(), v2.end());
+  ASSERT_NE(at, seg + seg_bytes);
+  at[7] ^= 1;
+  n = c.GetPrefixInto(chain, into);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 2u);
+  EXPECT_GE(c.stats().checksum_mismatches, 1u);
+  at[7] ^= 1;
+
+  // The caller's buffers: too small, too few, none.
+  std::vector<BlockBuffer> small = into;
+  small[1].capacity = 10;
+  EXPECT_EQ(c.GetPrefixInto(chain, small).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(c.GetPrefixInto(chain, std::span(into).first(3)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.GetPrefixInto({}, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.GetPrefixInto(chain, into, {.tenant = "nobody"}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.master().Stats().leases, 0u);
 }
 
 TEST(ClientBlocks, BadInputGetsClearErrors) {

@@ -63,6 +63,12 @@ struct GetIntoItem {
   size_t capacity = 0;
 };
 
+// Where Client::GetPrefixInto puts one block.
+struct BlockBuffer {
+  void* buffer = nullptr;
+  size_t capacity = 0;
+};
+
 // Counters since the client started (monotonic; relaxed atomics).
 struct ClientStats {
   uint64_t master_rpcs = 0;  // every call this client made to the master

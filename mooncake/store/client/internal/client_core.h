@@ -197,6 +197,12 @@ class ClientCore {
   std::vector<absl::Status> PutMany(std::span<const client::PutItem> items,
                                     const client::PutOptions& o);
   std::vector<absl::Status> GetMany(std::span<GetTarget> targets, const client::GetOptions& o);
+  // PrefixQuery with replicas over `chain` (one chunk), the matched blocks
+  // read into `buffers` in one batch, the lease released. Returns how many
+  // leading blocks were read (client.h GetPrefixInto has the contract).
+  absl::StatusOr<size_t> ReadPrefixChunk(std::span<const Hash128> chain,
+                                         std::span<const client::BlockBuffer> buffers,
+                                         const std::string& tenant);
   std::vector<absl::Status> RemoveMany(std::span<const std::string_view> keys,
                                        const client::RemoveOptions& o);
 
@@ -268,6 +274,7 @@ class ClientCore {
   absl::Status ReadFrom(const CachedObject& obj, size_t first, void* dst, absl::Time deadline);
   void ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res, std::vector<absl::Status>* st);
   void CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const;
+  void TakeReplicas(google::protobuf::RepeatedPtrField<proto::Replica>* from, CachedObject* obj);
   std::vector<absl::Status> WriteAll(std::span<const client::PutItem> items,
                                      const std::vector<absl::StatusOr<proto::PutStartResponse>>& s,
                                      std::vector<std::vector<uint64_t>>* failed_segments);

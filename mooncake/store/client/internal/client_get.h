@@ -63,16 +63,75 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
     r.obj.lease_end_ns =
         sent_ns +
         static_cast<int64_t>(std::min<uint64_t>(a.lease().expires_in_ms(), 1u << 30)) * 1'000'000;
-    for (proto::Replica& rep : *a.mutable_replicas()) {
-      if (rep.state() == proto::REPLICA_COMPLETE) r.obj.replicas.push_back(std::move(rep));
-    }
-    // Same host first (SHM), keeping the master's order otherwise.
-    std::stable_partition(r.obj.replicas.begin(), r.obj.replicas.end(),
-                          [&](const proto::Replica& rep) {
-                            auto w = worker::ParseWorkerId(rep.worker_id());
-                            return w.ok() && w->host == options_.host_id;
-                          });
+    TakeReplicas(a.mutable_replicas(), &r.obj);
   }
+}
+
+// The complete replicas, same host first (SHM), the master's order otherwise.
+template <rpc::RpcChannel C>
+void ClientCore<C>::TakeReplicas(google::protobuf::RepeatedPtrField<proto::Replica>* from,
+                                 CachedObject* obj) {
+  for (proto::Replica& rep : *from) {
+    if (rep.state() == proto::REPLICA_COMPLETE) obj->replicas.push_back(std::move(rep));
+  }
+  std::stable_partition(obj->replicas.begin(), obj->replicas.end(), [&](const proto::Replica& rep) {
+    auto w = worker::ParseWorkerId(rep.worker_id());
+    return w.ok() && w->host == options_.host_id;
+  });
+}
+
+template <rpc::RpcChannel C>
+absl::StatusOr<size_t> ClientCore<C>::ReadPrefixChunk(std::span<const Hash128> chain,
+                                                      std::span<const client::BlockBuffer> buffers,
+                                                      const std::string& tenant) {
+  MC_ASSERT(chain.size() == buffers.size() && chain.size() <= rpc::kMaxChainBlocks,
+            "ReadPrefixChunk: one chunk, one buffer per block");
+  proto::PrefixQueryRequest req;
+  req.set_tenant(tenant);
+  req.set_with_replicas(true);
+  req.set_client_host_id(options_.host_id);
+  req.set_lease_ms(options_.lease_ms);
+  for (const Hash128& block : chain) rpc::ToProto(block, req.add_chain());
+  const int64_t sent_ns = NowNs();  // the lease counts from no earlier than this
+  ASSIGN_OR_RETURN(proto::PrefixQueryResponse resp, CallMaster<rpc::PrefixQueryMethod>(req));
+  const size_t matched = resp.matched();
+  if (matched > chain.size() || static_cast<size_t>(resp.blocks_size()) != matched) {
+    return absl::InternalError(absl::StrCat("the master matched ", matched, " of ", chain.size(),
+                                            " blocks with ", resp.blocks_size(), " descriptions"));
+  }
+  std::vector<std::string> keys(matched);
+  std::vector<GetTarget> targets(matched);
+  std::vector<Resolved> res(matched);
+  std::vector<absl::Status> st(matched);
+  const int64_t lease_end_ns =
+      sent_ns +
+      static_cast<int64_t>(std::min<uint64_t>(resp.lease().expires_in_ms(), 1u << 30)) * 1'000'000;
+  for (size_t i = 0; i < matched; ++i) {
+    keys[i] = rpc::BlockObjectKey(chain[i]);
+    targets[i] = GetTarget{keys[i], buffers[i].buffer, buffers[i].capacity};
+    proto::BlockReplicas& b = *resp.mutable_blocks(static_cast<int>(i));
+    res[i].have = true;
+    res[i].obj.size_bytes = b.object().size_bytes();
+    res[i].obj.checksum = b.object().checksum();
+    res[i].obj.version = b.object().version();
+    res[i].obj.lease_end_ns = lease_end_ns;  // lease_id stays 0: one lease for all, below
+    TakeReplicas(b.mutable_replicas(), &res[i].obj);
+    CheckTarget(targets[i], res[i].obj, &st[i]);
+  }
+  ReadAll(targets, res, &st);
+  if (resp.lease().lease_id() != 0) ReleaseAsync({resp.lease().lease_id()});
+  size_t read = 0;
+  for (; read < matched; ++read) {
+    if (absl::IsOutOfRange(st[read]) || absl::IsInvalidArgument(st[read])) {
+      return Annotate(st[read], "GetPrefixInto", keys[read]);  // the caller's buffer
+    }
+    if (!st[read].ok()) break;  // unreadable: the usable prefix ends here
+    Add(stats_.bytes_read, res[read].obj.size_bytes);
+    if (buffers_.Contains(buffers[read].buffer, res[read].obj.size_bytes)) {
+      Add(stats_.registered_bytes_moved, res[read].obj.size_bytes);
+    }
+  }
+  return read;
 }
 
 template <rpc::RpcChannel C>

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "benchmark/benchmark.h"
 #include "mooncake/alloc/kv_allocator.h"
 #include "mooncake/base/clock.h"
@@ -216,50 +217,54 @@ class ClosedLoop {
       : ch_(ch), reqs_(reqs), total_(total) {}
 
   void Run(size_t window) {
+    window_slots_ = window;
     for (size_t i = 0; i < window; ++i) IssueNext();
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(this, &ClosedLoop::Done));
-    MC_ASSERT(failed_ == 0, "an RPC failed");
+    done_.WaitForNotification();
+    MC_ASSERT(failed_.load() == 0, "an RPC failed");
   }
+  // After Run.
   std::vector<uint64_t>& leases() { return leases_; }
 
  private:
-  bool Done() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return in_flight_ == 0 && (stop_ || issued_ == total_);
-  }
-
+  // Lock-free apart from the lease list, so the loop itself costs little of
+  // what is measured. relaxed: counters; done_ publishes the rest.
   void IssueNext() {
-    size_t i = 0;
-    {
-      absl::MutexLock lock(&mu_);
-      if (stop_ || issued_ == total_) return;
-      i = issued_++;
-      ++in_flight_;
+    const size_t i = issued_.fetch_add(1, std::memory_order_relaxed);
+    if (i >= total_ || stop_.load(std::memory_order_relaxed)) {
+      EndSlot();
+      return;
     }
     rpc::CallAsync<M>(*ch_, (*reqs_)[i % reqs_->size()], {},
                       [this](absl::StatusOr<typename M::Response> r) {
-                        // A failure does not reissue (an immediate failure
-                        // would otherwise recurse); it stops the loop.
-                        if (r.ok()) IssueNext();
-                        absl::MutexLock lock(&mu_);
-                        --in_flight_;
                         if (!r.ok()) {
-                          ++failed_;
-                          stop_ = true;
+                          failed_.fetch_add(1, std::memory_order_relaxed);
+                          stop_.store(true, std::memory_order_relaxed);
                         } else if constexpr (requires { r->lease(); }) {
-                          if (r->lease().lease_id() != 0) leases_.push_back(r->lease().lease_id());
+                          absl::MutexLock lock(&mu_);
+                          leases_.push_back(r->lease().lease_id());
                         }
+                        // A failure does not reissue (an immediate failure
+                        // would otherwise recurse); the loop winds down.
+                        if (r.ok()) IssueNext();
                       });
+  }
+
+  // Each slot of the window is a chain of calls that ends with an IssueNext
+  // past the total, after its last call completed.
+  void EndSlot() {
+    if (ended_slots_.fetch_add(1, std::memory_order_acq_rel) + 1 == window_slots_) done_.Notify();
   }
 
   rpc::TcpChannel* const ch_;
   const std::vector<typename M::Request>* const reqs_;
   const size_t total_;
+  size_t window_slots_ = 0;
+  std::atomic<size_t> issued_{0};
+  std::atomic<size_t> ended_slots_{0};
+  std::atomic<size_t> failed_{0};
+  std::atomic<bool> stop_{false};
+  absl::Notification done_;
   absl::Mutex mu_;
-  size_t issued_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t failed_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<uint64_t> leases_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -6,8 +6,8 @@
 //   <prefix>_latency_seconds{method}      time from receipt (server) or send
 //                                         (client) to completion
 //
-// Thread-safety: every method may be called concurrently. ForMethod takes a
-// reader lock on the hot path (a writer lock the first time a method is seen).
+// Thread-safety: every method may be called concurrently. ForMethod is one
+// atomic load for method ids < 256 once seen (a writer lock the first time).
 #ifndef MOONCAKE_STORE_RPC_INTERNAL_METHOD_METRICS_H_
 #define MOONCAKE_STORE_RPC_INTERNAL_METHOD_METRICS_H_
 
@@ -91,6 +91,21 @@ class MetricsTable {
         prefix_(std::move(prefix)) {}
 
   MethodMetrics* ForMethod(uint16_t method_id, std::string_view name) {
+    // acquire: pairs with the release below, so the MethodMetrics is seen
+    // built. Ids past the array take the lock.
+    if (method_id < fast_.size()) {
+      if (MethodMetrics* m = fast_[method_id].load(std::memory_order_acquire)) return m;
+    }
+    MethodMetrics* m = Slow(method_id, name);
+    if (method_id < fast_.size()) fast_[method_id].store(m, std::memory_order_release);
+    return m;
+  }
+
+  MetricsRegistry* registry() const { return registry_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  MethodMetrics* Slow(uint16_t method_id, std::string_view name) {
     {
       absl::ReaderMutexLock lock(&mu_);
       if (auto it = by_id_.find(method_id); it != by_id_.end()) return it->second.get();
@@ -105,15 +120,14 @@ class MetricsTable {
     return slot.get();
   }
 
-  MetricsRegistry* registry() const { return registry_; }
-  const std::string& prefix() const { return prefix_; }
-
- private:
   std::unique_ptr<MetricsRegistry> owned_;
   MetricsRegistry* registry_;
   std::string prefix_;
   absl::Mutex mu_;
   absl::flat_hash_map<uint16_t, std::unique_ptr<MethodMetrics>> by_id_ ABSL_GUARDED_BY(mu_);
+  // Lock-free lookups for small ids (every method id in use); entries are
+  // never removed, so a pointer once stored stays valid.
+  std::array<std::atomic<MethodMetrics*>, 256> fast_{};
 };
 
 }  // namespace mooncake::rpc_internal

@@ -19,6 +19,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -82,10 +83,8 @@ class ServerConnection {
 
   // True while reads are paused because the peer is not taking responses;
   // the loop then stops serving frames it already buffered, too.
-  bool ReadPaused() const {
-    absl::MutexLock lock(&out_mu_);
-    return (events_ & EPOLLIN) == 0 && !closed_;
-  }
+  // Lock-free: the loop asks once per frame.
+  bool ReadPaused() const { return read_paused_.load(std::memory_order_acquire); }
 
   // Any thread: a status as a response (its message cut to the wire limit).
   void SendError(const rpc::FrameHeader& request, const absl::Status& status) {
@@ -141,6 +140,7 @@ class ServerConnection {
     absl::MutexLock lock(&out_mu_);
     if (closed_) return;
     closed_ = true;
+    read_paused_.store(false, std::memory_order_release);
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd_.get(), nullptr);
     fd_.Reset();
     out_.clear();
@@ -192,7 +192,11 @@ class ServerConnection {
     epoll_event ev{};
     ev.events = want;
     ev.data.u64 = id_;
-    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd_.get(), &ev) == 0) events_ = want;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd_.get(), &ev) == 0) {
+      events_ = want;
+      // release: pairs with ReadPaused; a mirror of events_ for the loop.
+      read_paused_.store((want & EPOLLIN) == 0, std::memory_order_release);
+    }
   }
 
   const uint64_t id_;
@@ -210,6 +214,8 @@ class ServerConnection {
   int corked_ ABSL_GUARDED_BY(out_mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(out_mu_) = false;
   bool closed_ ABSL_GUARDED_BY(out_mu_) = false;
+  // (events_ & EPOLLIN) == 0 && !closed_, written under out_mu_.
+  std::atomic<bool> read_paused_{false};
 };
 
 }  // namespace mooncake::rpc_internal

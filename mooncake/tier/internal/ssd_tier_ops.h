@@ -499,6 +499,10 @@ inline void SsdTier::FinishRead(Op* op) {
     } else if (op->tail_dst != nullptr) {
       std::memcpy(op->tail_dst, op->tail_src, op->tail_bytes);
     }
+  } else if (h.codec != static_cast<uint8_t>(compress::CodecId::kBytePlane)) {
+    // Written by a build with another codec: not corrupt, so kept (a later build reads it).
+    status = absl::DataLossError(absl::StrCat("SSD tier record of '", r.key, "' uses codec ",
+                                              h.codec, ", which this build does not decode"));
   } else if (!op->decode_status.ok() || !op->frame ||
              op->decoded_chunks != op->frame->info().chunk_count) {
     // Every piece has arrived, so every chunk was decoded unless decoding failed.

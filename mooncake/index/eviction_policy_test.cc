@@ -5,7 +5,9 @@
 #include <span>
 
 #include "gtest/gtest.h"
+#include "mooncake/index/belady_policy.h"
 #include "mooncake/index/block_key.h"
+#include "mooncake/index/conversation_policy.h"
 #include "mooncake/index/lru_policy.h"
 #include "mooncake/index/reuse_depth_policy.h"
 #include "mooncake/index/s3fifo_policy.h"
@@ -74,6 +76,9 @@ TEST(EvictionPolicyTest, ModelsSatisfyTheConcept) {
   EXPECT_TRUE(EvictionPolicy<LruPolicy<>>);
   EXPECT_TRUE(EvictionPolicy<S3FifoPolicy<>>);
   EXPECT_TRUE(EvictionPolicy<ReuseDepthPolicy<>>);
+  EXPECT_TRUE(EvictionPolicy<ConversationPolicy<>>);
+  EXPECT_TRUE(EvictionPolicy<BeladyPolicy<>>);
+  EXPECT_TRUE((EvictionPolicy<ConversationPolicy<uint64_t, std::hash<uint64_t>>>));
   EXPECT_TRUE((EvictionPolicy<LruPolicy<uint64_t, std::hash<uint64_t>>>));
 }
 

@@ -56,7 +56,7 @@ ABSL_FLAG(std::string, clients, "1,8", "client counts (one thread and one connec
 ABSL_FLAG(std::string, batches, "1,8", "keys per get request (mget / MGET / BatchGet)");
 ABSL_FLAG(int, reps, 3, "repetitions per cell; figures are medians over them");
 ABSL_FLAG(double, get_seconds, 1.0, "duration of each get phase");
-ABSL_FLAG(int, working_set_mb, 512, "bytes put per cell and system (keys = this / size)");
+ABSL_FLAG(int, working_set_mb, 256, "bytes put per cell and system (keys = this / size)");
 ABSL_FLAG(std::string, systems, "memcached,redis,store-tcp,store-shm", "systems to run");
 ABSL_FLAG(std::string, memcached_protocol, "ascii",
           "libmemcached protocol: ascii, binary or both (ratios use the faster per cell)");
@@ -312,6 +312,7 @@ struct Context {
   const ValuePool& pool;
   Progress& progress;
   Results& results;
+  int failed_runs = 0;
 };
 
 template <typename D>
@@ -454,23 +455,25 @@ std::vector<Cell> MakeCells(const Config& c) {
   return cells;
 }
 
-absl::Status RunComparison(Context& ctx, std::vector<SystemRun>& systems,
-                           const std::vector<Cell>& cells) {
+void RunComparison(Context& ctx, std::vector<SystemRun>& systems, const std::vector<Cell>& cells) {
   for (const Cell& cell : cells) {
     for (int rep = 0; rep < ctx.config.reps; ++rep) {
       // The order rotates per repetition, so no system always runs right
       // after the same neighbour.
       for (size_t i = 0; i < systems.size(); ++i) {
         SystemRun& s = systems[(i + static_cast<size_t>(rep)) % systems.size()];
+        // A failed repetition is reported and the run goes on: one system's
+        // trouble must not lose every other figure.
         if (absl::Status st = s.run(ctx, cell, rep); !st.ok()) {
-          return absl::Status(st.code(), absl::StrCat(s.name, ", ", SizeName(cell.value_bytes),
-                                                      " x", cell.clients, ": ", st.message()));
+          std::fprintf(stderr, "mooncake_bench: %s, %s x%zu rep %d: %s\n", s.name.c_str(),
+                       SizeName(cell.value_bytes).c_str(), cell.clients, rep + 1,
+                       st.ToString().c_str());
+          ++ctx.failed_runs;
         }
         ctx.progress.Done();
       }
     }
   }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -565,21 +568,20 @@ absl::StatusOr<FillResult> FillStore(Context& ctx) {
   return FillWith(StoreFactory(s, /*shm=*/false), std::move(probe), ctx);
 }
 
-absl::Status RunFills(Context& ctx, std::vector<FillResult>& out) {
+void RunFills(Context& ctx, std::vector<FillResult>& out) {
   const Config& c = ctx.config;
-  if (Has(c, "memcached")) {
-    ASSIGN_OR_RETURN(FillResult f, FillMemcached(ctx));
-    out.push_back(std::move(f));
-  }
-  if (Has(c, "redis")) {
-    ASSIGN_OR_RETURN(FillResult f, FillRedis(ctx));
-    out.push_back(std::move(f));
-  }
-  if (Has(c, "store-tcp") || Has(c, "store-shm")) {
-    ASSIGN_OR_RETURN(FillResult f, FillStore(ctx));
-    out.push_back(std::move(f));
-  }
-  return absl::OkStatus();
+  auto one = [&](std::string_view name, absl::StatusOr<FillResult> f) {
+    if (f.ok()) {
+      out.push_back(std::move(*f));
+      return;
+    }
+    std::fprintf(stderr, "mooncake_bench: fill %s: %s\n", std::string(name).c_str(),
+                 f.status().ToString().c_str());
+    ++ctx.failed_runs;
+  };
+  if (Has(c, "memcached")) one("memcached", FillMemcached(ctx));
+  if (Has(c, "redis")) one("redis", FillRedis(ctx));
+  if (Has(c, "store-tcp") || Has(c, "store-shm")) one("store", FillStore(ctx));
 }
 
 // ---- Output -------------------------------------------------------------------------------
@@ -678,9 +680,9 @@ absl::Status Run(const Config& c) {
   Results results;
   Context ctx{c, pool, progress, results};
   std::printf("mooncake_bench on %s; logs in %s\n", Machine().c_str(), c.log_dir.c_str());
-  RETURN_IF_ERROR(RunComparison(ctx, systems, cells));
+  RunComparison(ctx, systems, cells);
   std::vector<FillResult> fill_results;
-  if (c.fill) RETURN_IF_ERROR(RunFills(ctx, fill_results));
+  if (c.fill) RunFills(ctx, fill_results);
 
   std::vector<Row>& rows = results.rows();
   for (Row& r : rows) Summarize(r);
@@ -702,6 +704,9 @@ absl::Status Run(const Config& c) {
   if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
     RETURN_IF_ERROR(WriteJson(json, c, rows, fill_results, targets));
     std::printf("\nJSON: %s\n", json.c_str());
+  }
+  if (ctx.failed_runs > 0) {
+    return absl::InternalError(absl::StrCat(ctx.failed_runs, " runs failed (see above)"));
   }
   for (const Row& r : rows) {
     if (r.verify_failures > 0) {

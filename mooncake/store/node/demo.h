@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/histogram.h"

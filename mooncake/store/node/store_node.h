@@ -52,6 +52,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"

@@ -11,9 +11,10 @@
 //    Client::BatchPutBlocks: each block is an object under
 //    rpc::BlockObjectKey(block key).
 // 4. Prompt B shares A's 100-token system prompt, then differs. One
-//    Client::MatchPrefix call says how many of B's leading blocks are cached;
-//    the engine fetches those blocks straight into its KV buffer (one batched
-//    get) and runs prefill only for the rest.
+//    Client::MatchPrefix call says how many of B's leading blocks are cached
+//    (what a scheduler asks before it plans prefill); Client::GetPrefixInto
+//    then loads those blocks straight into the engine's KV buffer, with one
+//    master RPC for the whole prefix, and prefill runs only for the rest.
 //
 //   bazel run //examples:prefix_lookup
 #include <cstdint>
@@ -32,7 +33,6 @@
 #include "mooncake/base/status_macros.h"
 #include "mooncake/index/block_key.h"
 #include "mooncake/store/client.h"
-#include "mooncake/store/rpc/master_methods.h"
 
 namespace {
 
@@ -98,25 +98,29 @@ absl::Status Run() {
       "prompt B: %zu tokens, %zu full blocks, %zu cached (%zu tokens); prefill computes %zu\n",
       prompt_b.size(), keys_b.size(), matched, cached_tokens, prompt_b.size() - cached_tokens);
 
-  // Fetch the cached blocks into the engine's KV buffer, one batched get.
-  std::string kv_buffer(matched * kBlockBytes, '\0');
-  std::vector<std::string> object_keys;
-  for (size_t i = 0; i < matched; ++i)
-    object_keys.push_back(mooncake::rpc::BlockObjectKey(keys_b[i]));
-  std::vector<mooncake::client::GetIntoItem> items;
-  for (size_t i = 0; i < matched; ++i) {
-    items.push_back({object_keys[i], kv_buffer.data() + i * kBlockBytes, kBlockBytes});
+  // Load the cached blocks into the engine's KV buffer: GetPrefixInto takes
+  // the replicas from its prefix query (one RPC, one lease) and reads every
+  // block in one transport batch, checksums verified.
+  std::string kv_buffer(keys_b.size() * kBlockBytes, '\0');
+  std::vector<mooncake::client::BlockBuffer> slots;
+  for (size_t i = 0; i < keys_b.size(); ++i) {
+    slots.push_back({kv_buffer.data() + i * kBlockBytes, kBlockBytes});
   }
-  const auto sizes = client.BatchGetInto(items);
-  for (size_t i = 0; i < matched; ++i) {
-    if (!sizes[i].ok()) return sizes[i].status();
-    if (*sizes[i] != kBlockBytes ||
-        std::memcmp(kv_buffer.data() + i * kBlockBytes, KvBytes(keys_b[i]).data(), kBlockBytes)) {
+  const uint64_t rpcs_before = client.stats().master_rpcs;
+  ASSIGN_OR_RETURN(const size_t loaded, client.GetPrefixInto(keys_b, slots));
+  const uint64_t load_rpcs = client.stats().master_rpcs - rpcs_before;
+  if (loaded != matched) {
+    return absl::UnavailableError(absl::StrCat("loaded ", loaded, " of ", matched, " blocks"));
+  }
+  for (size_t i = 0; i < loaded; ++i) {
+    if (std::memcmp(kv_buffer.data() + i * kBlockBytes, KvBytes(keys_b[i]).data(), kBlockBytes)) {
       return absl::DataLossError(absl::StrCat("block ", i, " came back with other bytes"));
     }
   }
-  std::printf("fetched and verified %zu blocks (%zu KiB) into the KV buffer\n", matched,
-              matched * kBlockBytes / 1024);
+  std::printf(
+      "fetched and verified %zu blocks (%zu KiB) into the KV buffer with %llu master RPCs "
+      "(PrefixQuery, ReleaseLeases)\n",
+      loaded, loaded * kBlockBytes / 1024, static_cast<unsigned long long>(load_rpcs));
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@ echo "$out"
 echo "$out" | grep -q "^prompt A: 8 of 10 blocks cached$" || fail "A should match its 8 published blocks"
 echo "$out" | grep -q "^prompt B: 150 tokens, 9 full blocks, 6 cached (96 tokens); prefill computes 54$" ||
   fail "B should match 6 blocks"
-echo "$out" | grep -q "^fetched and verified 6 blocks" || fail "fetch"
+echo "$out" | grep -q "^fetched and verified 6 blocks (96 KiB) into the KV buffer with 2 master RPCs" ||
+  fail "the load should take the replicas from one prefix query (+ one lease release)"
 echo "$out" | grep -q "^OK$" || fail "no OK line"
 echo "PASS"

@@ -99,10 +99,16 @@ TEST(MemcachedStatTest, ParsesTheNamedStat) {
 }
 
 TEST(TextExchangeTest, NothingListeningIsUnavailable) {
-  std::thread t;
-  const int port = ServeOnce("", t);
-  t.join();  // closed again: nothing listens there now
-  auto r = HttpGet(absl::StrCat("127.0.0.1:", port), "/");
+  // A port that was bound and released again: nothing listens there.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  close(fd);
+  auto r = HttpGet(absl::StrCat("127.0.0.1:", ntohs(a.sin_port)), "/");
   EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
 }
 

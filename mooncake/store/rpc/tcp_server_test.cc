@@ -309,7 +309,13 @@ TEST_F(TcpServerTest, PeerThatStopsReadingIsPausedNotBuffered) {
   constexpr uint64_t kN = 300;  // ~10 MB of responses, far over the socket buffers
   for (uint64_t id = 1; id <= kN; ++id) batch += EchoFrame(id, big, EchoInlineMethod::kId);
   std::thread writer([&] { conn.Send(batch); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // let the server stall
+  // Read nothing until the server has paused this peer (bounded: a server
+  // that buffers without limit never does, and the test fails below).
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (Metrics().find("mooncake_rpc_server_read_pauses_total 0") != std::string::npos &&
+         std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   uint64_t got = 0;
   for (; got < kN; ++got) {
     auto f = conn.Read();

@@ -3,7 +3,8 @@
 // Segments are memfds. The owner allocates memory with SharedMemory::Create
 // (memfd_create, sealed against shrinking and growing) and registers it; a
 // peer's OpenSegment connects to the owner's Unix-domain socket once, receives
-// the memfd with SCM_RIGHTS and maps exactly the segment. A transfer is then
+// the memfd with SCM_RIGHTS and maps exactly the segment (one mapping per memfd
+// per process, shared by every ShmTransport in it). A transfer is then
 // one memcpy in the requester's thread: no CPU and no code on the owner's side.
 //
 // Owner-side bounds: one memfd is one segment, so the fd a peer receives
@@ -116,6 +117,50 @@ struct Mapping {
   ~Mapping() {
     if (addr != nullptr) ::munmap(addr, length);
   }
+};
+
+// Process-wide: one mapping per memfd, shared by every ShmTransport in the
+// process. Many clients of one process opening the same segment would
+// otherwise each map and populate it, serialising on the process's mmap lock
+// (eight store clients in one process: a 10x slower SHM read). Keyed by the
+// file's (device, inode): a live mapping keeps its memfd alive, so the key of
+// a live entry cannot name another file; an expired entry is mapped afresh.
+class MappingCache {
+ public:
+  static MappingCache& Get() {
+    static MappingCache* cache = new MappingCache;  // never destroyed: used at exit
+    return *cache;
+  }
+
+  // The mapping of exactly [0, length) of `fd` (stat'ed as `st`).
+  absl::StatusOr<std::shared_ptr<Mapping>> Map(int fd, const struct stat& st, uint64_t length) {
+    const Key key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
+    absl::MutexLock lock(&mu_);
+    if (auto it = maps_.find(key); it != maps_.end()) {
+      std::shared_ptr<Mapping> m = it->second.lock();
+      if (m != nullptr && m->length == length) return m;
+    }
+    void* addr = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (addr == MAP_FAILED) return transport_internal::ErrnoStatus("mmap peer segment", errno);
+    auto m = std::make_shared<Mapping>();
+    m->addr = addr;
+    m->length = length;
+    absl::erase_if(maps_, [](const auto& e) { return e.second.expired(); });
+    maps_[key] = m;
+    return m;
+  }
+
+  size_t live_mappings() const {
+    absl::MutexLock lock(&mu_);
+    size_t n = 0;
+    for (const auto& [key, weak] : maps_) n += !weak.expired();
+    return n;
+  }
+
+ private:
+  using Key = std::pair<uint64_t, uint64_t>;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<Key, std::weak_ptr<Mapping>> maps_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shm_internal
@@ -365,13 +410,7 @@ class ShmTransport {
       return absl::DataLossError(
           "the owner's memfd is not sealed against shrinking or is shorter than advertised");
     }
-    auto m = std::make_shared<shm_internal::Mapping>();
-    void* addr = ::mmap(nullptr, reply.length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-                        fd.get(), 0);
-    if (addr == MAP_FAILED) return transport_internal::ErrnoStatus("mmap peer segment", errno);
-    m->addr = addr;
-    m->length = reply.length;
-    return m;
+    return shm_internal::MappingCache::Get().Map(fd.get(), st, reply.length);
   }
 
   absl::Status Copy(const TransferRequest& r) {

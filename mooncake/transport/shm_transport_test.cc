@@ -1,6 +1,8 @@
 #include "mooncake/transport/shm_transport.h"
 
+#include <cstring>
 #include <memory>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "mooncake/transport/transport_testing.h"
@@ -63,6 +65,53 @@ TEST(ShmTransportTest, SegmentOutlivesTheOwnersSharedMemoryObject) {
   auto res = requester->Wait(*b, absl::Now() + absl::Seconds(5));
   ASSERT_TRUE(res.ok() && res->ok());
   EXPECT_EQ(dst[15], 0x5a);
+}
+
+TEST(ShmTransportTest, TransportsOfOneProcessShareOneMappingPerSegment) {
+  auto owner = ShmFactory::Make();
+  auto a = ShmFactory::Make();
+  auto b = ShmFactory::Make();
+  ASSERT_TRUE(owner && a && b);
+  auto m = SharedMemory::Create(8192);
+  ASSERT_TRUE(m.ok());
+  auto seg = owner->RegisterMemory(m->data(), 8192, MemoryLocation::HostDram());
+  ASSERT_TRUE(seg.ok());
+  const size_t before = shm_internal::MappingCache::Get().live_mappings();
+  auto ra = a->OpenSegment(owner->LocalEndpoint(), seg->id);
+  auto rb = b->OpenSegment(owner->LocalEndpoint(), seg->id);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(shm_internal::MappingCache::Get().live_mappings(), before + 1);
+  // A write through one transport is read through the other.
+  char src[8] = "mapping";
+  const TransferRequest w{OpCode::kWrite, src, ra->handle, 100, sizeof(src)};
+  auto wb = a->Submit({&w, 1});
+  ASSERT_TRUE(wb.ok());
+  ASSERT_TRUE(a->Wait(*wb, absl::Now() + absl::Seconds(5))->ok());
+  char dst[8] = {};
+  const TransferRequest r{OpCode::kRead, dst, rb->handle, 100, sizeof(dst)};
+  auto rbatch = b->Submit({&r, 1});
+  ASSERT_TRUE(rbatch.ok());
+  ASSERT_TRUE(b->Wait(*rbatch, absl::Now() + absl::Seconds(5))->ok());
+  EXPECT_EQ(std::string(dst, sizeof(dst)), std::string(src, sizeof(src)));
+  // Closing one keeps the other's mapping; closing both releases it.
+  ASSERT_TRUE(a->CloseSegment(ra->handle).ok());
+  EXPECT_EQ(shm_internal::MappingCache::Get().live_mappings(), before + 1);
+  ASSERT_TRUE(b->CloseSegment(rb->handle).ok());
+  EXPECT_EQ(shm_internal::MappingCache::Get().live_mappings(), before);
+  // A fresh memfd of the same size is a new mapping, never the old one.
+  auto m2 = SharedMemory::Create(8192);
+  ASSERT_TRUE(m2.ok());
+  std::memset(m2->data(), 0x11, 8192);
+  auto seg2 = owner->RegisterMemory(m2->data(), 8192, MemoryLocation::HostDram());
+  ASSERT_TRUE(seg2.ok());
+  auto r2 = a->OpenSegment(owner->LocalEndpoint(), seg2->id);
+  ASSERT_TRUE(r2.ok());
+  char one = 0;
+  const TransferRequest r1{OpCode::kRead, &one, r2->handle, 100, 1};
+  auto b1 = a->Submit({&r1, 1});
+  ASSERT_TRUE(b1.ok());
+  ASSERT_TRUE(a->Wait(*b1, absl::Now() + absl::Seconds(5))->ok());
+  EXPECT_EQ(one, 0x11);
 }
 
 TEST(ShmTransportTest, NameInUseIsAClearError) {

@@ -60,8 +60,9 @@ struct StoreNodeOptions {
   std::string host_id;                    // "" = gethostname()
   uint32_t replicas = 1;
   uint64_t max_object_bytes = uint64_t{64} << 20;
-  double high_watermark = 0.95;
-  double low_watermark = 0.85;
+  // A KV cache wants its memory full; eviction on the put path covers bursts.
+  double high_watermark = 0.99;
+  double low_watermark = 0.97;
   std::vector<master::TenantConfig> tenants;
   // Master timing (not flags: the defaults suit a real deployment).
   int64_t tick_interval_ms = 100;

@@ -180,6 +180,9 @@ class Router {
     size_t failed_count = 0;
     size_t subs_in_flight = 0;
     bool cancelling = false;
+    // The direct path's Submit to the transport is running (mu_ released):
+    // Cancel waits for it, else the transport would start after Cancel returned.
+    bool direct_submitting = false;
     absl::Time submitted;
     bool done() const { return done_count == requests.size() && subs_in_flight == 0; }
   };

@@ -183,16 +183,25 @@ class TcpTransport {
   absl::StatusOr<BatchResult> Wait(BatchId batch, absl::Time deadline) {
     return batches_.Wait(batch, deadline);
   }
+  // Returns only once no lane touches the batch's buffers: queued slices are
+  // dropped at once; slices on the wire get io_timeout to finish, then every
+  // lane still holding one is broken (socket shut down, which wakes a blocked
+  // send or receive at once) and reconnects on the next Submit.
   absl::StatusOr<BatchResult> Cancel(BatchId batch) {
     RETURN_IF_ERROR(batches_.MarkCancelled(batch));
-    for (const auto& peer : AllPeers()) {
-      absl::MutexLock lock(&peer->mu);
-      for (auto& lane : peer->lanes) {
-        if (lane != nullptr) lane->SweepCancelled();
+    const std::vector<std::shared_ptr<Lane>> lanes = AllLanes();
+    for (const auto& lane : lanes) lane->SweepCancelled();
+    if (!batches_.AwaitSettled(batch, absl::Now() + options_.io_timeout)) {
+      for (const auto& lane : lanes) {
+        if (lane->Holds(batch)) {
+          lane->Abort(absl::DeadlineExceededError(
+              absl::StrCat("a cancelled batch's transfer was still on the wire after io_timeout (",
+                           absl::FormatDuration(options_.io_timeout), "); connection reset")));
+        }
       }
     }
-    // Slices on the wire finish or fail within io_timeout each.
-    return batches_.Cancel(batch, absl::Now() + 2 * options_.io_timeout + absl::Seconds(1));
+    // After Abort the lane's threads settle its slices within one wake-up.
+    return batches_.Cancel(batch, absl::Now() + options_.io_timeout + absl::Seconds(1));
   }
 
   // Lanes of the peer at `endpoint` that are connected and healthy (tests).
@@ -392,6 +401,19 @@ class TcpTransport {
     absl::MutexLock lock(&mu_);
     std::vector<std::shared_ptr<Peer>> out;
     for (auto& [k, p] : peers_) out.push_back(p);
+    return out;
+  }
+
+  // Every lane of every peer, kept alive by the caller (a lane replaced
+  // meanwhile stops in its destructor, after the caller let go of it).
+  std::vector<std::shared_ptr<Lane>> AllLanes() {
+    std::vector<std::shared_ptr<Lane>> out;
+    for (const auto& peer : AllPeers()) {
+      absl::MutexLock lock(&peer->mu);
+      for (const auto& lane : peer->lanes) {
+        if (lane != nullptr) out.push_back(lane);
+      }
+    }
     return out;
   }
 

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -39,9 +40,11 @@ INSTANTIATE_TYPED_TEST_SUITE_P(Tcp, TransportConformanceTest, TcpFactory);
 // A hand-written owner that answers OPEN correctly and then misbehaves.
 class FakeOwner {
  public:
-  enum class Mode { kClose, kStall, kGarbage, kWrongTag };
+  // kSlowRead answers each READ after `delay`; kNoRead stops reading after OPEN.
+  enum class Mode { kClose, kStall, kGarbage, kWrongTag, kSlowRead, kNoRead };
 
-  explicit FakeOwner(Mode mode) : mode_(mode) {
+  explicit FakeOwner(Mode mode, absl::Duration delay = absl::ZeroDuration())
+      : mode_(mode), delay_(delay) {
     server_.reset(new transport_internal::TcpServer(absl::Seconds(1), 4));  // just for a port
     listen_ = transport_internal::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in addr{};
@@ -81,8 +84,12 @@ class FakeOwner {
       auto h = DecodeHeader(raw.data());
       if (!h.ok()) return;
       if (h->type == FrameType::kOpen) {
-        auto out = EncodeHeader({FrameType::kOpenOk, 0, h->tag, h->segment, 1 << 20, 0, 0});
+        auto out = EncodeHeader({FrameType::kOpenOk, 0, h->tag, h->segment, 1ull << 30, 0, 0});
         (void)transport_internal::SendAll(fd, out.data(), out.size(), "fake");
+        if (mode_ == Mode::kNoRead) {
+          while (!stop_) absl::SleepFor(absl::Milliseconds(10));
+          return;
+        }
         continue;
       }
       switch (mode_) {
@@ -96,6 +103,19 @@ class FakeOwner {
           (void)transport_internal::SendAll(fd, junk, sizeof(junk), "fake");
           continue;
         }
+        case Mode::kSlowRead: {
+          absl::SleepFor(delay_);
+          auto out =
+              EncodeHeader({FrameType::kReadData, 0, h->tag, h->segment, h->offset, h->length, 0});
+          const std::string payload(h->length, 'r');
+          if (!transport_internal::SendAll(fd, out.data(), out.size(), "fake").ok() ||
+              !transport_internal::SendAll(fd, payload.data(), payload.size(), "fake").ok()) {
+            return;
+          }
+          continue;
+        }
+        case Mode::kNoRead:
+          return;
         case Mode::kWrongTag: {
           auto out = EncodeHeader(
               {FrameType::kReadData, 0, h->tag + 1000, h->segment, h->offset, h->length, 0});
@@ -107,6 +127,7 @@ class FakeOwner {
   }
 
   const Mode mode_;
+  const absl::Duration delay_;
   std::unique_ptr<transport_internal::TcpServer> server_;
   transport_internal::Fd listen_;
   uint16_t port_ = 0;
@@ -227,6 +248,72 @@ TEST(TcpTransportTest, LargeWritesThroughOneNarrowLane) {
   auto res = (*b)->Wait(*id, absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(res.ok() && res->ok());
   EXPECT_EQ(transport_testing_internal::CheckPattern(mem.data(), mem.size(), 77), -1);
+}
+
+// Submits one request to `fake` from a heap buffer, lets Wait time out,
+// Cancels, and frees the buffer as soon as Cancel returns: under ASan any
+// later touch by a lane is a heap-use-after-free. Returns Cancel's result.
+absl::StatusOr<BatchResult> CancelThenFree(FakeOwner& fake, OpCode op, uint64_t length,
+                                           uint32_t slice_bytes, absl::Duration io_timeout,
+                                           absl::Duration* cancel_took, size_t* lanes_after) {
+  TcpTransport::Options o;
+  o.io_timeout = io_timeout;
+  o.lanes_per_peer = 1;
+  o.slice_bytes = slice_bytes;
+  o.lane_window_bytes = 64 << 20;
+  auto t = TcpTransport::Create(o);
+  MC_ASSERT(t.ok(), "transport");
+  auto remote = (*t)->OpenSegment(fake.Endpoint(), 7);
+  if (!remote.ok()) return remote.status();
+  auto buf = std::make_unique<char[]>(length);
+  std::memset(buf.get(), 'w', length);
+  const TransferRequest r{op, buf.get(), remote->handle, 0, length};
+  auto id = (*t)->Submit({&r, 1});
+  if (!id.ok()) return id.status();
+  auto early = (*t)->Wait(*id, absl::Now() + absl::Milliseconds(100));
+  if (!absl::IsDeadlineExceeded(early.status())) {
+    return absl::InternalError(
+        absl::StrCat("Wait should time out, got ", early.status().ToString()));
+  }
+  const absl::Time start = absl::Now();
+  absl::StatusOr<BatchResult> res = (*t)->Cancel(*id);
+  *cancel_took = absl::Now() - start;
+  buf.reset();  // the contract: free after Cancel returned
+  *lanes_after = (*t)->LiveLanes(fake.Endpoint());
+  absl::SleepFor(io_timeout);  // room for a lane that still held the buffer to touch it
+  return res;
+}
+
+// The owner answers each READ just inside io_timeout, so the lane never
+// times out by itself; Cancel must not wait for all of them (nor give up with
+// the lane still receiving into the buffer): it breaks the lane.
+TEST(TcpTransportTest, CancelOfSlowReadsReturnsWithBuffersFree) {
+  const absl::Duration io = absl::Milliseconds(500);
+  FakeOwner fake(FakeOwner::Mode::kSlowRead, io * 4 / 5);
+  absl::Duration took;
+  size_t lanes = 9;
+  auto res = CancelThenFree(fake, OpCode::kRead, 10 * (64 << 10), 64 << 10, io, &took, &lanes);
+  ASSERT_TRUE(res.ok()) << res.status();
+  ASSERT_EQ(res->statuses.size(), 1u);
+  EXPECT_TRUE(absl::IsCancelled(res->statuses[0])) << res->statuses[0];
+  EXPECT_EQ(lanes, 0u) << "the lane still receiving was broken";
+  // io_timeout plus slack on a loaded machine; the 10 answers take 4 s.
+  EXPECT_LT(took, absl::Seconds(3));
+}
+
+// The owner stops reading: the WRITE payload's sendmsg blocks on a full
+// socket. Cancel returns within a bound and no send reads the freed buffer.
+TEST(TcpTransportTest, CancelOfAStuckWriteReturnsWithBuffersFree) {
+  const absl::Duration io = absl::Milliseconds(500);
+  FakeOwner fake(FakeOwner::Mode::kNoRead);
+  absl::Duration took;
+  size_t lanes = 9;
+  auto res = CancelThenFree(fake, OpCode::kWrite, 64 << 20, 4 << 20, io, &took, &lanes);
+  ASSERT_TRUE(res.ok()) << res.status();
+  ASSERT_EQ(res->statuses.size(), 1u);
+  EXPECT_TRUE(absl::IsCancelled(res->statuses[0])) << res->statuses[0];
+  EXPECT_EQ(lanes, 0u);
+  EXPECT_LT(took, absl::Seconds(3));
 }
 
 TEST(TcpTransportTest, BadOptionsAreInvalidArgument) {

@@ -219,6 +219,17 @@ class BatchTable {
     return TakeLocked(*b);
   }
 
+  // Waits until every request of batch `id` settled (true; also for an
+  // unknown id) or `deadline` passed (false). Collects nothing.
+  bool AwaitSettled(BatchId id, absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    auto it = batches_.find(id);
+    if (it == batches_.end()) return true;
+    std::shared_ptr<BatchState> b = it->second;
+    const auto done = [&b]() { return b->unsettled_ == 0; };
+    return mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+  }
+
   // Step one of Cancel alone, so a model can sweep queued work before the
   // drain: sets the flag and fails unfinished requests with Cancelled.
   absl::Status MarkCancelled(BatchId id) {

@@ -133,6 +133,7 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
     direct->batch = id;
     slices_in_flight_ += slices;
     ++batch->subs_in_flight;
+    batch->direct_submitting = true;
     ++direct_batches_;
   } else if (slices > 0) {
     work_cv_.Signal();
@@ -148,6 +149,9 @@ inline void Router::SubmitDirect(SubBatch sb, std::span<const TransferRequest> r
   sb.started = absl::Now();
   absl::StatusOr<BatchId> sub = transports_[sb.transport]->Submit(requests);
   absl::MutexLock lock(&mu_);
+  // The batch is still there: neither Wait nor Cancel takes it before this.
+  batches_.at(sb.batch)->direct_submitting = false;
+  cv_.SignalAll();  // a Cancel waiting for the submission goes on
   if (!sub.ok()) {
     // As the dispatcher would: each slice fails over or fails with the error.
     Settle(std::move(sb), sub.status(), false);
@@ -270,6 +274,10 @@ inline absl::StatusOr<BatchResult> Router::Cancel(BatchId id) {
   }
   Batch& b = *it->second;
   b.cancelling = true;  // no retries from here on
+  // Another thread's direct Submit is still running: once it returns, its
+  // sub-batch is in direct_ (cancelled below) or already settled. Bounded by
+  // the transport's Submit (at most a connect timeout).
+  while (b.direct_submitting) cv_.Wait(&mu_);
   // A direct sub-batch: cancel it here even if another thread is collecting
   // it (that thread then finds it settled and drops its own answer).
   if (auto d = direct_.find(id); d != direct_.end()) {

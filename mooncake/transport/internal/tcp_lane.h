@@ -16,6 +16,12 @@
 // queued and pending slice with that Status. Pending slices are settled only
 // under send_mu_, so no sender still reads a WRITE buffer once its batch can
 // be collected.
+//
+// Buffers: a slice's local buffer is touched only while the slice is queued
+// or pending (a WRITE is in pending_ before its payload goes out, a READ until
+// its payload is in), and it is settled only after that. So Holds(batch) false
+// means the lane no longer touches the batch's buffers, and Abort gets there
+// within one socket wake-up (TcpTransport::Cancel relies on both).
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_LANE_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_TCP_LANE_H_
 
@@ -153,6 +159,23 @@ class TcpLane {
     }
     for (Slice& s : swept) SettleSlice(s, absl::CancelledError("cancelled"));
   }
+
+  // True while a slice of batch `id` is queued, on the wire or being
+  // received: until then the lane may still touch that batch's buffers.
+  bool Holds(BatchId id) const {
+    absl::MutexLock lock(&mu_);
+    for (const Slice& s : queue_) {
+      if (s.batch->id() == id) return true;
+    }
+    for (const Slice& s : pending_) {  // includes what the sender is writing now
+      if (s.batch->id() == id) return true;
+    }
+    return false;
+  }
+
+  // Breaks the lane: shuts the socket down, so a send or receive blocked on
+  // it returns at once, and fails every slice it holds with `why`.
+  void Abort(const absl::Status& why) { Fail(why); }
 
   void Stop(const absl::Status& why) {
     Fail(why);

@@ -73,7 +73,7 @@ TEST(ValidateStoreNodeOptions, DefaultsAreValidAndRangesChecked) {
   EXPECT_FALSE(with([](StoreNodeOptions& x) { x.segments = 0; }).ok());
   EXPECT_FALSE(with([](StoreNodeOptions& x) { x.replicas = 0; }).ok());
   EXPECT_FALSE(with([](StoreNodeOptions& x) { x.max_object_bytes = 0; }).ok());
-  EXPECT_FALSE(with([](StoreNodeOptions& x) { x.low_watermark = 0.96; }).ok());
+  EXPECT_FALSE(with([](StoreNodeOptions& x) { x.low_watermark = 0.995; }).ok());
   EXPECT_FALSE(with([](StoreNodeOptions& x) { x.high_watermark = 1.5; }).ok());
   EXPECT_FALSE(with([](StoreNodeOptions& x) {
                  x.role = Role::kWorker;

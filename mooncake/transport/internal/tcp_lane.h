@@ -19,7 +19,10 @@
 //
 // Buffers: a slice's local buffer is touched only while the slice is queued
 // or pending (a WRITE is in pending_ before its payload goes out, a READ until
-// its payload is in), and it is settled only after that. So Holds(batch) false
+// its payload is in), and it is settled only after that. A WRITE the owner
+// answers while the sendmsg that carried it has not returned yet (the kernel
+// copied the bytes, the call is still reading the iovec, e.g. ASan's check)
+// waits in answered_ and is settled by the sender once that call returned. So Holds(batch) false
 // means the lane no longer touches the batch's buffers, and Abort gets there
 // within one socket wake-up (TcpTransport::Cancel relies on both).
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_LANE_H_
@@ -170,6 +173,9 @@ class TcpLane {
     for (const Slice& s : pending_) {  // includes what the sender is writing now
       if (s.batch->id() == id) return true;
     }
+    for (const auto& [s, status] : answered_) {
+      if (s.batch->id() == id) return true;
+    }
     return false;
   }
 
@@ -196,15 +202,18 @@ class TcpLane {
   void SettleAllAfterDeath() {
     absl::MutexLock send(&send_mu_);  // no sender is writing from a pending slice now
     std::deque<Slice> pending, queued;
+    std::vector<std::pair<Slice, absl::Status>> answered;
     absl::Status status;
     {
       absl::MutexLock lock(&mu_);
       MC_ASSERT(dead_, "settling a live lane");
       pending.swap(pending_);
       queued.swap(queue_);
+      answered.swap(answered_);
       inflight_bytes_ = 0;
       status = dead_status_;
     }
+    for (auto& [s, st] : answered) SettleSlice(s, st);
     for (Slice& s : pending) SettleSlice(s, status);
     for (Slice& s : queued) SettleSlice(s, status);
   }
@@ -258,6 +267,7 @@ class TcpLane {
         Fail(st);
         return;
       }
+      SettleAnswered(out.back().tag);
     }
   }
 
@@ -280,6 +290,18 @@ class TcpLane {
     return absl::OkStatus();
   }
 
+  // Every frame up to `tag` is sent (its sendmsg returned): settles the
+  // WRITEs the owner already answered.
+  void SettleAnswered(uint64_t tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
+    std::vector<std::pair<Slice, absl::Status>> done;
+    {
+      absl::MutexLock lock(&mu_);
+      sent_tag_ = tag;
+      done.swap(answered_);
+    }
+    for (auto& [s, status] : done) SettleSlice(s, status);
+  }
+
   void ReceiverLoop() {
     for (;;) {
       Slice front;
@@ -297,11 +319,19 @@ class TcpLane {
         Fail(r.status());
         break;
       }
+      {
+        absl::MutexLock lock(&mu_);
+        MC_DASSERT(!pending_.empty() && pending_.front().tag == front.tag, "pending order");
+        inflight_bytes_ -= pending_.front().length;
+        pending_.pop_front();
+        // The owner has every byte of this WRITE, but the sendmsg that
+        // carried them may not have returned yet: the sender settles it then.
+        if (front.op == OpCode::kWrite && front.tag > sent_tag_) {
+          answered_.push_back({std::move(front), *r});
+          continue;
+        }
+      }
       SettleSlice(front, *r);
-      absl::MutexLock lock(&mu_);
-      MC_DASSERT(!pending_.empty() && pending_.front().tag == front.tag, "pending order");
-      inflight_bytes_ -= pending_.front().length;
-      pending_.pop_front();
     }
     SettleAllAfterDeath();
   }
@@ -356,6 +386,9 @@ class TcpLane {
   std::deque<Slice> pending_ ABSL_GUARDED_BY(mu_);  // sent, in wire order
   uint64_t inflight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t sent_tag_ ABSL_GUARDED_BY(mu_) = 0;  // frames up to it are sent
+  // WRITEs the owner answered while their sendmsg was still running.
+  std::vector<std::pair<Slice, absl::Status>> answered_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mooncake::transport_internal

@@ -204,9 +204,11 @@ class TransportConformanceTest : public ::testing::Test {
     return TransferRequest{op, local, remote_.handle, offset, length};
   }
 
+  // Declared first, destroyed last: the owner's memory outlives both
+  // transports (an owner thread may still be in the sendmsg of a READ reply).
+  KitBuffer buf_;
   std::unique_ptr<T> owner_;
   std::unique_ptr<T> requester_;
-  KitBuffer buf_;
   SegmentDesc seg_;
   RemoteSegment remote_;
 };

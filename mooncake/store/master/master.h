@@ -51,6 +51,7 @@
 #include "mooncake/store/master/internal/membership_path.h"
 #include "mooncake/store/master/internal/put_path.h"
 #include "mooncake/store/master/internal/read_path.h"
+#include "mooncake/store/master/internal/tier_path.h"
 #include "mooncake/store/master/master_options.h"
 #include "mooncake/store/rpc/master.pb.h"
 
@@ -71,6 +72,7 @@ struct TickReport {
   uint64_t replicas_dropped = 0;
   uint64_t evicted_objects = 0;
   uint64_t evicted_bytes = 0;
+  uint64_t tier_tasks_timed_out = 0;
 };
 
 struct MasterStats {
@@ -83,6 +85,9 @@ struct MasterStats {
   size_t workers = 0;
   size_t segments = 0;
   size_t deferred_frees = 0;
+  int64_t ssd_objects = 0;        // objects with a stored SSD copy
+  uint64_t offloading_bytes = 0;  // DRAM bytes offloads in flight will free
+  size_t tier_tasks = 0;          // queued or in flight
 };
 
 template <alloc::Allocator A = alloc::TlsfAllocator,
@@ -170,6 +175,10 @@ class Master {
       const proto::DescribeSegmentsRequest& r) {
     return master_internal::DescribeSegments(s_, r);
   }
+  // May wait up to r.wait_ms (a long poll): bind it to a handler thread.
+  absl::StatusOr<proto::TierSyncResponse> TierSync(const proto::TierSyncRequest& r) {
+    return master_internal::TierSync(s_, r);
+  }
 
   // ---- Housekeeping ------------------------------------------------------------
 
@@ -181,7 +190,11 @@ class Master {
     r.objects_expired = master_internal::ExpireObjects(s_, now);
     r.deferred_freed = s_.SweepDeferred(now);
     std::tie(r.workers_expired, r.replicas_dropped) = master_internal::ExpireWorkers(s_, now);
-    const double used = static_cast<double>(s_.pool.used_bytes());
+    r.tier_tasks_timed_out = master_internal::ExpireTierTasks(s_, now);
+    // Offloads in flight free their DRAM when the tier acknowledges: count
+    // them as freed already, so one round does not offload twice as much.
+    const double used = static_cast<double>(s_.pool.used_bytes()) -
+                        static_cast<double>(s_.offloading_bytes.load(std::memory_order_relaxed));
     const double cap = static_cast<double>(s_.pool.capacity_bytes());
     if (cap > 0 && used > s_.options.high_watermark * cap) {
       const auto target = static_cast<uint64_t>(used - s_.options.low_watermark * cap);
@@ -205,7 +218,10 @@ class Master {
                        .capacity_bytes = s_.pool.capacity_bytes(),
                        .workers = s_.workers.size(),
                        .segments = s_.pool.size(),
-                       .deferred_frees = s_.table.DeferredCount()};
+                       .deferred_frees = s_.table.DeferredCount(),
+                       .ssd_objects = s_.ssd_objects.load(std::memory_order_relaxed),
+                       .offloading_bytes = s_.offloading_bytes.load(std::memory_order_relaxed),
+                       .tier_tasks = s_.tiers.tasks()};
   }
 
   // Sets the gauges (Tick calls it): totals, per-worker usage, per-segment
@@ -223,6 +239,14 @@ class Master {
     m.segments->Set(static_cast<double>(st.segments));
     m.used_bytes->Set(static_cast<double>(st.used_bytes));
     m.capacity_bytes->Set(static_cast<double>(st.capacity_bytes));
+    m.tier_objects->Set(static_cast<double>(st.ssd_objects));
+    double tier_capacity = 0, tier_reserved = 0;
+    for (const TierWorkerView& t : s_.tiers.Snapshot()) {
+      tier_capacity += static_cast<double>(t.capacity_bytes);
+      tier_reserved += static_cast<double>(t.reserved_bytes);
+    }
+    m.tier_capacity_bytes->Set(tier_capacity);
+    m.tier_reserved_bytes->Set(tier_reserved);
     absl::flat_hash_map<std::string, double> per_worker;
     for (const SegmentView& v : s_.pool.Snapshot()) {
       per_worker[v.worker_id] += static_cast<double>(v.used_bytes);
@@ -242,6 +266,9 @@ class Master {
 
   MetricsRegistry* metrics() const { return s_.metrics.registry(); }
   std::vector<SegmentView> Segments() const { return s_.pool.Snapshot(); }
+  std::vector<TierWorkerView> Tiers() const { return s_.tiers.Snapshot(); }
+  // Wakes TierSync long polls and makes new ones answer at once (shutdown).
+  void StopTierWaits() { s_.tiers.StopWaiting(); }
   std::optional<qos::TenantUsage> TenantUsage(std::string_view tenant) const {
     return s_.quota.Usage(tenant.empty() ? std::string_view(s_.options.default_tenant) : tenant);
   }

@@ -59,6 +59,19 @@ class MasterMetrics {
     evicted_bytes = C("evicted_bytes_total", "Replica bytes freed by eviction.", {});
     removes = C("removes_total", "Objects removed by Remove.", {});
     expired = C("expired_total", "Objects removed at their TTL.", {});
+    tier_offloads = Tier("offload", "ok");
+    tier_offload_failures = Tier("offload", "failed");
+    tier_loads = Tier("load", "ok");
+    tier_load_failures = Tier("load", "failed");
+    tier_drops = Tier("drop", "ok");
+    tier_drop_failures = Tier("drop", "failed");
+    tier_ssd_evictions =
+        C("tier_ssd_evictions_total", "SSD copies dropped to make room for newer ones.", {});
+    tier_quarantined_bytes =
+        C("tier_quarantined_bytes_total", "DRAM bytes of timed-out loads kept out of use.", {});
+    tier_objects = G("tier_objects", "Objects with a copy on a worker's SSD tier.");
+    tier_capacity_bytes = G("tier_capacity_bytes", "SSD tier bytes the workers reported.");
+    tier_reserved_bytes = G("tier_reserved_bytes", "Raw bytes of SSD copies, stored or storing.");
   }
 
   Gauge* PerWorker(std::string_view worker_id) {
@@ -83,6 +96,9 @@ class MasterMetrics {
   Counter *puts_started, *puts_committed, *puts_revoked, *puts_timed_out, *puts_failed;
   Counter *gets_hit, *gets_miss, *prefix_queries, *prefix_blocks_matched;
   Counter *evictions, *evicted_bytes, *removes, *expired;
+  Counter *tier_offloads, *tier_offload_failures, *tier_loads, *tier_load_failures, *tier_drops,
+      *tier_drop_failures, *tier_ssd_evictions, *tier_quarantined_bytes;
+  Gauge *tier_objects, *tier_capacity_bytes, *tier_reserved_bytes;
 
  private:
   Gauge* G(std::string_view name, std::string_view help) {
@@ -101,6 +117,11 @@ class MasterMetrics {
   }
   Counter* Get(std::string_view result) {
     return C("gets_total", "GetReplicas calls by outcome.", {{"result", std::string(result)}});
+  }
+
+  Counter* Tier(std::string_view kind, std::string_view result) {
+    return C("tier_tasks_total", "SSD tier tasks the workers finished, by kind and outcome.",
+             {{"kind", std::string(kind)}, {"result", std::string(result)}});
   }
 
   std::unique_ptr<MetricsRegistry> own_;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/store/master/membership.h"
 #include "mooncake/store/master/placement.h"
+#include "mooncake/store/master/tier_registry.h"
 
 namespace mooncake::master {
 
@@ -56,6 +57,9 @@ struct MasterOptions {
 
   // Bound on the work one Tick() does per kind (leases, puts, TTLs).
   size_t tick_batch_max = 65536;
+
+  // Workers' SSD tiers (tier_registry.h): used once a worker reports one.
+  TierOptions tier;
 };
 
 inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
@@ -83,6 +87,9 @@ inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
   }
   if (o.default_tenant.empty()) return bad("default_tenant must not be empty");
   if (o.tick_batch_max == 0 || o.max_evictions_per_round == 0) return bad("batch bounds > 0");
+  if (o.tier.task_timeout_ms <= 0 || o.tier.max_wait_ms < 0 || o.tier.max_queued_tasks == 0) {
+    return bad("tier: task_timeout_ms > 0, max_wait_ms >= 0, max_queued_tasks > 0");
+  }
   return absl::OkStatus();
 }
 

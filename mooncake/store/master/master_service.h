@@ -53,7 +53,7 @@ class MasterService {
   MasterService& operator=(const MasterService&) = delete;
   ~MasterService() { StopTicker(); }
 
-  // Registers all thirteen methods. Errors: those of ServiceRegistry::Register.
+  // Registers all fourteen methods. Errors: those of ServiceRegistry::Register.
   absl::Status Register(rpc::ServiceRegistry* registry) {
     const rpc::HandlerOptions fast{.mode = options_.inline_metadata_calls
                                                ? rpc::ExecutionMode::kInline
@@ -79,6 +79,7 @@ class MasterService {
     MOONCAKE_BIND_(BatchExists, fast)
     MOONCAKE_BIND_(PrefixQuery, fast)
     MOONCAKE_BIND_(DescribeSegments, fast)
+    MOONCAKE_BIND_(TierSync, slow)  // a long poll: never on an I/O thread
 #undef MOONCAKE_BIND_
     return absl::OkStatus();
   }

@@ -39,8 +39,15 @@ namespace mooncake::master {
 enum class PinLevel : uint8_t { kNone, kSoft, kHard };
 enum class ObjectState : uint8_t { kPending, kCommitted };
 enum class ReplicaState : uint8_t { kAllocated, kComplete };
+// The object's copy on a worker's SSD tier (tier_registry.h):
+//   kNone -> kOffloading (eviction started an OFFLOAD; DRAM replicas stay
+//   readable) -> kStored (the tier acknowledged the record; DRAM replicas may
+//   go) -> kNone (removed, dropped for room, lost with the worker).
+enum class SsdState : uint8_t { kNone, kOffloading, kStored };
 
 // One copy of an object: `allocation` is a range of segment `segment_id`.
+// In a committed object a kAllocated replica is being loaded from the SSD
+// tier (a LOAD task owns its range until the task ends).
 struct Replica {
   uint64_t segment_id = 0;
   std::string worker_id;
@@ -66,6 +73,8 @@ struct ObjectMeta {
   uint32_t lease_refs = 0;
   int64_t lease_until_ns = 0;
   std::shared_ptr<const store::proto::TensorMeta> tensor;  // null: none given
+  SsdState ssd = SsdState::kNone;
+  std::string ssd_worker_id;  // set unless ssd == kNone
 
   bool committed() const { return state == ObjectState::kCommitted; }
   bool Leased(int64_t now_ns) const { return lease_refs > 0 && now_ns < lease_until_ns; }
@@ -74,6 +83,16 @@ struct ObjectMeta {
   bool Visible(int64_t now_ns) const { return committed() && !Expired(now_ns); }
   // Bytes of segment space the object holds (and its tenant is charged).
   uint64_t ChargeBytes() const { return size_bytes * replicas.size(); }
+  // A committed object whose DRAM copy is being loaded from the SSD tier.
+  bool Loading() const {
+    return committed() && std::any_of(replicas.begin(), replicas.end(), [](const Replica& r) {
+             return r.state == ReplicaState::kAllocated;
+           });
+  }
+  bool HasComplete() const {
+    return std::any_of(replicas.begin(), replicas.end(),
+                       [](const Replica& r) { return r.state == ReplicaState::kComplete; });
+  }
 };
 
 // The space of an object that left the table while something still needed
@@ -153,6 +172,7 @@ inline void ToProto(const ObjectMeta& meta, store::proto::ObjectInfo* out) {
   out->set_version(meta.version);
   out->set_tenant(meta.tenant);
   if (meta.tensor != nullptr) *out->mutable_tensor() = *meta.tensor;
+  if (meta.ssd == SsdState::kStored) out->set_ssd_worker_id(meta.ssd_worker_id);
 }
 
 inline void ToProto(const Replica& r, store::proto::Replica* out) {

@@ -29,6 +29,8 @@ inline constexpr size_t kMaxBatchKeys = 16384;
 inline constexpr size_t kMaxChainBlocks = 16384;
 // DescribeSegments ids per call.
 inline constexpr size_t kMaxDescribeSegments = 4096;
+// TierSync tasks per answer and results per report.
+inline constexpr size_t kMaxTierTasks = 4096;
 
 #define MOONCAKE_MASTER_METHOD_(Type, Id, Name)                              \
   struct Type##Method {                                                      \
@@ -52,6 +54,7 @@ MOONCAKE_MASTER_METHOD_(Exists, EXISTS, "Exists");
 MOONCAKE_MASTER_METHOD_(BatchExists, BATCH_EXISTS, "BatchExists");
 MOONCAKE_MASTER_METHOD_(PrefixQuery, PREFIX_QUERY, "PrefixQuery");
 MOONCAKE_MASTER_METHOD_(DescribeSegments, DESCRIBE_SEGMENTS, "DescribeSegments");
+MOONCAKE_MASTER_METHOD_(TierSync, TIER_SYNC, "TierSync");
 
 #undef MOONCAKE_MASTER_METHOD_
 

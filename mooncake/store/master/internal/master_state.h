@@ -34,6 +34,7 @@
 #include "mooncake/store/master/object_meta.h"
 #include "mooncake/store/master/object_table.h"
 #include "mooncake/store/master/segment_pool.h"
+#include "mooncake/store/master/tier_registry.h"
 
 namespace mooncake::master_internal {
 
@@ -44,6 +45,13 @@ using master::Replica;
 
 inline constexpr int64_t kNsPerMs = 1'000'000;
 
+// An SSD copy to delete once the shard lock is released.
+struct SsdDrop {
+  std::string worker_id;
+  uint64_t version = 0;
+  uint64_t bytes = 0;  // reserved on the tier
+};
+
 // What RetireLocked took out of the table, to finish outside the shard lock.
 struct Retired {
   std::vector<Replica> to_free;  // empty when the free was deferred
@@ -51,6 +59,7 @@ struct Retired {
   PinLevel pin = PinLevel::kNone;
   uint64_t charge = 0;
   bool was_committed = false;
+  std::optional<SsdDrop> ssd_drop;
 };
 
 template <alloc::Allocator A, master::ObjectEvictionPolicy P>
@@ -63,6 +72,7 @@ struct MasterState {
         pool(std::move(factory)),
         evictor(std::move(policy)),
         workers(o.membership),
+        tiers(o.tier),
         metrics(registry) {}
 
   const master::MasterOptions options;
@@ -72,6 +82,7 @@ struct MasterState {
   master::LeaseTable leases;
   master::Evictor<P> evictor;
   master::WorkerRegistry workers;
+  master::TierRegistry tiers;
   qos::TenantQuota quota;
   qos::TenantQuota pinned_quota;
   master::MasterMetrics metrics;
@@ -82,6 +93,8 @@ struct MasterState {
   std::atomic<int64_t> objects{0};
   std::atomic<int64_t> object_bytes{0};
   std::atomic<int64_t> pending_puts{0};
+  std::atomic<uint64_t> offloading_bytes{0};  // DRAM bytes an OFFLOAD in flight will free
+  std::atomic<int64_t> ssd_objects{0};        // objects whose SSD copy is kStored
 
   int64_t Now() const { return clock->NowNs(); }
 
@@ -138,6 +151,12 @@ struct MasterState {
     if (m.committed()) {
       objects.fetch_sub(1, std::memory_order_relaxed);
       object_bytes.fetch_sub(static_cast<int64_t>(m.size_bytes), std::memory_order_relaxed);
+      // A replica being loaded belongs to its LOAD task until the task ends
+      // (the worker may still be writing it): the task frees it then.
+      std::erase_if(m.replicas, [](const Replica& rep) {
+        return rep.state == master::ReplicaState::kAllocated;
+      });
+      r.ssd_drop = TakeSsdCopyLocked(m);
     } else {
       pending_puts.fetch_sub(1, std::memory_order_relaxed);
     }
@@ -158,7 +177,34 @@ struct MasterState {
   void FinishRetired(Retired& r, const std::string& key, bool erase_from_evictor) {
     FreeReplicas(r.to_free);
     ReleaseCharge(r.tenant, r.pin, r.charge);
+    if (r.ssd_drop.has_value()) DropSsdCopy(*r.ssd_drop, key);
     if (r.was_committed && erase_from_evictor) evictor.Erase(key);
+  }
+
+  // ---- SSD copies --------------------------------------------------------------
+
+  // Under the shard lock: detaches a stored SSD copy from `m` (kOffloading is
+  // left alone: its task's end finds the object changed and drops the record).
+  std::optional<SsdDrop> TakeSsdCopyLocked(ObjectMeta& m) {
+    if (m.ssd != master::SsdState::kStored) return std::nullopt;
+    SsdDrop d{std::move(m.ssd_worker_id), m.version, m.size_bytes};
+    m.ssd = master::SsdState::kNone;
+    m.ssd_worker_id.clear();
+    ssd_objects.fetch_sub(1, std::memory_order_relaxed);
+    return d;
+  }
+
+  // Outside shard locks: gives the copy's space back and queues the DROP.
+  void DropSsdCopy(const SsdDrop& d, const std::string& key) {
+    tiers.EraseResident(d.worker_id, key);
+    tiers.Unreserve(d.worker_id, d.bytes);
+    store::proto::TierTask t;
+    t.set_kind(store::proto::TIER_DROP);
+    t.set_version(d.version);
+    // Refused only when the worker's tier is gone (then so is the record) or
+    // its queue is full (the record stays until the worker restarts).
+    static_cast<void>(
+        tiers.Enqueue(master::TierTaskRecord{.task = std::move(t), .worker_id = d.worker_id}));
   }
 
   void FreeReplicas(const std::vector<Replica>& replicas) {
@@ -212,6 +258,8 @@ struct MasterState {
 
   static bool Evictable(const ObjectMeta& m, int64_t now, bool allow_soft_pinned) {
     if (!m.committed() || m.Leased(now)) return false;
+    // Busy with the SSD tier: an OFFLOAD or a LOAD is in flight.
+    if (m.ssd == master::SsdState::kOffloading || m.Loading()) return false;
     if (m.Expired(now)) return true;
     return m.pin == PinLevel::kNone || (allow_soft_pinned && m.pin == PinLevel::kSoft);
   }
@@ -230,21 +278,7 @@ struct MasterState {
         });
       };
       auto remove = [&](const std::string& key) -> std::optional<uint64_t> {
-        std::optional<Retired> r;
-        const bool evictable = table.With(key, [&](ObjectTable::Shard& s) {
-          auto it = s.objects.find(key);
-          if (it == s.objects.end()) return true;  // already gone: frees nothing
-          if (!Evictable(it->second, now, soft)) return false;
-          r = RetireLocked(s, it, now, 0);
-          return true;
-        });
-        if (!evictable) return std::nullopt;
-        if (!r.has_value()) return 0;
-        const uint64_t freed = r->charge;
-        FinishRetired(*r, key, /*erase_from_evictor=*/false);
-        metrics.evictions->Increment();
-        metrics.evicted_bytes->Increment(freed);
-        return freed;
+        return EvictOne(key, now, soft);
       };
       const master::EvictionResult got = evictor.EvictUntil(
           target_bytes - total.freed_bytes, options.max_evictions_per_round, can_evict, remove);
@@ -252,6 +286,141 @@ struct MasterState {
       total.victims += got.victims;
     }
     return total;
+  }
+
+  // One eviction victim (the evictor's lock is held; no shard lock is). An
+  // object already on SSD leaves DRAM at once; one whose replica's worker has
+  // a tier starts an OFFLOAD (its DRAM goes when the tier acknowledges, so
+  // its bytes count as freed now and Tick subtracts offloading_bytes);
+  // anything else is dropped. Returns the DRAM bytes freed (or to be freed),
+  // 0 if the object is gone, nullopt if it is no longer evictable.
+  std::optional<uint64_t> EvictOne(const std::string& key, int64_t now, bool soft) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::optional<Retired> r;
+      std::vector<Replica> dram;  // freed while the object stays on SSD
+      std::string tenant;
+      PinLevel pin = PinLevel::kNone;
+      std::string room_on;  // a worker whose tier must make room first
+      uint64_t freed = 0;
+      const bool evictable = table.With(key, [&](ObjectTable::Shard& sh) {
+        auto it = sh.objects.find(key);
+        if (it == sh.objects.end()) return true;  // already gone: frees nothing
+        ObjectMeta& m = it->second;
+        if (!Evictable(m, now, soft)) return false;
+        freed = m.ChargeBytes();
+        if (m.ssd == master::SsdState::kStored && !m.Expired(now)) {
+          dram = std::move(m.replicas);
+          m.replicas.clear();
+          tenant = m.tenant;
+          pin = m.pin;
+          return true;
+        }
+        const std::string* tier_worker = OffloadSource(m, now);
+        if (tier_worker != nullptr) {
+          if (tiers.Reserve(*tier_worker, m.size_bytes)) {
+            StartOffloadLocked(key, m, *tier_worker);
+            return true;
+          }
+          if (attempt == 0) {
+            room_on = *tier_worker;
+            return true;
+          }
+        }
+        r = RetireLocked(sh, it, now, 0);
+        return true;
+      });
+      if (!evictable) return std::nullopt;
+      if (!room_on.empty()) {
+        MakeTierRoom(room_on, table.With(key, [&](ObjectTable::Shard& sh) -> uint64_t {
+          const ObjectMeta* m = sh.Find(key);
+          return m == nullptr ? 0 : m->size_bytes;
+        }));
+        continue;
+      }
+      if (!dram.empty()) {
+        FreeReplicas(dram);
+        ReleaseCharge(tenant, pin, freed);
+      } else if (r.has_value()) {
+        freed = r->charge;
+        FinishRetired(*r, key, /*erase_from_evictor=*/false);
+      } else if (freed == 0) {
+        return 0;
+      }
+      metrics.evictions->Increment();
+      metrics.evicted_bytes->Increment(freed);
+      return freed;
+    }
+    return std::nullopt;  // not reached: attempt 1 never asks for room
+  }
+
+  // The worker whose tier should take `m` on eviction, or null: the first
+  // complete replica's worker, if it has a tier the object can fit in.
+  const std::string* OffloadSource(const ObjectMeta& m, int64_t now) {
+    if (m.ssd != master::SsdState::kNone || m.Expired(now)) return nullptr;
+    for (const Replica& rep : m.replicas) {
+      if (rep.state == master::ReplicaState::kComplete && tiers.HasTier(rep.worker_id)) {
+        return &rep.worker_id;
+      }
+    }
+    return nullptr;
+  }
+
+  void StartOffloadLocked(const std::string& key, ObjectMeta& m, const std::string& worker) {
+    const Replica* src = nullptr;
+    for (const Replica& rep : m.replicas) {
+      if (rep.worker_id == worker && rep.state == master::ReplicaState::kComplete) src = &rep;
+    }
+    MC_ASSERT(src != nullptr, "an offload reads a complete replica on the tier's worker");
+    store::proto::TierTask t;
+    t.set_kind(store::proto::TIER_OFFLOAD);
+    t.set_version(m.version);
+    t.set_segment_id(src->segment_id);
+    t.set_offset(src->allocation.offset);
+    t.set_length(m.size_bytes);
+    t.set_checksum(m.checksum);
+    if (m.tensor != nullptr) t.set_dtype(m.tensor->dtype());
+    const uint64_t charge = m.ChargeBytes();
+    if (!tiers
+             .Enqueue(master::TierTaskRecord{.task = std::move(t),
+                                             .key = key,
+                                             .worker_id = worker,
+                                             .tier_bytes = m.size_bytes,
+                                             .dram_bytes = charge})
+             .has_value()) {
+      tiers.Unreserve(worker, m.size_bytes);
+      return;  // queue full: the object stays in DRAM; a later round retries
+    }
+    m.ssd = master::SsdState::kOffloading;
+    m.ssd_worker_id = worker;
+    offloading_bytes.fetch_add(charge, std::memory_order_relaxed);
+  }
+
+  // Drops least recently used SSD copies on `worker` until `bytes` fit (or
+  // none is left). Shard locks are taken one at a time.
+  void MakeTierRoom(const std::string& worker, uint64_t bytes) {
+    for (size_t n = 0; n < options.max_evictions_per_round && tiers.Unreserved(worker) < bytes;
+         ++n) {
+      std::optional<std::string> key = tiers.PopOldestResident(worker);
+      if (!key.has_value()) return;
+      std::optional<SsdDrop> drop;
+      std::optional<Retired> r;
+      table.With(*key, [&](ObjectTable::Shard& sh) {
+        auto it = sh.objects.find(*key);
+        if (it == sh.objects.end() || it->second.ssd != master::SsdState::kStored ||
+            it->second.ssd_worker_id != worker) {
+          return;
+        }
+        if (it->second.replicas.empty()) {
+          r = RetireLocked(sh, it, Now(), 0);  // on SSD only: the object goes
+        } else {
+          drop = TakeSsdCopyLocked(it->second);
+        }
+      });
+      // Not in the DRAM evictor when SSD-only; the caller may hold its lock.
+      if (r.has_value()) FinishRetired(*r, *key, /*erase_from_evictor=*/false);
+      if (drop.has_value()) DropSsdCopy(*drop, *key);
+      metrics.tier_ssd_evictions->Increment();
+    }
   }
 
  private:

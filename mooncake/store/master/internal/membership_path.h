@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/master/internal/master_state.h"
+#include "mooncake/store/master/internal/tier_path.h"
 #include "mooncake/store/rpc/master_methods.h"
 
 namespace mooncake::master_internal {
@@ -49,7 +50,8 @@ uint64_t DropSegments(MasterState<A, P>& s, const std::vector<uint64_t>& segment
       std::erase_if(m.replicas, on_dead);
       dropped += n;
       charges.emplace_back(m.tenant, m.pin, m.size_bytes * n);
-      if (m.committed() && m.replicas.empty()) {
+      // An object whose copy is on (or going to) a live worker's SSD stays.
+      if (m.committed() && m.replicas.empty() && m.ssd == master::SsdState::kNone) {
         lost.push_back(it->first);
         Retired r = s.RetireLocked(sh, it++, 0, 0);  // nothing left to free or defer
         MC_DASSERT(r.to_free.empty() && r.charge == 0, "no replica left");
@@ -79,6 +81,8 @@ template <typename A, typename P>
 absl::StatusOr<proto::UnmountSegmentResponse> UnmountSegment(
     MasterState<A, P>& s, const proto::UnmountSegmentRequest& req) {
   RETURN_IF_ERROR(s.workers.RemoveSegment(req.worker_id(), req.segment_id()));
+  // A worker leaves with its last segment, and its SSD tier with it.
+  if (!s.workers.Contains(req.worker_id())) DropTierWorker(s, req.worker_id());
   proto::UnmountSegmentResponse resp;
   resp.set_dropped_replicas(DropSegments(s, {req.segment_id()}));
   return resp;
@@ -137,6 +141,7 @@ std::pair<uint64_t, uint64_t> ExpireWorkers(MasterState<A, P>& s, int64_t now) {
   std::vector<master::ExpiredWorker> gone = s.workers.Expire(now);
   std::vector<uint64_t> segments;
   for (const master::ExpiredWorker& w : gone) {
+    DropTierWorker(s, w.worker_id);
     segments.insert(segments.end(), w.segment_ids.begin(), w.segment_ids.end());
   }
   return {gone.size(), DropSegments(s, segments)};

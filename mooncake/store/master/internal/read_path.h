@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/master/internal/master_state.h"
+#include "mooncake/store/master/internal/tier_path.h"
 #include "mooncake/store/rpc/master_methods.h"
 
 namespace mooncake::master_internal {
@@ -54,16 +55,30 @@ absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
   const int64_t lease_ns = LeaseNs(s, req.lease_ms());
   proto::GetReplicasResponse resp;
   uint64_t version = 0;
+  bool on_ssd = false, start_load = false;
   s.table.With(req.key(), [&](ObjectTable::Shard& sh) {
     ObjectMeta* m = sh.Find(req.key());
     if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return;
+    version = m->version;
+    if (!m->HasComplete()) {
+      // Only on a worker's SSD tier (or being loaded from it).
+      on_ssd = m->ssd == master::SsdState::kStored || m->Loading();
+      start_load = on_ssd && !m->Loading();
+      if (on_ssd) master::ToProto(*m, resp.mutable_object());
+      return;
+    }
     DescribeAndLease(*m, req.client_host_id(), now + lease_ns, resp.mutable_object(),
                      resp.mutable_replicas());
-    version = m->version;
   });
-  if (version == 0) {
+  if (version == 0 || (resp.replicas().empty() && !on_ssd)) {
     s.metrics.gets_miss->Increment();
     return absl::NotFoundError(absl::StrCat("key '", absl::CEscape(req.key()), "' not found"));
+  }
+  if (on_ssd) {
+    if (start_load) RETURN_IF_ERROR(StartLoad(s, req.key(), version));
+    resp.set_loading(true);
+    s.metrics.gets_hit->Increment();
+    return resp;
   }
   const uint64_t lease_id = s.leases.Grant(now + lease_ns, {{req.key(), version}});
   resp.mutable_lease()->set_lease_id(lease_id);
@@ -94,6 +109,7 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
   const int64_t lease_ns = LeaseNs(s, req.lease_ms());
   proto::PrefixQueryResponse resp;
   std::vector<master::LeasedObject> leased;
+  std::vector<master::LeasedObject> to_load;         // blocks only on SSD: loads to start
   std::string key = rpc::BlockObjectKey(Hash128{});  // rewritten in place per block
   uint32_t matched = 0;
   for (const proto::BlockKey& block : req.chain()) {
@@ -103,16 +119,29 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
       if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return false;
       if (req.with_replicas()) {
         proto::BlockReplicas* b = resp.add_blocks();
+        if (!m->HasComplete()) {
+          if (m->ssd != master::SsdState::kStored && !m->Loading()) return false;
+          master::ToProto(*m, b->mutable_object());
+          b->set_loading(true);
+          if (!m->Loading()) to_load.push_back({key, m->version});
+          return true;
+        }
         DescribeAndLease(*m, req.client_host_id(), now + lease_ns, b->mutable_object(),
                          b->mutable_replicas());
         leased.push_back({key, m->version});
       }
       return true;
     });
-    if (!hit) break;
+    if (!hit) {
+      if (static_cast<uint32_t>(resp.blocks_size()) > matched) resp.mutable_blocks()->RemoveLast();
+      break;
+    }
     ++matched;
   }
   resp.set_matched(matched);
+  // Loads start outside the shard locks; a block that cannot be loaded now
+  // stays "loading" (the client asks again and gets the error then).
+  for (const master::LeasedObject& o : to_load) StartLoad(s, o.key, o.version).IgnoreError();
   if (!leased.empty()) {
     // A read of the whole matched prefix: refresh it for the policy too. A
     // probe without replicas (like Exists) leaves eviction order alone.

@@ -1,0 +1,364 @@
+// The master's side of the SSD tier (internal/tier_path.h, tier_registry.h):
+// a scripted worker answers TierSync by hand; time is a FakeClock.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/store/master/master.h"
+#include "mooncake/store/master/master_testing.h"
+#include "mooncake/store/rpc/master_methods.h"
+
+namespace mooncake::master {
+namespace {
+
+namespace proto = ::mooncake::store::proto;
+using testing_internal::EndReq;
+using testing_internal::GetReq;
+using testing_internal::MountReq;
+using testing_internal::PutReq;
+
+constexpr uint64_t kObject = 4096;
+constexpr uint64_t kSegment = 16 * kObject;
+
+class MasterTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(MasterOptions{}); }
+
+  void Make(MasterOptions o) {
+    o.shard_count = 4;
+    auto m = Master<>::Create(o, &clock_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    master_ = std::move(*m);
+    auto seg = master_->MountSegment(MountReq("w1", "seg0", kSegment, "host-a"));
+    ASSERT_TRUE(seg.ok()) << seg.status();
+    segment_ = seg->segment_id();
+  }
+
+  // The worker's TierSync: reports `results`, takes up to 64 tasks.
+  std::vector<proto::TierTask> Sync(const std::vector<std::pair<uint64_t, absl::Status>>& results,
+                                    const std::string& worker = "w1") {
+    proto::TierSyncRequest req;
+    req.set_worker_id(worker);
+    req.set_capacity_bytes(tier_capacity_);
+    req.set_max_tasks(64);
+    for (const auto& [id, st] : results) {
+      proto::TierTaskResult* r = req.add_results();
+      r->set_task_id(id);
+      r->set_code(static_cast<uint32_t>(st.code()));
+      r->set_message(std::string(st.message()));
+    }
+    auto resp = master_->TierSync(req);
+    EXPECT_TRUE(resp.ok()) << resp.status();
+    if (!resp.ok()) return {};
+    EXPECT_FALSE(resp->remount_required());
+    return {resp->tasks().begin(), resp->tasks().end()};
+  }
+
+  uint64_t Put(const std::string& key, uint64_t size = kObject) {
+    proto::PutStartRequest req = PutReq(key, size);
+    req.mutable_tensor()->set_dtype(proto::DTYPE_BF16);
+    auto start = master_->PutStart(req);
+    EXPECT_TRUE(start.ok()) << start.status();
+    if (!start.ok()) return 0;
+    auto end = master_->PutEnd(EndReq(key, start->put_id()));
+    EXPECT_TRUE(end.ok()) << end.status();
+    return end.ok() ? end->object().version() : 0;
+  }
+
+  void Release(uint64_t lease_id) {
+    proto::ReleaseLeasesRequest r;
+    r.add_lease_ids(lease_id);
+    auto got = master_->ReleaseLeases(r);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->released(), 1u);
+  }
+
+  // Puts `key`, evicts it to SSD and acknowledges the offload.
+  uint64_t PutOnSsdOnly(const std::string& key) {
+    const uint64_t v = Put(key);
+    master_->EvictBytes(kObject);
+    auto tasks = Sync({});
+    EXPECT_EQ(tasks.size(), 1u);
+    if (tasks.size() != 1) return 0;
+    EXPECT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD);
+    EXPECT_TRUE(Sync({{tasks[0].task_id(), absl::OkStatus()}}).empty());
+    return v;
+  }
+
+  FakeClock clock_{1'000'000'000};
+  std::unique_ptr<Master<>> master_;
+  uint64_t segment_ = 0;
+  uint64_t tier_capacity_ = 64 * kObject;  // what Sync reports
+};
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MasterConformance);
+
+TEST_F(MasterTierTest, TierSyncFromAnUnknownWorkerAsksForARemount) {
+  proto::TierSyncRequest req;
+  req.set_worker_id("ghost");
+  req.set_capacity_bytes(kObject);
+  auto resp = master_->TierSync(req);
+  ASSERT_TRUE(resp.ok());
+  EXPECT_TRUE(resp->remount_required());
+  EXPECT_TRUE(master_->Tiers().empty());
+  req.set_worker_id("");
+  EXPECT_TRUE(absl::IsInvalidArgument(master_->TierSync(req).status()));
+  req.set_worker_id("w1");
+  req.set_max_tasks(rpc::kMaxTierTasks + 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(master_->TierSync(req).status()));
+}
+
+TEST_F(MasterTierTest, WithoutATierEvictionDrops) {
+  Put("k");
+  EXPECT_EQ(master_->EvictBytes(kObject).victims, 1u);
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k")).status()));
+  EXPECT_EQ(master_->Stats().used_bytes, 0u);
+}
+
+TEST_F(MasterTierTest, EvictionOffloadsThenAReadLoadsBack) {
+  EXPECT_TRUE(Sync({}).empty());  // registers the tier
+  const uint64_t v = Put("k");
+  auto first = master_->GetReplicas(GetReq("k"));
+  ASSERT_TRUE(first.ok());
+  const uint64_t dram_offset = first->replicas(0).offset();
+  Release(first->lease().lease_id());
+
+  EXPECT_EQ(master_->EvictBytes(kObject).freed_bytes, kObject);
+  EXPECT_EQ(master_->Stats().offloading_bytes, kObject);
+  // Still in DRAM (readable) until the tier acknowledges.
+  EXPECT_EQ(master_->Stats().used_bytes, kObject);
+  auto during = master_->GetReplicas(GetReq("k"));
+  ASSERT_TRUE(during.ok());
+  EXPECT_EQ(during->replicas_size(), 1);
+  EXPECT_FALSE(during->loading());
+  Release(during->lease().lease_id());
+
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  const proto::TierTask off = tasks[0];
+  EXPECT_EQ(off.kind(), proto::TIER_OFFLOAD);
+  EXPECT_EQ(off.version(), v);
+  EXPECT_EQ(off.segment_id(), segment_);
+  EXPECT_EQ(off.offset(), dram_offset);
+  EXPECT_EQ(off.length(), kObject);
+  EXPECT_EQ(off.checksum(), 0x1234u);
+  EXPECT_EQ(off.dtype(), proto::DTYPE_BF16);
+
+  EXPECT_TRUE(Sync({{off.task_id(), absl::OkStatus()}}).empty());
+  MasterStats st = master_->Stats();
+  EXPECT_EQ(st.used_bytes, 0u);
+  EXPECT_EQ(st.ssd_objects, 1);
+  EXPECT_EQ(st.offloading_bytes, 0u);
+  EXPECT_EQ(st.objects, 1);
+
+  // On SSD only: the first read starts one LOAD into w1's segment.
+  auto get = master_->GetReplicas(GetReq("k"));
+  ASSERT_TRUE(get.ok()) << get.status();
+  EXPECT_TRUE(get->loading());
+  EXPECT_EQ(get->replicas_size(), 0);
+  EXPECT_EQ(get->lease().lease_id(), 0u);
+  EXPECT_EQ(get->object().ssd_worker_id(), "w1");
+  EXPECT_EQ(get->object().version(), v);
+  EXPECT_TRUE(master_->GetReplicas(GetReq("k"))->loading());  // no second load
+  tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  const proto::TierTask load = tasks[0];
+  EXPECT_EQ(load.kind(), proto::TIER_LOAD);
+  EXPECT_EQ(load.version(), v);
+  EXPECT_EQ(load.segment_id(), segment_);
+  EXPECT_EQ(load.length(), kObject);
+  EXPECT_EQ(master_->Stats().used_bytes, kObject);  // the range is reserved
+  // Busy while loading: not evictable.
+  EXPECT_EQ(master_->EvictBytes(kObject).victims, 0u);
+
+  EXPECT_TRUE(Sync({{load.task_id(), absl::OkStatus()}}).empty());
+  get = master_->GetReplicas(GetReq("k"));
+  ASSERT_TRUE(get.ok());
+  EXPECT_FALSE(get->loading());
+  ASSERT_EQ(get->replicas_size(), 1);
+  EXPECT_EQ(get->replicas(0).offset(), load.offset());
+  EXPECT_EQ(get->replicas(0).state(), proto::REPLICA_COMPLETE);
+  EXPECT_NE(get->lease().lease_id(), 0u);
+  EXPECT_EQ(get->object().ssd_worker_id(), "w1");  // the copy stays (inclusive)
+
+  // Evicted again: DRAM goes at once, no second write.
+  Release(get->lease().lease_id());
+  EXPECT_EQ(master_->EvictBytes(kObject).freed_bytes, kObject);
+  EXPECT_EQ(master_->Stats().used_bytes, 0u);
+  EXPECT_TRUE(Sync({}).empty());
+  EXPECT_TRUE(master_->GetReplicas(GetReq("k"))->loading());
+}
+
+TEST_F(MasterTierTest, AFailedOffloadEvictsAsWithoutATier) {
+  Sync({});
+  Put("k");
+  master_->EvictBytes(kObject);
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  Sync({{tasks[0].task_id(), absl::ResourceExhaustedError("tier full")}});
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k")).status()));
+  EXPECT_EQ(master_->Stats().used_bytes, 0u);
+  ASSERT_EQ(master_->Tiers().size(), 1u);
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, 0u);
+}
+
+TEST_F(MasterTierTest, RemoveDropsTheSsdCopy) {
+  Sync({});
+  const uint64_t v = PutOnSsdOnly("k");
+  proto::RemoveRequest rm;
+  rm.set_key("k");
+  ASSERT_TRUE(master_->Remove(rm).ok());
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_DROP);
+  EXPECT_EQ(tasks[0].version(), v);
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, 0u);
+  EXPECT_EQ(master_->Stats().ssd_objects, 0);
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k")).status()));
+}
+
+TEST_F(MasterTierTest, AnOffloadThatOutlivesItsObjectDropsTheRecord) {
+  Sync({});
+  const uint64_t v = Put("k");
+  master_->EvictBytes(kObject);
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  proto::RemoveRequest rm;
+  rm.set_key("k");
+  ASSERT_TRUE(master_->Remove(rm).ok());
+  EXPECT_EQ(master_->Stats().used_bytes, 0u);
+  auto drop = Sync({{tasks[0].task_id(), absl::OkStatus()}});
+  ASSERT_EQ(drop.size(), 1u);
+  EXPECT_EQ(drop[0].kind(), proto::TIER_DROP);
+  EXPECT_EQ(drop[0].version(), v);
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, 0u);
+  EXPECT_EQ(master_->Stats().offloading_bytes, 0u);
+}
+
+TEST_F(MasterTierTest, ARemoveDuringALoadFreesTheRangeOnlyWhenTheLoadEnds) {
+  Sync({});
+  PutOnSsdOnly("k");
+  ASSERT_TRUE(master_->GetReplicas(GetReq("k"))->loading());
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  proto::RemoveRequest rm;
+  rm.set_key("k");
+  ASSERT_TRUE(master_->Remove(rm).ok());
+  // The worker may be writing the range: it stays allocated.
+  EXPECT_EQ(master_->Stats().used_bytes, kObject);
+  auto more = Sync({{tasks[0].task_id(), absl::OkStatus()}});
+  EXPECT_EQ(master_->Stats().used_bytes, 0u);
+  ASSERT_EQ(more.size(), 1u);  // the record's DROP (queued at the remove)
+  EXPECT_EQ(more[0].kind(), proto::TIER_DROP);
+}
+
+TEST_F(MasterTierTest, ACorruptRecordIsNeverServedAndTheObjectGoes) {
+  Sync({});
+  PutOnSsdOnly("k");
+  ASSERT_TRUE(master_->GetReplicas(GetReq("k"))->loading());
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  auto after = Sync({{tasks[0].task_id(), absl::DataLossError("checksum mismatch")}});
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k")).status()));
+  EXPECT_EQ(master_->Stats().used_bytes, 0u);
+  EXPECT_EQ(master_->Stats().objects, 0);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after[0].kind(), proto::TIER_DROP);
+}
+
+TEST_F(MasterTierTest, AFullTierDropsItsLeastRecentlyUsedCopy) {
+  tier_capacity_ = 2 * kObject;
+  Sync({});
+  const uint64_t va = PutOnSsdOnly("a");
+  ASSERT_NE(va, 0u);
+  ASSERT_NE(PutOnSsdOnly("b"), 0u);
+  Put("c");
+  master_->EvictBytes(kObject);
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_DROP);
+  EXPECT_EQ(tasks[0].version(), va);
+  EXPECT_EQ(tasks[1].kind(), proto::TIER_OFFLOAD);
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("a")).status()));
+  EXPECT_TRUE(master_->GetReplicas(GetReq("b"))->loading());
+}
+
+TEST_F(MasterTierTest, AWorkerThatExpiresTakesItsSsdOnlyObjects) {
+  Sync({});
+  PutOnSsdOnly("k");
+  clock_.AdvanceMs(60'000);  // no heartbeats
+  master_->Tick();
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k")).status()));
+  EXPECT_TRUE(master_->Tiers().empty());
+  EXPECT_EQ(master_->Stats().ssd_objects, 0);
+}
+
+TEST_F(MasterTierTest, ATimedOutLoadQuarantinesItsRangeAndAReadStartsAnother) {
+  MasterOptions o;
+  o.tier.task_timeout_ms = 100;
+  Make(o);
+  Sync({});
+  PutOnSsdOnly("k");
+  ASSERT_TRUE(master_->GetReplicas(GetReq("k"))->loading());
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  clock_.AdvanceMs(200);
+  proto::HeartbeatRequest hb;
+  hb.set_worker_id("w1");
+  ASSERT_TRUE(master_->Heartbeat(hb).ok());
+  EXPECT_EQ(master_->Tick().tier_tasks_timed_out, 1u);
+  EXPECT_EQ(master_->Stats().used_bytes, kObject);  // quarantined, not reused
+  ASSERT_TRUE(master_->GetReplicas(GetReq("k"))->loading());
+  auto again = Sync({{tasks[0].task_id(), absl::OkStatus()}});  // the late result: ignored
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].kind(), proto::TIER_LOAD);
+  EXPECT_NE(again[0].offset(), tasks[0].offset());
+  Sync({{again[0].task_id(), absl::OkStatus()}});
+  auto get = master_->GetReplicas(GetReq("k"));
+  ASSERT_TRUE(get.ok());
+  ASSERT_EQ(get->replicas_size(), 1);
+  EXPECT_EQ(get->replicas(0).offset(), again[0].offset());
+}
+
+TEST_F(MasterTierTest, PrefixQueryCountsSsdBlocksAndLoadsThem) {
+  Sync({});
+  const Hash128 b0{1, 2}, b1{3, 4};
+  Put(rpc::BlockObjectKey(b0));
+  PutOnSsdOnly(rpc::BlockObjectKey(b1));  // evicts the older one (b0): one of each
+  proto::PrefixQueryRequest q;
+  rpc::ToProto(b0, q.add_chain());
+  rpc::ToProto(b1, q.add_chain());
+  rpc::ToProto(Hash128{5, 6}, q.add_chain());
+  q.set_with_replicas(true);
+  auto r = master_->PrefixQuery(q);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->matched(), 2u);
+  ASSERT_EQ(r->blocks_size(), 2);
+  int loading = 0;
+  for (const auto& b : r->blocks()) loading += b.loading() ? 1 : 0;
+  EXPECT_EQ(loading, 1);
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_LOAD);
+}
+
+TEST_F(MasterTierTest, TickDoesNotOffloadTwiceWhileOffloadsAreInFlight) {
+  MasterOptions o;
+  o.high_watermark = 0.9;
+  o.low_watermark = 0.8;
+  Make(o);
+  Sync({});
+  for (int i = 0; i < 16; ++i) Put("k" + std::to_string(i));
+  master_->Tick();
+  const size_t first = Sync({}).size();
+  EXPECT_GE(first, 3u);  // 16 -> 12.8 objects' worth
+  EXPECT_LE(first, 4u);
+  master_->Tick();
+  EXPECT_TRUE(Sync({}).empty());
+}
+
+}  // namespace
+}  // namespace mooncake::master

@@ -1,0 +1,323 @@
+// TierRegistry: the workers' SSD tiers as the master sees them, and the work
+// it hands them.
+//
+// A worker with a tier reports it through TierSync (capacity and use, as the
+// tier counts them). From then on the master's eviction writes its objects
+// back to that tier instead of dropping them (OFFLOAD), a read of an object
+// that is only on the tier loads it into a DRAM range of the same worker
+// (LOAD), and removing such an object deletes its record (DROP). A task is
+// queued here, handed out by Take (the worker's TierSync long poll) and
+// finished by Complete with the worker's result; the master's paths
+// (internal/tier_path.h) own the object-level steps on both ends.
+//
+// Space. The registry charges each worker's tier the raw bytes of every
+// object stored or being stored there (`Reserve`); an offload is started only
+// where it fits, so a compressing tier is charged at most what it holds. The
+// SSD copies of each worker are kept in LRU order (`resident`): when a new
+// offload does not fit, the master drops the least recently used copies.
+//
+// Bounds: at most `max_queued_tasks` queued per worker (Enqueue refuses more);
+// `max_waiting_polls` long polls wait at once (others answer at once, so the
+// RPC server's handler threads are never all parked here); a task in flight
+// for longer than `task_timeout_ms` is given back by TakeTimedOut.
+//
+// Thread-safety: every method may run concurrently (one mutex, a leaf in the
+// master's lock order: nothing else is locked while it is held).
+#ifndef MOONCAKE_STORE_MASTER_TIER_REGISTRY_H_
+#define MOONCAKE_STORE_MASTER_TIER_REGISTRY_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "mooncake/alloc/allocator.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/index/lru_policy.h"
+#include "mooncake/store/master/evictor.h"
+#include "mooncake/store/rpc/master.pb.h"
+
+namespace mooncake::master {
+
+struct TierOptions {
+  int64_t task_timeout_ms = 30'000;  // in flight longer: given back as failed
+  int64_t max_wait_ms = 1'000;       // longest TierSync long poll
+  size_t max_waiting_polls = 4;      // long polls parked at once
+  size_t max_queued_tasks = 65'536;  // per worker
+};
+
+// One task, with what the master needs when it ends.
+struct TierTaskRecord {
+  store::proto::TierTask task;  // as handed to the worker (task_id set by Enqueue)
+  std::string key;              // the object (its version is task.version())
+  std::string worker_id;
+  uint64_t tier_bytes = 0;       // OFFLOAD: bytes reserved on the tier
+  uint64_t dram_bytes = 0;       // OFFLOAD: DRAM bytes it will free (counted as offloading)
+  alloc::Allocation load_range;  // LOAD: the DRAM range being filled
+  bool issued = false;           // handed out by Take
+  int64_t issued_ns = 0;         // when
+};
+
+struct TierWorkerView {
+  std::string worker_id;
+  uint64_t capacity_bytes = 0;
+  uint64_t reported_used_bytes = 0;
+  uint64_t reserved_bytes = 0;  // raw bytes of copies stored or being stored
+  uint64_t resident = 0;        // copies in the LRU
+  size_t queued = 0;
+  size_t in_flight = 0;
+};
+
+class TierRegistry {
+ public:
+  explicit TierRegistry(TierOptions options = {}) : options_(options) {}
+
+  const TierOptions& options() const { return options_; }
+
+  // A worker's report of its tier; capacity 0 says it has none (nothing is
+  // registered then). Returns false if the worker had no tier before.
+  bool Report(std::string_view worker_id, uint64_t capacity_bytes, uint64_t used_bytes) {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(AbslView(worker_id));
+    const bool known = it != workers_.end();
+    if (capacity_bytes == 0) return known;
+    if (!known) it = workers_.try_emplace(std::string(worker_id)).first;
+    it->second.capacity_bytes = capacity_bytes;
+    it->second.reported_used_bytes = used_bytes;
+    return known;
+  }
+
+  bool HasTier(std::string_view worker_id) const {
+    absl::MutexLock lock(&mu_);
+    return workers_.contains(AbslView(worker_id));
+  }
+
+  // Charges `bytes` to the worker's tier if they fit. False: no tier, or full.
+  bool Reserve(std::string_view worker_id, uint64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    Worker* w = FindLocked(worker_id);
+    if (w == nullptr || bytes > w->capacity_bytes - std::min(w->capacity_bytes, w->reserved_bytes))
+      return false;
+    w->reserved_bytes += bytes;
+    return true;
+  }
+  void Unreserve(std::string_view worker_id, uint64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    if (Worker* w = FindLocked(worker_id); w != nullptr) {
+      MC_DASSERT(w->reserved_bytes >= bytes, "unreserving more than was reserved");
+      w->reserved_bytes -= std::min(w->reserved_bytes, bytes);
+    }
+  }
+  // Bytes still free for reservations (0 for a worker without a tier).
+  uint64_t Unreserved(std::string_view worker_id) const {
+    absl::MutexLock lock(&mu_);
+    const Worker* w = FindLocked(worker_id);
+    return w == nullptr ? 0 : w->capacity_bytes - std::min(w->capacity_bytes, w->reserved_bytes);
+  }
+
+  // ---- The LRU of SSD copies, per worker --------------------------------------
+
+  void AdmitResident(std::string_view worker_id, const std::string& key, uint64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    if (Worker* w = FindLocked(worker_id); w != nullptr) {
+      std::span<const std::string> one(&key, 1);
+      if (w->resident.Contains(key)) {
+        w->resident.Touch(one);
+      } else {
+        w->resident.Admit(one, 0, bytes);
+      }
+    }
+  }
+  void TouchResident(std::string_view worker_id, const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    if (Worker* w = FindLocked(worker_id); w != nullptr && w->resident.Contains(key)) {
+      w->resident.Touch(std::span<const std::string>(&key, 1));
+    }
+  }
+  void EraseResident(std::string_view worker_id, const std::string& key) {
+    absl::MutexLock lock(&mu_);
+    if (Worker* w = FindLocked(worker_id); w != nullptr) w->resident.Erase(key);
+  }
+  // Takes the least recently used copy on the worker out of the LRU.
+  std::optional<std::string> PopOldestResident(std::string_view worker_id) {
+    absl::MutexLock lock(&mu_);
+    Worker* w = FindLocked(worker_id);
+    if (w == nullptr) return std::nullopt;
+    auto victim = w->resident.Evict([](const std::string&) { return true; });
+    if (!victim.has_value()) return std::nullopt;
+    return std::move(victim->key);
+  }
+
+  // ---- Tasks ----------------------------------------------------------------
+
+  // Queues `rec` for its worker and wakes its long poll. Returns the task id,
+  // or nullopt if the worker has no tier or its queue is full.
+  std::optional<uint64_t> Enqueue(TierTaskRecord rec) {
+    absl::MutexLock lock(&mu_);
+    Worker* w = FindLocked(rec.worker_id);
+    if (w == nullptr || w->queue.size() >= options_.max_queued_tasks) return std::nullopt;
+    const uint64_t id = next_task_id_++;
+    rec.task.set_task_id(id);
+    rec.issued = false;
+    w->queue.push_back(id);
+    tasks_.emplace(id, std::move(rec));
+    work_.SignalAll();
+    return id;
+  }
+
+  // Up to `max` queued tasks of the worker, marked in flight at `now_ns`. If
+  // there are none, waits up to `wait` (clamped to max_wait_ms; real time)
+  // for one, unless max_waiting_polls polls already wait.
+  std::vector<store::proto::TierTask> Take(std::string_view worker_id, size_t max,
+                                           absl::Duration wait, int64_t now_ns) {
+    std::vector<store::proto::TierTask> out;
+    if (max == 0) return out;
+    absl::MutexLock lock(&mu_);
+    Worker* w = FindLocked(worker_id);
+    if (w == nullptr) return out;
+    if (w->queue.empty() && wait > absl::ZeroDuration() &&
+        waiting_polls_ < options_.max_waiting_polls) {
+      ++waiting_polls_;
+      const absl::Time until =
+          absl::Now() + std::min(wait, absl::Milliseconds(options_.max_wait_ms));
+      const std::string id(worker_id);
+      // The worker may be removed while we wait: look it up again each time.
+      while (!stopping_) {
+        w = FindLocked(id);
+        if (w == nullptr || !w->queue.empty()) break;
+        if (work_.WaitWithDeadline(&mu_, until)) break;
+      }
+      --waiting_polls_;
+      w = FindLocked(id);
+      if (w == nullptr) return out;
+    }
+    while (!w->queue.empty() && out.size() < max) {
+      const uint64_t id = w->queue.front();
+      w->queue.pop_front();
+      auto it = tasks_.find(id);
+      if (it == tasks_.end()) continue;  // given back meanwhile
+      it->second.issued = true;
+      it->second.issued_ns = now_ns;
+      ++w->in_flight;
+      out.push_back(it->second.task);
+    }
+    return out;
+  }
+
+  // The record of a task the worker finished; nullopt for an unknown id (timed
+  // out or the worker was removed: its record was given back then) or a task
+  // of another worker.
+  std::optional<TierTaskRecord> Complete(uint64_t task_id, std::string_view worker_id) {
+    absl::MutexLock lock(&mu_);
+    auto it = tasks_.find(task_id);
+    if (it == tasks_.end() || it->second.worker_id != worker_id || !it->second.issued) {
+      return std::nullopt;
+    }
+    TierTaskRecord rec = std::move(it->second);
+    tasks_.erase(it);
+    if (Worker* w = FindLocked(worker_id); w != nullptr && w->in_flight > 0) --w->in_flight;
+    return rec;
+  }
+
+  // Tasks in flight for longer than task_timeout_ms, taken out.
+  std::vector<TierTaskRecord> TakeTimedOut(int64_t now_ns) {
+    const int64_t timeout_ns = options_.task_timeout_ms * 1'000'000;
+    std::vector<TierTaskRecord> out;
+    absl::MutexLock lock(&mu_);
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+      const TierTaskRecord& r = it->second;
+      if (r.issued && now_ns - r.issued_ns > timeout_ns) {
+        if (Worker* w = FindLocked(r.worker_id); w != nullptr && w->in_flight > 0) --w->in_flight;
+        out.push_back(std::move(it->second));
+        tasks_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+
+  // Forgets the worker's tier; returns its queued and in-flight tasks.
+  std::vector<TierTaskRecord> RemoveWorker(std::string_view worker_id) {
+    std::vector<TierTaskRecord> out;
+    absl::MutexLock lock(&mu_);
+    if (!workers_.contains(AbslView(worker_id))) return out;
+    for (auto it = tasks_.begin(); it != tasks_.end();) {
+      if (it->second.worker_id == worker_id) {
+        out.push_back(std::move(it->second));
+        tasks_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    workers_.erase(AbslView(worker_id));
+    work_.SignalAll();
+    return out;
+  }
+
+  // Wakes every long poll and makes later ones answer at once (shutdown).
+  void StopWaiting() {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    work_.SignalAll();
+  }
+
+  std::vector<TierWorkerView> Snapshot() const {
+    absl::MutexLock lock(&mu_);
+    std::vector<TierWorkerView> out;
+    for (const auto& [id, w] : workers_) {
+      out.push_back({id, w.capacity_bytes, w.reported_used_bytes, w.reserved_bytes,
+                     w.resident.size(), w.queue.size(), w.in_flight});
+    }
+    return out;
+  }
+  size_t tasks() const {
+    absl::MutexLock lock(&mu_);
+    return tasks_.size();
+  }
+  size_t waiting_polls() const {
+    absl::MutexLock lock(&mu_);
+    return waiting_polls_;
+  }
+
+ private:
+  struct Worker {
+    uint64_t capacity_bytes = 0;
+    uint64_t reported_used_bytes = 0;
+    uint64_t reserved_bytes = 0;
+    std::deque<uint64_t> queue;  // task ids, oldest first
+    size_t in_flight = 0;
+    index::LruPolicy<std::string, ObjectKeyHash> resident;
+  };
+
+  Worker* FindLocked(std::string_view worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = workers_.find(AbslView(worker_id));
+    return it == workers_.end() ? nullptr : &it->second;
+  }
+  const Worker* FindLocked(std::string_view worker_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = workers_.find(AbslView(worker_id));
+    return it == workers_.end() ? nullptr : &it->second;
+  }
+
+  const TierOptions options_;
+  mutable absl::Mutex mu_;
+  absl::CondVar work_;
+  absl::flat_hash_map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, TierTaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_task_id_ ABSL_GUARDED_BY(mu_) = 1;
+  size_t waiting_polls_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace mooncake::master
+
+#endif  // MOONCAKE_STORE_MASTER_TIER_REGISTRY_H_

@@ -51,6 +51,10 @@ ABSL_FLAG(std::string, max_object_bytes, "64M", "largest object the master accep
 ABSL_FLAG(double, high_watermark, 0.99, "eviction starts above this fraction of capacity used");
 ABSL_FLAG(double, low_watermark, 0.97, "eviction frees down to this fraction");
 ABSL_FLAG(std::string, tenants, "", "name:capacity[:pinned],... (capacities with suffixes)");
+ABSL_FLAG(std::string, ssd_path, "",
+          "the worker's SSD tier: a file (created, or emptied, at start) that evicted objects "
+          "are written back to; empty: none");
+ABSL_FLAG(std::string, ssd_bytes, "", "size of the --ssd_path file (suffixes K, M, G, T)");
 ABSL_FLAG(bool, demo, true,
           "role all: run a short workload against itself and print its figures, then serve");
 ABSL_FLAG(absl::Duration, status_interval, absl::Seconds(10),
@@ -161,6 +165,12 @@ node::StoreNodeOptions OptionsFromFlags() {
   auto tenants = node::ParseTenants(absl::GetFlag(FLAGS_tenants));
   check(tenants.status());
   o.tenants = *tenants;
+  o.ssd_path = absl::GetFlag(FLAGS_ssd_path);
+  if (const std::string ssd = absl::GetFlag(FLAGS_ssd_bytes); !ssd.empty()) {
+    auto b = node::ParseByteSize("ssd_bytes", ssd);
+    check(b.status());
+    o.ssd_bytes = *b;
+  }
   if (absl::GetFlag(FLAGS_status_interval) < absl::ZeroDuration()) {
     BadFlags("--status_interval must be >= 0");
   }
@@ -199,6 +209,13 @@ void PrintBanner(node::StoreNode& n) {
     Say(absl::StrCat("  worker       ", o.segments, " x ", node::HumanBytes(o.segment_bytes),
                      " segment(s), host_id ", w->host_id(), ", transports ", w->router_endpoint(),
                      ", joined master ", n.master_address()));
+    if (auto* t = w->tier_agent(); t != nullptr) {
+      const auto info = t->tier().info();
+      Say(absl::StrCat("  SSD tier     ", o.ssd_path, ", ", node::HumanBytes(o.ssd_bytes),
+                       info.direct_io ? " (O_DIRECT" : " (buffered I/O", ", device read ",
+                       absl::SixDigits(info.device_read_bytes_per_s / 1e9),
+                       " GB/s): evicted objects are written back here"));
+    }
   }
   if (!n.http_address().empty()) {
     Say(absl::StrCat("  HTTP         http://", n.http_address(), "/metrics   http://",

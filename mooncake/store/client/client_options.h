@@ -28,6 +28,10 @@ struct ClientOptions {
   int64_t lease_margin_ms = 50;  // a cached read must end this long before its lease
   int64_t rpc_timeout_ms = 2'000;
   int64_t transfer_timeout_ms = 5'000;
+  // How long a read waits for an object the master is loading back from a
+  // worker's SSD tier (GetReplicasResponse.loading), asking again with a
+  // backoff from 200 us to 5 ms; then UNAVAILABLE (a prefix read stops at it).
+  int64_t ssd_load_wait_ms = 5'000;
   uint64_t max_object_bytes = uint64_t{1} << 32;  // larger puts: INVALID_ARGUMENT here
   size_t max_open_segments = 4096;
   Clock* clock = &MonotonicClock::Get();  // must outlive the client
@@ -79,6 +83,7 @@ struct ClientStats {
   uint64_t bytes_read = 0;
   uint64_t bytes_written = 0;
   uint64_t registered_bytes_moved = 0;  // bytes moved from/into registered buffers
+  uint64_t ssd_load_waits = 0;          // rounds spent waiting for SSD-tier loads
 };
 
 }  // namespace mooncake::client

@@ -179,6 +179,9 @@ class Master {
   absl::StatusOr<proto::TierSyncResponse> TierSync(const proto::TierSyncRequest& r) {
     return master_internal::TierSync(s_, r);
   }
+  absl::StatusOr<proto::TierReportResponse> TierReport(const proto::TierReportRequest& r) {
+    return master_internal::TierReport(s_, r);
+  }
 
   // ---- Housekeeping ------------------------------------------------------------
 

@@ -53,7 +53,7 @@ class MasterService {
   MasterService& operator=(const MasterService&) = delete;
   ~MasterService() { StopTicker(); }
 
-  // Registers all fourteen methods. Errors: those of ServiceRegistry::Register.
+  // Registers all fifteen methods. Errors: those of ServiceRegistry::Register.
   absl::Status Register(rpc::ServiceRegistry* registry) {
     const rpc::HandlerOptions fast{.mode = options_.inline_metadata_calls
                                                ? rpc::ExecutionMode::kInline
@@ -80,6 +80,7 @@ class MasterService {
     MOONCAKE_BIND_(PrefixQuery, fast)
     MOONCAKE_BIND_(DescribeSegments, fast)
     MOONCAKE_BIND_(TierSync, slow)  // a long poll: never on an I/O thread
+    MOONCAKE_BIND_(TierReport, fast)
 #undef MOONCAKE_BIND_
     return absl::OkStatus();
   }

@@ -270,7 +270,7 @@ TEST_F(MasterTierTest, ACorruptRecordIsNeverServedAndTheObjectGoes) {
 }
 
 TEST_F(MasterTierTest, AFullTierDropsItsLeastRecentlyUsedCopy) {
-  tier_capacity_ = 2 * kObject;
+  tier_capacity_ = 2 * (kObject + 4096);  // two records (header block each)
   Sync({});
   const uint64_t va = PutOnSsdOnly("a");
   ASSERT_NE(va, 0u);

@@ -10,9 +10,10 @@
 // finished by Complete with the worker's result; the master's paths
 // (internal/tier_path.h) own the object-level steps on both ends.
 //
-// Space. The registry charges each worker's tier the raw bytes of every
-// object stored or being stored there (`Reserve`); an offload is started only
-// where it fits, so a compressing tier is charged at most what it holds. The
+// Space. The registry charges each worker's tier the record size of every
+// object stored or being stored there (`ChargeFor`, `Reserve`); an offload is
+// started only where it fits, so a compressing tier is charged at most what
+// it holds. The
 // SSD copies of each worker are kept in LRU order (`resident`): when a new
 // offload does not fit, the master drops the least recently used copies.
 //
@@ -53,6 +54,12 @@ struct TierOptions {
   int64_t max_wait_ms = 1'000;       // longest TierSync long poll
   size_t max_waiting_polls = 4;      // long polls parked at once
   size_t max_queued_tasks = 65'536;  // per worker
+  // A put short of DRAM waits this long at most for offloads in flight.
+  int64_t put_wait_ms = 1'000;
+  // What one record costs a tier beyond its bytes (mooncake/tier SsdTier: a
+  // 4 KiB header block, payload padded to 4 KiB; docs/ssd_format.md).
+  uint64_t record_overhead_bytes = 4096;
+  uint64_t block_bytes = 4096;  // a power of two
 };
 
 // One task, with what the master needs when it ends.
@@ -82,6 +89,13 @@ class TierRegistry {
   explicit TierRegistry(TierOptions options = {}) : options_(options) {}
 
   const TierOptions& options() const { return options_; }
+
+  // Tier bytes charged for an object of `size` bytes: its record stored raw
+  // (compression only makes the record smaller).
+  uint64_t ChargeFor(uint64_t size) const {
+    const uint64_t b = options_.block_bytes;
+    return ((size + b - 1) & ~(b - 1)) + options_.record_overhead_bytes;
+  }
 
   // A worker's report of its tier; capacity 0 says it has none (nothing is
   // registered then). Returns false if the worker had no tier before.

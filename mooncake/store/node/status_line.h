@@ -40,6 +40,10 @@ struct NodeSnapshot {
   uint64_t heartbeats_ok = 0;
   uint64_t heartbeats_failed = 0;
   uint64_t remounts = 0;
+  bool has_tier = false;  // the worker's SSD tier
+  uint64_t tier_objects = 0;
+  uint64_t tier_used_bytes = 0;
+  uint64_t tier_capacity_bytes = 0;
 };
 
 // "812.0MiB" (binary units, one decimal).

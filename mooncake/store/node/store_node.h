@@ -66,6 +66,7 @@
 #include "mooncake/store/rpc/tcp_channel.h"
 #include "mooncake/store/rpc/tcp_server.h"
 #include "mooncake/store/worker/worker.h"
+#include "mooncake/tier/tier.h"
 
 namespace mooncake::node {
 
@@ -107,6 +108,8 @@ class StoreNode {
     // release: /health readers see it before any piece goes away.
     shutting_down_.store(true, std::memory_order_release);
     absl::Status status;
+    // Parked TierSync polls answer now (the worker's tier agent stops next).
+    if (master_ != nullptr) master_->StopTierWaits();
     if (worker_ != nullptr) status = worker_->Shutdown();
     if (server_ != nullptr && options_.drain_ms > 0) {
       absl::SleepFor(absl::Milliseconds(options_.drain_ms));
@@ -193,6 +196,13 @@ class StoreNode {
       s.heartbeats_ok = ws.heartbeats_ok;
       s.heartbeats_failed = ws.heartbeats_failed;
       s.remounts = ws.remounts;
+      if (auto* agent = w->tier_agent(); agent != nullptr) {
+        const tier::TierStats ts = agent->tier_stats();
+        s.has_tier = true;
+        s.tier_objects = ts.objects;
+        s.tier_used_bytes = ts.used_bytes;
+        s.tier_capacity_bytes = ts.capacity_bytes;
+      }
     }
     return s;
   }
@@ -236,7 +246,8 @@ class StoreNode {
     so.host = options_.listen.host;
     so.port = options_.listen.port;
     so.io_threads = options_.rpc_io_threads;
-    so.worker_threads = options_.rpc_worker_threads;
+    // TierSync long polls park handler threads: give them their own.
+    so.worker_threads = options_.rpc_worker_threads + mo.tier.max_waiting_polls;
     server_ = std::make_unique<rpc::RpcServer>(registry_.get(), so);
     if (absl::Status s = server_->Start(); !s.ok()) {
       return Context(absl::StrCat("--listen=", options_.listen.ToString()), s);
@@ -259,6 +270,12 @@ class StoreNode {
     wo.segment_bytes = options_.segment_bytes;
     wo.host_id = options_.host_id;
     wo.tcp_bind_host = options_.worker_host;
+    if (!options_.ssd_path.empty()) {
+      worker::TierAgentOptions t;
+      t.tier.paths = {options_.ssd_path};
+      t.tier.capacity_bytes_per_file = options_.ssd_bytes;
+      wo.tier = std::move(t);
+    }
     auto w = WorkerT::Start(wo, worker_channel_.get());
     if (!w.ok()) return Context(absl::StrCat("worker (master ", master, ")"), w.status());
     worker_ = std::move(*w);
@@ -305,6 +322,14 @@ class StoreNode {
                                                        {{"result", "failed"}}));
     ASSIGN_OR_RETURN(w_remounts_, metrics_.GetCounter("mooncake_worker_remounts_total",
                                                       "Times the master asked for a remount."));
+    ASSIGN_OR_RETURN(w_tier_objects_, metrics_.GetGauge("mooncake_worker_tier_objects",
+                                                        "Records on this worker's SSD tier."));
+    ASSIGN_OR_RETURN(w_tier_used_,
+                     metrics_.GetGauge("mooncake_worker_tier_used_bytes",
+                                       "Bytes this worker's SSD tier spends (compressed)."));
+    ASSIGN_OR_RETURN(w_tier_capacity_,
+                     metrics_.GetGauge("mooncake_worker_tier_capacity_bytes",
+                                       "This worker's SSD tier capacity (0: none)."));
     return absl::OkStatus();
   }
 
@@ -316,6 +341,9 @@ class StoreNode {
     if (!s.has_worker) return;
     w_mounted_->Set(static_cast<double>(s.segments_mounted));
     w_bytes_->Set(static_cast<double>(s.segment_bytes_total));
+    w_tier_objects_->Set(static_cast<double>(s.tier_objects));
+    w_tier_used_->Set(static_cast<double>(s.tier_used_bytes));
+    w_tier_capacity_->Set(static_cast<double>(s.tier_capacity_bytes));
     // The worker's stats are totals; the counters move by the difference
     // (under the mutex: two scrapes at once must not both add it).
     absl::MutexLock lock(&refresh_mu_);
@@ -368,6 +396,9 @@ class StoreNode {
   Counter* w_hb_ok_ = nullptr;
   Counter* w_hb_failed_ = nullptr;
   Counter* w_remounts_ = nullptr;
+  Gauge* w_tier_objects_ = nullptr;
+  Gauge* w_tier_used_ = nullptr;
+  Gauge* w_tier_capacity_ = nullptr;
 };
 
 }  // namespace mooncake::node

@@ -64,6 +64,10 @@ struct StoreNodeOptions {
   double high_watermark = 0.99;
   double low_watermark = 0.97;
   std::vector<master::TenantConfig> tenants;
+  // The worker's SSD tier (docs/tier.md, "In the store"): a file created (or
+  // emptied) at start; evicted objects are written back to it. "" = none.
+  std::string ssd_path;
+  uint64_t ssd_bytes = 0;  // the file's size; required with ssd_path
   // Master timing (not flags: the defaults suit a real deployment).
   int64_t tick_interval_ms = 100;
   int64_t heartbeat_interval_ms = 1'000;
@@ -189,6 +193,15 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     if (o.worker_host.empty()) return bad("--worker_host must not be empty");
   }
   if (o.role == Role::kWorker && o.master.port == 0) return bad("--master needs a port");
+  if (o.ssd_path.empty() != (o.ssd_bytes == 0)) {
+    return bad("--ssd_path and --ssd_bytes go together (an SSD tier needs both)");
+  }
+  if (!o.ssd_path.empty()) {
+    if (o.role == Role::kMaster) return bad("--ssd_path is for a node with a worker");
+    if (o.ssd_bytes < (uint64_t{64} << 20) || o.ssd_bytes % 4096 != 0) {
+      return bad("--ssd_bytes must be at least 64M and a multiple of 4K");
+    }
+  }
   if (o.replicas < 1 || o.replicas > 8) return bad("--replicas must be in [1, 8]");
   if (o.max_object_bytes == 0 || o.max_object_bytes > (uint64_t{1} << 32)) {
     return bad("--max_object_bytes must be in [1, 4G]");

@@ -19,8 +19,10 @@ TEST(MasterMethodsTest, IdsMatchTheProtoEnum) {
   EXPECT_EQ(PrefixQueryMethod::kId, proto::PREFIX_QUERY);
   EXPECT_EQ(MountSegmentMethod::kId, 1);
   EXPECT_EQ(DescribeSegmentsMethod::kId, 13);
-  // Every enum value but UNSPECIFIED has a method type (13 methods).
-  EXPECT_EQ(proto::MasterMethodId_MAX, 13);
+  EXPECT_EQ(TierSyncMethod::kId, 14);
+  EXPECT_EQ(TierReportMethod::kId, 15);
+  // Every enum value but UNSPECIFIED has a method type (15 methods).
+  EXPECT_EQ(proto::MasterMethodId_MAX, 15);
 }
 
 TEST(MasterMethodsTest, BlockObjectKeyLayout) {

@@ -54,6 +54,7 @@
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/worker/segment_directory.h"
+#include "mooncake/store/worker/tier_agent.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/router.h"
 #include "mooncake/transport/shm_transport.h"
@@ -75,6 +76,10 @@ struct WorkerOptions {
   int64_t rpc_timeout_ms = 2'000;                 // each master call
   int64_t initial_heartbeat_interval_ms = 1'000;  // until the master names one
   bool heartbeat_thread = true;                   // false: the owner calls HeartbeatOnce (tests)
+  // An SSD tier under the segments (tier_agent.h): evicted objects are written
+  // back to it and loaded again on a read. nullopt: none. Its files are
+  // emptied at start (the master knows no record of a new worker).
+  std::optional<TierAgentOptions> tier;
 };
 
 struct WorkerStats {
@@ -104,6 +109,13 @@ class Worker {
     if (options.host_id.empty()) options.host_id = HostName();
     std::unique_ptr<Worker> w(new Worker(std::move(options), channel));
     RETURN_IF_ERROR(w->Init());
+    if (w->options_.tier.has_value()) {
+      TierAgentOptions t = *w->options_.tier;
+      t.rpc_timeout_ms = w->options_.rpc_timeout_ms;
+      ASSIGN_OR_RETURN(w->tier_agent_,
+                       TierAgent<C>::Start(std::move(t), channel, w->worker_id_,
+                                           [p = w.get()](uint64_t id) { return p->Lookup(id); }));
+    }
     if (w->options_.heartbeat_thread) {
       w->heartbeat_ = std::thread([p = w.get()] { p->HeartbeatLoop(); });
     }
@@ -139,6 +151,7 @@ class Worker {
       wake_.SignalAll();
     }
     if (heartbeat_.joinable()) heartbeat_.join();
+    tier_agent_.reset();  // no lock held: its lookups take mu_
     absl::Status status;
     absl::MutexLock lock(&mu_);
     for (Slot& s : slots_) {
@@ -163,6 +176,7 @@ class Worker {
       wake_.SignalAll();
     }
     if (heartbeat_.joinable()) heartbeat_.join();
+    tier_agent_.reset();
     absl::MutexLock lock(&mu_);
     for (Slot& s : slots_) {
       if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
@@ -198,9 +212,14 @@ class Worker {
     return stats_;
   }
 
+  // The SSD tier's agent; null without a tier (or after Shutdown).
+  TierAgent<C>* tier_agent() { return tier_agent_.get(); }
+
  private:
   struct Slot {
-    std::optional<transport::SharedMemory> memory;  // set once Init ran
+    // Set once Init ran. Shared with the tier's operations in flight, so a
+    // retired segment stays mapped until they end.
+    std::shared_ptr<transport::SharedMemory> memory;
     transport::SegmentId router_id = 0;
     uint64_t master_segment_id = 0;  // 0: not mounted
   };
@@ -295,7 +314,7 @@ class Worker {
         router_->RegisterMemory(mem.data(), mem.size(), transport::MemoryLocation::SharedMemory()));
     Slot& s = slots_[i];
     if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
-    s.memory = std::move(mem);
+    s.memory = std::make_shared<transport::SharedMemory>(std::move(mem));
     s.router_id = d.id;
     s.master_segment_id = 0;
     return absl::OkStatus();
@@ -366,9 +385,23 @@ class Worker {
     if (r->remount_required()) {
       ++stats_.remounts;
       ++generation_;
+      // The master forgot every SSD copy here too.
+      if (tier_agent_ != nullptr) RETURN_IF_ERROR(tier_agent_->Reset());
       for (size_t i = 0; i < slots_.size(); ++i) RETURN_IF_ERROR(FreshMemoryLocked(i));
     }
     return MountAllLocked();
+  }
+
+  std::optional<SegmentMemory> Lookup(uint64_t master_segment_id) {
+    absl::MutexLock lock(&mu_);
+    for (const Slot& s : slots_) {
+      if (s.master_segment_id == master_segment_id && s.memory != nullptr) {
+        return SegmentMemory{
+            s.memory,
+            std::span<std::byte>(static_cast<std::byte*>(s.memory->data()), s.memory->size())};
+      }
+    }
+    return std::nullopt;
   }
 
   void HeartbeatLoop() {
@@ -401,6 +434,8 @@ class Worker {
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread heartbeat_;
+  // Set in Start, reset in Shutdown/Abandon after the heartbeat thread ends.
+  std::unique_ptr<TierAgent<C>> tier_agent_;
 };
 
 }  // namespace mooncake::worker

@@ -60,7 +60,8 @@ struct GetTarget {
 
 struct AtomicStats {
   std::atomic<uint64_t> master_rpcs{0}, cache_hits{0}, cache_misses{0}, replica_fallbacks{0},
-      checksum_mismatches{0}, bytes_read{0}, bytes_written{0}, registered_bytes_moved{0};
+      checksum_mismatches{0}, bytes_read{0}, bytes_written{0}, registered_bytes_moved{0},
+      ssd_load_waits{0};
 };
 
 inline void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
@@ -211,7 +212,8 @@ class ClientCore {
     return {l(stats_.master_rpcs),         l(stats_.cache_hits),
             l(stats_.cache_misses),        l(stats_.replica_fallbacks),
             l(stats_.checksum_mismatches), l(stats_.bytes_read),
-            l(stats_.bytes_written),       l(stats_.registered_bytes_moved)};
+            l(stats_.bytes_written),       l(stats_.registered_bytes_moved),
+            l(stats_.ssd_load_waits)};
   }
   const std::string& client_id() const { return options_.client_id; }
   client::MetadataCache& cache() { return cache_; }

@@ -45,25 +45,53 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
     misses.push_back(i);
   }
   if (misses.empty()) return;
-  const int64_t sent_ns = NowNs();  // leases count from no earlier than this
-  auto answers = CallMany<rpc::GetReplicasMethod>(reqs);
-  for (size_t j = 0; j < misses.size(); ++j) {
-    const size_t i = misses[j];
-    if (!answers[j].ok()) {
-      (*st)[i] = Annotate(answers[j].status(), "Get", t[i].key);
-      continue;
+  // Objects only on a worker's SSD are being loaded into DRAM by the master:
+  // ask again (real time: the sleeps are real) until they are, or give up.
+  const absl::Time give_up = absl::Now() + absl::Milliseconds(options_.ssd_load_wait_ms);
+  absl::Duration backoff = absl::Microseconds(200);
+  for (;;) {
+    const int64_t sent_ns = NowNs();  // leases count from no earlier than this
+    auto answers = CallMany<rpc::GetReplicasMethod>(reqs);
+    std::vector<size_t> loading;
+    std::vector<proto::GetReplicasRequest> again;
+    for (size_t j = 0; j < misses.size(); ++j) {
+      const size_t i = misses[j];
+      if (!answers[j].ok()) {
+        (*st)[i] = Annotate(answers[j].status(), "Get", t[i].key);
+        continue;
+      }
+      proto::GetReplicasResponse& a = *answers[j];
+      if (a.loading()) {
+        loading.push_back(i);
+        again.push_back(std::move(reqs[j]));
+        continue;
+      }
+      Resolved& r = (*res)[i];
+      r.have = true;
+      r.obj.size_bytes = a.object().size_bytes();
+      r.obj.checksum = a.object().checksum();
+      r.obj.version = a.object().version();
+      r.obj.lease_id = a.lease().lease_id();
+      r.obj.lease_end_ns =
+          sent_ns +
+          static_cast<int64_t>(std::min<uint64_t>(a.lease().expires_in_ms(), 1u << 30)) * 1'000'000;
+      TakeReplicas(a.mutable_replicas(), &r.obj);
     }
-    proto::GetReplicasResponse& a = *answers[j];
-    Resolved& r = (*res)[i];
-    r.have = true;
-    r.obj.size_bytes = a.object().size_bytes();
-    r.obj.checksum = a.object().checksum();
-    r.obj.version = a.object().version();
-    r.obj.lease_id = a.lease().lease_id();
-    r.obj.lease_end_ns =
-        sent_ns +
-        static_cast<int64_t>(std::min<uint64_t>(a.lease().expires_in_ms(), 1u << 30)) * 1'000'000;
-    TakeReplicas(a.mutable_replicas(), &r.obj);
+    if (loading.empty()) return;
+    Add(stats_.ssd_load_waits);
+    if (absl::Now() + backoff > give_up) {
+      for (const size_t i : loading) {
+        (*st)[i] = Annotate(absl::UnavailableError(absl::StrCat(
+                                "still loading from a worker's SSD tier after ",
+                                options_.ssd_load_wait_ms, " ms (ClientOptions.ssd_load_wait_ms)")),
+                            "Get", t[i].key);
+      }
+      return;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(2 * backoff, absl::Milliseconds(5));
+    misses = std::move(loading);
+    reqs = std::move(again);
   }
 }
 
@@ -92,12 +120,33 @@ absl::StatusOr<size_t> ClientCore<C>::ReadPrefixChunk(std::span<const Hash128> c
   req.set_client_host_id(options_.host_id);
   req.set_lease_ms(options_.lease_ms);
   for (const Hash128& block : chain) rpc::ToProto(block, req.add_chain());
-  const int64_t sent_ns = NowNs();  // the lease counts from no earlier than this
-  ASSIGN_OR_RETURN(proto::PrefixQueryResponse resp, CallMaster<rpc::PrefixQueryMethod>(req));
-  const size_t matched = resp.matched();
-  if (matched > chain.size() || static_cast<size_t>(resp.blocks_size()) != matched) {
-    return absl::InternalError(absl::StrCat("the master matched ", matched, " of ", chain.size(),
-                                            " blocks with ", resp.blocks_size(), " descriptions"));
+  // Blocks only on a worker's SSD are being loaded: ask again until they are
+  // in DRAM, or read the prefix up to the first one still loading.
+  const absl::Time give_up = absl::Now() + absl::Milliseconds(options_.ssd_load_wait_ms);
+  absl::Duration backoff = absl::Microseconds(200);
+  int64_t sent_ns = 0;  // the lease counts from no earlier than this
+  proto::PrefixQueryResponse resp;
+  size_t matched = 0;
+  for (;;) {
+    sent_ns = NowNs();
+    ASSIGN_OR_RETURN(resp, CallMaster<rpc::PrefixQueryMethod>(req));
+    matched = resp.matched();
+    if (matched > chain.size() || static_cast<size_t>(resp.blocks_size()) != matched) {
+      return absl::InternalError(absl::StrCat("the master matched ", matched, " of ", chain.size(),
+                                              " blocks with ", resp.blocks_size(),
+                                              " descriptions"));
+    }
+    size_t ready = 0;
+    while (ready < matched && !resp.blocks(static_cast<int>(ready)).loading()) ++ready;
+    if (ready == matched) break;
+    Add(stats_.ssd_load_waits);
+    if (absl::Now() + backoff > give_up) {
+      matched = ready;
+      break;
+    }
+    if (resp.lease().lease_id() != 0) ReleaseAsync({resp.lease().lease_id()});
+    absl::SleepFor(backoff);
+    backoff = std::min(2 * backoff, absl::Milliseconds(5));
   }
   std::vector<std::string> keys(matched);
   std::vector<GetTarget> targets(matched);

@@ -21,6 +21,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
@@ -183,11 +185,27 @@ struct MasterState {
 
   // ---- SSD copies --------------------------------------------------------------
 
+  // A put short of space waits here for offloads in flight to free DRAM.
+  // Returns false at `deadline` (real time) with none ended.
+  bool WaitForOffload(absl::Time deadline) {
+    absl::MutexLock lock(&offload_mu_);
+    const uint64_t seen = offloads_ended_;
+    while (offloads_ended_ == seen) {
+      if (offload_cv_.WaitWithDeadline(&offload_mu_, deadline)) return offloads_ended_ != seen;
+    }
+    return true;
+  }
+  void NotifyOffloadEnded() {
+    absl::MutexLock lock(&offload_mu_);
+    ++offloads_ended_;
+    offload_cv_.SignalAll();
+  }
+
   // Under the shard lock: detaches a stored SSD copy from `m` (kOffloading is
   // left alone: its task's end finds the object changed and drops the record).
   std::optional<SsdDrop> TakeSsdCopyLocked(ObjectMeta& m) {
     if (m.ssd != master::SsdState::kStored) return std::nullopt;
-    SsdDrop d{std::move(m.ssd_worker_id), m.version, m.size_bytes};
+    SsdDrop d{std::move(m.ssd_worker_id), m.version, tiers.ChargeFor(m.size_bytes)};
     m.ssd = master::SsdState::kNone;
     m.ssd_worker_id.clear();
     ssd_objects.fetch_sub(1, std::memory_order_relaxed);
@@ -317,7 +335,7 @@ struct MasterState {
         }
         const std::string* tier_worker = OffloadSource(m, now);
         if (tier_worker != nullptr) {
-          if (tiers.Reserve(*tier_worker, m.size_bytes)) {
+          if (tiers.Reserve(*tier_worker, tiers.ChargeFor(m.size_bytes))) {
             StartOffloadLocked(key, m, *tier_worker);
             return true;
           }
@@ -333,7 +351,7 @@ struct MasterState {
       if (!room_on.empty()) {
         MakeTierRoom(room_on, table.With(key, [&](ObjectTable::Shard& sh) -> uint64_t {
           const ObjectMeta* m = sh.Find(key);
-          return m == nullptr ? 0 : m->size_bytes;
+          return m == nullptr ? 0 : tiers.ChargeFor(m->size_bytes);
         }));
         continue;
       }
@@ -384,10 +402,10 @@ struct MasterState {
              .Enqueue(master::TierTaskRecord{.task = std::move(t),
                                              .key = key,
                                              .worker_id = worker,
-                                             .tier_bytes = m.size_bytes,
+                                             .tier_bytes = tiers.ChargeFor(m.size_bytes),
                                              .dram_bytes = charge})
              .has_value()) {
-      tiers.Unreserve(worker, m.size_bytes);
+      tiers.Unreserve(worker, tiers.ChargeFor(m.size_bytes));
       return;  // queue full: the object stays in DRAM; a later round retries
     }
     m.ssd = master::SsdState::kOffloading;
@@ -424,6 +442,10 @@ struct MasterState {
   }
 
  private:
+  absl::Mutex offload_mu_;  // a leaf
+  absl::CondVar offload_cv_;
+  uint64_t offloads_ended_ ABSL_GUARDED_BY(offload_mu_) = 0;
+
   static void ReleaseQuota(qos::TenantQuota& q, std::string_view tenant, uint64_t bytes) {
     const absl::Status s = q.Release(tenant, bytes);
     MC_ASSERT(s.ok(), "quota release of bytes the master never admitted");

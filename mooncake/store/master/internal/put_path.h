@@ -34,16 +34,30 @@ namespace proto = ::mooncake::store::proto;
 template <typename A, typename P>
 absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
                                                        const master::PlacementRequest& req) {
-  for (uint32_t round = 0;; ++round) {
+  const uint64_t need = req.size_bytes * req.replica_count;
+  // Offloads to SSD free DRAM only once the tier acknowledges: while enough
+  // are in flight, wait for them (bounded) instead of evicting more.
+  const absl::Time wait_until = absl::Now() + absl::Milliseconds(s.options.tier.put_wait_ms);
+  for (uint32_t round = 0;;) {
     bool shortfall = false;
     absl::StatusOr<std::vector<Replica>> placed =
         master::PlaceReplicas(s.pool, req, s.options.placement, &shortfall);
-    if (placed.ok() || !shortfall || round >= s.options.put_eviction_rounds) return placed;
+    if (placed.ok() || !shortfall) return placed;
+    const uint64_t offloading = s.offloading_bytes.load(std::memory_order_relaxed);
+    if (offloading >= need) {
+      if (absl::Now() < wait_until && s.WaitForOffload(wait_until)) continue;
+      return absl::ResourceExhaustedError(
+          absl::StrCat(placed.status().message(), "; waited ", s.options.tier.put_wait_ms,
+                       " ms for the SSD tier to take evicted objects (TierOptions::put_wait_ms)"));
+    }
+    if (round >= s.options.put_eviction_rounds) return placed;
     const int64_t now = s.Now();
     const uint64_t swept = s.SweepDeferred(now);
-    const uint64_t want = req.size_bytes * req.replica_count << std::min<uint32_t>(round, 16);
+    const uint64_t want = (need << std::min<uint32_t>(round, 16)) - offloading;
     const master::EvictionResult got = s.Evict(want, now);
-    if (got.freed_bytes == 0 && swept == 0) {
+    ++round;
+    if (got.freed_bytes == 0 && swept == 0 &&
+        s.offloading_bytes.load(std::memory_order_relaxed) == 0) {
       return absl::ResourceExhaustedError(
           absl::StrCat(placed.status().message(),
                        "; nothing could be evicted (the rest is leased, pinned or being put)"));

@@ -75,7 +75,14 @@ absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
     return absl::NotFoundError(absl::StrCat("key '", absl::CEscape(req.key()), "' not found"));
   }
   if (on_ssd) {
-    if (start_load) RETURN_IF_ERROR(StartLoad(s, req.key(), version));
+    if (start_load) {
+      // No DRAM room yet: eviction has started making some (offloads finish
+      // asynchronously), so the client's next ask starts the load.
+      if (absl::Status st = StartLoad(s, req.key(), version);
+          !st.ok() && !absl::IsUnavailable(st)) {
+        return st;
+      }
+    }
     resp.set_loading(true);
     s.metrics.gets_hit->Increment();
     return resp;

@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/status_macros.h"
 #include "mooncake/store/master/internal/master_state.h"
 #include "mooncake/store/rpc/master_methods.h"
 
@@ -98,6 +99,7 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
   if (r.has_value()) s.FinishRetired(*r, rec.key, /*erase_from_evictor=*/true);
   if (readmit > 0) s.evictor.Admit(rec.key, readmit);
   (st.ok() ? s.metrics.tier_offloads : s.metrics.tier_offload_failures)->Increment();
+  s.NotifyOffloadEnded();
 }
 
 // `timed_out`: the worker may still be writing the range, so it is never
@@ -176,8 +178,9 @@ void FinishTierTask(MasterState<A, P>& s, master::TierTaskRecord& rec, const abs
 // ssd_worker_id) into a DRAM range on the same worker. OK also when another
 // read started the load first or the object changed meanwhile: the caller
 // reports "loading" and the client asks again. RESOURCE_EXHAUSTED: the
-// tenant's quota; UNAVAILABLE: no DRAM room on that worker even after
-// eviction, or its task queue is full.
+// tenant's quota; UNAVAILABLE: no DRAM room on that worker yet (eviction was
+// started: offloads free DRAM when the tier acknowledges them), or its task
+// queue is full. Readers treat UNAVAILABLE as "still loading".
 template <typename A, typename P>
 absl::Status StartLoad(MasterState<A, P>& s, const std::string& key, uint64_t version) {
   uint64_t size = 0;
@@ -279,24 +282,22 @@ uint64_t DropTierWorker(MasterState<A, P>& s, const std::string& worker) {
   return lost.size();
 }
 
-template <typename A, typename P>
-absl::StatusOr<proto::TierSyncResponse> TierSync(MasterState<A, P>& s,
-                                                 const proto::TierSyncRequest& req) {
-  if (req.worker_id().empty()) return absl::InvalidArgumentError("TierSync without worker_id");
-  if (static_cast<size_t>(req.results_size()) > rpc::kMaxTierTasks ||
-      req.max_tasks() > rpc::kMaxTierTasks) {
+// The shared part of TierSync and TierReport: registers the tier and ends
+// the reported tasks. Returns false if the worker must remount.
+template <typename A, typename P, typename Request>
+absl::StatusOr<bool> ApplyTierReport(MasterState<A, P>& s, const Request& req) {
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("tier report without worker_id");
+  if (static_cast<size_t>(req.results_size()) > rpc::kMaxTierTasks) {
     return absl::InvalidArgumentError(
-        absl::StrCat("TierSync: at most ", rpc::kMaxTierTasks, " results and tasks per call"));
+        absl::StrCat("at most ", rpc::kMaxTierTasks, " tier task results per call"));
   }
-  proto::TierSyncResponse resp;
   if (!s.workers.Contains(req.worker_id())) {
     DropTierWorker(s, req.worker_id());
-    resp.set_remount_required(true);
-    return resp;
+    return false;
   }
   if (req.capacity_bytes() == 0) {
     DropTierWorker(s, req.worker_id());
-    return resp;
+    return true;
   }
   s.tiers.Report(req.worker_id(), req.capacity_bytes(), req.used_bytes());
   for (const proto::TierTaskResult& res : req.results()) {
@@ -310,6 +311,34 @@ absl::StatusOr<proto::TierSyncResponse> TierSync(MasterState<A, P>& s,
         s, *rec,
         code == absl::StatusCode::kOk ? absl::OkStatus() : absl::Status(code, res.message()));
   }
+  return true;
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::TierReportResponse> TierReport(MasterState<A, P>& s,
+                                                     const proto::TierReportRequest& req) {
+  ASSIGN_OR_RETURN(const bool known, ApplyTierReport(s, req));
+  proto::TierReportResponse resp;
+  resp.set_remount_required(!known);
+  return resp;
+}
+
+// Ends the reported tasks, then hands out new ones, waiting up to wait_ms
+// (clamped to TierOptions::max_wait_ms) for the first.
+template <typename A, typename P>
+absl::StatusOr<proto::TierSyncResponse> TierSync(MasterState<A, P>& s,
+                                                 const proto::TierSyncRequest& req) {
+  if (req.max_tasks() > rpc::kMaxTierTasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TierSync: at most ", rpc::kMaxTierTasks, " tasks per call"));
+  }
+  ASSIGN_OR_RETURN(const bool known, ApplyTierReport(s, req));
+  proto::TierSyncResponse resp;
+  if (!known) {
+    resp.set_remount_required(true);
+    return resp;
+  }
+  if (req.capacity_bytes() == 0) return resp;
   const absl::Duration wait =
       absl::Milliseconds(static_cast<int64_t>(std::min<uint64_t>(req.wait_ms(), 60'000)));
   for (proto::TierTask& t : s.tiers.Take(req.worker_id(), req.max_tasks(), wait, s.Now())) {

@@ -1,0 +1,377 @@
+// TierAgent: a worker's SSD tier (mooncake/tier SsdTier) under its DRAM
+// segments, driven by the master.
+//
+// The master decides everything (docs/master.md, "SSD tier"): which object
+// leaves DRAM for the tier (OFFLOAD), which comes back into which DRAM range
+// (LOAD), which record goes (DROP). The agent long-polls the master with
+// TierSync for tasks, runs each on the tier asynchronously, and reports each
+// result as soon as it is known (one TierReport per completion, which the
+// master answers on its I/O thread; a report that fails is resent with the
+// next poll).
+//
+// Records are named by the object's version ("v<version>"), which the master
+// never reuses in its life. A new worker, or one told to remount, has records
+// no master knows, so Reset() empties the tier; results of tasks begun before
+// a Reset are dropped, since a restarted master reuses task ids.
+//
+// Bytes. An OFFLOAD hashes the segment range (XXH3-64) and refuses a range
+// that does not match the object's checksum (DataLoss), so the tier only ever
+// holds the committed value; a LOAD checks the same hash after the read (the
+// tier verified its own record checksums already). Segment memory is held by
+// shared_ptr for as long as an operation uses it, so a remount that retires
+// a segment never unmaps memory the tier is still reading or writing.
+//
+// Thread-safety: Reset and stats from any thread; one loop thread of its own;
+// completion callbacks on the tier's reaper threads.
+#ifndef MOONCAKE_STORE_WORKER_TIER_AGENT_H_
+#define MOONCAKE_STORE_WORKER_TIER_AGENT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/hash.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/compress/codec.h"
+#include "mooncake/store/rpc/call.h"
+#include "mooncake/store/rpc/channel.h"
+#include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/tier/blocking.h"
+#include "mooncake/tier/ssd_tier.h"
+
+namespace mooncake::worker {
+
+struct TierAgentOptions {
+  tier::SsdTierOptions tier;       // paths and capacity_bytes_per_file required
+  int64_t poll_wait_ms = 500;      // TierSync long poll
+  size_t max_in_flight = 64;       // tier operations at once
+  int64_t rpc_timeout_ms = 2'000;  // added to poll_wait_ms for a poll
+  int64_t retry_backoff_ms = 100;  // after a failed poll
+};
+
+struct TierAgentStats {
+  uint64_t offloads = 0, offload_failures = 0;
+  uint64_t loads = 0, load_failures = 0;
+  uint64_t drops = 0;
+  uint64_t polls = 0, poll_failures = 0, reports_resent = 0;
+  uint64_t resets = 0;
+};
+
+// One DRAM segment as the agent sees it: the memory stays mapped while held.
+struct SegmentMemory {
+  std::shared_ptr<void> keep_alive;
+  std::span<std::byte> bytes;
+};
+
+// master segment id -> its memory on this worker (nullopt: not one of ours).
+using SegmentLookup = std::function<std::optional<SegmentMemory>(uint64_t master_segment_id)>;
+
+inline compress::DType TierDType(store::proto::DType d) {
+  switch (d) {
+    case store::proto::DTYPE_BF16:
+      return compress::DType::kBFloat16;
+    case store::proto::DTYPE_FP16:
+      return compress::DType::kFloat16;
+    case store::proto::DTYPE_FP32:
+      return compress::DType::kFloat32;
+    case store::proto::DTYPE_FP8_E4M3:
+      return compress::DType::kFloat8E4M3;
+    case store::proto::DTYPE_FP8_E5M2:
+      return compress::DType::kFloat8E5M2;
+    default:
+      return compress::DType::kBytes;
+  }
+}
+
+inline std::string TierRecordKey(uint64_t version) { return absl::StrCat("v", version); }
+
+template <rpc::RpcChannel C>
+class TierAgent {
+ public:
+  // Opens the tier and empties it (Reset); the loop starts polling at once.
+  static absl::StatusOr<std::unique_ptr<TierAgent>> Start(TierAgentOptions options, C* channel,
+                                                          std::string worker_id,
+                                                          SegmentLookup lookup) {
+    if (options.poll_wait_ms < 0 || options.max_in_flight == 0 || options.rpc_timeout_ms <= 0) {
+      return absl::InvalidArgumentError(
+          "TierAgentOptions: poll_wait_ms >= 0, max_in_flight > 0, rpc_timeout_ms > 0");
+    }
+    MC_ASSERT(channel != nullptr && lookup != nullptr, "a tier agent needs a channel and lookup");
+    ASSIGN_OR_RETURN(std::unique_ptr<tier::SsdTier> t, tier::SsdTier::Open(options.tier));
+    std::unique_ptr<TierAgent> a(
+        new TierAgent(std::move(options), channel, std::move(worker_id), std::move(lookup)));
+    a->tier_ = std::move(t);
+    RETURN_IF_ERROR(a->Reset());
+    a->loop_ = std::thread([p = a.get()] { p->Loop(); });
+    return a;
+  }
+
+  TierAgent(const TierAgent&) = delete;
+  TierAgent& operator=(const TierAgent&) = delete;
+  // Stops polling and waits for the tier's operations in flight.
+  ~TierAgent() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    if (loop_.joinable()) loop_.join();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](size_t* n) { return *n == 0; }, &in_flight_));
+  }
+
+  // Forgets every record (the master knows none of them): waits for the
+  // operations in flight, then removes everything the tier holds.
+  absl::Status Reset() {
+    {
+      absl::MutexLock lock(&mu_);
+      ++generation_;
+      ++stats_.resets;
+      pending_.clear();
+      mu_.Await(absl::Condition(
+          +[](size_t* n) { return *n == 0; }, &in_flight_));
+    }
+    std::vector<std::string> keys;
+    tier_->ForEach([&](const tier::ObjectInfo& o) { keys.push_back(o.key); });
+    for (const std::string& k : keys) {
+      absl::Status s = tier::RemoveBlocking(*tier_, k);
+      if (!s.ok() && !absl::IsNotFound(s)) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  TierAgentStats stats() const {
+    absl::MutexLock lock(&mu_);
+    return stats_;
+  }
+  tier::TierStats tier_stats() const { return tier_->stats(); }
+  tier::SsdTier& tier() { return *tier_; }
+
+ private:
+  TierAgent(TierAgentOptions options, C* channel, std::string worker_id, SegmentLookup lookup)
+      : options_(std::move(options)),
+        channel_(channel),
+        worker_id_(std::move(worker_id)),
+        lookup_(std::move(lookup)) {}
+
+  store::proto::TierSyncRequest BaseRequest() const {
+    store::proto::TierSyncRequest req;
+    req.set_worker_id(worker_id_);
+    const tier::TierStats st = tier_->stats();
+    req.set_capacity_bytes(st.capacity_bytes);
+    req.set_used_bytes(st.used_bytes);
+    return req;
+  }
+
+  void Loop() {
+    for (;;) {
+      store::proto::TierSyncRequest req = BaseRequest();
+      uint64_t generation = 0;
+      {
+        absl::MutexLock lock(&mu_);
+        // Wait for room before asking for more work.
+        mu_.Await(absl::Condition(this, &TierAgent::CanPoll));
+        if (stopping_) return;
+        generation = generation_;
+        for (auto& r : pending_) *req.add_results() = std::move(r);
+        if (!pending_.empty()) stats_.reports_resent += pending_.size();
+        pending_.clear();
+        req.set_max_tasks(static_cast<uint32_t>(
+            std::min(options_.max_in_flight - in_flight_, rpc::kMaxTierTasks)));
+        req.set_wait_ms(static_cast<uint64_t>(options_.poll_wait_ms));
+        ++stats_.polls;
+      }
+      const int64_t timeout_ms = options_.poll_wait_ms + options_.rpc_timeout_ms;
+      auto resp =
+          rpc::Call<rpc::TierSyncMethod>(*channel_, req, {.timeout_ns = timeout_ms * 1'000'000});
+      if (!resp.ok()) {
+        absl::MutexLock lock(&mu_);
+        ++stats_.poll_failures;
+        if (generation == generation_) {
+          for (auto& r : *req.mutable_results()) pending_.push_back(std::move(r));
+        }
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                             absl::Milliseconds(options_.retry_backoff_ms));
+        continue;
+      }
+      // remount_required: the worker's heartbeat remounts and Resets us.
+      for (const store::proto::TierTask& t : resp->tasks()) Run(t, generation);
+    }
+  }
+
+  bool CanPoll() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || in_flight_ < options_.max_in_flight;
+  }
+
+  void Run(const store::proto::TierTask& t, uint64_t generation) {
+    // Looked up before counting the task: the lookup takes the worker's lock,
+    // which a remount holds while Reset waits for in_flight_ to drain.
+    std::optional<SegmentMemory> mem;
+    if (t.kind() != store::proto::TIER_DROP) mem = lookup_(t.segment_id());
+    {
+      absl::MutexLock lock(&mu_);
+      if (generation != generation_ || stopping_) return;  // from before a Reset
+      ++in_flight_;
+    }
+    const uint64_t id = t.task_id();
+    const std::string key = TierRecordKey(t.version());
+    if (t.kind() == store::proto::TIER_DROP) {
+      {
+        absl::MutexLock lock(&mu_);
+        ++removes_in_flight_;
+      }
+      tier_->Remove(key, [this, id, generation](absl::Status s) {
+        RemoveEnded();
+        Done(id, generation, absl::IsNotFound(s) ? absl::OkStatus() : s, &TierAgentStats::drops,
+             nullptr);
+      });
+      return;
+    }
+    if (!mem.has_value() || t.length() == 0 || t.offset() > mem->bytes.size() ||
+        t.length() > mem->bytes.size() - t.offset()) {
+      Done(id, generation,
+           absl::NotFoundError(absl::StrCat("segment ", t.segment_id(), " range [", t.offset(),
+                                            ", +", t.length(), ") is not on this worker")),
+           nullptr,
+           t.kind() == store::proto::TIER_LOAD ? &TierAgentStats::load_failures
+                                               : &TierAgentStats::offload_failures);
+      return;
+    }
+    std::span<std::byte> range = mem->bytes.subspan(t.offset(), t.length());
+    if (t.kind() == store::proto::TIER_OFFLOAD) {
+      if (StableHash64(range.data(), range.size()) != t.checksum()) {
+        Done(id, generation,
+             absl::DataLossError("segment bytes do not match the object's checksum"), nullptr,
+             &TierAgentStats::offload_failures);
+        return;
+      }
+      Offload(Parked{t, generation, std::move(*mem)}, /*retried=*/false);
+      return;
+    }
+    if (t.kind() != store::proto::TIER_LOAD) {
+      Done(id, generation, absl::InvalidArgumentError("unknown tier task kind"), nullptr, nullptr);
+      return;
+    }
+    tier_->Read(key, range,
+                [this, id, generation, range, checksum = t.checksum(),
+                 keep = std::move(mem)](absl::StatusOr<tier::ReadResult> r) {
+                  absl::Status s = r.status();
+                  if (s.ok() && r->raw_bytes != range.size()) {
+                    s = absl::DataLossError(absl::StrCat("record holds ", r->raw_bytes,
+                                                         " bytes, the object ", range.size()));
+                  } else if (s.ok() && StableHash64(range.data(), range.size()) != checksum) {
+                    s = absl::DataLossError("loaded bytes do not match the object's checksum");
+                  }
+                  Done(id, generation, s, &TierAgentStats::loads, &TierAgentStats::load_failures);
+                });
+  }
+
+  // An OFFLOAD, kept whole while it waits for removes to free tier space.
+  struct Parked {
+    store::proto::TierTask task;
+    uint64_t generation = 0;
+    SegmentMemory mem;
+  };
+
+  // Write copies (or compresses) the bytes before it returns. A full tier
+  // with removes in flight (the master dropped old copies to make room, and
+  // their space is free only once each remove is durable) gets one more try
+  // after they end.
+  void Offload(Parked p, bool retried) {
+    const store::proto::TierTask& t = p.task;
+    std::span<std::byte> range = p.mem.bytes.subspan(t.offset(), t.length());
+    const std::string key = TierRecordKey(t.version());
+    const uint64_t id = t.task_id(), generation = p.generation;
+    auto parked = std::make_shared<Parked>(std::move(p));
+    tier_->Write(key, range, tier::ObjectMeta{.dtype = TierDType(t.dtype())},
+                 [this, id, generation, retried, parked](absl::Status s) mutable {
+                   if (absl::IsResourceExhausted(s) && !retried) {
+                     absl::MutexLock lock(&mu_);
+                     if (removes_in_flight_ > 0) {
+                       parked_.push_back(std::move(*parked));
+                       return;
+                     }
+                   }
+                   Done(id, generation, s, &TierAgentStats::offloads,
+                        &TierAgentStats::offload_failures);
+                 });
+  }
+
+  void RemoveEnded() {
+    std::vector<Parked> retry;
+    {
+      absl::MutexLock lock(&mu_);
+      MC_ASSERT(removes_in_flight_ > 0, "a remove ended twice");
+      if (--removes_in_flight_ == 0) retry.swap(parked_);
+    }
+    for (Parked& p : retry) Offload(std::move(p), /*retried=*/true);
+  }
+
+  // On a reaper thread (or the loop's): counts, then reports at once.
+  void Done(uint64_t task_id, uint64_t generation, const absl::Status& s,
+            uint64_t TierAgentStats::*ok_counter, uint64_t TierAgentStats::*fail_counter) {
+    store::proto::TierTaskResult result;
+    result.set_task_id(task_id);
+    result.set_code(static_cast<uint32_t>(s.code()));
+    result.set_message(std::string(s.message()));
+    bool report = false;
+    {
+      absl::MutexLock lock(&mu_);
+      MC_ASSERT(in_flight_ > 0, "a tier task ended twice");
+      auto counter = s.ok() ? ok_counter : fail_counter;
+      if (counter != nullptr) ++(stats_.*counter);
+      report = generation == generation_ && !stopping_;
+      if (!report) {
+        --in_flight_;
+        return;
+      }
+    }
+    const store::proto::TierSyncRequest base = BaseRequest();
+    store::proto::TierReportRequest req;
+    req.set_worker_id(worker_id_);
+    req.set_capacity_bytes(base.capacity_bytes());
+    req.set_used_bytes(base.used_bytes());
+    *req.add_results() = result;
+    rpc::CallAsync<rpc::TierReportMethod>(
+        *channel_, req, {.timeout_ns = options_.rpc_timeout_ms * 1'000'000},
+        [this, generation, result](absl::StatusOr<store::proto::TierReportResponse> r) {
+          absl::MutexLock lock(&mu_);
+          if (!r.ok() && generation == generation_) pending_.push_back(result);
+          --in_flight_;  // last: the destructor waits for it
+        });
+  }
+
+  const TierAgentOptions options_;
+  C* const channel_;
+  const std::string worker_id_;
+  const SegmentLookup lookup_;
+  std::unique_ptr<tier::SsdTier> tier_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // tier operations and their reports
+  size_t removes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);  // offloads waiting for removes
+  std::vector<store::proto::TierTaskResult> pending_ ABSL_GUARDED_BY(mu_);  // reports to resend
+  TierAgentStats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread loop_;
+};
+
+}  // namespace mooncake::worker
+
+#endif  // MOONCAKE_STORE_WORKER_TIER_AGENT_H_

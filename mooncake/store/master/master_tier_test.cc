@@ -1,10 +1,14 @@
 // The master's side of the SSD tier (internal/tier_path.h, tier_registry.h):
 // a scripted worker answers TierSync by hand; time is a FakeClock.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/store/master/master.h"
@@ -358,6 +362,64 @@ TEST_F(MasterTierTest, TickDoesNotOffloadTwiceWhileOffloadsAreInFlight) {
   EXPECT_LE(first, 4u);
   master_->Tick();
   EXPECT_TRUE(Sync({}).empty());
+}
+
+TEST_F(MasterTierTest, APutShortOfRoomWaitsForAnOffloadInFlight) {
+  Sync({});
+  for (int i = 0; i < 16; ++i) ASSERT_NE(Put("k" + std::to_string(i)), 0u);  // DRAM full
+  std::atomic<bool> put_ok{false};
+  std::thread writer([&] { put_ok = Put("new") != 0; });
+  // The put evicted k0 to SSD and waits for the tier; play the worker.
+  std::vector<proto::TierTask> tasks;
+  for (int i = 0; i < 2000 && tasks.empty(); ++i) {
+    tasks = Sync({});
+    if (tasks.empty()) absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD);
+  proto::TierReportRequest report;
+  report.set_worker_id("w1");
+  report.set_capacity_bytes(tier_capacity_);
+  proto::TierTaskResult* r = report.add_results();
+  r->set_task_id(tasks[0].task_id());
+  auto answer = master_->TierReport(report);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_FALSE(answer->remount_required());
+  writer.join();
+  EXPECT_TRUE(put_ok.load());
+  EXPECT_TRUE(master_->GetReplicas(GetReq("k0"))->loading());  // on SSD now
+  EXPECT_EQ(master_->Stats().objects, 17);
+}
+
+TEST_F(MasterTierTest, APutWaitsForTheTierOnlySoLong) {
+  MasterOptions o;
+  o.tier.put_wait_ms = 50;
+  Make(o);
+  Sync({});
+  for (int i = 0; i < 16; ++i) ASSERT_NE(Put("k" + std::to_string(i)), 0u);
+  auto start = master_->PutStart(PutReq("new", kObject));  // nobody runs the offload
+  EXPECT_TRUE(absl::IsResourceExhausted(start.status())) << start.status();
+  EXPECT_NE(start.status().message().find("put_wait_ms"), std::string::npos) << start.status();
+}
+
+TEST_F(MasterTierTest, TierReportFromAnUnknownWorkerAsksForARemount) {
+  proto::TierReportRequest report;
+  report.set_worker_id("ghost");
+  report.set_capacity_bytes(kObject);
+  auto answer = master_->TierReport(report);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_TRUE(answer->remount_required());
+  report.set_worker_id("");
+  EXPECT_TRUE(absl::IsInvalidArgument(master_->TierReport(report).status()));
+}
+
+TEST_F(MasterTierTest, AWorkerThatSaysItHasNoTierLosesItsCopies) {
+  Sync({});
+  PutOnSsdOnly("k");
+  tier_capacity_ = 0;
+  EXPECT_TRUE(Sync({}).empty());
+  EXPECT_TRUE(master_->Tiers().empty());
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k")).status()));
 }
 
 }  // namespace

@@ -208,7 +208,13 @@ class TierAgent {
                              absl::Milliseconds(options_.retry_backoff_ms));
         continue;
       }
-      // remount_required: the worker's heartbeat remounts and Resets us.
+      if (resp->remount_required()) {
+        // The worker's heartbeat remounts and Resets us; until then, wait.
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                             absl::Milliseconds(options_.retry_backoff_ms));
+        continue;
+      }
       for (const store::proto::TierTask& t : resp->tasks()) Run(t, generation);
     }
   }

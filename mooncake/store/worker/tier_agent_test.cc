@@ -1,0 +1,251 @@
+#include "mooncake/store/worker/tier_agent.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/base/hash.h"
+#include "mooncake/store/master/master.h"
+#include "mooncake/store/master/master_service.h"
+#include "mooncake/store/rpc/inproc_channel.h"
+#include "mooncake/store/rpc/service.h"
+#include "mooncake/store/worker/worker.h"
+
+namespace mooncake::worker {
+namespace {
+
+namespace proto = ::mooncake::store::proto;
+using TestWorker = Worker<rpc::InProcessChannel>;
+constexpr uint64_t kObject = 64 << 10;
+constexpr uint64_t kSegment = 16 * kObject;
+
+std::string TempPath(const std::string& name) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name, ".", ::getpid());
+}
+
+// A real master (fake clock, no ticker) and one worker with an SSD tier, in
+// process. Objects are written straight into the worker's segment memory at
+// the offsets PutStart hands out, as a client's transport would.
+class TierAgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    master::MasterOptions mo;
+    mo.shard_count = 4;
+    mo.membership.heartbeat_timeout_ms = 10'000;
+    auto m = master::Master<>::Create(mo, &clock_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    master_ = std::move(*m);
+    service_ = std::make_unique<master::MasterService<master::Master<>>>(
+        master_.get(), master::MasterServiceOptions{});
+    ASSERT_TRUE(service_->Register(&registry_).ok());
+    channel_ = std::make_unique<rpc::InProcessChannel>(&registry_);
+    path_ = TempPath(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::remove(path_.c_str());
+    WorkerOptions wo;
+    wo.segment_bytes = kSegment;
+    wo.serve_shm = false;
+    wo.serve_tcp = false;
+    wo.heartbeat_thread = false;
+    TierAgentOptions t;
+    t.tier.paths = {path_};
+    t.tier.capacity_bytes_per_file = 64 << 20;
+    t.tier.device_read_bytes_per_s = 1e9;  // no probe
+    t.tier.device_write_bytes_per_s = 1e9;
+    t.poll_wait_ms = 20;
+    wo.tier = t;
+    auto w = TestWorker::Start(wo, channel_.get());
+    ASSERT_TRUE(w.ok()) << w.status();
+    worker_ = std::move(*w);
+    ASSERT_NE(worker_->tier_agent(), nullptr);
+    ASSERT_TRUE(WaitFor([&] { return master_->Tiers().size() == 1; }));
+  }
+
+  void TearDown() override {
+    master_->StopTierWaits();
+    worker_.reset();
+    std::remove(path_.c_str());
+  }
+
+  static bool WaitFor(const std::function<bool()>& done) {
+    const absl::Time until = absl::Now() + absl::Seconds(20);
+    while (!done()) {
+      if (absl::Now() > until) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
+
+  std::byte* SegmentBytes(uint64_t offset) {
+    return static_cast<std::byte*>(worker_->segments()[0].data) + offset;
+  }
+
+  static std::string Value(int i) {
+    std::string v(kObject, '\0');
+    for (size_t j = 0; j < v.size(); ++j) v[j] = static_cast<char>((j * 131 + i * 7) >> 3);
+    return v;
+  }
+
+  // Put through the master, bytes written into the segment by hand.
+  uint64_t Put(const std::string& key, const std::string& value) {
+    proto::PutStartRequest req;
+    req.set_key(key);
+    req.set_size_bytes(value.size());
+    req.set_checksum(StableHash64(value.data(), value.size()));
+    auto start = master_->PutStart(req);
+    EXPECT_TRUE(start.ok()) << start.status();
+    if (!start.ok()) return 0;
+    std::memcpy(SegmentBytes(start->replicas(0).offset()), value.data(), value.size());
+    proto::PutEndRequest end;
+    end.set_key(key);
+    end.set_put_id(start->put_id());
+    auto e = master_->PutEnd(end);
+    EXPECT_TRUE(e.ok()) << e.status();
+    return e.ok() ? e->object().version() : 0;
+  }
+
+  // GetReplicas until the object is in DRAM; returns its bytes ("" if gone).
+  std::string Get(const std::string& key) {
+    proto::GetReplicasRequest req;
+    req.set_key(key);
+    std::string out;
+    EXPECT_TRUE(WaitFor([&] {
+      auto r = master_->GetReplicas(req);
+      if (absl::IsNotFound(r.status())) return true;
+      EXPECT_TRUE(r.ok()) << r.status();
+      if (!r.ok() || r->loading()) return false;
+      out.assign(reinterpret_cast<const char*>(SegmentBytes(r->replicas(0).offset())),
+                 r->replicas(0).length());
+      return true;
+    }));
+    return out;
+  }
+
+  FakeClock clock_{1'000'000'000};
+  std::unique_ptr<master::Master<>> master_;
+  std::unique_ptr<master::MasterService<master::Master<>>> service_;
+  rpc::ServiceRegistry registry_;
+  std::unique_ptr<rpc::InProcessChannel> channel_;
+  std::unique_ptr<TestWorker> worker_;
+  std::string path_;
+};
+
+TEST_F(TierAgentTest, OffloadsAndLoadsBackExactBytes) {
+  for (int i = 0; i < 8; ++i) ASSERT_NE(Put(absl::StrCat("k", i), Value(i)), 0u);
+  master_->EvictBytes(8 * kObject);
+  ASSERT_TRUE(WaitFor([&] { return master_->Stats().ssd_objects == 8; }));
+  EXPECT_EQ(master_->Stats().used_bytes, 0u);
+  EXPECT_EQ(worker_->tier_agent()->tier_stats().objects, 8u);
+  // Scribble over the segment: the loads must bring the real bytes back.
+  std::memset(SegmentBytes(0), 0x5a, kSegment);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(Get(absl::StrCat("k", i)), Value(i)) << i;
+  const TierAgentStats st = worker_->tier_agent()->stats();
+  EXPECT_EQ(st.offloads, 8u);
+  EXPECT_EQ(st.loads, 8u);
+  EXPECT_EQ(st.offload_failures + st.load_failures, 0u);
+}
+
+TEST_F(TierAgentTest, SegmentBytesThatDoNotMatchTheChecksumAreNeverStored) {
+  ASSERT_NE(Put("k", Value(1)), 0u);
+  auto r = master_->GetReplicas([] {
+    proto::GetReplicasRequest q;
+    q.set_key("k");
+    return q;
+  }());
+  ASSERT_TRUE(r.ok());
+  *SegmentBytes(r->replicas(0).offset()) ^= std::byte{1};  // a stray write
+  proto::ReleaseLeasesRequest rel;
+  rel.add_lease_ids(r->lease().lease_id());
+  ASSERT_TRUE(master_->ReleaseLeases(rel).ok());
+  master_->EvictBytes(kObject);
+  ASSERT_TRUE(WaitFor([&] { return worker_->tier_agent()->stats().offload_failures == 1; }));
+  EXPECT_EQ(worker_->tier_agent()->tier_stats().objects, 0u);
+  EXPECT_EQ(Get("k"), "");  // dropped as without a tier, never a wrong copy
+}
+
+TEST_F(TierAgentTest, RemoveDeletesTheRecord) {
+  ASSERT_NE(Put("k", Value(2)), 0u);
+  master_->EvictBytes(kObject);
+  ASSERT_TRUE(WaitFor([&] { return worker_->tier_agent()->tier_stats().objects == 1; }));
+  proto::RemoveRequest rm;
+  rm.set_key("k");
+  ASSERT_TRUE(master_->Remove(rm).ok());
+  ASSERT_TRUE(WaitFor([&] { return worker_->tier_agent()->tier_stats().objects == 0; }));
+  EXPECT_EQ(worker_->tier_agent()->stats().drops, 1u);
+}
+
+TEST_F(TierAgentTest, ARemountEmptiesTheTier) {
+  ASSERT_NE(Put("k", Value(3)), 0u);
+  master_->EvictBytes(kObject);
+  ASSERT_TRUE(WaitFor([&] { return worker_->tier_agent()->tier_stats().objects == 1; }));
+  clock_.AdvanceMs(20'000);  // the worker looks dead to the master
+  master_->Tick();
+  EXPECT_EQ(Get("k"), "");
+  ASSERT_TRUE(worker_->HeartbeatOnce().ok());  // remount_required -> Reset
+  EXPECT_EQ(worker_->stats().remounts, 1u);
+  EXPECT_EQ(worker_->tier_agent()->tier_stats().objects, 0u);
+  EXPECT_EQ(worker_->tier_agent()->stats().resets, 2u);  // at start, at the remount
+  // The tier works for the new mount.
+  ASSERT_TRUE(WaitFor([&] { return master_->Tiers().size() == 1; }));
+  ASSERT_NE(Put("k2", Value(4)), 0u);
+  master_->EvictBytes(kObject);
+  ASSERT_TRUE(WaitFor([&] { return master_->Stats().ssd_objects == 1; }));
+  std::memset(SegmentBytes(0), 0, kSegment);
+  EXPECT_EQ(Get("k2"), Value(4));
+}
+
+TEST_F(TierAgentTest, ARecordLeftFromAnEarlierRunIsRemovedAtStart) {
+  // Reopen the same file with a new agent: whatever it held is gone.
+  ASSERT_NE(Put("k", Value(5)), 0u);
+  master_->EvictBytes(kObject);
+  ASSERT_TRUE(WaitFor([&] { return worker_->tier_agent()->tier_stats().objects == 1; }));
+  master_->StopTierWaits();
+  worker_.reset();
+  tier::SsdTierOptions o;
+  o.paths = {path_};
+  o.device_read_bytes_per_s = 1e9;
+  o.device_write_bytes_per_s = 1e9;
+  auto reopened = tier::SsdTier::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status();
+  EXPECT_EQ((*reopened)->stats().objects, 1u);  // durable
+  reopened->reset();
+  TierAgentOptions t;
+  t.tier = o;
+  auto agent = TierAgent<rpc::InProcessChannel>::Start(
+      t, channel_.get(), "w-new", [](uint64_t) { return std::optional<SegmentMemory>(); });
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  EXPECT_EQ((*agent)->tier_stats().objects, 0u);
+}
+
+TEST(TierAgentOptionsTest, BadOptionsAreInvalidArgument) {
+  rpc::ServiceRegistry registry;
+  rpc::InProcessChannel channel(&registry);
+  TierAgentOptions t;
+  t.max_in_flight = 0;
+  auto a = TierAgent<rpc::InProcessChannel>::Start(
+      t, &channel, "w", [](uint64_t) { return std::optional<SegmentMemory>(); });
+  EXPECT_TRUE(absl::IsInvalidArgument(a.status()));
+  t.max_in_flight = 4;  // no paths: the tier says why
+  a = TierAgent<rpc::InProcessChannel>::Start(
+      t, &channel, "w", [](uint64_t) { return std::optional<SegmentMemory>(); });
+  EXPECT_FALSE(a.ok());
+}
+
+TEST(TierAgentOptionsTest, DTypesMapToTheCodecs) {
+  EXPECT_EQ(TierDType(proto::DTYPE_BF16), compress::DType::kBFloat16);
+  EXPECT_EQ(TierDType(proto::DTYPE_FP16), compress::DType::kFloat16);
+  EXPECT_EQ(TierDType(proto::DTYPE_FP8_E4M3), compress::DType::kFloat8E4M3);
+  EXPECT_EQ(TierDType(proto::DTYPE_INT8), compress::DType::kBytes);
+  EXPECT_EQ(TierRecordKey(42), "v42");
+}
+
+}  // namespace
+}  // namespace mooncake::worker

@@ -66,6 +66,8 @@ ABSL_FLAG(int, fill_capacity_mb, 256, "capacity of each fill instance");
 ABSL_FLAG(double, fill_factor, 3.0, "fill puts this many times the capacity");
 ABSL_FLAG(int, fill_clients, 4, "clients putting during the fill run");
 ABSL_FLAG(std::string, fill_value, "1M", "value size of the fill run");
+ABSL_FLAG(int, fill_ssd_mb, 0,
+          "also fill a store whose worker has an SSD tier of this size (store+ssd; same DRAM)");
 ABSL_FLAG(std::string, json, "", "write all results as JSON to this path");
 ABSL_FLAG(std::string, store_binary, "",
           "tools/mooncake_store; default: next to this binary or in its runfiles");
@@ -95,6 +97,7 @@ struct Config {
   double fill_factor = 3;
   size_t fill_clients = 4;
   size_t fill_value_bytes = kMiB;
+  uint64_t fill_ssd_bytes = 0;  // 0: no store+ssd fill
   std::string store_binary, log_dir;
 };
 
@@ -177,6 +180,10 @@ absl::StatusOr<Config> LoadConfig(const char* argv0) {
   c.fill_factor = Pick(FLAGS_fill_factor, "fill_factor", 2.0);
   c.fill_clients = static_cast<size_t>(Pick(FLAGS_fill_clients, "fill_clients", 2));
   ASSIGN_OR_RETURN(c.fill_value_bytes, ParseSize(absl::GetFlag(FLAGS_fill_value)));
+  if (absl::GetFlag(FLAGS_fill_ssd_mb) < 0) {
+    return absl::InvalidArgumentError("--fill_ssd_mb must be >= 0");
+  }
+  c.fill_ssd_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_fill_ssd_mb)) * kMiB;
   if (c.reps < 1 || c.get_duration <= absl::ZeroDuration() || c.working_set_bytes == 0 ||
       c.fill_clients < 1 || c.fill_factor <= 1 || c.fill_capacity_bytes == 0) {
     return absl::InvalidArgumentError(
@@ -559,14 +566,21 @@ absl::StatusOr<FillResult> FillRedis(Context& ctx) {
   return FillWith(make, std::move(probe), ctx);
 }
 
-absl::StatusOr<FillResult> FillStore(Context& ctx) {
+// `ssd_bytes` > 0: the worker also has an SSD tier of that size (a file in
+// the log directory); the result is named "store+ssd".
+absl::StatusOr<FillResult> FillStore(Context& ctx, uint64_t ssd_bytes) {
   const Config& c = ctx.config;
   StoreConfig st;
   st.binary = c.store_binary;
   st.segment_bytes = c.fill_capacity_bytes;
   st.extra_args = absl::StrSplit(absl::GetFlag(FLAGS_store_args), ' ', absl::SkipEmpty());
-  ASSIGN_OR_RETURN(Server s,
-                   StartStore(st, c.log_dir + "/store_fill.log", c.log_dir + "/store_fill.ready"));
+  const std::string name = ssd_bytes > 0 ? "store_fill_ssd" : "store_fill";
+  if (ssd_bytes > 0) {
+    st.extra_args.push_back(absl::StrCat("--ssd_path=", c.log_dir, "/", name, ".tier"));
+    st.extra_args.push_back(absl::StrCat("--ssd_bytes=", ssd_bytes));
+  }
+  ASSIGN_OR_RETURN(Server s, StartStore(st, absl::StrCat(c.log_dir, "/", name, ".log"),
+                                        absl::StrCat(c.log_dir, "/", name, ".ready")));
   UtilisationProbe probe =
       [http = s.http_address,
        evictions = absl::GetFlag(FLAGS_store_evictions_metric)]() -> absl::StatusOr<Utilisation> {
@@ -577,7 +591,9 @@ absl::StatusOr<FillResult> FillStore(Context& ctx) {
     ASSIGN_OR_RETURN(u.evictions, PrometheusValue(text, evictions));
     return u;
   };
-  return FillWith(StoreFactory(s, /*shm=*/false), std::move(probe), ctx);
+  ASSIGN_OR_RETURN(FillResult f, FillWith(StoreFactory(s, /*shm=*/false), std::move(probe), ctx));
+  if (ssd_bytes > 0) f.system = "store+ssd";
+  return f;
 }
 
 void RunFills(Context& ctx, std::vector<FillResult>& out) {
@@ -593,7 +609,10 @@ void RunFills(Context& ctx, std::vector<FillResult>& out) {
   };
   if (Has(c, "memcached")) one("memcached", FillMemcached(ctx));
   if (Has(c, "redis")) one("redis", FillRedis(ctx));
-  if (Has(c, "store-tcp") || Has(c, "store-shm")) one("store", FillStore(ctx));
+  if (Has(c, "store-tcp") || Has(c, "store-shm")) {
+    one("store", FillStore(ctx, 0));
+    if (c.fill_ssd_bytes > 0) one("store+ssd", FillStore(ctx, c.fill_ssd_bytes));
+  }
 }
 
 // ---- Output -------------------------------------------------------------------------------

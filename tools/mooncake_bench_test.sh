@@ -10,7 +10,7 @@ out=${TEST_TMPDIR:-/tmp}/bench.json
 fail() { echo "FAIL: $*"; exit 1; }
 
 "$bin" --quick --sizes=4K,64K --clients=1,2 --batches=1,4 --working_set_mb=2 \
-  --fill_capacity_mb=8 --fill_value=256K --json="$out" --progress_s=0.5 \
+  --fill_capacity_mb=8 --fill_value=256K --fill_ssd_mb=64 --json="$out" --progress_s=0.5 \
   >"$TEST_TMPDIR/stdout" 2>"$TEST_TMPDIR/stderr" || {
   cat "$TEST_TMPDIR/stdout" "$TEST_TMPDIR/stderr"
   fail "exit status $?"
@@ -44,6 +44,10 @@ for s in ("memcached", "redis", "store-tcp"):
     assert f["readback_keys"] > 0 and 0 <= f["hit_rate"] <= 1, f
     assert f["readback_bad"] == 0, f
 assert fill["store-tcp"]["util_samples"] > 0, fill["store-tcp"]
+# The same DRAM with an SSD tier under it keeps what the DRAM-only store evicts.
+ssd = fill["store+ssd"]
+assert ssd["readback_bad"] == 0 and ssd["failed_puts"] == 0, ssd
+assert ssd["hit_rate"] > fill["store-tcp"]["hit_rate"], (ssd, fill["store-tcp"])
 assert len(doc["targets"]) == 9
 print("JSON ok:", len(rows), "rows")
 PY

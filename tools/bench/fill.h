@@ -9,7 +9,8 @@
 //              after the first eviction (the system's eviction counter > 0)
 //              give the median and minimum utilisation.
 //   Read-back: every key once, verified. hit_rate = hits / keys put;
-//              hit_ceiling = capacity / bytes put (no system can beat it).
+//              hit_ceiling = capacity / bytes put (no system with only
+//              that memory can beat it; store+ssd has an SSD tier too).
 // Failed puts are counted by status code. No object is pinned or leased
 // while the puts run, so any put that fails for lack of space is one that
 // eviction could have served.
@@ -144,17 +145,18 @@ FillResult RunFill(std::span<const std::unique_ptr<D>> drivers, const ValuePool&
 }
 
 inline void PrintFill(std::FILE* out, const std::vector<FillResult>& fills) {
-  std::fprintf(out, "%-14s %9s %7s %7s %8s %9s %9s %8s %8s  %s\n", "system", "capacity", "puts",
-               "failed", "samples", "util med", "util min", "hit rate", "ceiling", "note");
+  std::fprintf(out, "%-14s %9s %7s %7s %8s %9s %9s %9s %8s %8s  %s\n", "system", "capacity", "puts",
+               "failed", "put GB/s", "samples", "util med", "util min", "hit rate", "ceiling",
+               "note");
   for (const FillResult& f : fills) {
     std::string note = f.puts.first_error;
     if (!f.probe_error.empty()) note += " probe: " + f.probe_error;
     if (f.readback_bad > 0) note += absl::StrCat(" read-back errors: ", f.readback_bad);
-    std::fprintf(out, "%-14s %9s %7llu %7llu %8zu %9.3f %9.3f %8.3f %8.3f  %s\n", f.system.c_str(),
-                 SizeName(f.capacity_bytes).c_str(),
+    std::fprintf(out, "%-14s %9s %7llu %7llu %8.2f %9zu %9.3f %9.3f %8.3f %8.3f  %s\n",
+                 f.system.c_str(), SizeName(f.capacity_bytes).c_str(),
                  static_cast<unsigned long long>(f.puts.requests),
-                 static_cast<unsigned long long>(f.puts.errors), f.samples, f.util_median,
-                 f.util_min, f.hit_rate, f.hit_ceiling, note.c_str());
+                 static_cast<unsigned long long>(f.puts.errors), f.puts.gb_per_s(), f.samples,
+                 f.util_median, f.util_min, f.hit_rate, f.hit_ceiling, note.c_str());
   }
 }
 

@@ -402,6 +402,22 @@ TEST_F(MasterTierTest, APutWaitsForTheTierOnlySoLong) {
   EXPECT_NE(start.status().message().find("put_wait_ms"), std::string::npos) << start.status();
 }
 
+TEST_F(MasterTierTest, AFullTaskQueueEvictsAsWithoutATier) {
+  MasterOptions o;
+  o.tier.max_queued_tasks = 1;
+  Make(o);
+  Sync({});
+  Put("a");
+  Put("b");
+  // a's OFFLOAD takes the one queue slot; b is dropped (nothing reserved for it).
+  EXPECT_EQ(master_->EvictBytes(2 * kObject).victims, 2u);
+  EXPECT_TRUE(master_->GetReplicas(GetReq("a")).ok());  // in DRAM while offloading
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("b")).status()));
+  EXPECT_EQ(master_->Stats().offloading_bytes, kObject);
+  ASSERT_EQ(master_->Tiers().size(), 1u);
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, kObject + 4096);
+}
+
 TEST_F(MasterTierTest, TierReportFromAnUnknownWorkerAsksForARemount) {
   proto::TierReportRequest report;
   report.set_worker_id("ghost");

@@ -336,7 +336,8 @@ struct MasterState {
         const std::string* tier_worker = OffloadSource(m, now);
         if (tier_worker != nullptr) {
           if (tiers.Reserve(*tier_worker, tiers.ChargeFor(m.size_bytes))) {
-            StartOffloadLocked(key, m, *tier_worker);
+            if (StartOffloadLocked(key, m, *tier_worker)) return true;
+            r = RetireLocked(sh, it, now, 0);  // its queue is full: evict as without a tier
             return true;
           }
           if (attempt == 0) {
@@ -383,7 +384,8 @@ struct MasterState {
     return nullptr;
   }
 
-  void StartOffloadLocked(const std::string& key, ObjectMeta& m, const std::string& worker) {
+  // False (nothing reserved or changed) when the worker's task queue is full.
+  bool StartOffloadLocked(const std::string& key, ObjectMeta& m, const std::string& worker) {
     const Replica* src = nullptr;
     for (const Replica& rep : m.replicas) {
       if (rep.worker_id == worker && rep.state == master::ReplicaState::kComplete) src = &rep;
@@ -406,11 +408,12 @@ struct MasterState {
                                              .dram_bytes = charge})
              .has_value()) {
       tiers.Unreserve(worker, tiers.ChargeFor(m.size_bytes));
-      return;  // queue full: the object stays in DRAM; a later round retries
+      return false;
     }
     m.ssd = master::SsdState::kOffloading;
     m.ssd_worker_id = worker;
     offloading_bytes.fetch_add(charge, std::memory_order_relaxed);
+    return true;
   }
 
   // Drops least recently used SSD copies on `worker` until `bytes` fit (or

@@ -418,6 +418,50 @@ TEST_F(MasterTierTest, AFullTaskQueueEvictsAsWithoutATier) {
   EXPECT_EQ(master_->Tiers()[0].reserved_bytes, kObject + 4096);
 }
 
+TEST_F(MasterTierTest, ReadsThatWaitForRoomDoNotEvictOncePerAsk) {
+  Sync({});
+  PutOnSsdOnly("cold");
+  for (int i = 0; i < 16; ++i) ASSERT_NE(Put("k" + std::to_string(i)), 0u);  // DRAM full
+  for (int ask = 0; ask < 10; ++ask) {
+    auto r = master_->GetReplicas(GetReq("cold"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->loading());
+  }
+  // One offload makes the room; the other asks wait for it.
+  EXPECT_EQ(master_->Stats().offloading_bytes, kObject);
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD);
+  Sync({{tasks[0].task_id(), absl::OkStatus()}});
+  ASSERT_TRUE(master_->GetReplicas(GetReq("cold"))->loading());  // now the load starts
+  tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_LOAD);
+}
+
+TEST_F(MasterTierTest, ALoadThatFailsForAnotherReasonKeepsTheCopy) {
+  Sync({});
+  PutOnSsdOnly("k");
+  ASSERT_TRUE(master_->GetReplicas(GetReq("k"))->loading());
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  Sync({{tasks[0].task_id(), absl::FailedPreconditionError("segment not on this worker")}});
+  EXPECT_EQ(master_->Stats().used_bytes, 0u);
+  EXPECT_TRUE(master_->GetReplicas(GetReq("k"))->loading());  // a new load, same copy
+  EXPECT_EQ(Sync({}).size(), 1u);
+}
+
+TEST_F(MasterTierTest, ATierThatGoesQuarantinesTheRangesItMayStillBeLoading) {
+  Sync({});
+  PutOnSsdOnly("k");
+  ASSERT_TRUE(master_->GetReplicas(GetReq("k"))->loading());
+  ASSERT_EQ(Sync({}).size(), 1u);  // the LOAD is out
+  tier_capacity_ = 0;              // the worker says it has no tier any more
+  Sync({});
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k")).status()));
+  EXPECT_EQ(master_->Stats().used_bytes, kObject);  // never reused: the worker may write it
+}
+
 TEST_F(MasterTierTest, TierReportFromAnUnknownWorkerAsksForARemount) {
   proto::TierReportRequest report;
   report.set_worker_id("ghost");

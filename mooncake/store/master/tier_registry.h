@@ -131,6 +131,16 @@ class TierRegistry {
       w->reserved_bytes -= std::min(w->reserved_bytes, bytes);
     }
   }
+  // Whether `bytes` could fit on the worker's tier at all: what is neither
+  // reserved nor held by stored copies (which MakeTierRoom can drop).
+  bool CouldHold(std::string_view worker_id, uint64_t bytes) const {
+    absl::MutexLock lock(&mu_);
+    const Worker* w = FindLocked(worker_id);
+    if (w == nullptr) return false;
+    const uint64_t pinned = w->reserved_bytes - std::min(w->reserved_bytes, w->resident.charged());
+    return bytes <= w->capacity_bytes - std::min(w->capacity_bytes, pinned);
+  }
+
   // Bytes still free for reservations (0 for a worker without a tier).
   uint64_t Unreserved(std::string_view worker_id) const {
     absl::MutexLock lock(&mu_);

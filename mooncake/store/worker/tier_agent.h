@@ -122,8 +122,11 @@ class TierAgent {
 
   TierAgent(const TierAgent&) = delete;
   TierAgent& operator=(const TierAgent&) = delete;
-  // Stops polling and waits for the tier's operations in flight.
-  ~TierAgent() {
+  ~TierAgent() { Stop(); }
+
+  // Stops polling and waits for the tier's operations in flight; the tier
+  // stays open (stats still answer). Idempotent; not concurrent with itself.
+  void Stop() {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
@@ -196,6 +199,7 @@ class TierAgent {
         ++stats_.polls;
       }
       const int64_t timeout_ms = options_.poll_wait_ms + options_.rpc_timeout_ms;
+      const absl::Time polled = absl::Now();
       auto resp =
           rpc::Call<rpc::TierSyncMethod>(*channel_, req, {.timeout_ns = timeout_ms * 1'000'000});
       if (!resp.ok()) {
@@ -213,6 +217,14 @@ class TierAgent {
         absl::MutexLock lock(&mu_);
         mu_.AwaitWithTimeout(absl::Condition(&stopping_),
                              absl::Milliseconds(options_.retry_backoff_ms));
+        continue;
+      }
+      if (resp->tasks().empty() && absl::Now() - polled < absl::Milliseconds(1) &&
+          options_.poll_wait_ms > 0) {
+        // The master did not wait (its long-poll slots are taken, or it is
+        // stopping): do not spin on it.
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(20));
         continue;
       }
       for (const store::proto::TierTask& t : resp->tasks()) Run(t, generation);
@@ -249,9 +261,11 @@ class TierAgent {
     }
     if (!mem.has_value() || t.length() == 0 || t.offset() > mem->bytes.size() ||
         t.length() > mem->bytes.size() - t.offset()) {
+      // Not NOT_FOUND: the master reads that as "the record is gone".
       Done(id, generation,
-           absl::NotFoundError(absl::StrCat("segment ", t.segment_id(), " range [", t.offset(),
-                                            ", +", t.length(), ") is not on this worker")),
+           absl::FailedPreconditionError(absl::StrCat("segment ", t.segment_id(), " range [",
+                                                      t.offset(), ", +", t.length(),
+                                                      ") is not on this worker")),
            nullptr,
            t.kind() == store::proto::TIER_LOAD ? &TierAgentStats::load_failures
                                                : &TierAgentStats::offload_failures);

@@ -151,7 +151,9 @@ class Worker {
       wake_.SignalAll();
     }
     if (heartbeat_.joinable()) heartbeat_.join();
-    tier_agent_.reset();  // no lock held: its lookups take mu_
+    // No lock held: its lookups take mu_. Stopped, not destroyed: readers of
+    // tier_agent() (a node's metrics) may still look at its stats.
+    if (tier_agent_ != nullptr) tier_agent_->Stop();
     absl::Status status;
     absl::MutexLock lock(&mu_);
     for (Slot& s : slots_) {
@@ -176,7 +178,7 @@ class Worker {
       wake_.SignalAll();
     }
     if (heartbeat_.joinable()) heartbeat_.join();
-    tier_agent_.reset();
+    if (tier_agent_ != nullptr) tier_agent_->Stop();
     absl::MutexLock lock(&mu_);
     for (Slot& s : slots_) {
       if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
@@ -212,7 +214,7 @@ class Worker {
     return stats_;
   }
 
-  // The SSD tier's agent; null without a tier (or after Shutdown).
+  // The SSD tier's agent; null without a tier (stopped after Shutdown).
   TierAgent<C>* tier_agent() { return tier_agent_.get(); }
 
  private:
@@ -385,8 +387,9 @@ class Worker {
     if (r->remount_required()) {
       ++stats_.remounts;
       ++generation_;
-      // The master forgot every SSD copy here too.
-      if (tier_agent_ != nullptr) RETURN_IF_ERROR(tier_agent_->Reset());
+      // The master forgot every SSD copy here too. A record Reset cannot
+      // remove only wastes tier space: never let it block the remount.
+      if (tier_agent_ != nullptr) tier_agent_->Reset().IgnoreError();
       for (size_t i = 0; i < slots_.size(); ++i) RETURN_IF_ERROR(FreshMemoryLocked(i));
     }
     return MountAllLocked();
@@ -434,7 +437,8 @@ class Worker {
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
   WorkerStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread heartbeat_;
-  // Set in Start, reset in Shutdown/Abandon after the heartbeat thread ends.
+  // Set in Start; stopped by Shutdown/Abandon after the heartbeat thread
+  // ends; destroyed with the worker.
   std::unique_ptr<TierAgent<C>> tier_agent_;
 };
 

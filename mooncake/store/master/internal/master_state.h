@@ -187,9 +187,14 @@ struct MasterState {
 
   // A put short of space waits here for offloads in flight to free DRAM.
   // Returns false at `deadline` (real time) with none ended.
-  bool WaitForOffload(absl::Time deadline) {
+  // `seen`: OffloadsEnded() read before the placement that failed, so an
+  // offload that ended in between is not waited for.
+  uint64_t OffloadsEnded() {
     absl::MutexLock lock(&offload_mu_);
-    const uint64_t seen = offloads_ended_;
+    return offloads_ended_;
+  }
+  bool WaitForOffload(uint64_t seen, absl::Time deadline) {
+    absl::MutexLock lock(&offload_mu_);
     while (offloads_ended_ == seen) {
       if (offload_cv_.WaitWithDeadline(&offload_mu_, deadline)) return offloads_ended_ != seen;
     }
@@ -213,8 +218,10 @@ struct MasterState {
   }
 
   // Outside shard locks: gives the copy's space back and queues the DROP.
-  void DropSsdCopy(const SsdDrop& d, const std::string& key) {
-    tiers.EraseResident(d.worker_id, key);
+  // `resident`: the copy is the key's entry in the worker's LRU (a stored
+  // copy); an unwanted record of an older version is not.
+  void DropSsdCopy(const SsdDrop& d, const std::string& key, bool resident = true) {
+    if (resident) tiers.EraseResident(d.worker_id, key);
     tiers.Unreserve(d.worker_id, d.bytes);
     store::proto::TierTask t;
     t.set_kind(store::proto::TIER_DROP);
@@ -285,18 +292,21 @@ struct MasterState {
   // Frees at least `target_bytes` of replica space if it can: unpinned
   // objects first, soft-pinned ones only when those are not enough. Never
   // touches leased, hard-pinned or pending objects.
-  master::EvictionResult Evict(uint64_t target_bytes, int64_t now) {
+  // `only_worker` non-empty: only objects with a replica on that worker go
+  // (room for a load into that worker's DRAM).
+  master::EvictionResult Evict(uint64_t target_bytes, int64_t now,
+                               std::string_view only_worker = {}) {
     master::EvictionResult total;
     for (int pass = 0; pass < 2 && total.freed_bytes < target_bytes; ++pass) {
       const bool soft = pass == 1;
       auto can_evict = [&](const std::string& key) {
         return table.With(key, [&](ObjectTable::Shard& s) {
           const ObjectMeta* m = s.Find(key);
-          return m == nullptr || Evictable(*m, now, soft);
+          return m == nullptr || (Evictable(*m, now, soft) && OnWorker(*m, only_worker));
         });
       };
       auto remove = [&](const std::string& key) -> std::optional<uint64_t> {
-        return EvictOne(key, now, soft);
+        return EvictOne(key, now, soft, only_worker);
       };
       const master::EvictionResult got = evictor.EvictUntil(
           target_bytes - total.freed_bytes, options.max_evictions_per_round, can_evict, remove);
@@ -312,7 +322,13 @@ struct MasterState {
   // its bytes count as freed now and Tick subtracts offloading_bytes);
   // anything else is dropped. Returns the DRAM bytes freed (or to be freed),
   // 0 if the object is gone, nullopt if it is no longer evictable.
-  std::optional<uint64_t> EvictOne(const std::string& key, int64_t now, bool soft) {
+  static bool OnWorker(const ObjectMeta& m, std::string_view worker) {
+    return worker.empty() || std::any_of(m.replicas.begin(), m.replicas.end(),
+                                         [&](const Replica& r) { return r.worker_id == worker; });
+  }
+
+  std::optional<uint64_t> EvictOne(const std::string& key, int64_t now, bool soft,
+                                   std::string_view only_worker = {}) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       std::optional<Retired> r;
       std::vector<Replica> dram;  // freed while the object stays on SSD
@@ -324,7 +340,7 @@ struct MasterState {
         auto it = sh.objects.find(key);
         if (it == sh.objects.end()) return true;  // already gone: frees nothing
         ObjectMeta& m = it->second;
-        if (!Evictable(m, now, soft)) return false;
+        if (!Evictable(m, now, soft) || !OnWorker(m, only_worker)) return false;
         freed = m.ChargeBytes();
         if (m.ssd == master::SsdState::kStored && !m.Expired(now)) {
           dram = std::move(m.replicas);
@@ -376,8 +392,9 @@ struct MasterState {
   // complete replica's worker, if it has a tier the object can fit in.
   const std::string* OffloadSource(const ObjectMeta& m, int64_t now) {
     if (m.ssd != master::SsdState::kNone || m.Expired(now)) return nullptr;
+    const uint64_t charge = tiers.ChargeFor(m.size_bytes);
     for (const Replica& rep : m.replicas) {
-      if (rep.state == master::ReplicaState::kComplete && tiers.HasTier(rep.worker_id)) {
+      if (rep.state == master::ReplicaState::kComplete && tiers.CouldHold(rep.worker_id, charge)) {
         return &rep.worker_id;
       }
     }
@@ -419,6 +436,9 @@ struct MasterState {
   // Drops least recently used SSD copies on `worker` until `bytes` fit (or
   // none is left). Shard locks are taken one at a time.
   void MakeTierRoom(const std::string& worker, uint64_t bytes) {
+    // Copies in flight are not in the LRU: drop nothing when even dropping
+    // every stored copy would not make room.
+    if (!tiers.CouldHold(worker, bytes)) return;
     for (size_t n = 0; n < options.max_evictions_per_round && tiers.Unreserved(worker) < bytes;
          ++n) {
       std::optional<std::string> key = tiers.PopOldestResident(worker);

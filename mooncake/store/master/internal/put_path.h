@@ -40,12 +40,13 @@ absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
   const absl::Time wait_until = absl::Now() + absl::Milliseconds(s.options.tier.put_wait_ms);
   for (uint32_t round = 0;;) {
     bool shortfall = false;
+    const uint64_t ended = s.OffloadsEnded();
     absl::StatusOr<std::vector<Replica>> placed =
         master::PlaceReplicas(s.pool, req, s.options.placement, &shortfall);
     if (placed.ok() || !shortfall) return placed;
     const uint64_t offloading = s.offloading_bytes.load(std::memory_order_relaxed);
     if (offloading >= need) {
-      if (absl::Now() < wait_until && s.WaitForOffload(wait_until)) continue;
+      if (absl::Now() < wait_until && s.WaitForOffload(ended, wait_until)) continue;
       return absl::ResourceExhaustedError(
           absl::StrCat(placed.status().message(), "; waited ", s.options.tier.put_wait_ms,
                        " ms for the SSD tier to take evicted objects (TierOptions::put_wait_ms)"));

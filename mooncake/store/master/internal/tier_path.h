@@ -76,8 +76,9 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
     m.ssd = master::SsdState::kNone;
     m.ssd_worker_id.clear();
     // The tier refused or failed: evict as if it had none (retrying a broken
-    // tier would only fail again).
-    if (MasterState<A, P>::Evictable(m, now, /*allow_soft_pinned=*/true)) {
+    // tier would only fail again). With no replica left (its segment went
+    // meanwhile) the object is gone whatever leases it has.
+    if (m.replicas.empty() || MasterState<A, P>::Evictable(m, now, /*allow_soft_pinned=*/true)) {
       r = s.RetireLocked(sh, it, now, 0);
     } else {
       readmit = m.ChargeBytes();
@@ -85,7 +86,9 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
   });
   if (unwanted) {
     if (st.ok()) {
-      s.DropSsdCopy(SsdDrop{rec.worker_id, rec.task.version(), rec.tier_bytes}, rec.key);
+      // Not the key's LRU entry: that belongs to whatever version is stored.
+      s.DropSsdCopy(SsdDrop{rec.worker_id, rec.task.version(), rec.tier_bytes}, rec.key,
+                    /*resident=*/false);
     } else {
       s.tiers.Unreserve(rec.worker_id, rec.tier_bytes);
     }
@@ -202,7 +205,12 @@ absl::Status StartLoad(MasterState<A, P>& s, const std::string& key, uint64_t ve
   if (absl::Status st = s.AdmitCharge(tenant, pin, size); !st.ok()) return st;
   std::optional<master::Replica> dest;
   for (int attempt = 0; attempt < 2 && !dest.has_value(); ++attempt) {
-    if (attempt == 1) s.Evict(size, s.Now());
+    // Make room on that worker, unless offloads in flight will free enough
+    // (the client asks again: evicting once per ask would empty the store).
+    if (attempt == 1) {
+      if (s.offloading_bytes.load(std::memory_order_relaxed) >= size) break;
+      s.Evict(size, s.Now(), worker);
+    }
     for (const master::SegmentView& v : s.pool.Snapshot()) {
       if (v.worker_id != worker) continue;
       if (auto a = s.pool.Allocate(v.id, size, s.options.alignment_bytes); a.has_value()) {
@@ -255,8 +263,11 @@ absl::Status StartLoad(MasterState<A, P>& s, const std::string& key, uint64_t ve
 template <typename A, typename P>
 uint64_t DropTierWorker(MasterState<A, P>& s, const std::string& worker) {
   if (!s.tiers.HasTier(worker)) return 0;
+  // A LOAD may still be writing its range (the worker can be alive, e.g. it
+  // only reported no tier): such ranges are quarantined, never reused.
   for (master::TierTaskRecord& rec : s.tiers.RemoveWorker(worker)) {
-    FinishTierTask(s, rec, absl::UnavailableError("the worker's SSD tier is gone"));
+    FinishTierTask(s, rec, absl::UnavailableError("the worker's SSD tier is gone"),
+                   /*timed_out=*/rec.issued);
   }
   std::vector<std::pair<std::string, Retired>> lost;
   const int64_t now = s.Now();

@@ -6,7 +6,8 @@
 // (LOAD), which record goes (DROP). The agent long-polls the master with
 // TierSync for tasks, runs each on the tier asynchronously, and reports each
 // result as soon as it is known (one TierReport per completion, which the
-// master answers on its I/O thread; a report that fails is resent with the
+// master answers on its I/O thread with any tasks already queued, so work
+// keeps flowing without the poll; a report that fails is resent with the
 // next poll).
 //
 // Records are named by the object's version ("v<version>"), which the master
@@ -145,6 +146,7 @@ class TierAgent {
       ++generation_;
       ++stats_.resets;
       pending_.clear();
+      ready_.clear();
       mu_.Await(absl::Condition(
           +[](size_t* n) { return *n == 0; }, &in_flight_));
     }
@@ -180,59 +182,96 @@ class TierAgent {
     return req;
   }
 
+  // One thread runs every task and keeps one TierSync long poll outstanding
+  // (asynchronous, so tasks that come back with a TierReport answer run at
+  // once instead of waiting for the poll). It never blocks on the master.
   void Loop() {
     for (;;) {
-      store::proto::TierSyncRequest req = BaseRequest();
-      uint64_t generation = 0;
+      std::vector<ReadyTask> run;
+      std::optional<store::proto::TierSyncRequest> poll;
       {
         absl::MutexLock lock(&mu_);
-        // Wait for room before asking for more work.
-        mu_.Await(absl::Condition(this, &TierAgent::CanPoll));
-        if (stopping_) return;
-        generation = generation_;
-        for (auto& r : pending_) *req.add_results() = std::move(r);
-        if (!pending_.empty()) stats_.reports_resent += pending_.size();
-        pending_.clear();
-        req.set_max_tasks(static_cast<uint32_t>(
-            std::min(options_.max_in_flight - in_flight_, rpc::kMaxTierTasks)));
-        req.set_wait_ms(static_cast<uint64_t>(options_.poll_wait_ms));
-        ++stats_.polls;
-      }
-      const int64_t timeout_ms = options_.poll_wait_ms + options_.rpc_timeout_ms;
-      const absl::Time polled = absl::Now();
-      auto resp =
-          rpc::Call<rpc::TierSyncMethod>(*channel_, req, {.timeout_ns = timeout_ms * 1'000'000});
-      if (!resp.ok()) {
-        absl::MutexLock lock(&mu_);
-        ++stats_.poll_failures;
-        if (generation == generation_) {
-          for (auto& r : *req.mutable_results()) pending_.push_back(std::move(r));
+        mu_.Await(absl::Condition(this, &TierAgent::HasWork));
+        if (stopping_) {
+          // The poll's callback touches this object.
+          mu_.Await(absl::Condition(
+              +[](bool* out) { return !*out; }, &poll_outstanding_));
+          return;
         }
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                             absl::Milliseconds(options_.retry_backoff_ms));
-        continue;
+        run.swap(ready_);
+        if (CanPollLocked(run.size())) poll = PollRequestLocked(run.size());
       }
-      if (resp->remount_required()) {
-        // The worker's heartbeat remounts and Resets us; until then, wait.
+      if (poll.has_value()) SendPoll(std::move(*poll));
+      for (const ReadyTask& t : run) Run(t.task, t.generation);
+      if (run.empty() && !poll.has_value()) {
+        // Backing off after a failed or unwaited poll: sleep, then look again.
         absl::MutexLock lock(&mu_);
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_),
-                             absl::Milliseconds(options_.retry_backoff_ms));
-        continue;
+        mu_.AwaitWithDeadline(absl::Condition(this, &TierAgent::HasUrgentWork), next_poll_at_);
       }
-      if (resp->tasks().empty() && absl::Now() - polled < absl::Milliseconds(1) &&
-          options_.poll_wait_ms > 0) {
-        // The master did not wait (its long-poll slots are taken, or it is
-        // stopping): do not spin on it.
-        absl::MutexLock lock(&mu_);
-        mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Milliseconds(20));
-        continue;
-      }
-      for (const store::proto::TierTask& t : resp->tasks()) Run(t, generation);
     }
   }
 
-  bool CanPoll() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || in_flight_ < options_.max_in_flight;
+  struct ReadyTask {
+    store::proto::TierTask task;
+    uint64_t generation = 0;
+  };
+
+  bool CanPollLocked(size_t about_to_run) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !poll_outstanding_ && in_flight_ + about_to_run < options_.max_in_flight &&
+           absl::Now() >= next_poll_at_;
+  }
+  bool HasUrgentWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !ready_.empty();
+  }
+  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return HasUrgentWork() || (!poll_outstanding_ && in_flight_ < options_.max_in_flight);
+  }
+
+  store::proto::TierSyncRequest PollRequestLocked(size_t about_to_run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    store::proto::TierSyncRequest req = BaseRequest();
+    for (auto& r : pending_) *req.add_results() = std::move(r);
+    stats_.reports_resent += pending_.size();
+    pending_.clear();
+    req.set_max_tasks(static_cast<uint32_t>(
+        std::min(options_.max_in_flight - in_flight_ - about_to_run, rpc::kMaxTierTasks)));
+    req.set_wait_ms(static_cast<uint64_t>(options_.poll_wait_ms));
+    ++stats_.polls;
+    poll_outstanding_ = true;
+    poll_generation_ = generation_;
+    return req;
+  }
+
+  void SendPoll(store::proto::TierSyncRequest req) {
+    const int64_t timeout_ms = options_.poll_wait_ms + options_.rpc_timeout_ms;
+    const absl::Time sent = absl::Now();
+    auto results = std::make_shared<store::proto::TierSyncRequest>(req);
+    rpc::CallAsync<rpc::TierSyncMethod>(
+        *channel_, req, {.timeout_ns = timeout_ms * 1'000'000},
+        [this, sent, results](absl::StatusOr<store::proto::TierSyncResponse> r) {
+          absl::MutexLock lock(&mu_);
+          const bool current = poll_generation_ == generation_;
+          if (!r.ok()) {
+            ++stats_.poll_failures;
+            if (current) {
+              for (auto& x : *results->mutable_results()) pending_.push_back(std::move(x));
+            }
+            next_poll_at_ = absl::Now() + absl::Milliseconds(options_.retry_backoff_ms);
+          } else if (r->remount_required()) {
+            // The worker's heartbeat remounts and Resets us; until then, wait.
+            next_poll_at_ = absl::Now() + absl::Milliseconds(options_.retry_backoff_ms);
+          } else if (r->tasks().empty() && options_.poll_wait_ms > 0 &&
+                     absl::Now() - sent < absl::Milliseconds(1)) {
+            // The master did not wait (its long-poll slots are taken, or it
+            // is stopping): do not spin on it.
+            next_poll_at_ = absl::Now() + absl::Milliseconds(20);
+          } else if (current) {
+            for (const store::proto::TierTask& t : r->tasks()) {
+              ready_.push_back({t, poll_generation_});
+            }
+          }
+          poll_outstanding_ = false;  // last: Stop waits for it
+        });
   }
 
   void Run(const store::proto::TierTask& t, uint64_t generation) {
@@ -341,6 +380,12 @@ class TierAgent {
     for (Parked& p : retry) Offload(std::move(p), /*retried=*/true);
   }
 
+  // Tasks waiting to run plus tasks running, this one included.
+  size_t ReadyAndInFlight() {
+    absl::MutexLock lock(&mu_);
+    return ready_.size() + in_flight_;
+  }
+
   // On a reaper thread (or the loop's): counts, then reports at once.
   void Done(uint64_t task_id, uint64_t generation, const absl::Status& s,
             uint64_t TierAgentStats::*ok_counter, uint64_t TierAgentStats::*fail_counter) {
@@ -366,11 +411,19 @@ class TierAgent {
     req.set_capacity_bytes(base.capacity_bytes());
     req.set_used_bytes(base.used_bytes());
     *req.add_results() = result;
+    // Room for more work, counting this task as ended: the answer carries
+    // tasks already queued for us, so a busy worker rarely waits for a poll.
+    req.set_max_tasks(static_cast<uint32_t>(
+        std::min(options_.max_in_flight - std::min(options_.max_in_flight, ReadyAndInFlight()),
+                 rpc::kMaxTierTasks)));
     rpc::CallAsync<rpc::TierReportMethod>(
         *channel_, req, {.timeout_ns = options_.rpc_timeout_ms * 1'000'000},
         [this, generation, result](absl::StatusOr<store::proto::TierReportResponse> r) {
           absl::MutexLock lock(&mu_);
           if (!r.ok() && generation == generation_) pending_.push_back(result);
+          if (r.ok() && generation == generation_) {
+            for (const store::proto::TierTask& t : r->tasks()) ready_.push_back({t, generation});
+          }
           --in_flight_;  // last: the destructor waits for it
         });
   }
@@ -386,7 +439,11 @@ class TierAgent {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // tier operations and their reports
   size_t removes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);  // offloads waiting for removes
+  std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);    // offloads waiting for removes
+  std::vector<ReadyTask> ready_ ABSL_GUARDED_BY(mu_);  // handed out, not yet run
+  bool poll_outstanding_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t poll_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time next_poll_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::vector<store::proto::TierTaskResult> pending_ ABSL_GUARDED_BY(mu_);  // reports to resend
   TierAgentStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread loop_;

@@ -328,9 +328,18 @@ absl::StatusOr<bool> ApplyTierReport(MasterState<A, P>& s, const Request& req) {
 template <typename A, typename P>
 absl::StatusOr<proto::TierReportResponse> TierReport(MasterState<A, P>& s,
                                                      const proto::TierReportRequest& req) {
+  if (req.max_tasks() > rpc::kMaxTierTasks) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TierReport: at most ", rpc::kMaxTierTasks, " tasks per call"));
+  }
   ASSIGN_OR_RETURN(const bool known, ApplyTierReport(s, req));
   proto::TierReportResponse resp;
   resp.set_remount_required(!known);
+  if (!known || req.capacity_bytes() == 0) return resp;
+  for (proto::TierTask& t :
+       s.tiers.Take(req.worker_id(), req.max_tasks(), absl::ZeroDuration(), s.Now())) {
+    *resp.add_tasks() = std::move(t);
+  }
   return resp;
 }
 

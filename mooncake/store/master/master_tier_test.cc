@@ -462,6 +462,29 @@ TEST_F(MasterTierTest, ATierThatGoesQuarantinesTheRangesItMayStillBeLoading) {
   EXPECT_EQ(master_->Stats().used_bytes, kObject);  // never reused: the worker may write it
 }
 
+TEST_F(MasterTierTest, TierReportHandsOutQueuedTasks) {
+  Sync({});
+  Put("a");
+  Put("b");
+  master_->EvictBytes(2 * kObject);  // two OFFLOADs queued
+  proto::TierReportRequest report;
+  report.set_worker_id("w1");
+  report.set_capacity_bytes(tier_capacity_);
+  report.set_max_tasks(1);
+  auto first = master_->TierReport(report);
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->tasks_size(), 1);
+  report.add_results()->set_task_id(first->tasks(0).task_id());
+  report.set_max_tasks(8);
+  auto second = master_->TierReport(report);
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->tasks_size(), 1);  // the other one; the first is done
+  EXPECT_NE(second->tasks(0).task_id(), first->tasks(0).task_id());
+  EXPECT_EQ(master_->Stats().ssd_objects, 1);
+  report.set_max_tasks(rpc::kMaxTierTasks + 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(master_->TierReport(report).status()));
+}
+
 TEST_F(MasterTierTest, TierReportFromAnUnknownWorkerAsksForARemount) {
   proto::TierReportRequest report;
   report.set_worker_id("ghost");

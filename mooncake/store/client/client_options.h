@@ -32,6 +32,10 @@ struct ClientOptions {
   // worker's SSD tier (GetReplicasResponse.loading), asking again with a
   // backoff from 200 us to 5 ms; then UNAVAILABLE (a prefix read stops at it).
   int64_t ssd_load_wait_ms = 5'000;
+  // How long a put asks again while the master has no DRAM room yet but is
+  // offloading older objects to SSD (PutStartResponse.retry), with the same
+  // backoff; then RESOURCE_EXHAUSTED.
+  int64_t ssd_put_wait_ms = 5'000;
   uint64_t max_object_bytes = uint64_t{1} << 32;  // larger puts: INVALID_ARGUMENT here
   size_t max_open_segments = 4096;
   Clock* clock = &MonotonicClock::Get();  // must outlive the client
@@ -84,6 +88,7 @@ struct ClientStats {
   uint64_t bytes_written = 0;
   uint64_t registered_bytes_moved = 0;  // bytes moved from/into registered buffers
   uint64_t ssd_load_waits = 0;          // rounds spent waiting for SSD-tier loads
+  uint64_t ssd_put_waits = 0;           // rounds puts spent waiting for SSD-tier offloads
 };
 
 }  // namespace mooncake::client

@@ -87,10 +87,8 @@ inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
   }
   if (o.default_tenant.empty()) return bad("default_tenant must not be empty");
   if (o.tick_batch_max == 0 || o.max_evictions_per_round == 0) return bad("batch bounds > 0");
-  if (o.tier.task_timeout_ms <= 0 || o.tier.max_wait_ms < 0 || o.tier.max_queued_tasks == 0 ||
-      o.tier.put_wait_ms < 0) {
-    return bad(
-        "tier: task_timeout_ms > 0, max_wait_ms >= 0, max_queued_tasks > 0, put_wait_ms >= 0");
+  if (o.tier.task_timeout_ms <= 0 || o.tier.max_wait_ms < 0 || o.tier.max_queued_tasks == 0) {
+    return bad("tier: task_timeout_ms > 0, max_wait_ms >= 0, max_queued_tasks > 0");
   }
   return absl::OkStatus();
 }

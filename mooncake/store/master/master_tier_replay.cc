@@ -7,7 +7,7 @@
 // once through TierSync. Everything else is the store's own code: placement
 // in a TLSF segment of 3M tokens' worth of blocks, LRU eviction writing back
 // to a 30M-token tier (charged as the worker's SsdTier would be), the tier's
-// own LRU when full, loads on read, puts waiting for offloads.
+// own LRU when full, loads on read, puts asked to retry while offloads run.
 //
 // A request: PrefixQuery of its chain with replicas (the blocks found, in
 // DRAM or on SSD, up to the first absent one; a block on SSD only is an SSD
@@ -93,7 +93,6 @@ Result Replay(const std::vector<std::vector<Hash128>>& chains, uint64_t dram_tok
   MasterOptions o;
   o.high_watermark = 0.99;  // the reference binary's defaults
   o.low_watermark = 0.97;
-  o.tier.put_wait_ms = 5'000;
   auto m = Master<>::Create(o, &clock);
   if (!m.ok()) std::abort();
   Master<>& master = **m;
@@ -130,8 +129,13 @@ Result Replay(const std::vector<std::vector<Hash128>>& chains, uint64_t dram_tok
       put.set_size_bytes(block_bytes);
       put.set_checksum(1);
       auto start = master.PutStart(put);
+      // DRAM full while offloads are in flight: ask again, as the client does.
+      for (int ask = 0; ask < 100'000 && start.ok() && start->retry(); ++ask) {
+        absl::SleepFor(absl::Microseconds(20));
+        start = master.PutStart(put);
+      }
       if (absl::IsAlreadyExists(start.status())) continue;  // present further down
-      if (!start.ok()) {
+      if (!start.ok() || start->retry()) {
         if (res.failed_puts++ == 0) res.first_error = start.status().ToString();
         continue;
       }

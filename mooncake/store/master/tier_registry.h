@@ -54,8 +54,6 @@ struct TierOptions {
   int64_t max_wait_ms = 1'000;       // longest TierSync long poll
   size_t max_waiting_polls = 4;      // long polls parked at once
   size_t max_queued_tasks = 65'536;  // per worker
-  // A put short of DRAM waits this long at most for offloads in flight.
-  int64_t put_wait_ms = 1'000;
   // What one record costs a tier beyond its bytes (mooncake/tier SsdTier: a
   // 4 KiB header block, payload padded to 4 KiB; docs/ssd_format.md).
   uint64_t record_overhead_bytes = 4096;

@@ -61,7 +61,7 @@ struct GetTarget {
 struct AtomicStats {
   std::atomic<uint64_t> master_rpcs{0}, cache_hits{0}, cache_misses{0}, replica_fallbacks{0},
       checksum_mismatches{0}, bytes_read{0}, bytes_written{0}, registered_bytes_moved{0},
-      ssd_load_waits{0};
+      ssd_load_waits{0}, ssd_put_waits{0};
 };
 
 inline void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
@@ -213,7 +213,7 @@ class ClientCore {
             l(stats_.cache_misses),        l(stats_.replica_fallbacks),
             l(stats_.checksum_mismatches), l(stats_.bytes_read),
             l(stats_.bytes_written),       l(stats_.registered_bytes_moved),
-            l(stats_.ssd_load_waits)};
+            l(stats_.ssd_load_waits),      l(stats_.ssd_put_waits)};
   }
   const std::string& client_id() const { return options_.client_id; }
   client::MetadataCache& cache() { return cache_; }
@@ -277,6 +277,8 @@ class ClientCore {
   void ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res, std::vector<absl::Status>* st);
   void CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const;
   void TakeReplicas(google::protobuf::RepeatedPtrField<proto::Replica>* from, CachedObject* obj);
+  void RetryTierBusy(const std::vector<proto::PutStartRequest>& reqs,
+                     std::vector<absl::StatusOr<proto::PutStartResponse>>* starts);
   std::vector<absl::Status> WriteAll(std::span<const client::PutItem> items,
                                      const std::vector<absl::StatusOr<proto::PutStartResponse>>& s,
                                      std::vector<std::vector<uint64_t>>* failed_segments);

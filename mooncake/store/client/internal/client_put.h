@@ -50,6 +50,38 @@ std::vector<absl::Status> ClientCore<C>::WriteAll(
   return last;
 }
 
+// PutStarts the master answered `retry` (DRAM full, offloads to SSD in
+// flight) are asked again with a backoff until they get an answer or
+// ssd_put_wait_ms passes.
+template <rpc::RpcChannel C>
+void ClientCore<C>::RetryTierBusy(const std::vector<proto::PutStartRequest>& reqs,
+                                  std::vector<absl::StatusOr<proto::PutStartResponse>>* starts) {
+  const absl::Time give_up = absl::Now() + absl::Milliseconds(options_.ssd_put_wait_ms);
+  absl::Duration backoff = absl::Microseconds(200);
+  for (;;) {
+    std::vector<size_t> busy;
+    for (size_t j = 0; j < starts->size(); ++j) {
+      if ((*starts)[j].ok() && (*starts)[j]->retry()) busy.push_back(j);
+    }
+    if (busy.empty()) return;
+    Add(stats_.ssd_put_waits);
+    if (absl::Now() + backoff > give_up) {
+      for (const size_t j : busy) {
+        (*starts)[j] = absl::ResourceExhaustedError(
+            absl::StrCat("no DRAM room while older objects move to SSD; waited ",
+                         options_.ssd_put_wait_ms, " ms (ClientOptions.ssd_put_wait_ms)"));
+      }
+      return;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(2 * backoff, absl::Milliseconds(5));
+    std::vector<proto::PutStartRequest> again;
+    for (const size_t j : busy) again.push_back(reqs[j]);
+    auto answers = CallMany<rpc::PutStartMethod>(again);
+    for (size_t k = 0; k < busy.size(); ++k) (*starts)[busy[k]] = std::move(answers[k]);
+  }
+}
+
 template <rpc::RpcChannel C>
 std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem> items,
                                                  const client::PutOptions& o) {
@@ -88,6 +120,7 @@ std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem
   std::vector<client::PutItem> started;
   for (size_t i : who) started.push_back(items[i]);
   auto starts = CallMany<rpc::PutStartMethod>(reqs);
+  RetryTierBusy(reqs, &starts);
   std::vector<std::vector<uint64_t>> failed(who.size());
   const std::vector<absl::Status> write_errors = WriteAll(started, starts, &failed);
   std::vector<proto::PutEndRequest> ends;

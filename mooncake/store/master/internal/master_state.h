@@ -185,27 +185,6 @@ struct MasterState {
 
   // ---- SSD copies --------------------------------------------------------------
 
-  // A put short of space waits here for offloads in flight to free DRAM.
-  // Returns false at `deadline` (real time) with none ended.
-  // `seen`: OffloadsEnded() read before the placement that failed, so an
-  // offload that ended in between is not waited for.
-  uint64_t OffloadsEnded() {
-    absl::MutexLock lock(&offload_mu_);
-    return offloads_ended_;
-  }
-  bool WaitForOffload(uint64_t seen, absl::Time deadline) {
-    absl::MutexLock lock(&offload_mu_);
-    while (offloads_ended_ == seen) {
-      if (offload_cv_.WaitWithDeadline(&offload_mu_, deadline)) return offloads_ended_ != seen;
-    }
-    return true;
-  }
-  void NotifyOffloadEnded() {
-    absl::MutexLock lock(&offload_mu_);
-    ++offloads_ended_;
-    offload_cv_.SignalAll();
-  }
-
   // Under the shard lock: detaches a stored SSD copy from `m` (kOffloading is
   // left alone: its task's end finds the object changed and drops the record).
   std::optional<SsdDrop> TakeSsdCopyLocked(ObjectMeta& m) {
@@ -465,10 +444,6 @@ struct MasterState {
   }
 
  private:
-  absl::Mutex offload_mu_;  // a leaf
-  absl::CondVar offload_cv_;
-  uint64_t offloads_ended_ ABSL_GUARDED_BY(offload_mu_) = 0;
-
   static void ReleaseQuota(qos::TenantQuota& q, std::string_view tenant, uint64_t bytes) {
     const absl::Status s = q.Release(tenant, bytes);
     MC_ASSERT(s.ok(), "quota release of bytes the master never admitted");

@@ -31,25 +31,24 @@ namespace mooncake::master_internal {
 namespace proto = ::mooncake::store::proto;
 
 // Places replicas, evicting and retrying when space (not workers) is short.
+// Offloads to SSD free DRAM only once the tier acknowledges: while enough are
+// in flight it sets *tier_busy and fails instead of evicting more, and the
+// caller asks the client to come back (no handler thread waits for a tier).
 template <typename A, typename P>
 absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
-                                                       const master::PlacementRequest& req) {
+                                                       const master::PlacementRequest& req,
+                                                       bool* tier_busy) {
   const uint64_t need = req.size_bytes * req.replica_count;
-  // Offloads to SSD free DRAM only once the tier acknowledges: while enough
-  // are in flight, wait for them (bounded) instead of evicting more.
-  const absl::Time wait_until = absl::Now() + absl::Milliseconds(s.options.tier.put_wait_ms);
+  *tier_busy = false;
   for (uint32_t round = 0;;) {
     bool shortfall = false;
-    const uint64_t ended = s.OffloadsEnded();
     absl::StatusOr<std::vector<Replica>> placed =
         master::PlaceReplicas(s.pool, req, s.options.placement, &shortfall);
     if (placed.ok() || !shortfall) return placed;
     const uint64_t offloading = s.offloading_bytes.load(std::memory_order_relaxed);
     if (offloading >= need) {
-      if (absl::Now() < wait_until && s.WaitForOffload(ended, wait_until)) continue;
-      return absl::ResourceExhaustedError(
-          absl::StrCat(placed.status().message(), "; waited ", s.options.tier.put_wait_ms,
-                       " ms for the SSD tier to take evicted objects (TierOptions::put_wait_ms)"));
+      *tier_busy = true;
+      return placed;
     }
     if (round >= s.options.put_eviction_rounds) return placed;
     const int64_t now = s.Now();
@@ -152,9 +151,15 @@ absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
                                       .preferred_segment_id = po.preferred_segment_id(),
                                       .client_host_id = req.client_host_id(),
                                       .seed = put_id};
-  absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq);
+  bool tier_busy = false;
+  absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq, &tier_busy);
   if (!placed.ok()) {
     AbandonPut(s, req.key(), put_id, 0);
+    if (tier_busy) {
+      proto::PutStartResponse retry;
+      retry.set_retry(true);
+      return retry;
+    }
     s.metrics.puts_failed->Increment();
     return placed.status();
   }

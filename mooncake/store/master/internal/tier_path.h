@@ -102,7 +102,6 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
   if (r.has_value()) s.FinishRetired(*r, rec.key, /*erase_from_evictor=*/true);
   if (readmit > 0) s.evictor.Admit(rec.key, readmit);
   (st.ok() ? s.metrics.tier_offloads : s.metrics.tier_offload_failures)->Increment();
-  s.NotifyOffloadEnded();
 }
 
 // `timed_out`: the worker may still be writing the range, so it is never

@@ -450,6 +450,24 @@ TEST_F(MasterTierTest, ATierThatGoesQuarantinesTheRangesItMayStillBeLoading) {
   EXPECT_EQ(master_->Stats().used_bytes, kObject);  // never reused: the worker may write it
 }
 
+TEST_F(MasterTierTest, OffloadsAStuckWorkerNeverTakesEndAndPutsProceed) {
+  MasterOptions o;
+  o.tier.task_timeout_ms = 100;
+  Make(o);
+  Sync({});
+  for (int i = 0; i < 16; ++i) ASSERT_NE(Put("k" + std::to_string(i)), 0u);
+  EXPECT_TRUE(master_->PutStart(PutReq("new", kObject))->retry());  // k0's offload queued
+  master_->Tick();                                                  // sees it queued
+  clock_.AdvanceMs(200);
+  EXPECT_EQ(master_->Tick().tier_tasks_timed_out, 1u);
+  EXPECT_EQ(master_->Stats().offloading_bytes, 0u);
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k0")).status()));  // dropped
+  auto start = master_->PutStart(PutReq("new", kObject));
+  ASSERT_TRUE(start.ok()) << start.status();
+  EXPECT_FALSE(start->retry());
+  EXPECT_EQ(start->replicas_size(), 1);
+}
+
 TEST_F(MasterTierTest, TierReportHandsOutQueuedTasks) {
   Sync({});
   Put("a");

@@ -70,6 +70,8 @@ struct TierTaskRecord {
   alloc::Allocation load_range;  // LOAD: the DRAM range being filled
   bool issued = false;           // handed out by Take
   int64_t issued_ns = 0;         // when
+  bool queued_seen = false;      // a TakeTimedOut saw it queued,
+  int64_t queued_seen_ns = 0;    // first at this time
 };
 
 struct TierWorkerView {
@@ -250,15 +252,25 @@ class TierRegistry {
     return rec;
   }
 
-  // Tasks in flight for longer than task_timeout_ms, taken out.
+  // Tasks in flight for longer than task_timeout_ms, and tasks no poll took
+  // for that long (a worker whose agent is stuck), taken out. Queued tasks
+  // are timed from the first call that sees them (calls come every Tick).
   std::vector<TierTaskRecord> TakeTimedOut(int64_t now_ns) {
     const int64_t timeout_ns = options_.task_timeout_ms * 1'000'000;
     std::vector<TierTaskRecord> out;
     absl::MutexLock lock(&mu_);
     for (auto it = tasks_.begin(); it != tasks_.end();) {
-      const TierTaskRecord& r = it->second;
-      if (r.issued && now_ns - r.issued_ns > timeout_ns) {
-        if (Worker* w = FindLocked(r.worker_id); w != nullptr && w->in_flight > 0) --w->in_flight;
+      TierTaskRecord& r = it->second;
+      if (!r.issued && !r.queued_seen) {
+        r.queued_seen = true;
+        r.queued_seen_ns = now_ns;
+      }
+      const int64_t since = r.issued ? r.issued_ns : r.queued_seen_ns;
+      if (now_ns - since > timeout_ns) {
+        // A queued id left in its worker's deque is skipped by Take.
+        if (Worker* w = FindLocked(r.worker_id); r.issued && w != nullptr && w->in_flight > 0) {
+          --w->in_flight;
+        }
         out.push_back(std::move(it->second));
         tasks_.erase(it++);
       } else {

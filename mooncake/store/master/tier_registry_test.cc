@@ -135,11 +135,24 @@ TEST(TierRegistryTest, TimedOutTasksAreGivenBackOnce) {
   t.Report("w", 100, 0);
   const auto id = t.Enqueue(Task("w", proto::TIER_OFFLOAD, 1));
   ASSERT_TRUE(id.has_value());
-  EXPECT_TRUE(t.TakeTimedOut(1'000'000'000).empty());  // queued tasks do not time out
+  EXPECT_TRUE(t.TakeTimedOut(0).empty());  // first seen queued
   ASSERT_EQ(t.Take("w", 8, absl::ZeroDuration(), 0).size(), 1u);
   EXPECT_TRUE(t.TakeTimedOut(100'000'000).empty());
   EXPECT_EQ(t.TakeTimedOut(100'000'001).size(), 1u);
   EXPECT_FALSE(t.Complete(*id, "w").has_value());  // the late result is ignored
+}
+
+TEST(TierRegistryTest, TasksNoPollTakesTimeOutToo) {
+  TierRegistry t(TierOptions{.task_timeout_ms = 100});
+  t.Report("w", 100, 0);
+  ASSERT_TRUE(t.Enqueue(Task("w", proto::TIER_OFFLOAD, 1)).has_value());
+  EXPECT_TRUE(t.TakeTimedOut(5'000'000'000).empty());  // first seen now
+  EXPECT_TRUE(t.TakeTimedOut(5'100'000'000).empty());
+  auto late = t.TakeTimedOut(5'100'000'001);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_FALSE(late[0].issued);
+  EXPECT_TRUE(t.Take("w", 8, absl::ZeroDuration(), 0).empty());  // gone from the queue
+  EXPECT_EQ(t.Snapshot()[0].in_flight, 0u);
 }
 
 TEST(TierRegistryTest, ResidentCopiesLeaveOldestFirst) {

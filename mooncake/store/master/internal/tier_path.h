@@ -371,8 +371,9 @@ template <typename A, typename P>
 uint64_t ExpireTierTasks(MasterState<A, P>& s, int64_t now) {
   std::vector<master::TierTaskRecord> late = s.tiers.TakeTimedOut(now);
   for (master::TierTaskRecord& rec : late) {
+    // Only a LOAD the worker took may still be writing its range.
     FinishTierTask(s, rec, absl::DeadlineExceededError("SSD tier task timed out"),
-                   /*timed_out=*/true);
+                   /*timed_out=*/rec.issued);
   }
   return late.size();
 }

@@ -349,6 +349,37 @@ TEST_F(MasterTierTest, PrefixQueryCountsSsdBlocksAndLoadsThem) {
   EXPECT_EQ(tasks[0].kind(), proto::TIER_LOAD);
 }
 
+TEST_F(MasterTierTest, APrefixEndsAtABlockItsTenantHasNoQuotaToLoad) {
+  MasterOptions o;
+  o.tenants.push_back({.name = "t", .capacity_bytes = 2 * kObject});
+  Make(o);
+  Sync({});
+  const Hash128 b0{1, 2}, b1{3, 4};
+  auto put = [&](const std::string& key) {
+    proto::PutStartRequest req = PutReq(key, kObject);
+    req.mutable_options()->set_tenant("t");
+    auto start = master_->PutStart(req);
+    ASSERT_TRUE(start.ok()) << start.status();
+    ASSERT_TRUE(master_->PutEnd(EndReq(key, start->put_id())).ok());
+  };
+  put(rpc::BlockObjectKey(b0));
+  put(rpc::BlockObjectKey(b1));
+  master_->EvictBytes(kObject);  // b0 (the older) to SSD
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  Sync({{tasks[0].task_id(), absl::OkStatus()}});
+  put("x");  // the tenant's DRAM quota is full again
+  proto::PrefixQueryRequest q;
+  q.set_tenant("t");
+  q.set_with_replicas(true);
+  rpc::ToProto(b0, q.add_chain());
+  rpc::ToProto(b1, q.add_chain());
+  auto r = master_->PrefixQuery(q);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->matched(), 0u);  // not "loading" forever
+  EXPECT_EQ(r->blocks_size(), 0);
+}
+
 TEST_F(MasterTierTest, TickDoesNotOffloadTwiceWhileOffloadsAreInFlight) {
   MasterOptions o;
   o.high_watermark = 0.9;

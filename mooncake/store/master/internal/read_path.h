@@ -116,8 +116,8 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
   const int64_t lease_ns = LeaseNs(s, req.lease_ms());
   proto::PrefixQueryResponse resp;
   std::vector<master::LeasedObject> leased;
-  std::vector<master::LeasedObject> to_load;         // blocks only on SSD: loads to start
-  std::string key = rpc::BlockObjectKey(Hash128{});  // rewritten in place per block
+  std::vector<std::pair<uint32_t, master::LeasedObject>> to_load;  // SSD-only blocks: (index, _)
+  std::string key = rpc::BlockObjectKey(Hash128{});                // rewritten in place per block
   uint32_t matched = 0;
   for (const proto::BlockKey& block : req.chain()) {
     WriteBlockObjectKey(rpc::FromProto(block), &key);
@@ -130,7 +130,7 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
           if (m->ssd != master::SsdState::kStored && !m->Loading()) return false;
           master::ToProto(*m, b->mutable_object());
           b->set_loading(true);
-          if (!m->Loading()) to_load.push_back({key, m->version});
+          if (!m->Loading()) to_load.push_back({matched, {key, m->version}});
           return true;
         }
         DescribeAndLease(*m, req.client_host_id(), now + lease_ns, b->mutable_object(),
@@ -146,9 +146,17 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
     ++matched;
   }
   resp.set_matched(matched);
-  // Loads start outside the shard locks; a block that cannot be loaded now
-  // stays "loading" (the client asks again and gets the error then).
-  for (const master::LeasedObject& o : to_load) StartLoad(s, o.key, o.version).IgnoreError();
+  // Loads start outside the shard locks.
+  for (const auto& [index, o] : to_load) {
+    // UNAVAILABLE (no DRAM room yet): still loading, the client asks again.
+    // Anything else (the tenant's quota) ends the usable prefix there.
+    const absl::Status st = StartLoad(s, o.key, o.version);
+    if (st.ok() || absl::IsUnavailable(st)) continue;
+    matched = index;
+    resp.set_matched(matched);
+    while (static_cast<uint32_t>(resp.blocks_size()) > matched) resp.mutable_blocks()->RemoveLast();
+    break;
+  }
   if (!leased.empty()) {
     // A read of the whole matched prefix: refresh it for the policy too. A
     // probe without replicas (like Exists) leaves eviction order alone.

@@ -18,9 +18,7 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -172,17 +170,9 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "trace_replay: %s\n", std::string(args.status().message()).c_str());
     return 1;
   }
-  std::ifstream in(args->path, std::ios::binary);
-  if (!in) {
-    std::fprintf(stderr, "trace_replay: cannot open %s\n", args->path.c_str());
-    return 1;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<std::vector<TraceRequest>> trace = ParseTrace(text.str());
+  absl::StatusOr<std::vector<TraceRequest>> trace = ReadTraceFile(args->path);
   if (!trace.ok()) {
-    std::fprintf(stderr, "trace_replay: %s: %s\n", args->path.c_str(),
-                 std::string(trace.status().message()).c_str());
+    std::fprintf(stderr, "trace_replay: %s\n", std::string(trace.status().message()).c_str());
     return 1;
   }
   const BlockKeyer keyer = *BlockKeyer::Create(KeyNamespace{.model_id = "mooncake-trace"}, 1);

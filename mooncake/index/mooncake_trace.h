@@ -14,7 +14,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -224,6 +226,20 @@ inline absl::StatusOr<std::vector<TraceRequest>> ParseTrace(std::string_view tex
     out.push_back(std::move(*req));
   }
   return out;
+}
+
+// Reads and parses the trace file at `path`. NOT_FOUND if it cannot be opened;
+// parse errors name the path and the line.
+inline absl::StatusOr<std::vector<TraceRequest>> ReadTraceFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open trace file ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<std::vector<TraceRequest>> trace = ParseTrace(text.str());
+  if (!trace.ok()) {
+    return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
+  }
+  return trace;
 }
 
 // Block keys for a trace request: the hash ids chained through BlockKeyer as

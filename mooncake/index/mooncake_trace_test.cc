@@ -1,5 +1,7 @@
 #include "mooncake/index/mooncake_trace.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -61,6 +63,28 @@ TEST(MooncakeTraceTest, TraceErrorsNameTheLine) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("trace line 2, column 17"), std::string::npos)
       << bad.status();
+}
+
+TEST(MooncakeTraceTest, ReadTraceFileReadsAndNamesThePath) {
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/trace.jsonl";
+  {
+    std::ofstream out(path);
+    out << "{\"timestamp\": 1, \"input_length\": 2, \"output_length\": 3, \"hash_ids\": [4, "
+           "5]}\n\n";
+  }
+  auto t = ReadTraceFile(path);
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->size(), 1u);
+  EXPECT_EQ((*t)[0].hash_ids.size(), 2u);
+  EXPECT_TRUE(absl::IsNotFound(ReadTraceFile(path + ".missing").status()));
+  {
+    std::ofstream out(path);
+    out << "not json\n";
+  }
+  auto bad = ReadTraceFile(path);
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(bad.status().message().find(path), std::string::npos) << bad.status();
 }
 
 TEST(MooncakeTraceTest, ChainsNamePrefixes) {

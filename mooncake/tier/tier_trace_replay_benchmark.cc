@@ -18,8 +18,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -101,16 +99,9 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  std::ifstream in(trace);
-  if (!in) {
-    std::fprintf(stderr, "cannot open %s\n", trace.c_str());
-    return 1;
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto requests = index::ParseTrace(ss.str());
+  auto requests = index::ReadTraceFile(trace);
   if (!requests.ok()) {
-    std::fprintf(stderr, "bad trace: %s\n", std::string(requests.status().message()).c_str());
+    std::fprintf(stderr, "%s\n", std::string(requests.status().message()).c_str());
     return 1;
   }
   const index::BlockKeyer keyer = *index::BlockKeyer::Create(index::KeyNamespace{"trace"}, 1);

@@ -173,8 +173,10 @@ class TierAgent {
         worker_id_(std::move(worker_id)),
         lookup_(std::move(lookup)) {}
 
-  store::proto::TierSyncRequest BaseRequest() const {
-    store::proto::TierSyncRequest req;
+  // Who we are and the tier's size and use, as TierSync and TierReport carry.
+  template <typename Request>
+  Request TierRequest() const {
+    Request req;
     req.set_worker_id(worker_id_);
     const tier::TierStats st = tier_->stats();
     req.set_capacity_bytes(st.capacity_bytes);
@@ -229,7 +231,7 @@ class TierAgent {
 
   store::proto::TierSyncRequest PollRequestLocked(size_t about_to_run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    store::proto::TierSyncRequest req = BaseRequest();
+    auto req = TierRequest<store::proto::TierSyncRequest>();
     for (auto& r : pending_) *req.add_results() = std::move(r);
     stats_.reports_resent += pending_.size();
     pending_.clear();
@@ -405,11 +407,7 @@ class TierAgent {
         return;
       }
     }
-    const store::proto::TierSyncRequest base = BaseRequest();
-    store::proto::TierReportRequest req;
-    req.set_worker_id(worker_id_);
-    req.set_capacity_bytes(base.capacity_bytes());
-    req.set_used_bytes(base.used_bytes());
+    auto req = TierRequest<store::proto::TierReportRequest>();
     *req.add_results() = result;
     // Room for more work, counting this task as ended: the answer carries
     // tasks already queued for us, so a busy worker rarely waits for a poll.

@@ -292,22 +292,27 @@ uint64_t DropTierWorker(MasterState<A, P>& s, const std::string& worker) {
   return lost.size();
 }
 
-// The shared part of TierSync and TierReport: registers the tier and ends
-// the reported tasks. Returns false if the worker must remount.
-template <typename A, typename P, typename Request>
-absl::StatusOr<bool> ApplyTierReport(MasterState<A, P>& s, const Request& req) {
-  if (req.worker_id().empty()) return absl::InvalidArgumentError("tier report without worker_id");
-  if (static_cast<size_t>(req.results_size()) > rpc::kMaxTierTasks) {
+// TierSync and TierReport: registers the tier (capacity 0 forgets it), ends
+// the reported tasks, then hands out up to max_tasks queued ones, waiting up
+// to `wait` for the first (TierReport never waits).
+template <typename A, typename P, typename Response, typename Request>
+absl::StatusOr<Response> ReportAndTake(MasterState<A, P>& s, const Request& req,
+                                       absl::Duration wait) {
+  if (req.worker_id().empty()) return absl::InvalidArgumentError("tier call without worker_id");
+  if (static_cast<size_t>(req.results_size()) > rpc::kMaxTierTasks ||
+      req.max_tasks() > rpc::kMaxTierTasks) {
     return absl::InvalidArgumentError(
-        absl::StrCat("at most ", rpc::kMaxTierTasks, " tier task results per call"));
+        absl::StrCat("at most ", rpc::kMaxTierTasks, " tier task results and tasks per call"));
   }
+  Response resp;
   if (!s.workers.Contains(req.worker_id())) {
     DropTierWorker(s, req.worker_id());
-    return false;
+    resp.set_remount_required(true);
+    return resp;
   }
   if (req.capacity_bytes() == 0) {
     DropTierWorker(s, req.worker_id());
-    return true;
+    return resp;
   }
   s.tiers.Report(req.worker_id(), req.capacity_bytes(), req.used_bytes());
   for (const proto::TierTaskResult& res : req.results()) {
@@ -321,49 +326,24 @@ absl::StatusOr<bool> ApplyTierReport(MasterState<A, P>& s, const Request& req) {
         s, *rec,
         code == absl::StatusCode::kOk ? absl::OkStatus() : absl::Status(code, res.message()));
   }
-  return true;
+  for (proto::TierTask& t : s.tiers.Take(req.worker_id(), req.max_tasks(), wait, s.Now())) {
+    *resp.add_tasks() = std::move(t);
+  }
+  return resp;
 }
 
 template <typename A, typename P>
 absl::StatusOr<proto::TierReportResponse> TierReport(MasterState<A, P>& s,
                                                      const proto::TierReportRequest& req) {
-  if (req.max_tasks() > rpc::kMaxTierTasks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TierReport: at most ", rpc::kMaxTierTasks, " tasks per call"));
-  }
-  ASSIGN_OR_RETURN(const bool known, ApplyTierReport(s, req));
-  proto::TierReportResponse resp;
-  resp.set_remount_required(!known);
-  if (!known || req.capacity_bytes() == 0) return resp;
-  for (proto::TierTask& t :
-       s.tiers.Take(req.worker_id(), req.max_tasks(), absl::ZeroDuration(), s.Now())) {
-    *resp.add_tasks() = std::move(t);
-  }
-  return resp;
+  return ReportAndTake<A, P, proto::TierReportResponse>(s, req, absl::ZeroDuration());
 }
 
-// Ends the reported tasks, then hands out new ones, waiting up to wait_ms
-// (clamped to TierOptions::max_wait_ms) for the first.
+// The wait is clamped to TierOptions::max_wait_ms (in TierRegistry::Take).
 template <typename A, typename P>
 absl::StatusOr<proto::TierSyncResponse> TierSync(MasterState<A, P>& s,
                                                  const proto::TierSyncRequest& req) {
-  if (req.max_tasks() > rpc::kMaxTierTasks) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("TierSync: at most ", rpc::kMaxTierTasks, " tasks per call"));
-  }
-  ASSIGN_OR_RETURN(const bool known, ApplyTierReport(s, req));
-  proto::TierSyncResponse resp;
-  if (!known) {
-    resp.set_remount_required(true);
-    return resp;
-  }
-  if (req.capacity_bytes() == 0) return resp;
-  const absl::Duration wait =
-      absl::Milliseconds(static_cast<int64_t>(std::min<uint64_t>(req.wait_ms(), 60'000)));
-  for (proto::TierTask& t : s.tiers.Take(req.worker_id(), req.max_tasks(), wait, s.Now())) {
-    *resp.add_tasks() = std::move(t);
-  }
-  return resp;
+  return ReportAndTake<A, P, proto::TierSyncResponse>(
+      s, req, absl::Milliseconds(static_cast<int64_t>(std::min<uint64_t>(req.wait_ms(), 60'000))));
 }
 
 // Tick: tasks the workers did not finish in time end as failed.

@@ -86,6 +86,33 @@ struct AllocatorStats {
   friend bool operator==(const AllocatorStats&, const AllocatorStats&) = default;
 };
 
+// Relocation (compaction by the owner of the bytes). An allocator never
+// touches the bytes it manages, so it cannot move an allocation itself; a model
+// that supports relocation (TlsfAllocator, KvAllocator: AllocateRelocating)
+// picks the allocations to move and a new place for each, and asks the owner to
+// move them through a callback, one Relocation per allocation:
+//   copy the allocation's bytes from from_offset to to_offset (the two ranges
+//   never overlap), then set the Allocation's offset to to_offset and its handle
+//   to `handle`; its size is unchanged.
+// The callback runs inside the allocator call and must not call the allocator.
+struct Relocation {
+  uint64_t from_offset = 0;
+  uint64_t to_offset = 0;
+  AllocationHandle handle;
+};
+
+struct RelocationOptions {
+  // Most bytes one call may move (sum of the moved extents); 0 means twice the
+  // request. The cost of a relocating allocation is this copy.
+  uint64_t max_moved_bytes = 0;
+  // A moved allocation is placed at an offset aligned to min(max_alignment,
+  // the largest power of two dividing its old offset), so an allocation keeps
+  // any alignment up to this one it was given. A power of two.
+  uint64_t max_alignment = 4096;
+  // Candidate ranges tried (cheapest first) before giving up.
+  uint32_t max_windows = 32;
+};
+
 // Requirements, one per line.
 template <typename A>
 concept Allocator = requires(A& a, const A& ca, uint64_t size, uint64_t alignment,

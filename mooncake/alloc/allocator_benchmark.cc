@@ -15,6 +15,10 @@
 //       (allocate with p = 0.55, else free a random live allocation) until the
 //       first failed allocation; utilization_at_first_failure = live requested
 //       bytes / capacity at that moment, mean over 8 seeds (min also shown).
+//   BM_UtilizationRelocating<M>/workload   the same walk through
+//       AllocateRelocating (the walk owns the bytes and answers relocations);
+//       also moved_per_allocated (bytes it would copy / bytes allocated) and
+//       relocations_per_run. Ratios against first fit's plain walk.
 //   BM_FragmentationAfterChurn<M>/workload    1 GiB, mixed KV workload held at 85%
 //       fill for 10^6 ops; external_fragmentation = 1 - largest free / free.
 #include <algorithm>
@@ -201,6 +205,34 @@ void BM_UtilizationAtFirstFailure(benchmark::State& state) {
   state.counters["utilization_min"] = min;
 }
 
+// BM_UtilizationAtFirstFailure with AllocateRelocating: the walk owns the
+// bytes and lets the allocator move allocations (RelocationOptions defaults:
+// at most twice the request moved per call). moved_per_allocated = bytes the
+// owner would copy / bytes allocated over the walk.
+template <typename M>
+void BM_UtilizationRelocating(benchmark::State& state) {
+  double sum = 0, min = 1, moved = 0, allocated = 0, relocations = 0;
+  int runs = 0;
+  for (auto _ : state) {
+    for (uint64_t seed = 1; seed <= 8; ++seed) {
+      std::unique_ptr<typename M::A> a = M::Make(state.range(0));
+      alloc_internal::KvWorkload w(KvOptions(state.range(0)), seed);
+      const alloc_internal::RelocatingRun r = alloc_internal::RunUntilFirstFailureRelocating(
+          *a, kCapacity, w, 0.55, uint64_t{1} << 26, RelocationOptions{});
+      sum += r.first_failure.utilization;
+      min = std::min(min, r.first_failure.utilization);
+      moved += static_cast<double>(r.moved_bytes);
+      allocated += static_cast<double>(r.allocated_bytes);
+      relocations += static_cast<double>(r.relocations);
+      ++runs;
+    }
+  }
+  state.counters["utilization_at_first_failure"] = sum / runs;
+  state.counters["utilization_min"] = min;
+  state.counters["moved_per_allocated"] = allocated == 0 ? 0 : moved / allocated;
+  state.counters["relocations_per_run"] = relocations / runs;
+}
+
 template <typename M>
 void BM_FragmentationAfterChurn(benchmark::State& state) {
   double fragmentation = 0, largest_mib = 0, failures = 0;
@@ -251,6 +283,9 @@ BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Tlsf)->Apply(FillArgs);
 BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, SizeClass)->Apply(FillArgs);
 BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Kv)->Apply(FillArgs);
 
+BENCHMARK_TEMPLATE(BM_UtilizationRelocating, Tlsf)->Apply(FillArgs);
+BENCHMARK_TEMPLATE(BM_UtilizationRelocating, Kv)->Apply(FillArgs);
+
 BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, FirstFit)->Apply(FillArgs);
 BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, Tlsf)->Apply(FillArgs);
 BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, SizeClass)->Apply(FillArgs);
@@ -278,7 +313,10 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const size_t open = name.find('<'), close = name.find('>');
       if (open == std::string::npos || close == std::string::npos) continue;
       if (name.compare(open + 1, close - open - 1, "FirstFit") == 0) continue;
-      const std::string base = name.substr(0, open + 1) + "FirstFit" + name.substr(close);
+      // The relocating walk is compared with first fit's plain walk.
+      std::string prefix = name.substr(0, open + 1);
+      if (prefix == "BM_UtilizationRelocating<") prefix = "BM_UtilizationAtFirstFailure<";
+      const std::string base = prefix + "FirstFit" + name.substr(close);
       const auto it = results_.find(base);
       if (it == results_.end()) continue;
       for (const char* metric : kMetrics) {

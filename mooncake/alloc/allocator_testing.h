@@ -93,6 +93,101 @@ class IntervalSetReference {
   uint64_t used_ = 0;
 };
 
+// Relocation check for models with AllocateRelocating(size, alignment,
+// options, relocate): a seeded random walk near full over a shadow copy of
+// the range. Every allocation's bytes are stamped with its id; each
+// Relocation must name a live allocation, move it to a range no live
+// allocation covers, and is answered with a real copy; after every step
+// every live allocation still holds its own stamp at its (new) offset, is
+// aligned as requested (up to options.max_alignment) and the stats agree.
+// `next_request(rng)` returns {size, alignment}. Returns the relocations seen.
+template <typename A, typename NextRequest>
+uint64_t ExpectRelocationKeepsBytes(A& allocator, uint64_t capacity_bytes,
+                                    NextRequest next_request, uint64_t seed, int steps,
+                                    const RelocationOptions& options = {}) {
+  struct Live {
+    Allocation a;
+    uint64_t alignment;
+    uint8_t stamp;
+  };
+  std::vector<uint8_t> bytes(capacity_bytes, 0);
+  std::vector<Live> live;
+  std::mt19937_64 rng(seed);
+  uint64_t relocations = 0, used = 0, calls_moved = 0;
+  auto find = [&](uint64_t offset) {
+    return std::find_if(live.begin(), live.end(),
+                        [&](const Live& l) { return l.a.offset == offset; });
+  };
+  auto covered = [&](uint64_t offset, uint64_t size) {
+    return std::any_of(live.begin(), live.end(), [&](const Live& l) {
+      return l.a.offset < offset + size && offset < l.a.offset + l.a.size;
+    });
+  };
+  auto relocate = [&](const Relocation& r) {
+    const auto it = find(r.from_offset);
+    ASSERT_NE(it, live.end()) << "relocation of an offset nobody holds: " << r.from_offset;
+    const uint64_t size = it->a.size;
+    ASSERT_LE(r.to_offset + size, capacity_bytes);
+    ASSERT_FALSE(covered(r.to_offset, size)) << "relocated onto a live allocation";
+    std::copy_n(bytes.begin() + static_cast<std::ptrdiff_t>(r.from_offset), size,
+                bytes.begin() + static_cast<std::ptrdiff_t>(r.to_offset));
+    std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(r.from_offset), size, 0);
+    it->a.offset = r.to_offset;
+    it->a.handle = r.handle;
+    calls_moved += size;
+    ++relocations;
+  };
+  auto check = [&]() {
+    for (const Live& l : live) {
+      EXPECT_EQ(l.a.offset % std::min(l.alignment, options.max_alignment), 0u);
+      const auto begin = bytes.begin() + static_cast<std::ptrdiff_t>(l.a.offset);
+      ASSERT_TRUE(std::all_of(begin, begin + static_cast<std::ptrdiff_t>(l.a.size),
+                              [&](uint8_t b) { return b == l.stamp; }))
+          << "allocation at " << l.a.offset << " lost its bytes";
+    }
+    const AllocatorStats s = allocator.stats();
+    EXPECT_EQ(s.used_bytes, used);
+    EXPECT_EQ(s.live_allocations, live.size());
+  };
+  uint8_t next_stamp = 1;
+  for (int step = 0; step < steps && !testing::Test::HasFatalFailure(); ++step) {
+    // Mostly allocate: the walk lives near full, where relocation happens.
+    if (live.empty() || rng() % 100 < 55) {
+      const auto [size, alignment] = next_request(rng);
+      calls_moved = 0;
+      const std::optional<Allocation> a =
+          allocator.AllocateRelocating(size, alignment, options, relocate);
+      if (options.max_moved_bytes != 0) {
+        EXPECT_LE(calls_moved, options.max_moved_bytes);
+      }
+      if (!a.has_value()) continue;
+      EXPECT_EQ(a->offset % alignment, 0u);
+      EXPECT_FALSE(covered(a->offset, a->size)) << "new allocation overlaps a live one";
+      const uint8_t stamp = next_stamp;
+      next_stamp = static_cast<uint8_t>(next_stamp % 255 + 1);
+      std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(a->offset), a->size, stamp);
+      live.push_back(Live{*a, alignment, stamp});
+      used += a->size;
+    } else {
+      const size_t i = rng() % live.size();
+      allocator.free(live[i].a);
+      std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(live[i].a.offset), live[i].a.size,
+                  0);
+      used -= live[i].a.size;
+      live[i] = live.back();
+      live.pop_back();
+    }
+    if (step % 16 == 0) check();
+  }
+  check();
+  for (const Live& l : live) allocator.free(l.a);
+  const AllocatorStats s = allocator.stats();
+  EXPECT_EQ(s.used_bytes, 0u);
+  EXPECT_EQ(s.live_allocations, 0u);
+  EXPECT_EQ(s.largest_free_bytes, capacity_bytes);
+  return relocations;
+}
+
 template <typename Factory>
 class AllocatorConformanceTest : public testing::Test {
  protected:

@@ -213,6 +213,35 @@ class SizeClassAllocator {
                       .handle = alloc_internal::PackHandle(owner_tag_, page.generation, index)};
   }
 
+  // Relocation support (KvAllocator::AllocateRelocating): when the backing
+  // moves the extent `from_handle` names and it is one of this allocator's
+  // pages, the page now lives at `to` (offset and backing handle), and
+  // `relocate(const Relocation&)` is called for each live slot (its handle is
+  // unchanged, its offset shifts with the page). Returns false, calling
+  // nothing, when the extent is not a page of this allocator. O(pages).
+  template <typename Relocate>
+  bool MovePage(AllocationHandle from_handle, uint64_t to_offset, AllocationHandle to_handle,
+                Relocate& relocate) {
+    for (uint32_t index = 0; index < pages_.size(); ++index) {
+      Page& page = pages_[index];
+      if (!page.in_use || page.extent.handle != from_handle) continue;
+      const uint64_t from_offset = page.extent.offset;
+      const uint64_t slot_bytes = classes_[page.class_index].slot_bytes;
+      page.extent.offset = to_offset;
+      page.extent.handle = to_handle;
+      const AllocationHandle slot_handle =
+          alloc_internal::PackHandle(owner_tag_, page.generation, index);
+      for (uint32_t slot = 0; slot < page.slot_count; ++slot) {
+        if ((page.live_bits[slot / 64] >> (slot % 64) & 1) == 0) continue;
+        relocate(Relocation{.from_offset = from_offset + slot * slot_bytes,
+                            .to_offset = to_offset + slot * slot_bytes,
+                            .handle = slot_handle});
+      }
+      return true;
+    }
+    return false;
+  }
+
   size_t class_count() const { return classes_.size(); }
   uint64_t class_bytes(uint32_t c) const { return classes_[c].slot_bytes; }
   uint32_t slots_per_page(uint32_t c) const { return classes_[c].slots_per_page; }

@@ -48,6 +48,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <concepts>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -64,6 +65,17 @@ namespace mooncake::alloc {
 
 // Which end of a free extent an allocation is cut from (TlsfAllocator::Allocate).
 enum class CarveEnd : uint8_t { kLow, kHigh };
+
+// One extent TlsfAllocator::AllocateRelocating moves (see Relocation in
+// allocator.h): the record's whole reserved extent, with the handle it had
+// (no longer valid once the callback returns) and the one it has now.
+struct RecordMove {
+  uint64_t from_offset = 0;
+  uint64_t to_offset = 0;
+  uint64_t bytes = 0;  // reserved bytes: the size rounded up to the granule
+  AllocationHandle from_handle;
+  AllocationHandle to_handle;
+};
 
 struct TlsfOptions {
   // Size of the managed range; a multiple of granularity_bytes, <= 2^62.
@@ -149,6 +161,55 @@ class TlsfAllocator {
                             ? RoundUp(node.offset, alignment)
                             : (node.offset + node.size - reserved) & ~(alignment - 1);
     return Carve(index, size, reserved, at);
+  }
+
+  // Allocate(), and when no free extent fits although enough bytes are free,
+  // relocation: the cheapest window of neighbouring records that would hold
+  // the request (fewest live bytes inside, at most options.max_moved_bytes)
+  // has its live records moved to free extents outside it, so that the window
+  // becomes one free extent the request is cut from. `move(const RecordMove&)`
+  // is called once per moved record, after every new place was found and
+  // before the old extent is freed; an owner of plain allocations answers it
+  // by copying the bytes and replacing its Allocation's offset and handle
+  // (Relocation in allocator.h). Nothing is moved and `move` is not called
+  // when no window works: the result is then std::nullopt, as allocate()'s.
+  //
+  // Cost: O(records) to rank the windows and O(records) per window tried (at
+  // most options.max_windows), plus the owner's copies. It is the cold path of
+  // a full range; allocate() is unchanged. Moved records keep their reserved
+  // size and are placed with TLSF's good fit at the low end of an extent.
+  template <typename Move>
+  [[nodiscard]] std::optional<Allocation> AllocateRelocating(uint64_t size, uint64_t alignment,
+                                                             CarveEnd end,
+                                                             const RelocationOptions& options,
+                                                             Move&& move) {
+    if (!IsValidAlignment(options.max_alignment)) return std::nullopt;
+    if (std::optional<Allocation> a = Allocate(size, alignment, end)) return a;
+    if (size == 0 || size > capacity_ || !IsValidAlignment(alignment)) return std::nullopt;
+    alignment = std::min(alignment, alignment_cap_);
+    const uint64_t reserved = RoundUp(size, granule_);
+    if (capacity_ - reserved_bytes_ < reserved) return std::nullopt;
+    const uint64_t budget =
+        options.max_moved_bytes != 0 ? options.max_moved_bytes : 2 * reserved;
+    for (const Window& w : RankWindows(reserved, alignment, budget, options.max_windows)) {
+      if (std::optional<Allocation> a =
+              TryWindow(w, size, reserved, alignment, end, options.max_alignment, move)) {
+        return a;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The same for an owner of plain allocations: cut from the low end, and
+  // `relocate(const Relocation&)` per moved allocation.
+  template <typename Relocate>
+    requires std::invocable<Relocate&, const Relocation&>
+  [[nodiscard]] std::optional<Allocation> AllocateRelocating(uint64_t size, uint64_t alignment,
+                                                             const RelocationOptions& options,
+                                                             Relocate&& relocate) {
+    return AllocateRelocating(size, alignment, CarveEnd::kLow, options, [&](const RecordMove& m) {
+      relocate(Relocation{.from_offset = m.from_offset, .to_offset = m.to_offset, .handle = m.to_handle});
+    });
   }
 
   void free(const Allocation& allocation) {
@@ -309,6 +370,144 @@ class TlsfAllocator {
     return Allocation{.offset = aligned,
                       .size = size,
                       .handle = alloc_internal::PackHandle(owner_tag_, node.generation, index)};
+  }
+
+  // A run of neighbouring records [first_offset, end_offset) and the live
+  // bytes inside it.
+  struct Window {
+    uint32_t first_record = kNone;  // valid while it still starts at first_offset
+    uint64_t first_offset = 0;
+    uint64_t end_offset = 0;
+    uint64_t live_bytes = 0;
+  };
+
+  // Every window that starts at a record, ends at the first record that lets
+  // an aligned `reserved` fit, and holds at most `budget` live bytes; the
+  // `count` cheapest, cheapest first. Two pointers over the physical list.
+  [[gnu::noinline]] std::vector<Window> RankWindows(uint64_t reserved, uint64_t alignment,
+                                                    uint64_t budget, uint32_t count) const {
+    std::vector<uint32_t> records;
+    for (uint32_t i = nodes_[kNone].next_phys; i != kNone; i = nodes_[i].next_phys) {
+      records.push_back(i);
+    }
+    std::vector<Window> windows;
+    uint64_t live = 0;  // live bytes in records [left, right)
+    size_t right = 0;
+    for (size_t left = 0; left < records.size(); ++left) {
+      const uint64_t start = RoundUp(nodes_[records[left]].offset, alignment);
+      if (right < left) {
+        right = left;
+        live = 0;
+      }
+      while (right < records.size() && (right == left || EndOf(records[right - 1]) < start ||
+                                        EndOf(records[right - 1]) - start < reserved)) {
+        if (nodes_[records[right]].state == State::kUsed) live += nodes_[records[right]].size;
+        ++right;
+      }
+      const uint64_t end = EndOf(records[right - 1]);
+      if (end < start || end - start < reserved) break;  // no later start fits either
+      if (live <= budget) {
+        windows.push_back(
+            Window{.first_record = records[left],
+                   .first_offset = nodes_[records[left]].offset,
+                   .end_offset = end,
+                   .live_bytes = live});
+      }
+      if (nodes_[records[left]].state == State::kUsed) live -= nodes_[records[left]].size;
+    }
+    const size_t keep = std::min<size_t>(count, windows.size());
+    std::partial_sort(windows.begin(), windows.begin() + static_cast<std::ptrdiff_t>(keep),
+                      windows.end(), [](const Window& a, const Window& b) {
+                        return a.live_bytes < b.live_bytes;
+                      });
+    windows.resize(keep);
+    return windows;
+  }
+
+  uint64_t EndOf(uint32_t index) const { return nodes_[index].offset + nodes_[index].size; }
+
+  // Marks used record `index` unused again (a fence, a moved-away record, or a
+  // rolled-back new place) without touching used_bytes_; returns the record
+  // that now holds its bytes.
+  uint32_t Unreserve(uint32_t index) {
+    reserved_bytes_ -= nodes_[index].size;
+    --live_;
+    nodes_[index].state = State::kFree;
+    const uint32_t survivor = Coalesce(index);
+    InsertFree(survivor);
+    return survivor;
+  }
+
+  // One relocation attempt on window `w` (see AllocateRelocating).
+  template <typename Move>
+  [[gnu::noinline]] std::optional<Allocation> TryWindow(const Window& w, uint64_t size,
+                                                        uint64_t reserved, uint64_t alignment,
+                                                        CarveEnd end, uint64_t max_alignment,
+                                                        Move& move) {
+    // An earlier window's rollback keeps every extent but may renumber free
+    // records; records tile the range, so a live record at the offset is it.
+    uint32_t first = w.first_record;
+    if (nodes_[first].state == State::kSpare || nodes_[first].offset != w.first_offset) {
+      first = nodes_[kNone].next_phys;
+      while (first != kNone && nodes_[first].offset != w.first_offset) {
+        first = nodes_[first].next_phys;
+      }
+    }
+    MC_ASSERT(first != kNone, "relocation window lost its first record");
+    // Fence the window: its free records become used so that no new place
+    // lands inside it. `window` lists every record of it in physical order.
+    std::vector<uint32_t> window, fences, movers, places;
+    for (uint32_t i = first; i != kNone && nodes_[i].offset < w.end_offset; i = nodes_[i].next_phys) {
+      window.push_back(i);
+      if (nodes_[i].state == State::kFree) {
+        RemoveFree(i);
+        nodes_[i].state = State::kUsed;
+        reserved_bytes_ += nodes_[i].size;
+        ++live_;
+        fences.push_back(i);
+      } else {
+        movers.push_back(i);
+      }
+    }
+    // New places, all found before anything moves.
+    for (const uint32_t i : movers) {
+      const uint64_t offset = nodes_[i].offset;
+      const uint64_t align = std::min(
+          {max_alignment, alignment_cap_,
+           offset == 0 ? max_alignment : uint64_t{1} << std::countr_zero(offset)});
+      const uint32_t fit = HasSpareRecords() ? FindFit(nodes_[i].size, align) : kNone;
+      if (fit == kNone) {
+        for (const uint32_t p : places) Unreserve(p);
+        for (const uint32_t f : fences) Unreserve(f);
+        return std::nullopt;
+      }
+      const Allocation place =
+          Carve(fit, 0, nodes_[i].size, RoundUp(nodes_[fit].offset, align));
+      places.push_back(alloc_internal::HandleIndex(place.handle));
+    }
+    for (size_t k = 0; k < movers.size(); ++k) {
+      Node& from = nodes_[movers[k]];
+      const Node& to = nodes_[places[k]];
+      move(RecordMove{
+          .from_offset = from.offset,
+          .to_offset = to.offset,
+          .bytes = from.size,
+          .from_handle = alloc_internal::PackHandle(owner_tag_, from.generation, movers[k]),
+          .to_handle = alloc_internal::PackHandle(owner_tag_, to.generation, places[k])});
+      ++from.generation;  // the old handle is stale from now on
+    }
+    // The window's records, freed in physical order, coalesce into the first.
+    uint32_t survivor = kNone;
+    for (const uint32_t i : window) {
+      const uint32_t s = Unreserve(i);
+      if (survivor == kNone) survivor = s;
+    }
+    const Node& node = nodes_[survivor];
+    MC_ASSERT(Fits(node, reserved, alignment), "relocation window does not hold the request");
+    const uint64_t at = end == CarveEnd::kLow
+                            ? RoundUp(node.offset, alignment)
+                            : (node.offset + node.size - reserved) & ~(alignment - 1);
+    return Carve(survivor, size, reserved, at);
   }
 
   // Splits the first `bytes` of record `index` off into a new free record.

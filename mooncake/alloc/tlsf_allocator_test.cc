@@ -263,5 +263,93 @@ TEST(TlsfAllocatorTest, ReserveRecordsAvoidsGrowth) {
   EXPECT_EQ(a.stats().largest_free_bytes, 1u << 20);
 }
 
+// Four 256 KiB allocations; the first and third freed: 512 KiB free, no
+// 512 KiB extent. Relocation moves one neighbour into the other hole.
+TEST(TlsfAllocatorTest, RelocationOpensAnExtentByMovingANeighbour) {
+  TlsfAllocator a({.capacity_bytes = 1 << 20});
+  constexpr uint64_t kQuarter = 256 << 10;
+  std::vector<Allocation> q;
+  for (int i = 0; i < 4; ++i) q.push_back(*a.allocate(kQuarter, 4096));
+  a.free(q[0]);
+  a.free(q[2]);
+  ASSERT_FALSE(a.allocate(2 * kQuarter, 1).has_value());
+  std::vector<Relocation> moves;
+  const std::optional<Allocation> big = a.AllocateRelocating(
+      2 * kQuarter, 4096, RelocationOptions{}, [&](const Relocation& r) { moves.push_back(r); });
+  ASSERT_TRUE(big.has_value());
+  ASSERT_EQ(moves.size(), 1u);
+  Allocation& moved = moves[0].from_offset == q[1].offset ? q[1] : q[3];
+  ASSERT_EQ(moves[0].from_offset, moved.offset);
+  EXPECT_NE(moves[0].handle, moved.handle);
+  moved.offset = moves[0].to_offset;
+  moved.handle = moves[0].handle;
+  EXPECT_TRUE(big->offset + big->size <= moved.offset || moved.offset + kQuarter <= big->offset);
+  a.CheckInvariants();
+  EXPECT_EQ(a.stats().used_bytes, 4 * kQuarter);
+  a.free(moved);  // the new handle is the live one
+  a.free(moved.offset == q[1].offset ? q[3] : q[1]);
+  a.free(*big);
+  a.CheckInvariants();
+  EXPECT_EQ(a.stats().largest_free_bytes, 1u << 20);
+}
+
+TEST(TlsfAllocatorTest, RelocationThatCannotWorkMovesNothing) {
+  TlsfAllocator a({.capacity_bytes = 1 << 20});
+  constexpr uint64_t kQuarter = 256 << 10;
+  std::vector<Allocation> q;
+  for (int i = 0; i < 4; ++i) q.push_back(*a.allocate(kQuarter, 4096));
+  a.free(q[1]);
+  int calls = 0;
+  auto count = [&](const Relocation&) { ++calls; };
+  // Fewer free bytes than asked.
+  EXPECT_FALSE(a.AllocateRelocating(kQuarter + 64, 1, RelocationOptions{}, count).has_value());
+  // Enough bytes would be free, but the budget forbids moving a neighbour.
+  a.free(q[3]);
+  const AllocatorStats before = a.stats();
+  EXPECT_FALSE(a.AllocateRelocating(2 * kQuarter, 1, RelocationOptions{.max_moved_bytes = 4096},
+                                    count)
+                   .has_value());
+  // Bad requests.
+  EXPECT_FALSE(a.AllocateRelocating(0, 1, RelocationOptions{}, count).has_value());
+  EXPECT_FALSE(a.AllocateRelocating(4096, 3, RelocationOptions{}, count).has_value());
+  EXPECT_FALSE(a.AllocateRelocating(4096, 1, RelocationOptions{.max_alignment = 3}, count)
+                   .has_value());
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(a.stats(), before);
+  a.CheckInvariants();
+  // A full range with everything the same size: the moved record would need
+  // the very hole it leaves, so nothing fits anywhere else.
+  TlsfAllocator b({.capacity_bytes = 1 << 20});
+  std::vector<Allocation> eighths;
+  for (int i = 0; i < 8; ++i) eighths.push_back(*b.allocate(128 << 10, 1));
+  b.free(eighths[1]);
+  b.free(eighths[4]);
+  const AllocatorStats full = b.stats();
+  EXPECT_FALSE(b.AllocateRelocating(384 << 10, 1, RelocationOptions{}, count).has_value());
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(b.stats(), full);
+  b.CheckInvariants();
+  EXPECT_TRUE(b.AllocateRelocating(256 << 10, 1, RelocationOptions{}, count).has_value());
+  EXPECT_EQ(calls, 1);
+  b.CheckInvariants();
+}
+
+TEST(TlsfAllocatorTest, RelocationKeepsEveryAllocationsBytes) {
+  constexpr uint64_t kCap = uint64_t{4} << 20;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    TlsfAllocator a({.capacity_bytes = kCap});
+    const uint64_t relocations = ExpectRelocationKeepsBytes(
+        a, kCap,
+        [](std::mt19937_64& rng) {
+          static constexpr uint64_t kSizes[] = {64 << 10, 160 << 10, 256 << 10};
+          if (rng() % 4 == 0) return std::pair<uint64_t, uint64_t>(1 + rng() % (200 << 10), 64);
+          return std::pair<uint64_t, uint64_t>(kSizes[rng() % 3], 4096);
+        },
+        seed, 2000);
+    EXPECT_GT(relocations, 0u);
+    a.CheckInvariants();
+  }
+}
+
 }  // namespace
 }  // namespace mooncake::alloc

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -130,6 +131,66 @@ FirstFailure RunUntilFirstFailure(A& allocator, uint64_t capacity_bytes, KvWorkl
   result.live_allocations = live.size();
   for (const alloc::Allocation& a : live) allocator.free(a);
   return result;
+}
+
+struct RelocatingRun {
+  FirstFailure first_failure;
+  uint64_t allocated_bytes = 0;  // requested bytes of every successful allocation
+  uint64_t moved_bytes = 0;      // bytes the owner copied for relocations
+  uint64_t relocations = 0;      // Relocation callbacks
+};
+
+// RunUntilFirstFailure with the allocator's AllocateRelocating: the walk is
+// the owner of the bytes and answers each Relocation by updating its live
+// allocation (it has no bytes to copy; it counts what it would copy). The
+// first failure is the first request that even relocation cannot serve.
+template <typename A>
+RelocatingRun RunUntilFirstFailureRelocating(A& allocator, uint64_t capacity_bytes,
+                                             KvWorkload& workload, double alloc_probability,
+                                             uint64_t max_operations,
+                                             const alloc::RelocationOptions& options) {
+  std::vector<alloc::Allocation> live;
+  std::unordered_map<uint64_t, size_t> by_offset;  // live offset -> index in `live`
+  uint64_t live_bytes = 0;
+  RelocatingRun run;
+  FirstFailure& result = run.first_failure;
+  auto relocate = [&](const alloc::Relocation& r) {
+    const auto it = by_offset.find(r.from_offset);
+    MC_ASSERT(it != by_offset.end(), "relocation of an offset the walk does not hold");
+    const size_t i = it->second;
+    by_offset.erase(it);
+    live[i].offset = r.to_offset;
+    live[i].handle = r.handle;
+    MC_ASSERT(by_offset.emplace(r.to_offset, i).second, "relocated onto a live allocation");
+    run.moved_bytes += live[i].size;
+    ++run.relocations;
+  };
+  for (; result.operations < max_operations; ++result.operations) {
+    if (live.empty() || workload.Chance(alloc_probability)) {
+      const KvRequest r = workload.Next();
+      std::optional<alloc::Allocation> a =
+          allocator.AllocateRelocating(r.size, r.alignment, options, relocate);
+      if (!a.has_value()) break;
+      MC_ASSERT(by_offset.emplace(a->offset, live.size()).second, "allocated a live offset");
+      live.push_back(*a);
+      live_bytes += a->size;
+      run.allocated_bytes += a->size;
+    } else {
+      const size_t i = workload.Pick(live.size());
+      allocator.free(live[i]);
+      live_bytes -= live[i].size;
+      by_offset.erase(live[i].offset);
+      if (i + 1 != live.size()) {
+        live[i] = live.back();
+        by_offset[live[i].offset] = i;
+      }
+      live.pop_back();
+    }
+  }
+  result.utilization = static_cast<double>(live_bytes) / static_cast<double>(capacity_bytes);
+  result.live_allocations = live.size();
+  for (const alloc::Allocation& a : live) allocator.free(a);
+  return run;
 }
 
 }  // namespace mooncake::alloc_internal

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <cstring>
 #include <span>
 
@@ -75,6 +76,14 @@ class AdaptiveCoder {
   absl::Status DecodeChunk(std::span<const std::byte> payload, size_t readable_after, DType dtype,
                            std::span<std::byte> raw_out) {
     return inner_.DecodeChunk(payload, readable_after, dtype, raw_out);
+  }
+
+  // Passes a checksum computed on the way through (see ChunkedCodec).
+  absl::Status DecodeChunk(std::span<const std::byte> payload, size_t readable_after, DType dtype,
+                           std::span<std::byte> raw_out, std::optional<uint64_t>* checksum)
+    requires requires(Inner& i) { i.DecodeChunk(payload, readable_after, dtype, raw_out, checksum); }
+  {
+    return inner_.DecodeChunk(payload, readable_after, dtype, raw_out, checksum);
   }
 
  private:

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "mooncake/compress/codec.h"
 #include "mooncake/compress/internal/byte_planes.h"
 #include "mooncake/compress/internal/chunked_codec.h"
+#include "mooncake/compress/internal/merge_checksum.h"
 #include "mooncake/compress/internal/entropy.h"
 #include "mooncake/compress/internal/huffman.h"
 #include "mooncake/compress/internal/huffman_decoder.h"
@@ -109,6 +111,14 @@ class BytePlaneCoder {
 
   absl::Status DecodeChunk(std::span<const std::byte> payload, size_t readable_after, DType dtype,
                            std::span<std::byte> raw_out) {
+    return DecodeChunk(payload, readable_after, dtype, raw_out, nullptr);
+  }
+
+  // The same; for two-byte dtypes it also sets *checksum to ChunkChecksum(raw_out),
+  // computed while merging the planes (internal/merge_checksum.h). Otherwise, or when
+  // checksum is null, *checksum is left alone.
+  absl::Status DecodeChunk(std::span<const std::byte> payload, size_t readable_after, DType dtype,
+                           std::span<std::byte> raw_out, std::optional<uint64_t>* checksum) {
     const size_t elem = ElementSize(dtype);
     const size_t n = raw_out.size() / elem;
     if (n == 0) return absl::DataLossError("a chunk smaller than one element is never coded");
@@ -146,6 +156,11 @@ class BytePlaneCoder {
     const size_t tail = raw_out.size() - n * elem;
     if (payload.size() - pos != tail) {
       return absl::DataLossError("chunk payload size does not match its planes");
+    }
+    if (elem == 2 && checksum != nullptr) {
+      *checksum = compress_internal::MergeTwoPlanesWithChecksum(planes[0], planes[1], n,
+                                                                src + pos, tail, dst);
+      return absl::OkStatus();
     }
     if (elem == 1) {
       if (planes[0] != dst) std::memcpy(dst, planes[0], n);

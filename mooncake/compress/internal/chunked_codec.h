@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -251,6 +252,9 @@ class ChunkedCodec {
       out = std::span<std::byte>(w.partial);
     }
     const std::span<const std::byte> payload = view.Payload(c);
+    // Coders that can compute the checksum while writing the output (two-byte dtypes in
+    // BytePlaneCodec) hand it back; every other chunk is hashed after decoding.
+    std::optional<uint64_t> checksum;
     if (c.stored_raw) {
       std::memcpy(out.data(), payload.data(), c.raw_bytes);
     } else {
@@ -258,10 +262,16 @@ class ChunkedCodec {
       MC_DASSERT(payload_end <= readable_end, "chunk payload has arrived");
       const size_t readable_after =
           std::min<uint64_t>(view.frame().size(), readable_end) - payload_end;
-      absl::Status s = w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out);
+      absl::Status s;
+      if constexpr (requires { w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out, &checksum); }) {
+        s = w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out, &checksum);
+      } else {
+        s = w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out);
+      }
       if (!s.ok()) return absl::Status(s.code(), absl::StrCat("chunk ", i, ": ", s.message()));
     }
-    if (ChunkChecksum(out.data(), out.size()) != c.checksum) {
+    if (!checksum.has_value()) checksum = ChunkChecksum(out.data(), out.size());
+    if (*checksum != c.checksum) {
       return absl::DataLossError(absl::StrCat("chunk ", i, " (raw bytes [", c.raw_offset, ", ",
                                               c.raw_offset + c.raw_bytes,
                                               ")) fails its XXH3 checksum: the frame is corrupt"));

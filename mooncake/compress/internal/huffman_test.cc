@@ -1,5 +1,6 @@
 #include "mooncake/compress/internal/huffman.h"
 
+#include <cstdio>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -133,6 +134,39 @@ TEST(HuffmanTest, TablesAreReusedOnlyForTheSameCode) {
     EXPECT_EQ(Decode(dec, Encode(enc, *d), d->size(), &s), *d);
     EXPECT_TRUE(s.ok());
   }
+}
+
+// Consecutive 64 KiB chunks of synthetic bf16 KV: the high-byte planes mostly keep the
+// previous chunk's code (so the decoder skips its table build), every block stays within
+// the slack of its own optimal code, and every block decodes exactly, whether or not the
+// decoder saw the previous block.
+TEST(HuffmanTest, ConsecutiveBlocksKeepTheirCodeWithinTheSlack) {
+  const std::vector<std::byte> raw = compress::SyntheticKvBytes(4 << 20, compress::DType::kBFloat16);
+  constexpr size_t kChunk = 64 << 10;
+  HuffmanEncoder enc, fresh_enc;
+  HuffmanDecoder dec;
+  uint64_t kept_bits = 0, fresh_bits = 0;
+  for (size_t off = 0; off + kChunk <= raw.size(); off += kChunk) {
+    std::vector<uint8_t> high(kChunk / 2);
+    for (size_t i = 0; i < high.size(); ++i) high[i] = static_cast<uint8_t>(raw[off + 2 * i + 1]);
+    const std::vector<uint8_t> block = Encode(enc, high);
+    HuffmanEncoder once;  // no previous block: the block's own optimal code
+    const std::vector<uint8_t> optimal = Encode(once, high);
+    kept_bits += block.size();
+    fresh_bits += optimal.size();
+    EXPECT_LE(block.size(), optimal.size() + optimal.size() * 4 / 1000 + 160);
+    absl::Status st;
+    EXPECT_EQ(Decode(dec, block, high.size(), &st), high);
+    ASSERT_TRUE(st.ok()) << st;
+    HuffmanDecoder cold;
+    EXPECT_EQ(Decode(cold, block, high.size(), &st), high);
+    ASSERT_TRUE(st.ok()) << st;
+  }
+  std::printf("kept %llu of %llu codes; %llu vs %llu bytes\n",
+              static_cast<unsigned long long>(enc.kept_codes()),
+              static_cast<unsigned long long>(enc.planned_codes()),
+              static_cast<unsigned long long>(kept_bits), static_cast<unsigned long long>(fresh_bits));
+  EXPECT_GE(enc.kept_codes() * 2, enc.planned_codes());
 }
 
 }  // namespace

@@ -217,10 +217,12 @@ class HuffmanEncoder {
     MC_DASSERT(std::accumulate(freq, freq + 256, uint64_t{0}) == n, "counts cover the data");
     if (present < 2) return 0;
     ChooseCode(freq);
-    uint16_t code16[256];
-    const bool ok = CanonicalCodes(len_, code16);
-    MC_ASSERT(ok, "built an invalid code");
-    for (int s = 0; s < 256; ++s) code_[s] = len_[s] != 0 ? code16[s] : 0;
+    if (!kept_) {  // a kept code keeps its codes too
+      uint16_t code16[256];
+      const bool ok = CanonicalCodes(len_, code16);
+      MC_ASSERT(ok, "built an invalid code");
+      for (int s = 0; s < 256; ++s) code_[s] = len_[s] != 0 ? code16[s] : 0;
+    }
     // The header lists every symbol with a code (a kept code may cover absent ones).
     int coded = 0;
     for (int s = 0; s < 256; ++s) coded += len_[s] != 0;
@@ -377,20 +379,16 @@ class HuffmanEncoder {
   // symbol present and costs at most kKeepSlackPerMille more bits than the block's own
   // optimal code. When it does not cover them, a code built from the block's counts plus
   // a count of 1 for each symbol the previous code had (so sporadic rare symbols keep a
-  // code and the next block can keep it in turn) is used if it is within the same slack.
+  // code and the next block can keep it in turn) is used if it is within the same slack
+  // (tried only when at most kMaxMissingForWiderCode symbols lack a code).
   // Otherwise the block's own optimal code; so every block is within the slack of optimal.
   static constexpr uint64_t kKeepSlackPerMille = 3;
+  static constexpr int kMaxMissingForWiderCode = 3;
 
   static uint64_t CodedBits(const uint64_t (&freq)[256], const uint8_t (&len)[256]) {
     uint64_t bits = 0;
     for (int s = 0; s < 256; ++s) bits += freq[s] * len[s];
     return bits;
-  }
-  static bool Covers(const uint64_t (&freq)[256], const uint8_t (&len)[256]) {
-    for (int s = 0; s < 256; ++s) {
-      if (freq[s] != 0 && len[s] == 0) return false;
-    }
-    return true;
   }
 
   // Sets len_ (see kKeepSlackPerMille); REQUIRES: at least two symbols present.
@@ -402,10 +400,18 @@ class HuffmanEncoder {
     const uint64_t fresh_bits = CodedBits(freq, fresh);
     const uint64_t limit = fresh_bits + fresh_bits * kKeepSlackPerMille / 1000;
     if (have_previous_) {
-      if (Covers(freq, len_) && CodedBits(freq, len_) <= limit) {
+      int missing = 0;  // symbols present here that the previous code lacks
+      for (int s = 0; s < 256; ++s) missing += freq[s] != 0 && len_[s] == 0;
+      if (missing == 0 && CodedBits(freq, len_) <= limit) {
         kept_ = true;
         ++kept_count_;
         return;  // len_ still holds the previous block's code
+      }
+      // A covering code that costs too much, or many new symbols: the statistics moved,
+      // and a wider code would not be kept either (and costs a second code build).
+      if (missing == 0 || missing > kMaxMissingForWiderCode) {
+        std::memcpy(len_, fresh, sizeof(len_));
+        return;
       }
       uint64_t smoothed[256];
       for (int s = 0; s < 256; ++s) smoothed[s] = freq[s] != 0 ? freq[s] : (len_[s] != 0 ? 1 : 0);

@@ -102,8 +102,8 @@ class IntervalSetReference {
 // aligned as requested (up to options.max_alignment) and the stats agree.
 // `next_request(rng)` returns {size, alignment}. Returns the relocations seen.
 template <typename A, typename NextRequest>
-uint64_t ExpectRelocationKeepsBytes(A& allocator, uint64_t capacity_bytes,
-                                    NextRequest next_request, uint64_t seed, int steps,
+uint64_t ExpectRelocationKeepsBytes(A& allocator, uint64_t capacity_bytes, NextRequest next_request,
+                                    uint64_t seed, int steps,
                                     const RelocationOptions& options = {}) {
   struct Live {
     Allocation a;
@@ -171,8 +171,7 @@ uint64_t ExpectRelocationKeepsBytes(A& allocator, uint64_t capacity_bytes,
     } else {
       const size_t i = rng() % live.size();
       allocator.free(live[i].a);
-      std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(live[i].a.offset), live[i].a.size,
-                  0);
+      std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(live[i].a.offset), live[i].a.size, 0);
       used -= live[i].a.size;
       live[i] = live.back();
       live.pop_back();

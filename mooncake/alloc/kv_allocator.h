@@ -101,9 +101,9 @@ class KvAllocator {
   // nothing moves and the result is std::nullopt. The request is served
   // directly by the backing (a block-size request too).
   template <typename Relocate>
-    requires requires(Backing& b, const RelocationOptions& o, IgnoreMoves& m) {
-      b.AllocateRelocating(uint64_t{1}, uint64_t{1}, CarveEnd::kLow, o, m);
-    }
+  requires requires(Backing& b, const RelocationOptions& o, IgnoreMoves& m) {
+    b.AllocateRelocating(uint64_t{1}, uint64_t{1}, CarveEnd::kLow, o, m);
+  }
   [[nodiscard]] std::optional<Allocation> AllocateRelocating(uint64_t size, uint64_t alignment,
                                                              const RelocationOptions& options,
                                                              Relocate&& relocate) {

@@ -189,8 +189,7 @@ class TlsfAllocator {
     alignment = std::min(alignment, alignment_cap_);
     const uint64_t reserved = RoundUp(size, granule_);
     if (capacity_ - reserved_bytes_ < reserved) return std::nullopt;
-    const uint64_t budget =
-        options.max_moved_bytes != 0 ? options.max_moved_bytes : 2 * reserved;
+    const uint64_t budget = options.max_moved_bytes != 0 ? options.max_moved_bytes : 2 * reserved;
     for (const Window& w : RankWindows(reserved, alignment, budget, options.max_windows)) {
       if (std::optional<Allocation> a =
               TryWindow(w, size, reserved, alignment, end, options.max_alignment, move)) {
@@ -203,12 +202,13 @@ class TlsfAllocator {
   // The same for an owner of plain allocations: cut from the low end, and
   // `relocate(const Relocation&)` per moved allocation.
   template <typename Relocate>
-    requires std::invocable<Relocate&, const Relocation&>
+  requires std::invocable<Relocate&, const Relocation&>
   [[nodiscard]] std::optional<Allocation> AllocateRelocating(uint64_t size, uint64_t alignment,
                                                              const RelocationOptions& options,
                                                              Relocate&& relocate) {
     return AllocateRelocating(size, alignment, CarveEnd::kLow, options, [&](const RecordMove& m) {
-      relocate(Relocation{.from_offset = m.from_offset, .to_offset = m.to_offset, .handle = m.to_handle});
+      relocate(Relocation{
+          .from_offset = m.from_offset, .to_offset = m.to_offset, .handle = m.to_handle});
     });
   }
 
@@ -407,19 +407,17 @@ class TlsfAllocator {
       const uint64_t end = EndOf(records[right - 1]);
       if (end < start || end - start < reserved) break;  // no later start fits either
       if (live <= budget) {
-        windows.push_back(
-            Window{.first_record = records[left],
-                   .first_offset = nodes_[records[left]].offset,
-                   .end_offset = end,
-                   .live_bytes = live});
+        windows.push_back(Window{.first_record = records[left],
+                                 .first_offset = nodes_[records[left]].offset,
+                                 .end_offset = end,
+                                 .live_bytes = live});
       }
       if (nodes_[records[left]].state == State::kUsed) live -= nodes_[records[left]].size;
     }
     const size_t keep = std::min<size_t>(count, windows.size());
     std::partial_sort(windows.begin(), windows.begin() + static_cast<std::ptrdiff_t>(keep),
-                      windows.end(), [](const Window& a, const Window& b) {
-                        return a.live_bytes < b.live_bytes;
-                      });
+                      windows.end(),
+                      [](const Window& a, const Window& b) { return a.live_bytes < b.live_bytes; });
     windows.resize(keep);
     return windows;
   }
@@ -457,7 +455,8 @@ class TlsfAllocator {
     // Fence the window: its free records become used so that no new place
     // lands inside it. `window` lists every record of it in physical order.
     std::vector<uint32_t> window, fences, movers, places;
-    for (uint32_t i = first; i != kNone && nodes_[i].offset < w.end_offset; i = nodes_[i].next_phys) {
+    for (uint32_t i = first; i != kNone && nodes_[i].offset < w.end_offset;
+         i = nodes_[i].next_phys) {
       window.push_back(i);
       if (nodes_[i].state == State::kFree) {
         RemoveFree(i);
@@ -472,17 +471,16 @@ class TlsfAllocator {
     // New places, all found before anything moves.
     for (const uint32_t i : movers) {
       const uint64_t offset = nodes_[i].offset;
-      const uint64_t align = std::min(
-          {max_alignment, alignment_cap_,
-           offset == 0 ? max_alignment : uint64_t{1} << std::countr_zero(offset)});
+      const uint64_t align =
+          std::min({max_alignment, alignment_cap_,
+                    offset == 0 ? max_alignment : uint64_t{1} << std::countr_zero(offset)});
       const uint32_t fit = HasSpareRecords() ? FindFit(nodes_[i].size, align) : kNone;
       if (fit == kNone) {
         for (const uint32_t p : places) Unreserve(p);
         for (const uint32_t f : fences) Unreserve(f);
         return std::nullopt;
       }
-      const Allocation place =
-          Carve(fit, 0, nodes_[i].size, RoundUp(nodes_[fit].offset, align));
+      const Allocation place = Carve(fit, 0, nodes_[i].size, RoundUp(nodes_[fit].offset, align));
       places.push_back(alloc_internal::HandleIndex(place.handle));
     }
     for (size_t k = 0; k < movers.size(); ++k) {

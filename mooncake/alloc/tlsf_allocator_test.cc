@@ -306,14 +306,14 @@ TEST(TlsfAllocatorTest, RelocationThatCannotWorkMovesNothing) {
   // Enough bytes would be free, but the budget forbids moving a neighbour.
   a.free(q[3]);
   const AllocatorStats before = a.stats();
-  EXPECT_FALSE(a.AllocateRelocating(2 * kQuarter, 1, RelocationOptions{.max_moved_bytes = 4096},
-                                    count)
-                   .has_value());
+  EXPECT_FALSE(
+      a.AllocateRelocating(2 * kQuarter, 1, RelocationOptions{.max_moved_bytes = 4096}, count)
+          .has_value());
   // Bad requests.
   EXPECT_FALSE(a.AllocateRelocating(0, 1, RelocationOptions{}, count).has_value());
   EXPECT_FALSE(a.AllocateRelocating(4096, 3, RelocationOptions{}, count).has_value());
-  EXPECT_FALSE(a.AllocateRelocating(4096, 1, RelocationOptions{.max_alignment = 3}, count)
-                   .has_value());
+  EXPECT_FALSE(
+      a.AllocateRelocating(4096, 1, RelocationOptions{.max_alignment = 3}, count).has_value());
   EXPECT_EQ(calls, 0);
   EXPECT_EQ(a.stats(), before);
   a.CheckInvariants();

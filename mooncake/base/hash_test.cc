@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mooncake/base/fast_hash.h"
 
 namespace mooncake {
 namespace {
@@ -127,6 +128,26 @@ TEST(StableHashTest, HexIsHighHalfFirst) {
   EXPECT_EQ((Hash128{0x6001C324468D497FULL, 0x99AA06D3014798D8ULL}).ToHex(),
             "99aa06d3014798d86001c324468d497f");
   EXPECT_EQ((Hash128{1, 0}).ToHex(), "00000000000000000000000000000001");
+}
+
+// FastStableHash64 is StableHash64 (seed 0) bit for bit: every length class (short,
+// mid, long, stripe and block boundaries, odd tails) at several alignments.
+TEST(FastStableHash64Test, EqualsStableHash64) {
+  std::vector<uint8_t> buf((1 << 20) + 64);
+  uint64_t x = 88172645463325252ull;
+  for (auto& b : buf) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    b = static_cast<uint8_t>(x);
+  }
+  std::vector<size_t> lengths;
+  for (size_t len = 0; len <= 1100; ++len) lengths.push_back(len);
+  for (size_t len : {4095, 4096, 4097, 65535, 65536, 65537, 1 << 20}) lengths.push_back(len);
+  for (size_t len : lengths) {
+    for (size_t offset : {0, 1, 33}) {
+      ASSERT_EQ(FastStableHash64(buf.data() + offset, len), StableHash64(buf.data() + offset, len))
+          << "len " << len << " offset " << offset << " avx2 " << FastStableHash64UsesAvx2();
+    }
+  }
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <span>
 
 #include "absl/status/status.h"
@@ -80,11 +80,11 @@ class AdaptiveCoder {
 
   // Passes a checksum computed on the way through (see ChunkedCodec).
   absl::Status DecodeChunk(std::span<const std::byte> payload, size_t readable_after, DType dtype,
-                           std::span<std::byte> raw_out, std::optional<uint64_t>* checksum)
-    requires requires(Inner& i) { i.DecodeChunk(payload, readable_after, dtype, raw_out, checksum); }
-  {
-    return inner_.DecodeChunk(payload, readable_after, dtype, raw_out, checksum);
+                           std::span<std::byte> raw_out, std::optional<uint64_t>* checksum) requires
+      requires(Inner& i) {
+    i.DecodeChunk(payload, readable_after, dtype, raw_out, checksum);
   }
+  { return inner_.DecodeChunk(payload, readable_after, dtype, raw_out, checksum); }
 
  private:
   Config config_;

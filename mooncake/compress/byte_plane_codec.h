@@ -34,10 +34,10 @@
 #include "mooncake/compress/codec.h"
 #include "mooncake/compress/internal/byte_planes.h"
 #include "mooncake/compress/internal/chunked_codec.h"
-#include "mooncake/compress/internal/merge_checksum.h"
 #include "mooncake/compress/internal/entropy.h"
 #include "mooncake/compress/internal/huffman.h"
 #include "mooncake/compress/internal/huffman_decoder.h"
+#include "mooncake/compress/internal/merge_checksum.h"
 
 namespace mooncake::compress {
 namespace byte_plane_internal {
@@ -158,8 +158,8 @@ class BytePlaneCoder {
       return absl::DataLossError("chunk payload size does not match its planes");
     }
     if (elem == 2 && checksum != nullptr) {
-      *checksum = compress_internal::MergeTwoPlanesWithChecksum(planes[0], planes[1], n,
-                                                                src + pos, tail, dst);
+      *checksum = compress_internal::MergeTwoPlanesWithChecksum(planes[0], planes[1], n, src + pos,
+                                                                tail, dst);
       return absl::OkStatus();
     }
     if (elem == 1) {

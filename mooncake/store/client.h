@@ -80,6 +80,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/fast_hash.h"
 #include "mooncake/base/hash.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client/client_options.h"

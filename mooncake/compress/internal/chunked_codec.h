@@ -263,7 +263,10 @@ class ChunkedCodec {
       const size_t readable_after =
           std::min<uint64_t>(view.frame().size(), readable_end) - payload_end;
       absl::Status s;
-      if constexpr (requires { w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out, &checksum); }) {
+      if constexpr (requires {
+                      w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out,
+                                          &checksum);
+                    }) {
         s = w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out, &checksum);
       } else {
         s = w.coder.DecodeChunk(payload, readable_after, view.info().dtype, out);

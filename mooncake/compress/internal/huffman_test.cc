@@ -141,7 +141,8 @@ TEST(HuffmanTest, TablesAreReusedOnlyForTheSameCode) {
 // the slack of its own optimal code, and every block decodes exactly, whether or not the
 // decoder saw the previous block.
 TEST(HuffmanTest, ConsecutiveBlocksKeepTheirCodeWithinTheSlack) {
-  const std::vector<std::byte> raw = compress::SyntheticKvBytes(4 << 20, compress::DType::kBFloat16);
+  const std::vector<std::byte> raw =
+      compress::SyntheticKvBytes(4 << 20, compress::DType::kBFloat16);
   constexpr size_t kChunk = 64 << 10;
   HuffmanEncoder enc, fresh_enc;
   HuffmanDecoder dec;
@@ -165,7 +166,8 @@ TEST(HuffmanTest, ConsecutiveBlocksKeepTheirCodeWithinTheSlack) {
   std::printf("kept %llu of %llu codes; %llu vs %llu bytes\n",
               static_cast<unsigned long long>(enc.kept_codes()),
               static_cast<unsigned long long>(enc.planned_codes()),
-              static_cast<unsigned long long>(kept_bits), static_cast<unsigned long long>(fresh_bits));
+              static_cast<unsigned long long>(kept_bits),
+              static_cast<unsigned long long>(fresh_bits));
   EXPECT_GE(enc.kept_codes() * 2, enc.planned_codes());
 }
 

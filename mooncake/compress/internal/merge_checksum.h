@@ -26,9 +26,9 @@ __attribute__((target("avx2"))) inline uint64_t Merge2ChecksumAvx2(const uint8_t
                                                                    const uint8_t* tail,
                                                                    size_t tail_bytes,
                                                                    uint8_t* dst) {
-  constexpr size_t kStripe = XXH_STRIPE_LEN;                                      // 64
+  constexpr size_t kStripe = XXH_STRIPE_LEN;  // 64
   constexpr size_t kStripesPerBlock = (sizeof(XXH3_kSecret) - kStripe) / XXH_SECRET_CONSUME_RATE;
-  constexpr size_t kBlock = kStripe * kStripesPerBlock;                           // 1024
+  constexpr size_t kBlock = kStripe * kStripesPerBlock;  // 1024
   const size_t len = 2 * n + tail_bytes;
   const size_t blocks = (len - 1) / kBlock;  // whole blocks, all inside the 2n merged bytes
   const uint8_t* secret = XXH3_kSecret;
@@ -78,8 +78,7 @@ __attribute__((target("avx2"))) inline uint64_t Merge2ChecksumAvx2(const uint8_t
 // Writes the n two-byte elements of planes lo and hi, then tail[0, tail_bytes), to dst
 // and returns ChunkChecksum(dst, 2 * n + tail_bytes).
 inline uint64_t MergeTwoPlanesWithChecksum(const uint8_t* lo, const uint8_t* hi, size_t n,
-                                           const uint8_t* tail, size_t tail_bytes,
-                                           uint8_t* dst) {
+                                           const uint8_t* tail, size_t tail_bytes, uint8_t* dst) {
   MC_DASSERT(tail_bytes <= 1, "a two-byte element leaves at most one byte over");
   const size_t len = 2 * n + tail_bytes;
 #if defined(MOONCAKE_COMPRESS_XXH3_AVX2)

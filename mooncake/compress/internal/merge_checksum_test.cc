@@ -15,14 +15,15 @@ namespace {
 // destinations that are and are not 32-byte aligned (only aligned ones are streamed).
 TEST(MergeChecksumTest, MatchesMergeThenChecksum) {
   std::mt19937_64 rng(7);
-  for (const size_t n : {1, 2, 60, 119, 120, 121, 128, 480, 511, 512, 513, 1000, 1023, 1024,
-                         1025, 4096, 32767, 32768, 32769, 100000}) {
+  for (const size_t n : {1,   2,    60,   119,  120,  121,  128,   480,   511,   512,
+                         513, 1000, 1023, 1024, 1025, 4096, 32767, 32768, 32769, 100000}) {
     for (const size_t tail : {0, 1}) {
       for (const size_t misalign : {0, 1, 8, 16, 32}) {
-        SCOPED_TRACE(testing::Message() << "n " << n << " tail " << tail << " misalign "
-                                        << misalign);
+        SCOPED_TRACE(testing::Message()
+                     << "n " << n << " tail " << tail << " misalign " << misalign);
         std::vector<uint8_t> lo(n), hi(n);
-        for (size_t i = 0; i < n; ++i) lo[i] = static_cast<uint8_t>(rng()), hi[i] = static_cast<uint8_t>(rng());
+        for (size_t i = 0; i < n; ++i)
+          lo[i] = static_cast<uint8_t>(rng()), hi[i] = static_cast<uint8_t>(rng());
         const uint8_t tail_byte = 0xA5;
         const size_t len = 2 * n + tail;
         std::vector<uint8_t> want(len), space(len + 64, 0);
@@ -33,7 +34,8 @@ TEST(MergeChecksumTest, MatchesMergeThenChecksum) {
         while ((reinterpret_cast<uintptr_t>(base) & 31) != 0) ++base;
         uint8_t* dst = base + misalign;
         ASSERT_LE(static_cast<size_t>(dst - space.data()) + len, space.size());
-        const uint64_t h = MergeTwoPlanesWithChecksum(lo.data(), hi.data(), n, &tail_byte, tail, dst);
+        const uint64_t h =
+            MergeTwoPlanesWithChecksum(lo.data(), hi.data(), n, &tail_byte, tail, dst);
         EXPECT_EQ(h, ChunkChecksum(want.data(), len));
         EXPECT_EQ(std::vector<uint8_t>(dst, dst + len), want);
       }

@@ -215,7 +215,7 @@ absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void*
     resolver_.Forget(rep.segment_id());
     return absl::IsDeadlineExceeded(s) ? s : absl::UnavailableError(s.message());
   }
-  if (options_.verify_checksums && StableHash64(dst, obj.size_bytes) != obj.checksum) {
+  if (options_.verify_checksums && FastStableHash64(dst, obj.size_bytes) != obj.checksum) {
     Add(stats_.checksum_mismatches);
     return absl::DataLossError(
         absl::StrCat("replica on segment ", rep.segment_id(), " failed the checksum"));
@@ -280,7 +280,7 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
       continue;
     }
     if (options_.verify_checksums &&
-        StableHash64(Destination(t[i]), obj.size_bytes) != obj.checksum) {
+        FastStableHash64(Destination(t[i]), obj.size_bytes) != obj.checksum) {
       Add(stats_.checksum_mismatches);
       continue;
     }

@@ -1,0 +1,76 @@
+// FastStableHash64: StableHash64 with seed 0, bit for bit, at AVX2 speed where the CPU
+// has it. For checksums over large values (objects in the store, frame chunks).
+//
+// Debian's libxxhash is built for baseline x86-64 (SSE2): ~17 GB/s per core, i.e. ~60 us
+// of CPU per MiB, paid by the client on every put and every verified get. xxHash's own
+// AVX2 kernels (~50 GB/s) ship in its header; this header compiles them inline under
+// __attribute__((target("avx2"))), the way xxHash's xxh_x86dispatch.c does, and selects
+// them at run time. Inputs of <= 240 bytes, other CPUs and other xxHash versions (whose
+// internals differ) use the library. fast_hash_test.cc checks equality with
+// StableHash64 on every length class.
+//
+// Include order: hash.h first, so its inline functions bind to the library in every
+// translation unit; re-including xxhash.h with XXH_INLINE_ALL then adds static copies
+// under XXH_INLINE_* names (and, from here on in the translation unit, XXH3_* names
+// resolve to those copies: same algorithm, same results).
+#ifndef MOONCAKE_BASE_FAST_HASH_H_
+#define MOONCAKE_BASE_FAST_HASH_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "mooncake/base/hash.h"
+
+#if defined(__x86_64__) && XXH_VERSION_NUMBER == 801 && !defined(XXH_INLINE_ALL_31684351384)
+#include <immintrin.h>
+#define XXH_INLINE_ALL
+#define XXH_DISPATCH_AVX2 1
+#define XXH_TARGET_AVX2 __attribute__((__target__("avx2")))
+// The AVX2 kernels use aligned 32-byte accesses to the accumulators.
+#define XXH_ACC_ALIGN 32
+#include <xxhash.h>
+#define MOONCAKE_BASE_XXH3_AVX2 1
+#endif
+
+namespace mooncake {
+namespace hash_internal {
+
+#if defined(MOONCAKE_BASE_XXH3_AVX2)
+inline bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+
+// XXH3-64, seed 0, for len > XXH3_MIDSIZE_MAX (the "long" path).
+__attribute__((target("avx2"))) inline uint64_t Xxh3LongAvx2(const void* data, size_t len) {
+  const uint64_t h = XXH3_hashLong_64b_internal(data, len, XXH3_kSecret, sizeof(XXH3_kSecret),
+                                                XXH3_accumulate_512_avx2, XXH3_scrambleAcc_avx2);
+  _mm256_zeroupper();  // later SSE code would otherwise pay for the dirty upper halves
+  return h;
+}
+#endif
+
+}  // namespace hash_internal
+
+// == StableHash64(data, len) (seed 0).
+inline uint64_t FastStableHash64(const void* data, size_t len) {
+#if defined(MOONCAKE_BASE_XXH3_AVX2)
+  if (len > XXH3_MIDSIZE_MAX && hash_internal::HasAvx2()) {
+    return hash_internal::Xxh3LongAvx2(data, len);
+  }
+#endif
+  return StableHash64(data, len);
+}
+
+// Whether FastStableHash64 uses the AVX2 kernels on this machine (tests, benchmarks).
+inline bool FastStableHash64UsesAvx2() {
+#if defined(MOONCAKE_BASE_XXH3_AVX2)
+  return hash_internal::HasAvx2();
+#else
+  return false;
+#endif
+}
+
+}  // namespace mooncake
+
+#endif  // MOONCAKE_BASE_FAST_HASH_H_

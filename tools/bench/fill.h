@@ -53,6 +53,7 @@ struct FillResult {
   double util_median = 0, util_min = 0;
   std::string probe_error;  // the first failed probe, if any
   uint64_t readback_hits = 0, readback_keys = 0, readback_bad = 0;
+  std::string readback_error;  // the first read-back error or verify failure
   double hit_rate = 0, hit_ceiling = 0;
 };
 
@@ -138,6 +139,7 @@ FillResult RunFill(std::span<const std::unique_ptr<D>> drivers, const ValuePool&
   f.readback_keys = keys.count;
   f.readback_hits = rb.items;
   f.readback_bad = rb.verify_failures + rb.errors;
+  f.readback_error = rb.first_error;
   f.hit_rate = static_cast<double>(rb.items) / static_cast<double>(keys.count);
   f.hit_ceiling = std::min(
       1.0, static_cast<double>(capacity_bytes) / (static_cast<double>(keys.count) * value_bytes));
@@ -151,7 +153,10 @@ inline void PrintFill(std::FILE* out, const std::vector<FillResult>& fills) {
   for (const FillResult& f : fills) {
     std::string note = f.puts.first_error;
     if (!f.probe_error.empty()) note += " probe: " + f.probe_error;
-    if (f.readback_bad > 0) note += absl::StrCat(" read-back errors: ", f.readback_bad);
+    if (f.readback_bad > 0) {
+      note +=
+          absl::StrCat(" read-back errors: ", f.readback_bad, " (first: ", f.readback_error, ")");
+    }
     std::fprintf(out, "%-14s %9s %7llu %7llu %8.2f %9zu %9.3f %9.3f %8.3f %8.3f  %s\n",
                  f.system.c_str(), SizeName(f.capacity_bytes).c_str(),
                  static_cast<unsigned long long>(f.puts.requests),
@@ -175,6 +180,7 @@ inline void WriteFillJson(JsonWriter& w, const FillResult& f) {
   w.Field("readback_keys", f.readback_keys);
   w.Field("readback_hits", f.readback_hits);
   w.Field("readback_bad", f.readback_bad);
+  w.Field("readback_error", f.readback_error);
   w.Field("hit_rate", f.hit_rate);
   w.Field("hit_ceiling", f.hit_ceiling);
   w.Field("probe_error", f.probe_error);

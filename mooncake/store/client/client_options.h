@@ -31,7 +31,11 @@ struct ClientOptions {
   // How long a read waits for an object the master is loading back from a
   // worker's SSD tier (GetReplicasResponse.loading), asking again with a
   // backoff from 200 us to 5 ms; then UNAVAILABLE (a prefix read stops at it).
-  int64_t ssd_load_wait_ms = 5'000;
+  // Longer than the master's default lease (5 s) with room to spare: when every
+  // DRAM range on the worker is leased to readers, the load gets room only as
+  // those leases run out, so a wait no longer than a lease can fail on a pool
+  // that would have served it a moment later.
+  int64_t ssd_load_wait_ms = 15'000;
   // How long a put asks again while the master has no DRAM room yet but is
   // offloading older objects to SSD (PutStartResponse.retry), with the same
   // backoff; then RESOURCE_EXHAUSTED.

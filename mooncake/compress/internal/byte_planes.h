@@ -46,19 +46,24 @@ __attribute__((target("avx2"))) inline size_t Split2Avx2(const uint8_t* src, siz
   return i;
 }
 
+// 2-byte merge of 32 elements: lo[0, 32) and hi[0, 32) into dst[0, 64).
+__attribute__((target("avx2"), always_inline)) inline void Merge2x32Avx2(const uint8_t* lo,
+                                                                         const uint8_t* hi,
+                                                                         uint8_t* dst) {
+  // unpack works per 128-bit lane: pre-permute so lane k holds bytes [8k.. of each half.
+  const __m256i l =
+      _mm256_permute4x64_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo)), 0xD8);
+  const __m256i h =
+      _mm256_permute4x64_epi64(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)), 0xD8);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_unpacklo_epi8(l, h));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32), _mm256_unpackhi_epi8(l, h));
+}
+
 // 2-byte merge of the first n / 32 * 32 elements; returns how many it did.
 __attribute__((target("avx2"))) inline size_t Merge2Avx2(const uint8_t* lo, const uint8_t* hi,
                                                          size_t n, uint8_t* dst) {
   size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    // unpack works per 128-bit lane: pre-permute so lane k holds bytes [8k.. of each half.
-    const __m256i l = _mm256_permute4x64_epi64(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + i)), 0xD8);
-    const __m256i h = _mm256_permute4x64_epi64(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi + i)), 0xD8);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i), _mm256_unpacklo_epi8(l, h));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 2 * i + 32), _mm256_unpackhi_epi8(l, h));
-  }
+  for (; i + 32 <= n; i += 32) Merge2x32Avx2(lo + i, hi + i, dst + 2 * i);
   _mm256_zeroupper();
   return i;
 }

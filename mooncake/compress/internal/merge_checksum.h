@@ -42,14 +42,7 @@ __attribute__((target("avx2"))) inline uint64_t Merge2ChecksumAvx2(const uint8_t
     const uint8_t* l = lo + b * (kBlock / 2);
     const uint8_t* h = hi + b * (kBlock / 2);
     uint8_t* d = stream ? scratch : dst + b * kBlock;
-    for (size_t i = 0; i < kBlock / 2; i += 32) {
-      const __m256i a = _mm256_permute4x64_epi64(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(l + i)), 0xD8);
-      const __m256i c = _mm256_permute4x64_epi64(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i)), 0xD8);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 2 * i), _mm256_unpacklo_epi8(a, c));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 2 * i + 32), _mm256_unpackhi_epi8(a, c));
-    }
+    for (size_t i = 0; i < kBlock / 2; i += 32) Merge2x32Avx2(l + i, h + i, d + 2 * i);
     XXH3_accumulate(acc, d, secret, kStripesPerBlock, XXH3_accumulate_512_avx2);
     XXH3_scrambleAcc_avx2(acc, secret + sizeof(XXH3_kSecret) - kStripe);
     if (stream) {

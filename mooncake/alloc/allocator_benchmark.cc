@@ -15,7 +15,7 @@
 //       (allocate with p = 0.55, else free a random live allocation) until the
 //       first failed allocation; utilization_at_first_failure = live requested
 //       bytes / capacity at that moment, mean over 8 seeds (min also shown).
-//   BM_UtilizationRelocating<M>/workload   the same walk through
+//   BM_UtilizationRelocating<M>/workload/windows   the same walk through
 //       AllocateRelocating (the walk owns the bytes and answers relocations);
 //       also moved_per_allocated (bytes it would copy / bytes allocated) and
 //       relocations_per_run. Ratios against first fit's plain walk.
@@ -29,6 +29,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "benchmark/benchmark.h"
@@ -218,7 +219,8 @@ void BM_UtilizationRelocating(benchmark::State& state) {
       std::unique_ptr<typename M::A> a = M::Make(state.range(0));
       alloc_internal::KvWorkload w(KvOptions(state.range(0)), seed);
       const alloc_internal::RelocatingRun r = alloc_internal::RunUntilFirstFailureRelocating(
-          *a, kCapacity, w, 0.55, uint64_t{1} << 26, RelocationOptions{});
+          *a, kCapacity, w, 0.55, uint64_t{1} << 26,
+          RelocationOptions{.max_windows = static_cast<uint32_t>(state.range(1))});
       sum += r.first_failure.utilization;
       min = std::min(min, r.first_failure.utilization);
       moved += static_cast<double>(r.moved_bytes);
@@ -283,8 +285,17 @@ BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Tlsf)->Apply(FillArgs);
 BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, SizeClass)->Apply(FillArgs);
 BENCHMARK_TEMPLATE(BM_UtilizationAtFirstFailure, Kv)->Apply(FillArgs);
 
-BENCHMARK_TEMPLATE(BM_UtilizationRelocating, Tlsf)->Apply(FillArgs);
-BENCHMARK_TEMPLATE(BM_UtilizationRelocating, Kv)->Apply(FillArgs);
+// windows: RelocationOptions::max_windows (32 is the default; 8 and 256 show
+// how little the number of windows tried matters).
+void RelocatingArgs(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"workload", "windows"})->Iterations(1)->Unit(benchmark::kMillisecond);
+  for (const auto& [workload, windows] : {std::pair{0, 32}, {1, 32}, {0, 8}, {0, 256}}) {
+    b->Args({workload, windows});
+  }
+}
+
+BENCHMARK_TEMPLATE(BM_UtilizationRelocating, Tlsf)->Apply(RelocatingArgs);
+BENCHMARK_TEMPLATE(BM_UtilizationRelocating, Kv)->Apply(RelocatingArgs);
 
 BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, FirstFit)->Apply(FillArgs);
 BENCHMARK_TEMPLATE(BM_FragmentationAfterChurn, Tlsf)->Apply(FillArgs);
@@ -314,9 +325,13 @@ class RatioReporter : public benchmark::ConsoleReporter {
       if (open == std::string::npos || close == std::string::npos) continue;
       if (name.compare(open + 1, close - open - 1, "FirstFit") == 0) continue;
       // The relocating walk is compared with first fit's plain walk.
-      std::string prefix = name.substr(0, open + 1);
-      if (prefix == "BM_UtilizationRelocating<") prefix = "BM_UtilizationAtFirstFailure<";
-      const std::string base = prefix + "FirstFit" + name.substr(close);
+      std::string prefix = name.substr(0, open + 1), suffix = name.substr(close);
+      if (prefix == "BM_UtilizationRelocating<") {
+        prefix = "BM_UtilizationAtFirstFailure<";
+        const size_t w = suffix.find("/windows:");
+        if (w != std::string::npos) suffix.erase(w, suffix.find('/', w + 1) - w);
+      }
+      const std::string base = prefix + "FirstFit" + suffix;
       const auto it = results_.find(base);
       if (it == results_.end()) continue;
       for (const char* metric : kMetrics) {

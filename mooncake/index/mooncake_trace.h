@@ -12,8 +12,10 @@
 #ifndef MOONCAKE_INDEX_MOONCAKE_TRACE_H_
 #define MOONCAKE_INDEX_MOONCAKE_TRACE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -240,6 +242,31 @@ inline absl::StatusOr<std::vector<TraceRequest>> ReadTraceFile(const std::string
     return absl::Status(trace.status().code(), absl::StrCat(path, ": ", trace.status().message()));
   }
   return trace;
+}
+
+// The flags the trace-replay benchmarks share: --trace=PATH and --block_bytes=N
+// (raised to at least min_block_bytes). INVALID_ARGUMENT names an unknown flag.
+struct TraceReplayFlags {
+  std::string trace = "/work/shared/traces/conversation_trace.jsonl";
+  uint64_t block_bytes = 64;
+};
+
+inline absl::StatusOr<TraceReplayFlags> ParseTraceReplayFlags(int argc, char** argv,
+                                                              TraceReplayFlags flags,
+                                                              uint64_t min_block_bytes) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a.substr(0, 8) == "--trace=") {
+      flags.trace = std::string(a.substr(8));
+    } else if (a.substr(0, 14) == "--block_bytes=") {
+      flags.block_bytes =
+          std::max<uint64_t>(min_block_bytes, std::strtoull(argv[i] + 14, nullptr, 10));
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown flag ", argv[i], " (--trace=PATH --block_bytes=N)"));
+    }
+  }
+  return flags;
 }
 
 // Block keys for a trace request: the hash ids chained through BlockKeyer as

@@ -102,37 +102,6 @@ struct FirstFailure {
   uint64_t live_allocations = 0;
 };
 
-// Random walk: allocate with probability `alloc_probability` (always when
-// nothing is live), else free a uniformly chosen live allocation; stop at the
-// first failed allocation. The live byte count is the walk's own, not the
-// allocator's stats. Frees everything before returning.
-template <alloc::Allocator A>
-FirstFailure RunUntilFirstFailure(A& allocator, uint64_t capacity_bytes, KvWorkload& workload,
-                                  double alloc_probability, uint64_t max_operations) {
-  std::vector<alloc::Allocation> live;
-  uint64_t live_bytes = 0;
-  FirstFailure result;
-  for (; result.operations < max_operations; ++result.operations) {
-    if (live.empty() || workload.Chance(alloc_probability)) {
-      const KvRequest r = workload.Next();
-      std::optional<alloc::Allocation> a = allocator.allocate(r.size, r.alignment);
-      if (!a.has_value()) break;
-      live.push_back(*a);
-      live_bytes += a->size;
-    } else {
-      const size_t i = workload.Pick(live.size());
-      allocator.free(live[i]);
-      live_bytes -= live[i].size;
-      live[i] = live.back();
-      live.pop_back();
-    }
-  }
-  result.utilization = static_cast<double>(live_bytes) / static_cast<double>(capacity_bytes);
-  result.live_allocations = live.size();
-  for (const alloc::Allocation& a : live) allocator.free(a);
-  return result;
-}
-
 struct RelocatingRun {
   FirstFailure first_failure;
   uint64_t allocated_bytes = 0;  // requested bytes of every successful allocation
@@ -140,15 +109,18 @@ struct RelocatingRun {
   uint64_t relocations = 0;      // Relocation callbacks
 };
 
-// RunUntilFirstFailure with the allocator's AllocateRelocating: the walk is
-// the owner of the bytes and answers each Relocation by updating its live
-// allocation (it has no bytes to copy; it counts what it would copy). The
+// Random walk: allocate with probability `alloc_probability` (always when
+// nothing is live), else free a uniformly chosen live allocation; stop at the
+// first failed allocation. The live byte count is the walk's own, not the
+// allocator's stats. Frees everything before returning. With `relocation`,
+// allocations go through the allocator's AllocateRelocating and the walk is
+// the owner of the bytes: it answers each Relocation by updating its live
+// allocation (it has no bytes to copy; it counts what it would copy), so the
 // first failure is the first request that even relocation cannot serve.
 template <typename A>
-RelocatingRun RunUntilFirstFailureRelocating(A& allocator, uint64_t capacity_bytes,
-                                             KvWorkload& workload, double alloc_probability,
-                                             uint64_t max_operations,
-                                             const alloc::RelocationOptions& options) {
+RelocatingRun RunWalk(A& allocator, uint64_t capacity_bytes, KvWorkload& workload,
+                      double alloc_probability, uint64_t max_operations,
+                      const alloc::RelocationOptions* relocation) {
   std::vector<alloc::Allocation> live;
   std::unordered_map<uint64_t, size_t> by_offset;  // live offset -> index in `live`
   uint64_t live_bytes = 0;
@@ -165,13 +137,24 @@ RelocatingRun RunUntilFirstFailureRelocating(A& allocator, uint64_t capacity_byt
     run.moved_bytes += live[i].size;
     ++run.relocations;
   };
+  auto allocate = [&](const KvRequest& r) -> std::optional<alloc::Allocation> {
+    if constexpr (requires {
+                    allocator.AllocateRelocating(r.size, r.alignment, *relocation, relocate);
+                  }) {
+      if (relocation != nullptr) {
+        return allocator.AllocateRelocating(r.size, r.alignment, *relocation, relocate);
+      }
+    }
+    MC_ASSERT(relocation == nullptr, "the allocator cannot relocate");
+    return allocator.allocate(r.size, r.alignment);
+  };
   for (; result.operations < max_operations; ++result.operations) {
     if (live.empty() || workload.Chance(alloc_probability)) {
-      const KvRequest r = workload.Next();
-      std::optional<alloc::Allocation> a =
-          allocator.AllocateRelocating(r.size, r.alignment, options, relocate);
+      std::optional<alloc::Allocation> a = allocate(workload.Next());
       if (!a.has_value()) break;
-      MC_ASSERT(by_offset.emplace(a->offset, live.size()).second, "allocated a live offset");
+      if (relocation != nullptr) {
+        MC_ASSERT(by_offset.emplace(a->offset, live.size()).second, "allocated a live offset");
+      }
       live.push_back(*a);
       live_bytes += a->size;
       run.allocated_bytes += a->size;
@@ -179,11 +162,11 @@ RelocatingRun RunUntilFirstFailureRelocating(A& allocator, uint64_t capacity_byt
       const size_t i = workload.Pick(live.size());
       allocator.free(live[i]);
       live_bytes -= live[i].size;
-      by_offset.erase(live[i].offset);
-      if (i + 1 != live.size()) {
-        live[i] = live.back();
-        by_offset[live[i].offset] = i;
+      if (relocation != nullptr) {
+        by_offset.erase(live[i].offset);
+        if (i + 1 != live.size()) by_offset[live.back().offset] = i;
       }
+      live[i] = live.back();
       live.pop_back();
     }
   }
@@ -191,6 +174,21 @@ RelocatingRun RunUntilFirstFailureRelocating(A& allocator, uint64_t capacity_byt
   result.live_allocations = live.size();
   for (const alloc::Allocation& a : live) allocator.free(a);
   return run;
+}
+
+template <alloc::Allocator A>
+FirstFailure RunUntilFirstFailure(A& allocator, uint64_t capacity_bytes, KvWorkload& workload,
+                                  double alloc_probability, uint64_t max_operations) {
+  return RunWalk(allocator, capacity_bytes, workload, alloc_probability, max_operations, nullptr)
+      .first_failure;
+}
+
+template <typename A>
+RelocatingRun RunUntilFirstFailureRelocating(A& allocator, uint64_t capacity_bytes,
+                                             KvWorkload& workload, double alloc_probability,
+                                             uint64_t max_operations,
+                                             const alloc::RelocationOptions& options) {
+  return RunWalk(allocator, capacity_bytes, workload, alloc_probability, max_operations, &options);
 }
 
 }  // namespace mooncake::alloc_internal

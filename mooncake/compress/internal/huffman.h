@@ -236,8 +236,6 @@ class HuffmanEncoder {
     return bytes;
   }
 
-  // Whether the last Plan() kept the previous block's code (for tests and benchmarks).
-  bool kept_previous_code() const { return kept_; }
   // Blocks planned so far that kept the previous block's code, of all planned.
   uint64_t kept_codes() const { return kept_count_; }
   uint64_t planned_codes() const { return planned_count_; }

@@ -170,20 +170,14 @@ void Print(const char* name, const Result& r) {
 }
 
 int Main(int argc, char** argv) {
-  std::string trace = "/work/shared/traces/conversation_trace.jsonl";
-  uint64_t block_bytes = 64 << 10;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a.rfind("--trace=", 0) == 0) {
-      trace = a.substr(8);
-    } else if (a.rfind("--block_bytes=", 0) == 0) {
-      block_bytes = std::max<uint64_t>(64, std::strtoull(a.c_str() + 14, nullptr, 10));
-    } else {
-      std::fprintf(stderr, "unknown flag %s (--trace= --block_bytes=)\n", argv[i]);
-      return 2;
-    }
+  const absl::StatusOr<index::TraceReplayFlags> flags =
+      index::ParseTraceReplayFlags(argc, argv, {.block_bytes = 64 << 10}, 64);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(flags.status().message()).c_str());
+    return 2;
   }
-  auto requests = index::ReadTraceFile(trace);
+  const uint64_t block_bytes = flags->block_bytes;
+  auto requests = index::ReadTraceFile(flags->trace);
   if (!requests.ok()) {
     std::fprintf(stderr, "%s\n", std::string(requests.status().message()).c_str());
     return 1;
@@ -196,8 +190,8 @@ int Main(int argc, char** argv) {
     if (chain.size() > rpc::kMaxChainBlocks) chain.resize(rpc::kMaxChainBlocks);
     chains.push_back(std::move(chain));
   }
-  std::printf("trace %s: %zu requests; block = %llu tokens = %llu B (nominal)\n", trace.c_str(),
-              chains.size(), static_cast<unsigned long long>(kBlockTokens),
+  std::printf("trace %s: %zu requests; block = %llu tokens = %llu B (nominal)\n",
+              flags->trace.c_str(), chains.size(), static_cast<unsigned long long>(kBlockTokens),
               static_cast<unsigned long long>(block_bytes));
   const absl::Time t0 = absl::Now();
   Print("store: DRAM 3M over SSD 30M", Replay(chains, 3'000'000, 30'000'000, block_bytes));

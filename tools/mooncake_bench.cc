@@ -74,6 +74,10 @@ ABSL_FLAG(std::string, store_binary, "",
 ABSL_FLAG(std::string, memcached_binary, "memcached", "memcached to start");
 ABSL_FLAG(std::string, redis_binary, "redis-server", "redis-server to start");
 ABSL_FLAG(std::string, store_args, "", "extra flags for the store, space-separated");
+ABSL_FLAG(int, store_tcp_lanes, 2, "store client: TCP connections per worker (ClientOptions)");
+ABSL_FLAG(int, store_tcp_spread_min_kib, 2048,
+          "store client: requests above this many KiB spread over the connections");
+ABSL_FLAG(int, store_tcp_slice_kib, 512, "store client: TCP slice size in KiB (ClientOptions)");
 ABSL_FLAG(std::string, store_evictions_metric, "mooncake_master_evictions_total",
           "the store's /metrics counter of evicted objects");
 ABSL_FLAG(std::string, log_dir, "", "where server logs go; default a new directory in /tmp");
@@ -419,6 +423,10 @@ Factory<StoreDriver> StoreFactory(const Server& s, bool shm) {
     o.master_address = address;
     o.use_shm = shm;
     o.max_value_bytes = value_bytes;
+    o.tcp_lanes_per_peer = static_cast<size_t>(absl::GetFlag(FLAGS_store_tcp_lanes));
+    o.tcp_slice_bytes = static_cast<uint32_t>(absl::GetFlag(FLAGS_store_tcp_slice_kib)) << 10;
+    o.tcp_spread_min_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_store_tcp_spread_min_kib))
+                             << 10;
     ASSIGN_OR_RETURN(auto d, StoreDriver::Connect(o));
     static std::atomic<uint64_t> serial{0};
     const std::string key = absl::StrCat("mb/warm/", getpid(), "/", serial.fetch_add(1));
@@ -721,7 +729,8 @@ absl::Status Run(const Config& c) {
   ComputeRatios(rows);
   std::printf(
       "\nmedians of %d repetition(s); latency per request; vs = store items/s over the "
-      "baseline's, same cell\n",
+      "baseline's, same cell: the median of the repetitions' ratios (each repetition runs "
+      "every system back to back)\n",
       c.reps);
   PrintTable(stdout, rows);
   if (!fill_results.empty()) {

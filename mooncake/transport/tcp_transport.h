@@ -67,12 +67,18 @@ class TcpTransport {
  public:
   struct Options {
     std::string bind_host = "127.0.0.1";
-    uint16_t port = 0;                     // 0: any free port
-    size_t lanes_per_peer = 2;             // in [1, 64]
-    uint32_t slice_bytes = 512 << 10;      // in [4 KiB, 16 MiB]
+    uint16_t port = 0;                 // 0: any free port
+    size_t lanes_per_peer = 2;         // in [1, 64]
+    uint32_t slice_bytes = 512 << 10;  // in [4 KiB, 16 MiB]
+    // Requests larger than this deal their slices over the lanes; smaller
+    // ones go whole to one lane (requests rotate over the lanes).
+    uint64_t spread_min_bytes = 2 << 20;
     uint64_t lane_window_bytes = 8 << 20;  // bytes in flight per lane
     absl::Duration io_timeout = absl::Seconds(5);
     absl::Duration connect_timeout = absl::Seconds(2);
+    // How long a SubmitForWait claim keeps a lane's receiver thread asleep
+    // waiting for the caller's Wait to receive on its own thread.
+    absl::Duration claim_patience = absl::Milliseconds(2);
     size_t max_batches = 1024;
     size_t max_queued_slices = 1 << 16;
     size_t max_connections = 256;
@@ -147,6 +153,47 @@ class TcpTransport {
   }
 
   absl::StatusOr<BatchId> Submit(std::span<const TransferRequest> requests) {
+    return SubmitImpl(requests, /*claim=*/false);
+  }
+
+  // Submit for a caller that calls Wait for the batch next: that Wait
+  // receives the responses of the batch's first lane on the calling thread
+  // (no receiver-thread wake-up on the latency path). Poll or Cancel instead
+  // is fine too; a claim nobody takes up holds that lane's receiver back for
+  // at most Options::claim_patience.
+  absl::StatusOr<BatchId> SubmitForWait(std::span<const TransferRequest> requests) {
+    return SubmitImpl(requests, /*claim=*/true);
+  }
+
+  absl::StatusOr<BatchProgress> Poll(BatchId batch) {
+    DropClaim(batch);
+    NudgeIfDue();
+    return batches_.Poll(batch);
+  }
+  absl::StatusOr<BatchResult> Wait(BatchId batch, absl::Time deadline) {
+    if (std::shared_ptr<Lane> lane = TakeClaim(batch); lane != nullptr) {
+      // Gives up a socket tick before the deadline: a receive that blocks
+      // returns within one tick. No time for that (or a non-blocking collect):
+      // the claim goes back to the receiver thread.
+      const absl::Time give_up = deadline - transport_internal::IoTick(options_.io_timeout);
+      if (give_up > absl::Now()) {
+        lane->ReceiveFor([&] { return batches_.Settled(batch); }, give_up);
+      } else {
+        lane->DropClaim();
+      }
+    }
+    // In steps of claim_patience, nudging the lanes between steps, so a
+    // claim nobody took up cannot hold this batch's responses back.
+    for (;;) {
+      const absl::Time step = std::min(deadline, absl::Now() + options_.claim_patience);
+      absl::StatusOr<BatchResult> r = batches_.Wait(batch, step);
+      if (!absl::IsDeadlineExceeded(r.status()) || step >= deadline) return r;
+      for (const auto& lane : AllLanes()) lane->Nudge();
+    }
+  }
+
+ private:
+  absl::StatusOr<BatchId> SubmitImpl(std::span<const TransferRequest> requests, bool claim) {
     if (requests.empty() || requests.size() > kMaxBatchRequests) {
       return batches_.Create(requests).status();  // the table words the error
     }
@@ -175,19 +222,21 @@ class TcpTransport {
     for (size_t i = 0; i < requests.size(); ++i) {
       if (!early[i].ok()) batches_.Fail(*batch, i, early[i]);
     }
-    Dispatch(batch, requests, targets, early);
+    std::shared_ptr<Lane> claimed = Dispatch(batch, requests, targets, early, claim);
+    if (claimed != nullptr) {
+      absl::MutexLock lock(&mu_);
+      claims_[batch->id()] = std::move(claimed);
+    }
     return batch->id();
   }
 
-  absl::StatusOr<BatchProgress> Poll(BatchId batch) const { return batches_.Poll(batch); }
-  absl::StatusOr<BatchResult> Wait(BatchId batch, absl::Time deadline) {
-    return batches_.Wait(batch, deadline);
-  }
+ public:
   // Returns only once no lane touches the batch's buffers: queued slices are
   // dropped at once; slices on the wire get io_timeout to finish, then every
   // lane still holding one is broken (socket shut down, which wakes a blocked
   // send or receive at once) and reconnects on the next Submit.
   absl::StatusOr<BatchResult> Cancel(BatchId batch) {
+    DropClaim(batch);
     RETURN_IF_ERROR(batches_.MarkCancelled(batch));
     const std::vector<std::shared_ptr<Lane>> lanes = AllLanes();
     for (const auto& lane : lanes) lane->SweepCancelled();
@@ -312,6 +361,7 @@ class TcpTransport {
       Lane::Limits limits;
       limits.window_bytes = options_.lane_window_bytes;
       limits.io_timeout = options_.io_timeout;
+      limits.claim_patience = options_.claim_patience;
       auto fresh = std::make_shared<Lane>(&batches_, &queued_slices_, limits);
       last = fresh->Connect(peer.host, peer.port, absl::Now() + options_.connect_timeout);
       if (!last.ok()) continue;
@@ -331,17 +381,57 @@ class TcpTransport {
     return transport_internal::CheckRange(r.local_addr, r.remote_offset, r.length, out->length);
   }
 
+  std::shared_ptr<Lane> TakeClaim(BatchId batch) {
+    absl::MutexLock lock(&mu_);
+    auto it = claims_.find(batch);
+    if (it == claims_.end()) return nullptr;
+    std::shared_ptr<Lane> lane = std::move(it->second);
+    claims_.erase(it);
+    return lane;
+  }
+
+  void DropClaim(BatchId batch) {
+    if (std::shared_ptr<Lane> lane = TakeClaim(batch); lane != nullptr) lane->DropClaim();
+  }
+
+  // Poll's share of the claim bound: nudges every lane at most once per
+  // claim_patience (callers may poll in a tight loop).
+  void NudgeIfDue() {
+    const int64_t now = absl::GetCurrentTimeNanos();
+    int64_t due = next_nudge_ns_.load(std::memory_order_relaxed);
+    if (now < due || !next_nudge_ns_.compare_exchange_strong(
+                         due, now + absl::ToInt64Nanoseconds(options_.claim_patience),
+                         std::memory_order_relaxed)) {
+      return;
+    }
+    for (const auto& lane : AllLanes()) lane->Nudge();
+  }
+
   // Cuts requests into slices and deals them over each peer's live lanes.
-  void Dispatch(const std::shared_ptr<transport_internal::BatchState>& batch,
-                std::span<const TransferRequest> requests, const std::vector<Handle>& targets,
-                const std::vector<absl::Status>& early) {
+  // With `claim`, the lane that gets the first slice is claimed for the
+  // caller and returned.
+  std::shared_ptr<Lane> Dispatch(const std::shared_ptr<transport_internal::BatchState>& batch,
+                                 std::span<const TransferRequest> requests,
+                                 const std::vector<Handle>& targets,
+                                 const std::vector<absl::Status>& early, bool claim) {
     absl::flat_hash_map<Peer*, std::vector<std::vector<Slice>>> per_peer;
+    Peer* claim_peer = nullptr;
+    size_t claim_lane = 0;
     for (size_t i = 0; i < requests.size(); ++i) {
       if (!early[i].ok()) continue;
       Peer* peer = targets[i].peer.get();
       auto& lanes = per_peer[peer];
       if (lanes.empty()) lanes.resize(options_.lanes_per_peer);
       const TransferRequest& r = requests[i];
+      // A request up to spread_min_bytes stays on one lane: its response is
+      // one stream that wakes one server thread and one receiver. Larger
+      // requests deal their slices over the lanes.
+      const bool spread = r.length > options_.spread_min_bytes;
+      size_t lane = rr_.fetch_add(1, std::memory_order_relaxed) % options_.lanes_per_peer;
+      if (claim && claim_peer == nullptr) {
+        claim_peer = peer;
+        claim_lane = lane;
+      }
       for (uint64_t done = 0; done < r.length; done += options_.slice_bytes) {
         Slice s;
         s.batch = batch;
@@ -351,14 +441,26 @@ class TcpTransport {
         s.segment = targets[i].id;
         s.offset = r.remote_offset + done;
         s.length = static_cast<uint32_t>(std::min<uint64_t>(options_.slice_bytes, r.length - done));
-        lanes[rr_.fetch_add(1, std::memory_order_relaxed) % options_.lanes_per_peer].push_back(
-            std::move(s));
+        lanes[lane].push_back(std::move(s));
+        if (spread) lane = (lane + 1) % options_.lanes_per_peer;
       }
     }
-    for (auto& [peer, lanes] : per_peer) EnqueueOnPeer(*peer, lanes);
+    std::shared_ptr<Lane> claimed;
+    for (auto& [peer, lanes] : per_peer) {
+      std::shared_ptr<Lane> c =
+          EnqueueOnPeer(*peer, lanes, peer == claim_peer ? claim_lane : kNoLane);
+      if (c != nullptr) claimed = std::move(c);
+    }
+    return claimed;
   }
 
-  void EnqueueOnPeer(Peer& peer, std::vector<std::vector<Slice>>& lanes) {
+  static constexpr size_t kNoLane = ~size_t{0};
+
+  // Enqueues lanes[l] on the peer's lane l (or a live one in its place);
+  // claims the lane that gets lanes[claim_lane] and returns it.
+  std::shared_ptr<Lane> EnqueueOnPeer(Peer& peer, std::vector<std::vector<Slice>>& lanes,
+                                      size_t claim_lane) {
+    std::shared_ptr<Lane> claimed;
     std::vector<std::shared_ptr<Lane>> kicked;  // kept alive past the lock
     {
       absl::MutexLock lock(&peer.mu);
@@ -383,11 +485,14 @@ class TcpTransport {
           }
           continue;
         }
-        lane->Enqueue(lanes[l]);
+        const bool claim = l == claim_lane;
+        lane->Enqueue(lanes[l], claim);
+        if (claim) claimed = lane;
         kicked.push_back(std::move(lane));
       }
     }
     for (auto& lane : kicked) lane->Kick();
+    return claimed;
   }
 
   static bool AllLive(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(peer.mu) {
@@ -427,6 +532,9 @@ class TcpTransport {
   SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<SegmentHandle, Handle> handles_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
+  // Batches submitted with SubmitForWait whose Wait has not come yet.
+  absl::flat_hash_map<BatchId, std::shared_ptr<Lane>> claims_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> next_nudge_ns_{0};
 };
 
 static_assert(Transport<TcpTransport>);

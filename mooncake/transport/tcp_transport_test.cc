@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -37,11 +38,57 @@ struct TcpFactory {
 };
 INSTANTIATE_TYPED_TEST_SUITE_P(Tcp, TransportConformanceTest, TcpFactory);
 
+// TcpTransport whose Submit is SubmitForWait: the kit's Waits receive on the
+// calling thread (and its Polls and Cancels drop the claim).
+class CallerReceivesTcp {
+ public:
+  explicit CallerReceivesTcp(std::unique_ptr<TcpTransport> t) : t_(std::move(t)) {}
+  std::string_view Name() const { return t_->Name(); }
+  std::string LocalEndpoint() const { return t_->LocalEndpoint(); }
+  absl::StatusOr<SegmentDesc> RegisterMemory(void* addr, uint64_t length, MemoryLocation loc) {
+    return t_->RegisterMemory(addr, length, loc);
+  }
+  absl::Status UnregisterMemory(SegmentId id) { return t_->UnregisterMemory(id); }
+  absl::StatusOr<RemoteSegment> OpenSegment(std::string_view endpoint, SegmentId id) {
+    return t_->OpenSegment(endpoint, id);
+  }
+  absl::Status CloseSegment(SegmentHandle h) { return t_->CloseSegment(h); }
+  absl::StatusOr<BatchId> Submit(std::span<const TransferRequest> requests) {
+    return t_->SubmitForWait(requests);
+  }
+  absl::StatusOr<BatchProgress> Poll(BatchId b) { return t_->Poll(b); }
+  absl::StatusOr<BatchResult> Wait(BatchId b, absl::Time deadline) { return t_->Wait(b, deadline); }
+  absl::StatusOr<BatchResult> Cancel(BatchId b) { return t_->Cancel(b); }
+  TransportMetrics& metrics() { return t_->metrics(); }
+
+ private:
+  std::unique_ptr<TcpTransport> t_;
+};
+static_assert(Transport<CallerReceivesTcp>);
+
+struct CallerReceivesTcpFactory {
+  using Transport = CallerReceivesTcp;
+  static constexpr bool kCrossProcess = true;
+  static constexpr bool kUnregisterRevokes = true;
+  static constexpr bool kMappingSurvivesOwner = false;
+  static std::unique_ptr<CallerReceivesTcp> Make() {
+    auto t = TcpFactory::Make();
+    return t != nullptr ? std::make_unique<CallerReceivesTcp>(std::move(t)) : nullptr;
+  }
+  static absl::StatusOr<KitBuffer> Allocate(uint64_t length) {
+    return AllocateHeapKitBuffer(length);
+  }
+};
+INSTANTIATE_TYPED_TEST_SUITE_P(TcpCallerReceives, TransportConformanceTest,
+                               CallerReceivesTcpFactory);
+
 // A hand-written owner that answers OPEN correctly and then misbehaves.
 class FakeOwner {
  public:
   // kSlowRead answers each READ after `delay`; kNoRead stops reading after OPEN.
-  enum class Mode { kClose, kStall, kGarbage, kWrongTag, kSlowRead, kNoRead };
+  // kSplitRead sends each READ_DATA's header and first half at once and the
+  // rest after `delay`.
+  enum class Mode { kClose, kStall, kGarbage, kWrongTag, kSlowRead, kNoRead, kSplitRead };
 
   explicit FakeOwner(Mode mode, absl::Duration delay = absl::ZeroDuration())
       : mode_(mode), delay_(delay) {
@@ -114,6 +161,22 @@ class FakeOwner {
           }
           continue;
         }
+        case Mode::kSplitRead: {
+          auto out =
+              EncodeHeader({FrameType::kReadData, 0, h->tag, h->segment, h->offset, h->length, 0});
+          const std::string payload(h->length, 'r');
+          const size_t half = payload.size() / 2;
+          if (!transport_internal::SendAll(fd, out.data(), out.size(), "fake").ok() ||
+              !transport_internal::SendAll(fd, payload.data(), half, "fake").ok()) {
+            return;
+          }
+          absl::SleepFor(delay_);
+          if (!transport_internal::SendAll(fd, payload.data() + half, payload.size() - half, "fake")
+                   .ok()) {
+            return;
+          }
+          continue;
+        }
         case Mode::kNoRead:
           return;
         case Mode::kWrongTag: {
@@ -135,7 +198,7 @@ class FakeOwner {
   std::thread thread_;
 };
 
-absl::Status ReadFromFake(FakeOwner::Mode mode, absl::Duration* took) {
+absl::Status ReadFromFake(FakeOwner::Mode mode, absl::Duration* took, bool for_wait) {
   FakeOwner fake(mode);
   TcpTransport::Options o;
   o.io_timeout = absl::Milliseconds(300);
@@ -147,7 +210,7 @@ absl::Status ReadFromFake(FakeOwner::Mode mode, absl::Duration* took) {
   std::vector<char> dst(256 << 10);
   const TransferRequest r{OpCode::kRead, dst.data(), remote->handle, 0, dst.size()};
   const absl::Time start = absl::Now();
-  auto id = (*t)->Submit({&r, 1});
+  auto id = for_wait ? (*t)->SubmitForWait({&r, 1}) : (*t)->Submit({&r, 1});
   if (!id.ok()) return id.status();
   auto res = (*t)->Wait(*id, absl::Now() + absl::Seconds(10));
   *took = absl::Now() - start;
@@ -155,29 +218,139 @@ absl::Status ReadFromFake(FakeOwner::Mode mode, absl::Duration* took) {
   return res->statuses[0];
 }
 
+// Each misbehaviour is seen the same way by the receiver thread (Submit) and
+// by a caller receiving on its own thread (SubmitForWait).
 TEST(TcpTransportTest, PeerThatClosesIsUnavailable) {
-  absl::Duration took;
-  const absl::Status s = ReadFromFake(FakeOwner::Mode::kClose, &took);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  for (bool for_wait : {false, true}) {
+    absl::Duration took;
+    const absl::Status s = ReadFromFake(FakeOwner::Mode::kClose, &took, for_wait);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s << " for_wait=" << for_wait;
+  }
 }
 
 TEST(TcpTransportTest, PeerThatStallsIsDeadlineExceededWithinTheIoTimeout) {
-  absl::Duration took;
-  const absl::Status s = ReadFromFake(FakeOwner::Mode::kStall, &took);
-  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-  EXPECT_LT(took, absl::Seconds(5));  // 300 ms timeout; generous for a loaded machine
+  for (bool for_wait : {false, true}) {
+    absl::Duration took;
+    const absl::Status s = ReadFromFake(FakeOwner::Mode::kStall, &took, for_wait);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s << " for_wait=" << for_wait;
+    EXPECT_LT(took, absl::Seconds(5));  // 300 ms timeout; generous for a loaded machine
+  }
 }
 
 TEST(TcpTransportTest, PeerThatSendsGarbageIsDataLoss) {
-  absl::Duration took;
-  const absl::Status s = ReadFromFake(FakeOwner::Mode::kGarbage, &took);
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  for (bool for_wait : {false, true}) {
+    absl::Duration took;
+    const absl::Status s = ReadFromFake(FakeOwner::Mode::kGarbage, &took, for_wait);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s << " for_wait=" << for_wait;
+  }
 }
 
 TEST(TcpTransportTest, ResponseWithAnotherTagIsDataLoss) {
-  absl::Duration took;
-  const absl::Status s = ReadFromFake(FakeOwner::Mode::kWrongTag, &took);
-  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  for (bool for_wait : {false, true}) {
+    absl::Duration took;
+    const absl::Status s = ReadFromFake(FakeOwner::Mode::kWrongTag, &took, for_wait);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s << " for_wait=" << for_wait;
+  }
+}
+
+// A pair of transports on loopback, one segment of `bytes` filled with a
+// pattern on the owner.
+struct Loopback {
+  explicit Loopback(size_t bytes, size_t lanes = 1) : mem(bytes) {
+    TcpTransport::Options o;
+    o.lanes_per_peer = lanes;
+    o.slice_bytes = 64 << 10;
+    owner = std::move(*TcpTransport::Create(o));
+    requester = std::move(*TcpTransport::Create(o));
+    transport_testing_internal::FillPattern(mem.data(), mem.size(), 5);
+    auto seg = owner->RegisterMemory(mem.data(), mem.size(), MemoryLocation::HostDram());
+    MC_ASSERT(seg.ok(), "register");
+    auto r = requester->OpenSegment(owner->LocalEndpoint(), seg->id);
+    MC_ASSERT(r.ok(), "open");
+    remote = *r;
+  }
+  std::vector<std::byte> mem;
+  std::unique_ptr<TcpTransport> owner, requester;
+  RemoteSegment remote;
+};
+
+// A claim whose caller never Waits holds the lane back for claim_patience
+// only: a later batch on the same lane completes, and so does the unclaimed
+// one, collected afterwards.
+TEST(TcpTransportTest, ClaimNobodyTakesUpDoesNotStallTheLane) {
+  Loopback lb(4 << 20);
+  std::vector<std::byte> a(1 << 20), b(1 << 20);
+  const TransferRequest ra{OpCode::kRead, a.data(), lb.remote.handle, 0, a.size()};
+  const TransferRequest rb{OpCode::kRead, b.data(), lb.remote.handle, 1 << 20, b.size()};
+  auto ida = lb.requester->SubmitForWait({&ra, 1});
+  ASSERT_TRUE(ida.ok());
+  auto idb = lb.requester->Submit({&rb, 1});
+  ASSERT_TRUE(idb.ok());
+  auto resb = lb.requester->Wait(*idb, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(resb.ok() && resb->ok()) << resb.status();
+  EXPECT_EQ(std::memcmp(b.data(), lb.mem.data() + (1 << 20), b.size()), 0);
+  // Polled, not waited: the claim is dropped and the thread receives.
+  for (;;) {
+    auto p = lb.requester->Poll(*ida);
+    ASSERT_TRUE(p.ok());
+    if (p->done()) break;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  auto resa = lb.requester->Wait(*ida, absl::InfinitePast());
+  ASSERT_TRUE(resa.ok() && resa->ok()) << resa.status();
+  EXPECT_EQ(std::memcmp(a.data(), lb.mem.data(), a.size()), 0);
+}
+
+// Many threads SubmitForWait on one lane at once: whoever receives settles
+// the others' slices too, and every byte lands where it belongs.
+TEST(TcpTransportTest, ConcurrentCallersShareTheReceive) {
+  Loopback lb(8 << 20, /*lanes=*/2);
+  constexpr int kThreads = 6;
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::byte> dst(1 << 20);
+      for (int i = 0; i < 30; ++i) {
+        const uint64_t off = static_cast<uint64_t>((t + i) % 7) << 20;
+        const TransferRequest r{OpCode::kRead, dst.data(), lb.remote.handle, off, dst.size()};
+        auto id = lb.requester->SubmitForWait({&r, 1});
+        auto res = id.ok() ? lb.requester->Wait(*id, absl::Now() + absl::Seconds(20))
+                           : absl::StatusOr<BatchResult>(id.status());
+        if (!res.ok() || !res->ok() ||
+            std::memcmp(dst.data(), lb.mem.data() + off, dst.size()) != 0) {
+          bad.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+// A caller whose deadline comes in the middle of a frame leaves the rest of
+// it to the receiver thread: its Wait says DeadlineExceeded, a later Wait
+// gets every byte.
+TEST(TcpTransportTest, CallerLeavesAHalfReceivedFrameToTheThread) {
+  FakeOwner fake(FakeOwner::Mode::kSplitRead, absl::Milliseconds(400));
+  TcpTransport::Options o;
+  o.lanes_per_peer = 1;
+  o.io_timeout = absl::Seconds(3);
+  auto t = TcpTransport::Create(o);
+  ASSERT_TRUE(t.ok());
+  auto remote = (*t)->OpenSegment(fake.Endpoint(), 7);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  std::vector<char> dst(256 << 10, 'x');
+  const TransferRequest r{OpCode::kRead, dst.data(), remote->handle, 0, dst.size()};
+  auto id = (*t)->SubmitForWait({&r, 1});
+  ASSERT_TRUE(id.ok());
+  const absl::Time start = absl::Now();
+  auto early = (*t)->Wait(*id, absl::Now() + absl::Milliseconds(150));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(early.status())) << early.status();
+  EXPECT_LT(absl::Now() - start, absl::Milliseconds(350));
+  auto res = (*t)->Wait(*id, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(res.ok() && res->ok()) << res.status();
+  EXPECT_EQ(std::count(dst.begin(), dst.end(), 'r'), static_cast<long>(dst.size()));
 }
 
 TEST(TcpTransportTest, UnreachablePeerIsUnavailable) {
@@ -255,7 +428,8 @@ TEST(TcpTransportTest, LargeWritesThroughOneNarrowLane) {
 // later touch by a lane is a heap-use-after-free. Returns Cancel's result.
 absl::StatusOr<BatchResult> CancelThenFree(FakeOwner& fake, OpCode op, uint64_t length,
                                            uint32_t slice_bytes, absl::Duration io_timeout,
-                                           absl::Duration* cancel_took, size_t* lanes_after) {
+                                           absl::Duration* cancel_took, size_t* lanes_after,
+                                           bool for_wait) {
   TcpTransport::Options o;
   o.io_timeout = io_timeout;
   o.lanes_per_peer = 1;
@@ -268,7 +442,7 @@ absl::StatusOr<BatchResult> CancelThenFree(FakeOwner& fake, OpCode op, uint64_t 
   auto buf = std::make_unique<char[]>(length);
   std::memset(buf.get(), 'w', length);
   const TransferRequest r{op, buf.get(), remote->handle, 0, length};
-  auto id = (*t)->Submit({&r, 1});
+  auto id = for_wait ? (*t)->SubmitForWait({&r, 1}) : (*t)->Submit({&r, 1});
   if (!id.ok()) return id.status();
   auto early = (*t)->Wait(*id, absl::Now() + absl::Milliseconds(100));
   if (!absl::IsDeadlineExceeded(early.status())) {
@@ -289,31 +463,36 @@ absl::StatusOr<BatchResult> CancelThenFree(FakeOwner& fake, OpCode op, uint64_t 
 // the lane still receiving into the buffer): it breaks the lane.
 TEST(TcpTransportTest, CancelOfSlowReadsReturnsWithBuffersFree) {
   const absl::Duration io = absl::Milliseconds(500);
-  FakeOwner fake(FakeOwner::Mode::kSlowRead, io * 4 / 5);
-  absl::Duration took;
-  size_t lanes = 9;
-  auto res = CancelThenFree(fake, OpCode::kRead, 10 * (64 << 10), 64 << 10, io, &took, &lanes);
-  ASSERT_TRUE(res.ok()) << res.status();
-  ASSERT_EQ(res->statuses.size(), 1u);
-  EXPECT_TRUE(absl::IsCancelled(res->statuses[0])) << res->statuses[0];
-  EXPECT_EQ(lanes, 0u) << "the lane still receiving was broken";
-  // io_timeout plus slack on a loaded machine; the 10 answers take 4 s.
-  EXPECT_LT(took, absl::Seconds(3));
+  for (bool for_wait : {false, true}) {
+    FakeOwner fake(FakeOwner::Mode::kSlowRead, io * 4 / 5);
+    absl::Duration took;
+    size_t lanes = 9;
+    auto res =
+        CancelThenFree(fake, OpCode::kRead, 10 * (64 << 10), 64 << 10, io, &took, &lanes, for_wait);
+    ASSERT_TRUE(res.ok()) << res.status();
+    ASSERT_EQ(res->statuses.size(), 1u);
+    EXPECT_TRUE(absl::IsCancelled(res->statuses[0])) << res->statuses[0];
+    EXPECT_EQ(lanes, 0u) << "the lane still receiving was broken";
+    // io_timeout plus slack on a loaded machine; the 10 answers take 4 s.
+    EXPECT_LT(took, absl::Seconds(3));
+  }
 }
 
 // The owner stops reading: the WRITE payload's sendmsg blocks on a full
 // socket. Cancel returns within a bound and no send reads the freed buffer.
 TEST(TcpTransportTest, CancelOfAStuckWriteReturnsWithBuffersFree) {
   const absl::Duration io = absl::Milliseconds(500);
-  FakeOwner fake(FakeOwner::Mode::kNoRead);
-  absl::Duration took;
-  size_t lanes = 9;
-  auto res = CancelThenFree(fake, OpCode::kWrite, 64 << 20, 4 << 20, io, &took, &lanes);
-  ASSERT_TRUE(res.ok()) << res.status();
-  ASSERT_EQ(res->statuses.size(), 1u);
-  EXPECT_TRUE(absl::IsCancelled(res->statuses[0])) << res->statuses[0];
-  EXPECT_EQ(lanes, 0u);
-  EXPECT_LT(took, absl::Seconds(3));
+  for (bool for_wait : {false, true}) {
+    FakeOwner fake(FakeOwner::Mode::kNoRead);
+    absl::Duration took;
+    size_t lanes = 9;
+    auto res = CancelThenFree(fake, OpCode::kWrite, 64 << 20, 4 << 20, io, &took, &lanes, for_wait);
+    ASSERT_TRUE(res.ok()) << res.status();
+    ASSERT_EQ(res->statuses.size(), 1u);
+    EXPECT_TRUE(absl::IsCancelled(res->statuses[0])) << res->statuses[0];
+    EXPECT_EQ(lanes, 0u);
+    EXPECT_LT(took, absl::Seconds(3));
+  }
 }
 
 TEST(TcpTransportTest, BadOptionsAreInvalidArgument) {

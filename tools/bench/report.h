@@ -94,8 +94,29 @@ inline const Row* BestMemcached(const std::vector<Row>& rows, const Row& cell) {
   return best;
 }
 
+// `store`'s throughput over `baseline`'s. Paired: the median over
+// repetitions of repetition k's ratio (the systems of a repetition run back
+// to back, so the machine's drift between repetitions cancels), when both
+// rows have the same number of repetitions and every baseline repetition
+// moved something; else the ratio of the medians. None if the baseline moved
+// nothing.
+inline std::optional<double> ThroughputRatio(const Row& store, const Row& baseline) {
+  if (store.reps.size() == baseline.reps.size() && !store.reps.empty()) {
+    std::vector<double> ratios;
+    for (size_t k = 0; k < store.reps.size(); ++k) {
+      const double b = baseline.reps[k].items_per_s();
+      if (b <= 0) break;
+      ratios.push_back(store.reps[k].items_per_s() / b);
+    }
+    if (ratios.size() == store.reps.size()) return Median(std::move(ratios));
+  }
+  if (baseline.items_per_s <= 0) return std::nullopt;
+  return store.items_per_s / baseline.items_per_s;
+}
+
 // Store rows get their ratios to the memcached and Redis rows of their cell
-// (after Summarize). A baseline that moved nothing gives no ratio.
+// (after Summarize; ThroughputRatio). A baseline that moved nothing gives no
+// ratio.
 inline void ComputeRatios(std::vector<Row>& rows) {
   for (Row& r : rows) {
     if (!r.IsStore()) continue;
@@ -103,8 +124,8 @@ inline void ComputeRatios(std::vector<Row>& rows) {
     const Row* d = FindRow(rows, r, "redis");
     r.vs_memcached.reset();
     r.vs_redis.reset();
-    if (m != nullptr && m->items_per_s > 0) r.vs_memcached = r.items_per_s / m->items_per_s;
-    if (d != nullptr && d->items_per_s > 0) r.vs_redis = r.items_per_s / d->items_per_s;
+    if (m != nullptr) r.vs_memcached = ThroughputRatio(r, *m);
+    if (d != nullptr) r.vs_redis = ThroughputRatio(r, *d);
   }
 }
 

@@ -63,6 +63,28 @@ TEST(ReportTest, RatiosUseTheFasterMemcachedAndSameCellOnly) {
   EXPECT_FALSE(rows[0].vs_memcached.has_value());  // baselines get no ratio
 }
 
+TEST(ReportTest, RatiosPairRepetitionsWhenTheyCan) {
+  // The machine slows down between repetitions: the ratio of the medians
+  // (200 / 150 = 1.33) mixes a fast store repetition with slow baseline ones;
+  // the paired ratios are 1.0, 1.0, 2.0, median 1.0.
+  std::vector<Row> rows = {
+      MakeRow("memcached", Op::kGet, kMiB, {Phase(300, 1), Phase(150, 1), Phase(100, 1)}),
+      MakeRow("store-tcp", Op::kGet, kMiB, {Phase(300, 1), Phase(150, 1), Phase(200, 1)}),
+  };
+  ComputeRatios(rows);
+  ASSERT_TRUE(rows[1].vs_memcached.has_value());
+  EXPECT_DOUBLE_EQ(*rows[1].vs_memcached, 1.0);
+  // Different repetition counts: the ratio of the medians.
+  const Row two = MakeRow("redis", Op::kGet, kMiB, {Phase(100, 1), Phase(100, 1)});
+  EXPECT_DOUBLE_EQ(*ThroughputRatio(rows[1], two), 2.0);
+  // A baseline repetition that moved nothing: no pairing; a baseline that
+  // moved nothing at all: no ratio.
+  const Row stalled = MakeRow("redis", Op::kGet, kMiB, {Phase(0, 1), Phase(100, 1), Phase(50, 1)});
+  EXPECT_DOUBLE_EQ(*ThroughputRatio(rows[1], stalled), 200.0 / 50);
+  const Row dead = MakeRow("redis", Op::kGet, kMiB, {Phase(0, 1)});
+  EXPECT_FALSE(ThroughputRatio(rows[1], dead).has_value());
+}
+
 TEST(ReportTest, TableAndJsonHaveEveryRow) {
   std::vector<Row> rows = {MakeRow("memcached", Op::kGet, kMiB, {Phase(1000, 100)}),
                            MakeRow("store-shm", Op::kGet, kMiB, {Phase(4000, 50)})};

@@ -35,6 +35,9 @@ struct StoreOptions {
   bool use_shm = false;        // else TCP only (use_local is always off: another process)
   bool cache_enabled = true;   // the client's metadata cache (its default)
   size_t max_value_bytes = size_t{16} << 20;  // get buffer per batch slot
+  size_t tcp_lanes_per_peer = 2;              // ClientOptions
+  uint32_t tcp_slice_bytes = 512 << 10;
+  uint64_t tcp_spread_min_bytes = 2 << 20;
   int64_t timeout_ms = 10'000;
 };
 
@@ -50,6 +53,9 @@ class StoreDriver {
     co.use_shm = o.use_shm;
     co.use_tcp = true;
     co.cache_enabled = o.cache_enabled;
+    co.tcp_lanes_per_peer = o.tcp_lanes_per_peer;
+    co.tcp_slice_bytes = o.tcp_slice_bytes;
+    co.tcp_spread_min_bytes = o.tcp_spread_min_bytes;
     co.rpc_timeout_ms = o.timeout_ms;
     co.transfer_timeout_ms = o.timeout_ms;
     ASSIGN_OR_RETURN(auto client, Client::Create(co, channel.get()));

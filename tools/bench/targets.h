@@ -65,7 +65,7 @@ inline TargetCheck ThroughputTarget(const std::vector<Row>& rows, Op op, size_t 
   if (s == nullptr || b == nullptr) return t;
   t.measured = s->items_per_s;
   t.baseline = b->items_per_s;
-  if (b->items_per_s > 0) t.achieved = s->items_per_s / b->items_per_s;
+  t.achieved = ThroughputRatio(*s, *b);  // the paired median when it can be had
   return t;
 }
 

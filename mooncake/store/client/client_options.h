@@ -21,6 +21,12 @@ struct ClientOptions {
   bool use_local = true;  // transports the client may use (the Router picks the best)
   bool use_shm = true;
   bool use_tcp = true;
+  // The TCP transport's connections per worker, slice size, and the request
+  // size above which a request's slices spread over the connections
+  // (TcpTransport::Options; docs/client.md has the figures behind them).
+  size_t tcp_lanes_per_peer = 2;
+  uint64_t tcp_spread_min_bytes = 2 << 20;
+  uint32_t tcp_slice_bytes = 512 << 10;
   bool verify_checksums = true;  // XXH3-64 of every value read
   bool cache_enabled = true;     // metadata cache with leases (metadata_cache.h)
   size_t cache_max_entries = 65536;

@@ -32,6 +32,10 @@ class AnyTransport {
   virtual absl::Status CloseSegment(transport::SegmentHandle handle) = 0;
   virtual absl::StatusOr<transport::BatchId> Submit(
       std::span<const transport::TransferRequest> requests) = 0;
+  // Submit for a caller that Waits for the batch next (a transport may then
+  // do the work on the waiting thread); Submit where a model has no such path.
+  virtual absl::StatusOr<transport::BatchId> SubmitForWait(
+      std::span<const transport::TransferRequest> requests) = 0;
   virtual absl::StatusOr<transport::BatchProgress> Poll(transport::BatchId batch) = 0;
   virtual absl::StatusOr<transport::BatchResult> Wait(transport::BatchId batch,
                                                       absl::Time deadline) = 0;
@@ -63,6 +67,14 @@ class AnyTransportOf final : public AnyTransport {
   absl::StatusOr<transport::BatchId> Submit(
       std::span<const transport::TransferRequest> requests) override {
     return t_->Submit(requests);
+  }
+  absl::StatusOr<transport::BatchId> SubmitForWait(
+      std::span<const transport::TransferRequest> requests) override {
+    if constexpr (requires { t_->SubmitForWait(requests); }) {
+      return t_->SubmitForWait(requests);
+    } else {
+      return t_->Submit(requests);
+    }
   }
   absl::StatusOr<transport::BatchProgress> Poll(transport::BatchId batch) override {
     return t_->Poll(batch);

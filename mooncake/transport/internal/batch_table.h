@@ -219,6 +219,13 @@ class BatchTable {
     return TakeLocked(*b);
   }
 
+  // True when every request of batch `id` settled (also for an unknown id).
+  bool Settled(BatchId id) const {
+    absl::MutexLock lock(&mu_);
+    auto it = batches_.find(id);
+    return it == batches_.end() || it->second->unsettled_ == 0;
+  }
+
   // Waits until every request of batch `id` settled (true; also for an
   // unknown id) or `deadline` passed (false). Collects nothing.
   bool AwaitSettled(BatchId id, absl::Time deadline) {

@@ -147,7 +147,9 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
 inline void Router::SubmitDirect(SubBatch sb, std::span<const TransferRequest> requests) {
   MC_DASSERT(sb.slices.size() == requests.size(), "one transport request per slice");
   sb.started = absl::Now();
-  absl::StatusOr<BatchId> sub = transports_[sb.transport]->Submit(requests);
+  // The submitting thread collects a direct sub-batch (Wait, or Poll):
+  // a transport may receive it on that thread.
+  absl::StatusOr<BatchId> sub = transports_[sb.transport]->SubmitForWait(requests);
   absl::MutexLock lock(&mu_);
   // The batch is still there: neither Wait nor Cancel takes it before this.
   batches_.at(sb.batch)->direct_submitting = false;

@@ -11,6 +11,16 @@
 // the work is small (no thread hop on the latency path); otherwise the sender
 // thread does. Lock order: send_mu_ before mu_.
 //
+// Who receives: the receiver thread, or a caller that claimed the lane when
+// it submitted (SubmitForWait) and now Waits: it receives the responses on
+// its own thread until its batch is settled, so a GET wakes no thread on the
+// requester side but the caller's own. A claim keeps the receiver thread
+// asleep for at most `claim_patience`; a claim past it is dropped the next
+// time anyone takes mu_ (Nudge), so a caller that never Waits delays the lane
+// by that much, never more. A frame a caller leaves unfinished (its deadline)
+// stays in `cursor_` and its new owner goes on from there. Exactly one owner
+// receives at a time (`owner_`).
+//
 // Failure: any I/O error, stall past io_timeout or protocol violation marks
 // the lane dead, shuts the socket down (waking both threads) and fails every
 // queued and pending slice with that Status. Pending slices are settled only
@@ -101,6 +111,7 @@ class TcpLane {
     size_t window_slices = 256;
     absl::Duration io_timeout = absl::Seconds(5);
     uint32_t inline_write_bytes = 64 << 10;  // larger WRITE slices go via the sender thread
+    absl::Duration claim_patience = absl::Milliseconds(2);
   };
 
   // `outstanding` counts the transport's unsettled slices; the lane
@@ -123,14 +134,19 @@ class TcpLane {
     return dead_;
   }
 
-  // Queues slices; a dead lane fails them at once.
-  void Enqueue(std::vector<Slice>& slices) {
+  // Queues slices; a dead lane fails them at once. `claim`: the submitting
+  // caller will receive them itself (ReceiveFor) soon.
+  void Enqueue(std::vector<Slice>& slices, bool claim = false) {
     absl::Status dead_status;
     {
       absl::MutexLock lock(&mu_);
       if (!dead_) {
         for (Slice& s : slices) queue_.push_back(std::move(s));
         slices.clear();
+        if (claim) {
+          ++claims_;
+          claim_expiry_ = absl::Now() + limits_.claim_patience;
+        }
         return;
       }
       dead_status = dead_status_;
@@ -145,6 +161,42 @@ class TcpLane {
     SendSomeLocked(/*inline_mode=*/true);
     send_mu_.Unlock();
   }
+
+  // The claiming caller's Wait: receives this lane's responses on the
+  // calling thread until `settled()` is true, nothing is on the wire, or it
+  // would block past `give_up` (then the receiver thread goes on, from the
+  // middle of a frame if need be). Returns at once if the claim was dropped
+  // and the receiver thread took over.
+  template <typename Settled>
+  void ReceiveFor(Settled settled, absl::Time give_up) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (claims_ > 0) --claims_;
+      if (dead_ || owner_ != Owner::kNone) return;
+      owner_ = Owner::kCaller;
+    }
+    for (;;) {
+      if (settled()) break;
+      Step r = ReceiveStep(give_up);
+      if (r.kind == StepKind::kBroken) {
+        ReleaseOwner();
+        Fail(r.status);
+        return;
+      }
+      if (r.kind != StepKind::kFrame) break;
+      FinishFrame(std::move(r.slice), r.status, /*release=*/false);
+    }
+    ReleaseOwner();
+  }
+
+  // Drops a claim whose caller will not receive (it polls or cancels).
+  void DropClaim() {
+    absl::MutexLock lock(&mu_);
+    if (claims_ > 0) --claims_;
+  }
+
+  // Takes mu_ once, so the receiver thread sees a claim that ran out.
+  void Nudge() { absl::MutexLock lock(&mu_); }
 
   // Settles queued slices of cancelled batches now instead of when sent.
   void SweepCancelled() {
@@ -207,6 +259,12 @@ class TcpLane {
     {
       absl::MutexLock lock(&mu_);
       MC_ASSERT(dead_, "settling a live lane");
+      // A caller receiving into a pending slice leaves at once (the socket is
+      // shut down); only then may its buffer be handed back.
+      const auto no_caller = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return owner_ != Owner::kCaller;
+      };
+      mu_.Await(absl::Condition(&no_caller));
       pending.swap(pending_);
       queued.swap(queue_);
       answered.swap(answered_);
@@ -302,68 +360,142 @@ class TcpLane {
     for (auto& [s, status] : done) SettleSlice(s, status);
   }
 
+  enum class Owner { kNone, kThread, kCaller };
+  enum class StepKind { kFrame, kIdle, kGaveUp, kBroken };
+  struct Step {
+    StepKind kind = StepKind::kIdle;
+    Slice slice;          // kFrame: the slice answered
+    absl::Status status;  // kFrame: its outcome; kBroken: why the lane broke
+  };
+  // The response being received (to pending_.front()); the owner's only.
+  struct Cursor {
+    bool active = false;
+    Slice slice;
+    absl::Time deadline;  // io_timeout after the frame's receive began
+    WireHeader raw;
+    size_t header_got = 0;
+    bool have_header = false;
+    FrameHeader h;
+    size_t body_got = 0;
+    std::string message;  // an ERROR frame's text
+  };
+
   void ReceiverLoop() {
     for (;;) {
-      Slice front;
       {
         absl::MutexLock lock(&mu_);
+        // A claim past its patience no longer holds the thread back; the
+        // condition is checked whenever mu_ is released (see Nudge).
         const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return dead_ || !pending_.empty();
+          return dead_ || (owner_ == Owner::kNone && !pending_.empty() &&
+                           (claims_ == 0 || absl::Now() >= claim_expiry_));
         };
         mu_.Await(absl::Condition(&ready));
         if (dead_) break;
-        front = pending_.front();
+        claims_ = 0;  // any left are late: their callers find the thread receiving
+        owner_ = Owner::kThread;
       }
-      absl::StatusOr<absl::Status> r = ReceiveOne(front);
-      if (!r.ok()) {
-        Fail(r.status());
+      Step r = ReceiveStep(absl::InfiniteFuture());
+      if (r.kind == StepKind::kBroken) {
+        ReleaseOwner();
+        Fail(r.status);
         break;
       }
-      {
-        absl::MutexLock lock(&mu_);
-        MC_DASSERT(!pending_.empty() && pending_.front().tag == front.tag, "pending order");
-        inflight_bytes_ -= pending_.front().length;
-        pending_.pop_front();
-        // The owner has every byte of this WRITE, but the sendmsg that
-        // carried them may not have returned yet: the sender settles it then.
-        if (front.op == OpCode::kWrite && front.tag > sent_tag_) {
-          answered_.push_back({std::move(front), *r});
-          continue;
-        }
+      if (r.kind == StepKind::kFrame) {
+        FinishFrame(std::move(r.slice), r.status, /*release=*/true);
+      } else {
+        ReleaseOwner();
       }
-      SettleSlice(front, *r);
     }
     SettleAllAfterDeath();
   }
 
-  // Outer Status: the lane broke. Inner: the request's outcome.
-  absl::StatusOr<absl::Status> ReceiveOne(const Slice& s) {
-    const absl::Time deadline = absl::Now() + limits_.io_timeout;
-    WireHeader raw;
-    RETURN_IF_ERROR(RecvAllBy(fd_.get(), raw.data(), raw.size(), deadline, "response header"));
-    ASSIGN_OR_RETURN(FrameHeader h, DecodeHeader(raw.data()));
-    if (h.tag != s.tag) {
-      return absl::DataLossError(
-          absl::StrCat("response tag ", h.tag, " does not match the oldest request ", s.tag));
-    }
-    switch (h.type) {
-      case FrameType::kReadData:
-        if (s.op != OpCode::kRead || h.length != s.length) {
-          return absl::DataLossError("READ_DATA does not match its request");
-        }
-        RETURN_IF_ERROR(RecvAllBy(fd_.get(), s.local, s.length, deadline, "READ_DATA payload"));
-        return absl::OkStatus();
-      case FrameType::kWriteAck:
-        if (s.op != OpCode::kWrite) return absl::DataLossError("WRITE_ACK for a READ");
-        return absl::OkStatus();
-      case FrameType::kError: {
-        std::string msg(h.length, '\0');
-        RETURN_IF_ERROR(RecvAllBy(fd_.get(), msg.data(), msg.size(), deadline, "ERROR message"));
-        return absl::Status(static_cast<absl::StatusCode>(h.code), absl::StrCat("owner: ", msg));
+  void ReleaseOwner() {
+    absl::MutexLock lock(&mu_);
+    owner_ = Owner::kNone;
+  }
+
+  // The owner received the whole response to pending_.front(): pops it (and
+  // with `release` gives up ownership in the same step, so the next owner
+  // starts on the next slice) and settles it.
+  void FinishFrame(Slice front, const absl::Status& outcome, bool release) {
+    {
+      absl::MutexLock lock(&mu_);
+      MC_DASSERT(!pending_.empty() && pending_.front().tag == front.tag, "pending order");
+      inflight_bytes_ -= pending_.front().length;
+      pending_.pop_front();
+      if (release) owner_ = Owner::kNone;
+      // The owner has every byte of this WRITE, but the sendmsg that
+      // carried them may not have returned yet: the sender settles it then.
+      if (front.op == OpCode::kWrite && front.tag > sent_tag_) {
+        answered_.push_back({std::move(front), outcome});
+        return;
       }
-      default:
-        return absl::DataLossError("unexpected frame type in a response");
     }
+    SettleSlice(front, outcome);
+  }
+
+  // Receive owner only: receives (the rest of) the response to
+  // pending_.front(). kGaveUp: it would block past `give_up`; what arrived so
+  // far stays in cursor_. kIdle: nothing is on the wire.
+  Step ReceiveStep(absl::Time give_up) {
+    Cursor& c = cursor_;
+    if (!c.active) {
+      absl::MutexLock lock(&mu_);
+      if (pending_.empty()) return {};
+      c = Cursor{};
+      c.active = true;
+      c.slice = pending_.front();
+      c.deadline = absl::Now() + limits_.io_timeout;
+    }
+    const auto broken = [](absl::Status st) { return Step{StepKind::kBroken, {}, std::move(st)}; };
+    if (!c.have_header) {
+      absl::StatusOr<bool> got =
+          RecvSomeBy(fd_.get(), reinterpret_cast<char*>(c.raw.data()), c.raw.size(), &c.header_got,
+                     c.deadline, give_up, "response header");
+      if (!got.ok()) return broken(got.status());
+      if (!*got) return {StepKind::kGaveUp, {}, {}};
+      absl::StatusOr<FrameHeader> h = DecodeHeader(c.raw.data());
+      if (!h.ok()) return broken(h.status());
+      if (h->tag != c.slice.tag) {
+        return broken(absl::DataLossError(absl::StrCat(
+            "response tag ", h->tag, " does not match the oldest request ", c.slice.tag)));
+      }
+      switch (h->type) {
+        case FrameType::kReadData:
+          if (c.slice.op != OpCode::kRead || h->length != c.slice.length) {
+            return broken(absl::DataLossError("READ_DATA does not match its request"));
+          }
+          break;
+        case FrameType::kWriteAck:
+          if (c.slice.op != OpCode::kWrite) {
+            return broken(absl::DataLossError("WRITE_ACK for a READ"));
+          }
+          break;
+        case FrameType::kError:
+          c.message.assign(h->length, '\0');
+          break;
+        default:
+          return broken(absl::DataLossError("unexpected frame type in a response"));
+      }
+      c.h = *h;
+      c.have_header = true;
+    }
+    absl::Status outcome;
+    if (c.h.type != FrameType::kWriteAck) {
+      const bool data = c.h.type == FrameType::kReadData;
+      absl::StatusOr<bool> got =
+          RecvSomeBy(fd_.get(), data ? c.slice.local : c.message.data(), c.h.length, &c.body_got,
+                     c.deadline, give_up, data ? "READ_DATA payload" : "ERROR message");
+      if (!got.ok()) return broken(got.status());
+      if (!*got) return {StepKind::kGaveUp, {}, {}};
+      if (!data) {
+        outcome = absl::Status(static_cast<absl::StatusCode>(c.h.code),
+                               absl::StrCat("owner: ", c.message));
+      }
+    }
+    c.active = false;
+    return {StepKind::kFrame, std::move(c.slice), std::move(outcome)};
   }
 
   void SettleSlice(const Slice& s, const absl::Status& status) {
@@ -386,7 +518,11 @@ class TcpLane {
   std::deque<Slice> pending_ ABSL_GUARDED_BY(mu_);  // sent, in wire order
   uint64_t inflight_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_tag_ ABSL_GUARDED_BY(mu_) = 1;
-  uint64_t sent_tag_ ABSL_GUARDED_BY(mu_) = 0;  // frames up to it are sent
+  uint64_t sent_tag_ ABSL_GUARDED_BY(mu_) = 0;       // frames up to it are sent
+  Owner owner_ ABSL_GUARDED_BY(mu_) = Owner::kNone;  // who receives now
+  size_t claims_ ABSL_GUARDED_BY(mu_) = 0;           // callers that will receive
+  absl::Time claim_expiry_ ABSL_GUARDED_BY(mu_);     // of the newest claim
+  Cursor cursor_;                                    // the receive owner's
   // WRITEs the owner answered while their sendmsg was still running.
   std::vector<std::pair<Slice, absl::Status>> answered_ ABSL_GUARDED_BY(mu_);
 };

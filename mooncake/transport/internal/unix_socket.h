@@ -152,6 +152,34 @@ inline absl::Status RecvAllBy(int fd, void* buf, size_t len, absl::Time deadline
   return absl::OkStatus();
 }
 
+// Receives p[*got, len) from a socket with timeouts set, advancing *got:
+// true once full; false when a receive timed out (no byte for one socket
+// tick) at or after `give_up`, with what arrived kept; an error on EOF, a
+// socket error or `deadline`.
+inline absl::StatusOr<bool> RecvSomeBy(int fd, char* p, size_t len, size_t* got,
+                                       absl::Time deadline, absl::Time give_up,
+                                       std::string_view what) {
+  while (*got < len) {
+    const ssize_t n = ::recv(fd, p + *got, len - *got, MSG_WAITALL);
+    if (n > 0) {
+      *got += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) {
+      return absl::UnavailableError(absl::StrCat(AbslView(what), ": peer closed the connection"));
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoStatus(what, errno);
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(AbslView(what), ": peer stalled past the I/O deadline"));
+    }
+    if (now >= give_up) return false;
+  }
+  return true;
+}
+
 // Writes every byte of `iov` (modified in place) before `deadline`.
 inline absl::Status SendIovBy(int fd, iovec* iov, int iovcnt, absl::Time deadline,
                               std::string_view what) {

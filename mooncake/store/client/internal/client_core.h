@@ -127,7 +127,11 @@ class ClientCore {
           std::move(shm)));
     }
     if (o.use_tcp) {
-      ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create({}));
+      transport::TcpTransport::Options to;
+      to.lanes_per_peer = o.tcp_lanes_per_peer;
+      to.slice_bytes = o.tcp_slice_bytes;
+      to.spread_min_bytes = o.tcp_spread_min_bytes;
+      ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create(std::move(to)));
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(
           std::move(tcp)));
     }

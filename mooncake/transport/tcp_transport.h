@@ -486,7 +486,7 @@ class TcpTransport {
           continue;
         }
         const bool claim = l == claim_lane;
-        lane->Enqueue(lanes[l], claim);
+        if (!lane->Enqueue(lanes[l], claim)) continue;  // dead: failed the slices
         if (claim) claimed = lane;
         kicked.push_back(std::move(lane));
       }

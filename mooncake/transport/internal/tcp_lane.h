@@ -134,32 +134,41 @@ class TcpLane {
     return dead_;
   }
 
-  // Queues slices; a dead lane fails them at once. `claim`: the submitting
-  // caller will receive them itself (ReceiveFor) soon.
-  void Enqueue(std::vector<Slice>& slices, bool claim = false) {
+  // Queues slices (true: the caller must Kick() next, and until then the
+  // sender thread leaves them to it); a dead lane fails them at once (false).
+  // `claim`: the submitting caller will receive them itself (ReceiveFor).
+  bool Enqueue(std::vector<Slice>& slices, bool claim = false) {
     absl::Status dead_status;
     {
       absl::MutexLock lock(&mu_);
       if (!dead_) {
         for (Slice& s : slices) queue_.push_back(std::move(s));
         slices.clear();
+        ++kicks_;
         if (claim) {
           ++claims_;
           claim_expiry_ = absl::Now() + limits_.claim_patience;
         }
-        return;
+        return true;
       }
       dead_status = dead_status_;
     }
     for (Slice& s : slices) SettleSlice(s, dead_status);
     slices.clear();
+    return false;
   }
 
-  // Sends what it can inline if no one else is sending; else the sender will.
+  // After a true Enqueue: sends what it can inline if no one else is sending.
+  // What is left (a closed window, a large WRITE, a sender busy) goes to the
+  // sender thread, which is woken only now, not for every Enqueue.
   void Kick() {
-    if (!send_mu_.TryLock()) return;
-    SendSomeLocked(/*inline_mode=*/true);
-    send_mu_.Unlock();
+    if (send_mu_.TryLock()) {
+      SendSomeLocked(/*inline_mode=*/true);
+      send_mu_.Unlock();
+    }
+    absl::MutexLock lock(&mu_);
+    MC_DASSERT(kicks_ > 0, "Kick without Enqueue");
+    --kicks_;
   }
 
   // The claiming caller's Wait: receives this lane's responses on the
@@ -286,7 +295,7 @@ class TcpLane {
       {
         absl::MutexLock lock(&mu_);
         const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return dead_ || (!queue_.empty() && WindowOpenLocked(queue_.front()));
+          return dead_ || (!queue_.empty() && WindowOpenLocked(queue_.front()) && kicks_ == 0);
         };
         mu_.Await(absl::Condition(&ready));
         if (dead_) return;
@@ -521,6 +530,7 @@ class TcpLane {
   uint64_t sent_tag_ ABSL_GUARDED_BY(mu_) = 0;       // frames up to it are sent
   Owner owner_ ABSL_GUARDED_BY(mu_) = Owner::kNone;  // who receives now
   size_t claims_ ABSL_GUARDED_BY(mu_) = 0;           // callers that will receive
+  size_t kicks_ ABSL_GUARDED_BY(mu_) = 0;            // Enqueues whose Kick is to come
   absl::Time claim_expiry_ ABSL_GUARDED_BY(mu_);     // of the newest claim
   Cursor cursor_;                                    // the receive owner's
   // WRITEs the owner answered while their sendmsg was still running.

@@ -167,7 +167,6 @@ class TcpTransport {
 
   absl::StatusOr<BatchProgress> Poll(BatchId batch) {
     DropClaim(batch);
-    NudgeIfDue();
     return batches_.Poll(batch);
   }
   absl::StatusOr<BatchResult> Wait(BatchId batch, absl::Time deadline) {
@@ -182,14 +181,7 @@ class TcpTransport {
         lane->DropClaim();
       }
     }
-    // In steps of claim_patience, nudging the lanes between steps, so a
-    // claim nobody took up cannot hold this batch's responses back.
-    for (;;) {
-      const absl::Time step = std::min(deadline, absl::Now() + options_.claim_patience);
-      absl::StatusOr<BatchResult> r = batches_.Wait(batch, step);
-      if (!absl::IsDeadlineExceeded(r.status()) || step >= deadline) return r;
-      for (const auto& lane : AllLanes()) lane->Nudge();
-    }
+    return batches_.Wait(batch, deadline);
   }
 
  private:
@@ -394,19 +386,6 @@ class TcpTransport {
     if (std::shared_ptr<Lane> lane = TakeClaim(batch); lane != nullptr) lane->DropClaim();
   }
 
-  // Poll's share of the claim bound: nudges every lane at most once per
-  // claim_patience (callers may poll in a tight loop).
-  void NudgeIfDue() {
-    const int64_t now = absl::GetCurrentTimeNanos();
-    int64_t due = next_nudge_ns_.load(std::memory_order_relaxed);
-    if (now < due || !next_nudge_ns_.compare_exchange_strong(
-                         due, now + absl::ToInt64Nanoseconds(options_.claim_patience),
-                         std::memory_order_relaxed)) {
-      return;
-    }
-    for (const auto& lane : AllLanes()) lane->Nudge();
-  }
-
   // Cuts requests into slices and deals them over each peer's live lanes.
   // With `claim`, the lane that gets the first slice is claimed for the
   // caller and returned.
@@ -534,7 +513,6 @@ class TcpTransport {
   absl::flat_hash_map<std::string, std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
   // Batches submitted with SubmitForWait whose Wait has not come yet.
   absl::flat_hash_map<BatchId, std::shared_ptr<Lane>> claims_ ABSL_GUARDED_BY(mu_);
-  std::atomic<int64_t> next_nudge_ns_{0};
 };
 
 static_assert(Transport<TcpTransport>);

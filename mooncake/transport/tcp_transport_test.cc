@@ -301,6 +301,88 @@ TEST(TcpTransportTest, ClaimNobodyTakesUpDoesNotStallTheLane) {
   EXPECT_EQ(std::memcmp(a.data(), lb.mem.data(), a.size()), 0);
 }
 
+// A caller that SubmitForWaits and works for longer than io_timeout before
+// it Waits: the receiver thread takes over after claim_patience, so the
+// owner's send never stalls and the batch is fine when the caller comes.
+TEST(TcpTransportTest, LateWaitAfterSubmitForWaitStillSucceeds) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = 1;
+  o.io_timeout = absl::Milliseconds(500);
+  auto owner = TcpTransport::Create(o);
+  auto requester = TcpTransport::Create(o);
+  ASSERT_TRUE(owner.ok() && requester.ok());
+  std::vector<std::byte> mem(64 << 20);
+  transport_testing_internal::FillPattern(mem.data(), mem.size(), 9);
+  auto seg = (*owner)->RegisterMemory(mem.data(), mem.size(), MemoryLocation::HostDram());
+  ASSERT_TRUE(seg.ok());
+  auto remote = (*requester)->OpenSegment((*owner)->LocalEndpoint(), seg->id);
+  ASSERT_TRUE(remote.ok());
+  std::vector<std::byte> dst(mem.size());
+  const TransferRequest r{OpCode::kRead, dst.data(), remote->handle, 0, dst.size()};
+  auto id = (*requester)->SubmitForWait({&r, 1});
+  ASSERT_TRUE(id.ok());
+  absl::SleepFor(absl::Milliseconds(1200));  // > 2 x io_timeout
+  auto res = (*requester)->Wait(*id, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(res.ok() && res->ok()) << res.status() << " " << res->statuses[0];
+  EXPECT_EQ(std::memcmp(dst.data(), mem.data(), mem.size()), 0);
+}
+
+// The claimer's own inline send blocks (the owner is busy sending a large
+// READ nobody reads yet): the receiver thread takes over after
+// claim_patience, so the send goes on and everything completes.
+TEST(TcpTransportTest, ClaimerBlockedInItsOwnSendDoesNotDeadlock) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = 1;
+  o.io_timeout = absl::Seconds(2);
+  o.lane_window_bytes = 256 << 20;
+  auto owner = TcpTransport::Create(o);
+  auto requester = TcpTransport::Create(o);
+  ASSERT_TRUE(owner.ok() && requester.ok());
+  std::vector<std::byte> mem(64 << 20);
+  auto seg = (*owner)->RegisterMemory(mem.data(), mem.size(), MemoryLocation::HostDram());
+  ASSERT_TRUE(seg.ok());
+  auto remote = (*requester)->OpenSegment((*owner)->LocalEndpoint(), seg->id);
+  ASSERT_TRUE(remote.ok());
+  std::vector<std::byte> big(mem.size()), small(64 << 10);
+  std::vector<TransferRequest> reqs = {{OpCode::kRead, big.data(), remote->handle, 0, big.size()}};
+  for (int i = 0; i < 400; ++i) {
+    reqs.push_back({OpCode::kWrite, small.data(), remote->handle,
+                    static_cast<uint64_t>(i) * small.size(), small.size()});
+  }
+  const absl::Time start = absl::Now();
+  auto id = (*requester)->SubmitForWait(reqs);
+  ASSERT_TRUE(id.ok());
+  auto res = (*requester)->Wait(*id, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(res.ok()) << res.status();
+  EXPECT_TRUE(res->ok()) << res->statuses[0];
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "no request should wait for io_timeout";
+}
+
+// A caller receiving its batch stops at its deadline even while frames keep
+// arriving (no socket tick passes without data): Wait returns about on time,
+// the receiver thread receives the rest, and a later Wait collects it.
+TEST(TcpTransportTest, CallerReceivingAStreamKeepsItsDeadline) {
+  Loopback lb(16 << 20);
+  std::vector<std::byte> dst(4 << 20);
+  std::vector<TransferRequest> reqs;
+  for (int i = 0; i < 1000; ++i) {  // 4 GiB on the one lane
+    reqs.push_back({OpCode::kRead, dst.data(), lb.remote.handle,
+                    static_cast<uint64_t>(i % 4) * dst.size(), dst.size()});
+  }
+  auto id = lb.requester->SubmitForWait(reqs);
+  ASSERT_TRUE(id.ok());
+  const absl::Time start = absl::Now();
+  auto early = lb.requester->Wait(*id, start + absl::Milliseconds(100));
+  const absl::Duration took = absl::Now() - start;
+  EXPECT_TRUE(early.ok() || absl::IsDeadlineExceeded(early.status())) << early.status();
+  EXPECT_LT(took, absl::Milliseconds(400)) << "Wait overshot its deadline: " << took;
+  if (!early.ok()) {
+    auto res = lb.requester->Wait(*id, absl::Now() + absl::Seconds(60));
+    ASSERT_TRUE(res.ok() && res->ok()) << res.status();
+  }
+  EXPECT_EQ(std::memcmp(dst.data(), lb.mem.data() + 3 * dst.size(), dst.size()), 0);
+}
+
 // Many threads SubmitForWait on one lane at once: whoever receives settles
 // the others' slices too, and every byte lands where it belongs.
 TEST(TcpTransportTest, ConcurrentCallersShareTheReceive) {

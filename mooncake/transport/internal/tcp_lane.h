@@ -15,9 +15,9 @@
 // it submitted (SubmitForWait) and now Waits: it receives the responses on
 // its own thread until its batch is settled, so a GET wakes no thread on the
 // requester side but the caller's own. A claim keeps the receiver thread
-// asleep for at most `claim_patience`; a claim past it is dropped the next
-// time anyone takes mu_ (Nudge), so a caller that never Waits delays the lane
-// by that much, never more. A frame a caller leaves unfinished (its deadline)
+// asleep for at most `claim_patience` (a timed wait), so a caller that never
+// Waits, or one blocked in its own inline send, delays the lane by that much,
+// never more. A frame a caller leaves unfinished (its deadline)
 // stays in `cursor_` and its new owner goes on from there. Exactly one owner
 // receives at a time (`owner_`).
 //
@@ -185,11 +185,11 @@ class TcpLane {
       owner_ = Owner::kCaller;
     }
     for (;;) {
-      if (settled()) break;
+      if (settled() || absl::Now() >= give_up) break;
       Step r = ReceiveStep(give_up);
       if (r.kind == StepKind::kBroken) {
+        Fail(r.status);  // dead before anyone else can own the broken cursor
         ReleaseOwner();
-        Fail(r.status);
         return;
       }
       if (r.kind != StepKind::kFrame) break;
@@ -203,9 +203,6 @@ class TcpLane {
     absl::MutexLock lock(&mu_);
     if (claims_ > 0) --claims_;
   }
-
-  // Takes mu_ once, so the receiver thread sees a claim that ran out.
-  void Nudge() { absl::MutexLock lock(&mu_); }
 
   // Settles queued slices of cancelled batches now instead of when sent.
   void SweepCancelled() {
@@ -285,6 +282,10 @@ class TcpLane {
     for (Slice& s : queued) SettleSlice(s, status);
   }
 
+  bool IsLargeWrite(const Slice& s) const {
+    return s.op == OpCode::kWrite && s.length > limits_.inline_write_bytes;
+  }
+
   bool WindowOpenLocked(const Slice& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return pending_.empty() || (inflight_bytes_ + s.length <= limits_.window_bytes &&
                                 pending_.size() < limits_.window_slices);
@@ -295,7 +296,10 @@ class TcpLane {
       {
         absl::MutexLock lock(&mu_);
         const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return dead_ || (!queue_.empty() && WindowOpenLocked(queue_.front()) && kicks_ == 0);
+          // Slices a Kick is about to send inline are left to it, but not a
+          // large WRITE at the head, which no inline Kick sends.
+          return dead_ || (!queue_.empty() && WindowOpenLocked(queue_.front()) &&
+                           (kicks_ == 0 || IsLargeWrite(queue_.front())));
         };
         mu_.Await(absl::Condition(&ready));
         if (dead_) return;
@@ -313,7 +317,7 @@ class TcpLane {
         absl::MutexLock lock(&mu_);
         while (!dead_ && !queue_.empty() && out.size() < 64 && WindowOpenLocked(queue_.front())) {
           Slice& s = queue_.front();
-          if (inline_mode && s.op == OpCode::kWrite && s.length > limits_.inline_write_bytes) break;
+          if (inline_mode && IsLargeWrite(s)) break;
           if (s.batch->cancelled()) {
             cancelled.push_back(std::move(s));
           } else {
@@ -393,21 +397,12 @@ class TcpLane {
     for (;;) {
       {
         absl::MutexLock lock(&mu_);
-        // A claim past its patience no longer holds the thread back; the
-        // condition is checked whenever mu_ is released (see Nudge).
-        const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return dead_ || (owner_ == Owner::kNone && !pending_.empty() &&
-                           (claims_ == 0 || absl::Now() >= claim_expiry_));
-        };
-        mu_.Await(absl::Condition(&ready));
-        if (dead_) break;
-        claims_ = 0;  // any left are late: their callers find the thread receiving
-        owner_ = Owner::kThread;
+        if (!AcquireForThreadLocked()) break;
       }
       Step r = ReceiveStep(absl::InfiniteFuture());
       if (r.kind == StepKind::kBroken) {
+        Fail(r.status);  // dead before anyone else can own the broken cursor
         ReleaseOwner();
-        Fail(r.status);
         break;
       }
       if (r.kind == StepKind::kFrame) {
@@ -417,6 +412,34 @@ class TcpLane {
       }
     }
     SettleAllAfterDeath();
+  }
+
+  // Sleeps until the thread should receive (true) or the lane is dead. A
+  // claim holds it back until claim_expiry_ (a timed wait, so a caller that
+  // never Waits, or one stuck sending, delays the lane by claim_patience at
+  // most); the untimed sleep ends when a claim arrives so its timer can start.
+  bool AcquireForThreadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return dead_ || (owner_ == Owner::kNone && !pending_.empty() && claims_ == 0);
+    };
+    const auto ready_or_claimed = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return dead_ || claims_ > 0 || (owner_ == Owner::kNone && !pending_.empty());
+    };
+    for (;;) {
+      if (dead_) return false;
+      if (claims_ > 0 && absl::Now() >= claim_expiry_) {
+        claims_ = 0;  // late claimers find the thread receiving and wait on the table
+      }
+      if (owner_ == Owner::kNone && !pending_.empty() && claims_ == 0) {
+        owner_ = Owner::kThread;
+        return true;
+      }
+      if (claims_ > 0) {
+        mu_.AwaitWithDeadline(absl::Condition(&ready), claim_expiry_);
+      } else {
+        mu_.Await(absl::Condition(&ready_or_claimed));
+      }
+    }
   }
 
   void ReleaseOwner() {

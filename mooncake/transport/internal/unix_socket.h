@@ -153,9 +153,9 @@ inline absl::Status RecvAllBy(int fd, void* buf, size_t len, absl::Time deadline
 }
 
 // Receives p[*got, len) from a socket with timeouts set, advancing *got:
-// true once full; false when a receive timed out (no byte for one socket
-// tick) at or after `give_up`, with what arrived kept; an error on EOF, a
-// socket error or `deadline`.
+// true once full; false once `give_up` has passed (checked after every
+// receive, each of which blocks one socket tick at most), with what arrived
+// kept; an error on EOF, a socket error or `deadline`.
 inline absl::StatusOr<bool> RecvSomeBy(int fd, char* p, size_t len, size_t* got,
                                        absl::Time deadline, absl::Time give_up,
                                        std::string_view what) {
@@ -163,6 +163,7 @@ inline absl::StatusOr<bool> RecvSomeBy(int fd, char* p, size_t len, size_t* got,
     const ssize_t n = ::recv(fd, p + *got, len - *got, MSG_WAITALL);
     if (n > 0) {
       *got += static_cast<size_t>(n);
+      if (*got < len && give_up != absl::InfiniteFuture() && absl::Now() >= give_up) return false;
       continue;
     }
     if (n == 0) {

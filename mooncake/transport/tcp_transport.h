@@ -104,7 +104,8 @@ class TcpTransport {
   ~TcpTransport() {
     server_.Stop();
     absl::MutexLock lock(&mu_);
-    peers_.clear();  // stops every lane, failing what is still in flight
+    claims_.clear();  // claimed lanes are held here too (uncollected SubmitForWait batches)
+    peers_.clear();   // stops every lane, failing what is still in flight
   }
   TcpTransport(const TcpTransport&) = delete;
   TcpTransport& operator=(const TcpTransport&) = delete;

@@ -74,10 +74,15 @@ ABSL_FLAG(std::string, store_binary, "",
 ABSL_FLAG(std::string, memcached_binary, "memcached", "memcached to start");
 ABSL_FLAG(std::string, redis_binary, "redis-server", "redis-server to start");
 ABSL_FLAG(std::string, store_args, "", "extra flags for the store, space-separated");
-ABSL_FLAG(int, store_tcp_lanes, 2, "store client: TCP connections per worker (ClientOptions)");
-ABSL_FLAG(int, store_tcp_spread_min_kib, 2048,
+ABSL_FLAG(int, store_tcp_lanes,
+          static_cast<int>(mooncake::client::ClientOptions{}.tcp_lanes_per_peer),
+          "store client: TCP connections per worker (ClientOptions)");
+ABSL_FLAG(int, store_tcp_spread_min_kib,
+          static_cast<int>(mooncake::client::ClientOptions{}.tcp_spread_min_bytes >> 10),
           "store client: requests above this many KiB spread over the connections");
-ABSL_FLAG(int, store_tcp_slice_kib, 512, "store client: TCP slice size in KiB (ClientOptions)");
+ABSL_FLAG(int, store_tcp_slice_kib,
+          static_cast<int>(mooncake::client::ClientOptions{}.tcp_slice_bytes >> 10),
+          "store client: TCP slice size in KiB (ClientOptions)");
 ABSL_FLAG(std::string, store_evictions_metric, "mooncake_master_evictions_total",
           "the store's /metrics counter of evicted objects");
 ABSL_FLAG(std::string, log_dir, "", "where server logs go; default a new directory in /tmp");

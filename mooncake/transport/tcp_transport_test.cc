@@ -253,13 +253,18 @@ TEST(TcpTransportTest, ResponseWithAnotherTagIsDataLoss) {
   }
 }
 
+// Options with `lanes` lanes and 64 KiB slices (many frames per request).
+TcpTransport::Options SmallSlices(size_t lanes) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = lanes;
+  o.slice_bytes = 64 << 10;
+  return o;
+}
+
 // A pair of transports on loopback, one segment of `bytes` filled with a
 // pattern on the owner.
 struct Loopback {
-  explicit Loopback(size_t bytes, size_t lanes = 1) : mem(bytes) {
-    TcpTransport::Options o;
-    o.lanes_per_peer = lanes;
-    o.slice_bytes = 64 << 10;
+  explicit Loopback(size_t bytes, const TcpTransport::Options& o = SmallSlices(1)) : mem(bytes) {
     owner = std::move(*TcpTransport::Create(o));
     requester = std::move(*TcpTransport::Create(o));
     transport_testing_internal::FillPattern(mem.data(), mem.size(), 5);
@@ -308,23 +313,16 @@ TEST(TcpTransportTest, LateWaitAfterSubmitForWaitStillSucceeds) {
   TcpTransport::Options o;
   o.lanes_per_peer = 1;
   o.io_timeout = absl::Milliseconds(500);
-  auto owner = TcpTransport::Create(o);
-  auto requester = TcpTransport::Create(o);
-  ASSERT_TRUE(owner.ok() && requester.ok());
-  std::vector<std::byte> mem(64 << 20);
-  transport_testing_internal::FillPattern(mem.data(), mem.size(), 9);
-  auto seg = (*owner)->RegisterMemory(mem.data(), mem.size(), MemoryLocation::HostDram());
-  ASSERT_TRUE(seg.ok());
-  auto remote = (*requester)->OpenSegment((*owner)->LocalEndpoint(), seg->id);
-  ASSERT_TRUE(remote.ok());
-  std::vector<std::byte> dst(mem.size());
-  const TransferRequest r{OpCode::kRead, dst.data(), remote->handle, 0, dst.size()};
-  auto id = (*requester)->SubmitForWait({&r, 1});
+  Loopback lb(64 << 20, o);
+  std::vector<std::byte> dst(lb.mem.size());
+  const TransferRequest r{OpCode::kRead, dst.data(), lb.remote.handle, 0, dst.size()};
+  auto id = lb.requester->SubmitForWait({&r, 1});
   ASSERT_TRUE(id.ok());
   absl::SleepFor(absl::Milliseconds(1200));  // > 2 x io_timeout
-  auto res = (*requester)->Wait(*id, absl::Now() + absl::Seconds(10));
-  ASSERT_TRUE(res.ok() && res->ok()) << res.status() << " " << res->statuses[0];
-  EXPECT_EQ(std::memcmp(dst.data(), mem.data(), mem.size()), 0);
+  auto res = lb.requester->Wait(*id, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(res.ok()) << res.status();
+  ASSERT_TRUE(res->ok()) << res->statuses[0];
+  EXPECT_EQ(std::memcmp(dst.data(), lb.mem.data(), dst.size()), 0);
 }
 
 // The claimer's own inline send blocks (the owner is busy sending a large
@@ -335,24 +333,18 @@ TEST(TcpTransportTest, ClaimerBlockedInItsOwnSendDoesNotDeadlock) {
   o.lanes_per_peer = 1;
   o.io_timeout = absl::Seconds(2);
   o.lane_window_bytes = 256 << 20;
-  auto owner = TcpTransport::Create(o);
-  auto requester = TcpTransport::Create(o);
-  ASSERT_TRUE(owner.ok() && requester.ok());
-  std::vector<std::byte> mem(64 << 20);
-  auto seg = (*owner)->RegisterMemory(mem.data(), mem.size(), MemoryLocation::HostDram());
-  ASSERT_TRUE(seg.ok());
-  auto remote = (*requester)->OpenSegment((*owner)->LocalEndpoint(), seg->id);
-  ASSERT_TRUE(remote.ok());
-  std::vector<std::byte> big(mem.size()), small(64 << 10);
-  std::vector<TransferRequest> reqs = {{OpCode::kRead, big.data(), remote->handle, 0, big.size()}};
+  Loopback lb(64 << 20, o);
+  std::vector<std::byte> big(lb.mem.size()), small(64 << 10);
+  std::vector<TransferRequest> reqs = {
+      {OpCode::kRead, big.data(), lb.remote.handle, 0, big.size()}};
   for (int i = 0; i < 400; ++i) {
-    reqs.push_back({OpCode::kWrite, small.data(), remote->handle,
+    reqs.push_back({OpCode::kWrite, small.data(), lb.remote.handle,
                     static_cast<uint64_t>(i) * small.size(), small.size()});
   }
   const absl::Time start = absl::Now();
-  auto id = (*requester)->SubmitForWait(reqs);
+  auto id = lb.requester->SubmitForWait(reqs);
   ASSERT_TRUE(id.ok());
-  auto res = (*requester)->Wait(*id, absl::Now() + absl::Seconds(20));
+  auto res = lb.requester->Wait(*id, absl::Now() + absl::Seconds(20));
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_TRUE(res->ok()) << res->statuses[0];
   EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "no request should wait for io_timeout";
@@ -386,7 +378,7 @@ TEST(TcpTransportTest, CallerReceivingAStreamKeepsItsDeadline) {
 // Many threads SubmitForWait on one lane at once: whoever receives settles
 // the others' slices too, and every byte lands where it belongs.
 TEST(TcpTransportTest, ConcurrentCallersShareTheReceive) {
-  Loopback lb(8 << 20, /*lanes=*/2);
+  Loopback lb(8 << 20, SmallSlices(2));
   constexpr int kThreads = 6;
   std::vector<std::thread> threads;
   std::atomic<int> bad{0};

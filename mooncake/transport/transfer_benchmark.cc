@@ -58,10 +58,7 @@ bool g_caller_receives = true;
 
 template <typename T>
 absl::StatusOr<BatchId> SubmitThenWait(T& t, std::span<const TransferRequest> reqs) {
-  if constexpr (requires { t.SubmitForWait(reqs); }) {
-    if (g_caller_receives) return t.SubmitForWait(reqs);
-  }
-  return t.Submit(reqs);
+  return g_caller_receives ? SubmitForWaitOrSubmit(t, reqs) : t.Submit(reqs);
 }
 
 double Median(std::vector<double> v) {

@@ -198,6 +198,18 @@ concept Transport = requires(T& t, const T& ct, void* addr, uint64_t length,
   { t.Cancel(batch) } -> std::same_as<absl::StatusOr<BatchResult>>;
 };
 
+// Submit for a caller that Waits for the batch next: the model's
+// SubmitForWait where it has one (TcpTransport receives on the waiting
+// thread), else Submit.
+template <Transport T>
+absl::StatusOr<BatchId> SubmitForWaitOrSubmit(T& t, std::span<const TransferRequest> requests) {
+  if constexpr (requires { t.SubmitForWait(requests); }) {
+    return t.SubmitForWait(requests);
+  } else {
+    return t.Submit(requests);
+  }
+}
+
 }  // namespace mooncake::transport
 
 #endif  // MOONCAKE_TRANSPORT_TRANSPORT_H_

@@ -35,9 +35,10 @@ struct StoreOptions {
   bool use_shm = false;        // else TCP only (use_local is always off: another process)
   bool cache_enabled = true;   // the client's metadata cache (its default)
   size_t max_value_bytes = size_t{16} << 20;  // get buffer per batch slot
-  size_t tcp_lanes_per_peer = 2;              // ClientOptions
-  uint32_t tcp_slice_bytes = 512 << 10;
-  uint64_t tcp_spread_min_bytes = 2 << 20;
+  // The client's TCP settings; defaults are the client's own.
+  size_t tcp_lanes_per_peer = client::ClientOptions{}.tcp_lanes_per_peer;
+  uint32_t tcp_slice_bytes = client::ClientOptions{}.tcp_slice_bytes;
+  uint64_t tcp_spread_min_bytes = client::ClientOptions{}.tcp_spread_min_bytes;
   int64_t timeout_ms = 10'000;
 };
 

@@ -70,11 +70,7 @@ class AnyTransportOf final : public AnyTransport {
   }
   absl::StatusOr<transport::BatchId> SubmitForWait(
       std::span<const transport::TransferRequest> requests) override {
-    if constexpr (requires { t_->SubmitForWait(requests); }) {
-      return t_->SubmitForWait(requests);
-    } else {
-      return t_->Submit(requests);
-    }
+    return transport::SubmitForWaitOrSubmit(*t_, requests);
   }
   absl::StatusOr<transport::BatchProgress> Poll(transport::BatchId batch) override {
     return t_->Poll(batch);

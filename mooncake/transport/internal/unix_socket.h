@@ -127,31 +127,6 @@ inline absl::Status SendAll(int fd, const void* buf, size_t len, std::string_vie
   return absl::OkStatus();
 }
 
-// Reads exactly `len` bytes before `deadline` (socket timeouts set to a short
-// tick make each recv return in time to check it).
-inline absl::Status RecvAllBy(int fd, void* buf, size_t len, absl::Time deadline,
-                              std::string_view what) {
-  char* p = static_cast<char*>(buf);
-  while (len > 0) {
-    const ssize_t n = ::recv(fd, p, len, MSG_WAITALL);
-    if (n > 0) {
-      p += n;
-      len -= static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0) {
-      return absl::UnavailableError(absl::StrCat(AbslView(what), ": peer closed the connection"));
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoStatus(what, errno);
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(AbslView(what), ": peer stalled past the I/O deadline"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Receives p[*got, len) from a socket with timeouts set, advancing *got:
 // true once full; false once `give_up` has passed (checked after every
 // receive, each of which blocks one socket tick at most), with what arrived
@@ -179,6 +154,16 @@ inline absl::StatusOr<bool> RecvSomeBy(int fd, char* p, size_t len, size_t* got,
     if (now >= give_up) return false;
   }
   return true;
+}
+
+// Reads exactly `len` bytes before `deadline` (socket timeouts set to a short
+// tick make each recv return in time to check it).
+inline absl::Status RecvAllBy(int fd, void* buf, size_t len, absl::Time deadline,
+                              std::string_view what) {
+  size_t got = 0;
+  absl::StatusOr<bool> full =
+      RecvSomeBy(fd, static_cast<char*>(buf), len, &got, deadline, absl::InfiniteFuture(), what);
+  return full.ok() ? absl::OkStatus() : full.status();  // never false: no give-up time
 }
 
 // Writes every byte of `iov` (modified in place) before `deadline`.

@@ -147,6 +147,14 @@ class Master {
   absl::StatusOr<proto::PutStartResponse> PutStart(const proto::PutStartRequest& r) {
     return master_internal::PutStart(s_, r);
   }
+  // PutStart for a thread that must not stall (an RPC I/O thread): evicts at
+  // most options().inline_put_evictions objects. A put that needs more returns
+  // nullopt, having left no trace but those evictions: call PutStart for it
+  // on a thread that may take longer.
+  std::optional<absl::StatusOr<proto::PutStartResponse>> TryPutStartInline(
+      const proto::PutStartRequest& r) {
+    return master_internal::PutStartWithin(s_, r, s_.options.inline_put_evictions);
+  }
   absl::StatusOr<proto::PutEndResponse> PutEnd(const proto::PutEndRequest& r) {
     return master_internal::PutEnd(s_, r);
   }

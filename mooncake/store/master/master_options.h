@@ -47,6 +47,10 @@ struct MasterOptions {
   double low_watermark = 0.85;
   uint32_t put_eviction_rounds = 4;  // evict-and-retry rounds before RESOURCE_EXHAUSTED
   uint64_t max_evictions_per_round = 4096;
+  // PutStart on an RPC I/O thread (TryPutStartInline) evicts at most this many
+  // objects; a put that needs more moves to the handler pool. 0: every put
+  // that must evict moves.
+  uint64_t inline_put_evictions = 64;
 
   // Tenants. The default tenant (requests with tenant "") always exists with
   // default_tenant_capacity_bytes; other names must be configured here or by

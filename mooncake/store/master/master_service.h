@@ -12,8 +12,11 @@
 // Execution modes: the metadata-only calls (reads, leases, PutEnd/Revoke,
 // heartbeats, segment lookups) are short and never block, so by default they run inline on
 // the server's I/O thread (no thread hand-off: what makes >= 100K calls/s on
-// two cores possible); PutStart (may evict), MountSegment and UnmountSegment
-// (may walk every object) run on the worker pool.
+// two cores possible). So does PutStart while it evicts at most
+// MasterOptions::inline_put_evictions objects (the steady state of a full
+// cache: a put evicts about its own size); one that must evict more moves to
+// the worker pool (ExecutionMode::kInlineFirst). MountSegment and
+// UnmountSegment (may walk every object) run on the worker pool.
 //
 // Thread-safety: Register before the registry serves; StartTicker/Stop from
 // the owning thread. Handlers run concurrently (Master is thread-safe).
@@ -69,7 +72,26 @@ class MasterService {
     MOONCAKE_BIND_(MountSegment, slow)
     MOONCAKE_BIND_(UnmountSegment, slow)
     MOONCAKE_BIND_(Heartbeat, fast)
-    MOONCAKE_BIND_(PutStart, slow)
+    if (options_.inline_metadata_calls) {
+      // On the I/O thread unless it must evict more than inline_put_evictions
+      // objects; then again on the pool.
+      if (absl::Status s = registry->Register<rpc::PutStartMethod>(
+              [m](const rpc::PutStartMethod::Request& r, const rpc::ServerCallContext& ctx)
+                  -> absl::StatusOr<rpc::PutStartMethod::Response> {
+                if (!ctx.on_io_thread) return m->PutStart(r);
+                auto done = m->TryPutStartInline(r);
+                if (!done.has_value()) {
+                  return rpc::DeferToWorker("PutStart must evict more than inline_put_evictions");
+                }
+                return *std::move(done);
+              },
+              {.mode = rpc::ExecutionMode::kInlineFirst});
+          !s.ok()) {
+        return s;
+      }
+    } else {
+      MOONCAKE_BIND_(PutStart, slow)
+    }
     MOONCAKE_BIND_(PutEnd, fast)
     MOONCAKE_BIND_(PutRevoke, fast)
     MOONCAKE_BIND_(GetReplicas, fast)

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/metrics.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/inproc_channel.h"
 #include "mooncake/store/rpc/master_methods.h"
@@ -188,6 +189,58 @@ TEST(MasterServiceTest, ConcurrentClientsOverTcp) {
   service.StopTicker();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(master->Stats().objects, 400);
+}
+
+// PutStart runs on the I/O thread while it evicts little; one that must evict
+// more than inline_put_evictions objects moves to the pool and still succeeds.
+TEST(MasterServiceTest, PutStartThatMustEvictMuchMovesToThePool) {
+  FakeClock clock(1'000'000'000);
+  MasterOptions o;
+  o.inline_put_evictions = 1;
+  auto master = *Master<>::Create(o, &clock);
+  MasterService<Master<>> service(master.get(), {});
+  MetricsRegistry metrics;
+  rpc::ServiceRegistry registry(&metrics);
+  ASSERT_TRUE(service.Register(&registry).ok());
+  rpc::RpcServer server(&registry, {.host = "127.0.0.1", .port = 0});
+  ASSERT_TRUE(server.Start().ok());
+  auto ch = *rpc::TcpChannel::Connect(server.address());
+  proto::MountSegmentRequest mount;
+  mount.mutable_segment()->set_worker_id("w");
+  mount.mutable_segment()->set_name("s");
+  mount.mutable_segment()->set_size_bytes(8 * 4096);
+  ASSERT_TRUE(rpc::Call<rpc::MountSegmentMethod>(*ch, mount).ok());
+  auto put = [&](const std::string& key, uint64_t size) -> absl::Status {
+    proto::PutStartRequest start;
+    start.set_key(key);
+    start.set_size_bytes(size);
+    auto s = rpc::Call<rpc::PutStartMethod>(*ch, start);
+    if (!s.ok()) return s.status();
+    proto::PutEndRequest end;
+    end.set_key(key);
+    end.set_put_id(s->put_id());
+    return rpc::Call<rpc::PutEndMethod>(*ch, end).status();
+  };
+  auto deferred = [&] {
+    const std::string m = metrics.RenderPrometheus();
+    const std::string name = "\nmooncake_rpc_server_deferred_total ";
+    const size_t at = m.find(name);
+    return at == std::string::npos ? -1 : std::stoi(m.substr(at + name.size()));
+  };
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(put("k" + std::to_string(i), 4096).ok());
+  EXPECT_EQ(deferred(), 0);
+  ASSERT_TRUE(put("one", 4096).ok());  // evicts one object: inline
+  EXPECT_EQ(deferred(), 0);
+  const absl::Status big = put("four", 4 * 4096);  // four: on the pool
+  ASSERT_TRUE(big.ok()) << big;
+  EXPECT_EQ(deferred(), 1);
+  proto::ExistsRequest e;
+  e.set_key("four");
+  EXPECT_TRUE(master->Exists(e)->exists());
+  // The inline try's eviction stays done; the charge is counted once.
+  const uint64_t objects = master->Stats().objects;
+  EXPECT_LE(objects, 5u);
+  EXPECT_EQ(master->TenantUsage("")->used_bytes, (objects - 1) * 4096 + 4 * 4096);
 }
 
 TEST(MasterServiceTest, TickerTicks) {

@@ -197,6 +197,60 @@ TEST(MasterTest, PrefixReadRefreshesTheChainForEviction) {
   EXPECT_FALSE(m->Exists(e)->exists());
 }
 
+// TryPutStartInline evicts within inline_put_evictions; a put that needs more
+// comes back untouched (key free, charge released) for PutStart to finish.
+TEST(MasterTest, InlinePutStartDefersWhenItMustEvictMore) {
+  FakeClock clock;
+  MasterOptions o;
+  o.inline_put_evictions = 2;
+  auto m = *Master<>::Create(o, &clock);
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", 8 * 4096)).ok());
+  auto put = [&](const std::string& key, uint64_t size) {
+    auto s = m->PutStart(PutReq(key, size));
+    return s.ok() && m->PutEnd(EndReq(key, s->put_id())).ok();
+  };
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(put("k" + std::to_string(i), 4096));
+  const uint64_t used = m->TenantUsage("")->used_bytes;
+  ASSERT_EQ(used, 8u * 4096);
+
+  // Two victims make room: done inline.
+  auto small = m->TryPutStartInline(PutReq("two", 2 * 4096));
+  ASSERT_TRUE(small.has_value());
+  ASSERT_TRUE(small->ok()) << small->status();
+  ASSERT_TRUE(m->PutEnd(EndReq("two", (*small)->put_id())).ok());
+
+  // Four would be needed: nothing placed, the key and its charge are free.
+  auto big = m->TryPutStartInline(PutReq("four", 4 * 4096));
+  EXPECT_FALSE(big.has_value());
+  EXPECT_EQ(m->TenantUsage("")->used_bytes, 6u * 4096) << "two objects went; no charge kept";
+  proto::ExistsRequest e;
+  e.set_key("four");
+  EXPECT_FALSE(m->Exists(e)->exists());
+  // Where it may take longer, the same put goes through.
+  auto again = m->PutStart(PutReq("four", 4 * 4096));
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(m->PutEnd(EndReq("four", again->put_id())).ok());
+  EXPECT_TRUE(m->Exists(e)->exists());
+  // A put that cannot be placed at all keeps no charge either (it used to).
+  const uint64_t before = m->TenantUsage("")->used_bytes;
+  EXPECT_FALSE(m->PutStart(PutReq("huge", 64 * 4096)).ok());
+  EXPECT_EQ(m->TenantUsage("")->used_bytes, before);
+
+  // A budget of 0 defers every put that must evict, and only those.
+  o.inline_put_evictions = 0;
+  auto strict = *Master<>::Create(o, &clock);
+  ASSERT_TRUE(strict->MountSegment(MountReq("w1", "s", 2 * 4096)).ok());
+  auto first = strict->TryPutStartInline(PutReq("a", 4096));
+  ASSERT_TRUE(first.has_value() && first->ok());
+  ASSERT_TRUE(strict->PutEnd(EndReq("a", (*first)->put_id())).ok());
+  auto second = strict->TryPutStartInline(PutReq("b", 2 * 4096));
+  EXPECT_FALSE(second.has_value());
+  // Errors that need no eviction come back inline.
+  auto taken = strict->TryPutStartInline(PutReq("a", 4096));
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(taken->status().code(), absl::StatusCode::kAlreadyExists);
+}
+
 TEST(MasterTest, MetricsReportObjectsUsageAndFragmentation) {
   FakeClock clock;
   MetricsRegistry registry;

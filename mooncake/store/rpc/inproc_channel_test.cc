@@ -34,6 +34,25 @@ TEST(InProcessChannelTest, FirstCallFreezesTheRegistry) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+TEST(InProcessChannelTest, InlineFirstHandlersRunWhereTheyMayBlock) {
+  ServiceRegistry registry;
+  ASSERT_TRUE(registry
+                  .Register<EchoInlineMethod>(
+                      [](const echo::EchoRequest& req,
+                         const ServerCallContext& ctx) -> absl::StatusOr<echo::EchoResponse> {
+                        if (ctx.on_io_thread) return DeferToWorker("not on a caller's thread");
+                        echo::EchoResponse resp;
+                        resp.set_payload(req.payload());
+                        return resp;
+                      },
+                      {.mode = ExecutionMode::kInlineFirst})
+                  .ok());
+  InProcessChannel channel(&registry);
+  auto r = Call<EchoInlineMethod>(channel, MakeEcho("ran"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->payload(), "ran");
+}
+
 TEST(InProcessChannelTest, RecordsClientMetrics) {
   ServiceRegistry registry;
   ASSERT_TRUE(RegisterEcho(&registry).ok());

@@ -17,7 +17,12 @@
 // calls to other services); kInline on the I/O thread that read the request,
 // which saves two thread hand-offs per call but stalls every connection of that
 // thread while it runs: use it only for short non-blocking handlers (a
-// metadata lookup). InProcessChannel runs every handler on the caller's thread.
+// metadata lookup). kInlineFirst runs on the I/O thread too, with
+// ctx.on_io_thread set; a handler that finds it would have to block or run
+// long (PutStart that must evict much) returns DeferToWorker() and runs
+// again, from the start, on the pool, where on_io_thread is false. So it must
+// leave no trace when it defers. InProcessChannel runs every handler on the
+// caller's thread (on_io_thread false: it may block).
 //
 // Per-method metrics (internal/method_metrics.h) are recorded in Invoke, with
 // prefix "mooncake_rpc_server".
@@ -41,6 +46,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
@@ -52,7 +58,7 @@
 
 namespace mooncake::rpc {
 
-enum class ExecutionMode : uint8_t { kWorker, kInline };
+enum class ExecutionMode : uint8_t { kWorker, kInline, kInlineFirst };
 
 struct HandlerOptions {
   ExecutionMode mode = ExecutionMode::kWorker;
@@ -64,7 +70,27 @@ struct ServerCallContext {
   int64_t received_ns = 0;  // MonotonicClock time the request was read
   int64_t deadline_ns = 0;  // MonotonicClock time the caller gives up; 0 = none sent
   std::string_view peer;    // "ip:port" of the caller; "inproc" in-process
+  // Set while a kInlineFirst handler runs on a server I/O thread: it must not
+  // block there, and may return DeferToWorker() instead.
+  bool on_io_thread = false;
 };
+
+// What a kInlineFirst handler returns on the I/O thread to be run again on
+// the handler pool. Never reaches a caller: the server recognises it
+// (IsDeferToWorker) and queues the call; returned anywhere else (off the I/O
+// thread, or by another mode) it is an INTERNAL error like any other.
+inline constexpr std::string_view kDeferToWorkerPayload = "type.mooncake/rpc.DeferToWorker";
+
+inline absl::Status DeferToWorker(std::string_view why) {
+  absl::Status s = absl::InternalError(
+      absl::StrCat("handler deferred to the worker pool outside an I/O thread: ", AbslView(why)));
+  s.SetPayload(AbslView(kDeferToWorkerPayload), absl::Cord("1"));
+  return s;
+}
+
+inline bool IsDeferToWorker(const absl::Status& s) {
+  return !s.ok() && s.GetPayload(AbslView(kDeferToWorkerPayload)).has_value();
+}
 
 // A registered method, type-erased.
 struct Handler {
@@ -162,12 +188,15 @@ class ServiceRegistry {
     return it == handlers_.end() ? nullptr : it->second.get();
   }
 
-  // Runs `handler` and records its metrics (latency from ctx.received_ns).
+  // Runs `handler` and records its metrics (latency from ctx.received_ns). A
+  // deferral (IsDeferToWorker, only with ctx.on_io_thread) records nothing:
+  // the call is recorded once, where it finally runs.
   absl::Status Invoke(const Handler& handler, std::string_view request,
                       const ServerCallContext& ctx, std::string* response) const {
     MC_DASSERT(ctx.method_id == handler.method_id, "context names another method");
     absl::Status s = handler.run(request, ctx, response);
     if (!s.ok()) response->clear();
+    if (ctx.on_io_thread && IsDeferToWorker(s)) return s;
     const int64_t now = MonotonicClock::Get().NowNs();
     handler.metrics->Record(
         s.code(), static_cast<uint64_t>(now > ctx.received_ns ? now - ctx.received_ns : 0));

@@ -10,8 +10,9 @@
 // Threads: `io_threads` event loops (epoll, level-triggered); loop 0 also
 // accepts and deals new connections round-robin. A loop reads what a socket
 // has, decodes every complete frame and either runs the handler inline
-// (ExecutionMode::kInline) or hands it to the `worker_threads` pool through a
-// bounded queue of `worker_queue_capacity` calls. Responses of one read are
+// (ExecutionMode::kInline, and kInlineFirst unless it defers) or hands it to
+// the `worker_threads` pool through a bounded queue of
+// `worker_queue_capacity` calls. Responses of one read are
 // written together (pipelined requests cost one send).
 //
 // Bounds and failure behaviour:
@@ -30,7 +31,8 @@
 //     unsent, the server stops reading that peer's requests until it catches
 //     up (memory per connection stays bounded).
 // Metrics: per method (service.h), plus mooncake_rpc_server_connections
-// (gauge), _protocol_errors_total, _overloaded_total and _read_pauses_total.
+// (gauge), _protocol_errors_total, _overloaded_total, _read_pauses_total and
+// _deferred_total (kInlineFirst calls moved to the pool, service.h).
 //
 // Thread-safety: Start, Stop and the destructor from one owning thread;
 // address()/port() from any thread after Start. Stop drops queued calls (their
@@ -137,6 +139,7 @@ struct ServerShared {
   Counter* protocol_errors = nullptr;
   Counter* overloaded = nullptr;
   Counter* read_pauses = nullptr;
+  Counter* deferred = nullptr;
 };
 
 }  // namespace mooncake::rpc_internal
@@ -388,15 +391,20 @@ inline void IoLoop::HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, 
   resp.kind = rpc::FrameKind::kResponse;
   resp.method_id = h.method_id;
   resp.request_id = h.request_id;
-  if (handler->options.mode == rpc::ExecutionMode::kInline) {
+  if (handler->options.mode != rpc::ExecutionMode::kWorker) {
     std::string out;
+    ctx.on_io_thread = handler->options.mode == rpc::ExecutionMode::kInlineFirst;
     const absl::Status s = registry.Invoke(*handler, frame.payload, ctx, &out);
-    if (s.ok()) {
-      conn->SendResponse(resp, out);
-    } else {
-      conn->SendError(h, s);
+    if (!ctx.on_io_thread || !rpc::IsDeferToWorker(s)) {
+      if (s.ok()) {
+        conn->SendResponse(resp, out);
+      } else {
+        conn->SendError(h, s);
+      }
+      return;
     }
-    return;
+    shared_->deferred->Increment();
+    ctx.on_io_thread = false;
   }
   const bool queued = shared_->workers->TrySubmit(
       [conn, handler, &registry, ctx, resp, payload = std::string(frame.payload)]() mutable {
@@ -502,9 +510,13 @@ inline absl::Status RpcServer::Start() {
   if (!proto.ok()) return proto.status();
   auto pauses = m->GetCounter("mooncake_rpc_server_read_pauses_total",
                               "Times a connection's reads paused: max_output_bytes unsent.");
+  auto deferred = m->GetCounter("mooncake_rpc_server_deferred_total",
+                                "kInlineFirst calls the I/O thread handed to the handler pool.");
   if (!over.ok()) return over.status();
   if (!pauses.ok()) return pauses.status();
+  if (!deferred.ok()) return deferred.status();
   shared_.read_pauses = *pauses;
+  shared_.deferred = *deferred;
   shared_.connections_gauge = *gauge;
   shared_.protocol_errors = *proto;
   shared_.overloaded = *over;

@@ -242,6 +242,94 @@ TEST_F(TcpServerTest, PipelinedRequestsInOneWriteAllAnswered) {
   for (uint64_t id = 1; id <= kN; ++id) EXPECT_EQ(seen[id], 1) << id;
 }
 
+// Echo messages served in kInlineFirst mode (and, to test misuse, kInline):
+// the reply says where the handler ran; payload "defer" asks to move.
+struct EchoFirstMethod {
+  static constexpr uint16_t kId = 3;
+  static constexpr std::string_view kName = "EchoFirst";
+  using Request = echo::EchoRequest;
+  using Response = echo::EchoResponse;
+};
+struct EchoDeferInlineMethod {
+  static constexpr uint16_t kId = 4;
+  static constexpr std::string_view kName = "EchoDeferInline";
+  using Request = echo::EchoRequest;
+  using Response = echo::EchoResponse;
+};
+
+absl::StatusOr<echo::EchoResponse> WhereItRan(const echo::EchoRequest& req,
+                                              const ServerCallContext& ctx) {
+  if (ctx.on_io_thread && req.payload() == "defer") return DeferToWorker("the test asked");
+  echo::EchoResponse resp;
+  resp.set_payload(req.payload() + (ctx.on_io_thread ? "@io" : "@pool"));
+  return resp;
+}
+
+TEST_F(TcpServerTest, InlineFirstRunsOnTheIoThreadUnlessItDefers) {
+  ASSERT_TRUE(registry_
+                  .Register<EchoFirstMethod>(WhereItRan, {.mode = ExecutionMode::kInlineFirst})
+                  .ok());
+  Start({.worker_threads = 1});
+  auto channel = TcpChannel::Connect(server_->address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto stay = Call<EchoFirstMethod>(**channel, MakeEcho("stay"));
+  ASSERT_TRUE(stay.ok()) << stay.status();
+  EXPECT_EQ(stay->payload(), "stay@io");
+  auto moved = Call<EchoFirstMethod>(**channel, MakeEcho("defer"));
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  EXPECT_EQ(moved->payload(), "defer@pool");
+  const std::string m = Metrics();
+  EXPECT_NE(m.find("mooncake_rpc_server_deferred_total 1"), std::string::npos) << m;
+  // Each call is recorded once, where it finally ran.
+  EXPECT_NE(m.find("mooncake_rpc_server_calls_total{method=\"EchoFirst\"} 2"), std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("mooncake_rpc_server_errors_total{code=\"INTERNAL\""), std::string::npos) << m;
+}
+
+TEST_F(TcpServerTest, DeferredCallOnAFullQueueIsOverloaded) {
+  ASSERT_TRUE(registry_
+                  .Register<EchoFirstMethod>(WhereItRan, {.mode = ExecutionMode::kInlineFirst})
+                  .ok());
+  Start({.worker_threads = 1, .worker_queue_capacity = 1});
+  RawConn conn(server_->address());
+  // One echo runs and one waits; the deferral finds the queue full.
+  ASSERT_TRUE(conn.Send(EchoFrame(1, MakeEcho("hold", 300))));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the pool's thread took it
+  ASSERT_TRUE(conn.Send(EchoFrame(2, MakeEcho("wait")) +
+                        EchoFrame(3, MakeEcho("defer"), EchoFirstMethod::kId)));
+  bool saw_overloaded = false;
+  for (int i = 0; i < 3; ++i) {
+    auto f = conn.Read();
+    ASSERT_TRUE(f.has_value());
+    if (f->header.request_id == 3) {
+      saw_overloaded = f->header.code == absl::StatusCode::kUnavailable;
+      EXPECT_NE(f->payload.find("overloaded"), std::string::npos) << f->payload;
+    }
+  }
+  EXPECT_TRUE(saw_overloaded);
+  ExpectHealthy();
+}
+
+TEST_F(TcpServerTest, DeferralOutsideInlineFirstIsAnInternalError) {
+  // A kInline handler (on_io_thread is false there) that defers anyway: the
+  // caller gets the INTERNAL error, nothing is queued or retried.
+  ASSERT_TRUE(registry_
+                  .Register<EchoDeferInlineMethod>(
+                      [](const echo::EchoRequest&) -> absl::StatusOr<echo::EchoResponse> {
+                        return DeferToWorker("misused");
+                      },
+                      {.mode = ExecutionMode::kInline})
+                  .ok());
+  Start();
+  auto channel = TcpChannel::Connect(server_->address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto r = Call<EchoDeferInlineMethod>(**channel, MakeEcho("x"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal) << r.status();
+  EXPECT_NE(r.status().message().find("misused"), std::string::npos) << r.status();
+  EXPECT_NE(Metrics().find("mooncake_rpc_server_deferred_total 0"), std::string::npos);
+}
+
 TEST_F(TcpServerTest, FullWorkerQueueRepliesOverloaded) {
   Start({.worker_threads = 1, .worker_queue_capacity = 2});
   RawConn conn(server_->address());

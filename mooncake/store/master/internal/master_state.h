@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -272,11 +273,14 @@ struct MasterState {
   // objects first, soft-pinned ones only when those are not enough. Never
   // touches leased, hard-pinned or pending objects.
   // `only_worker` non-empty: only objects with a replica on that worker go
-  // (room for a load into that worker's DRAM).
+  // (room for a load into that worker's DRAM). At most `max_victims` objects
+  // go (and max_evictions_per_round per pass).
   master::EvictionResult Evict(uint64_t target_bytes, int64_t now,
-                               std::string_view only_worker = {}) {
+                               std::string_view only_worker = {},
+                               uint64_t max_victims = std::numeric_limits<uint64_t>::max()) {
     master::EvictionResult total;
-    for (int pass = 0; pass < 2 && total.freed_bytes < target_bytes; ++pass) {
+    for (int pass = 0; pass < 2 && total.freed_bytes < target_bytes && total.victims < max_victims;
+         ++pass) {
       const bool soft = pass == 1;
       auto can_evict = [&](const std::string& key) {
         return table.With(key, [&](ObjectTable::Shard& s) {
@@ -288,7 +292,9 @@ struct MasterState {
         return EvictOne(key, now, soft, only_worker);
       };
       const master::EvictionResult got = evictor.EvictUntil(
-          target_bytes - total.freed_bytes, options.max_evictions_per_round, can_evict, remove);
+          target_bytes - total.freed_bytes,
+          std::min(options.max_evictions_per_round, max_victims - total.victims), can_evict,
+          remove);
       total.freed_bytes += got.freed_bytes;
       total.victims += got.victims;
     }

@@ -30,16 +30,25 @@ namespace mooncake::master_internal {
 
 namespace proto = ::mooncake::store::proto;
 
+// How a PlaceWithEviction that did not place ended short of an error.
+struct PlaceOutcome {
+  bool tier_busy = false;     // enough offloads in flight: the client comes back
+  bool over_budget = false;   // would evict more than max_victims objects
+};
+
 // Places replicas, evicting and retrying when space (not workers) is short.
 // Offloads to SSD free DRAM only once the tier acknowledges: while enough are
-// in flight it sets *tier_busy and fails instead of evicting more, and the
+// in flight it sets tier_busy and fails instead of evicting more, and the
 // caller asks the client to come back (no handler thread waits for a tier).
+// Evicts at most `max_victims` objects; one more would be needed: it sets
+// over_budget and fails (what it evicted stays free).
 template <typename A, typename P>
 absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
                                                        const master::PlacementRequest& req,
-                                                       bool* tier_busy) {
+                                                       uint64_t max_victims, PlaceOutcome* out) {
   const uint64_t need = req.size_bytes * req.replica_count;
-  *tier_busy = false;
+  *out = {};
+  uint64_t victims = 0;
   for (uint32_t round = 0;;) {
     bool shortfall = false;
     absl::StatusOr<std::vector<Replica>> placed =
@@ -47,14 +56,19 @@ absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
     if (placed.ok() || !shortfall) return placed;
     const uint64_t offloading = s.offloading_bytes.load(std::memory_order_relaxed);
     if (offloading >= need) {
-      *tier_busy = true;
+      out->tier_busy = true;
       return placed;
     }
     if (round >= s.options.put_eviction_rounds) return placed;
+    if (victims >= max_victims) {
+      out->over_budget = true;
+      return placed;
+    }
     const int64_t now = s.Now();
     const uint64_t swept = s.SweepDeferred(now);
     const uint64_t want = (need << std::min<uint32_t>(round, 16)) - offloading;
-    const master::EvictionResult got = s.Evict(want, now);
+    const master::EvictionResult got = s.Evict(want, now, {}, max_victims - victims);
+    victims += got.victims;
     ++round;
     if (got.freed_bytes == 0 && swept == 0 &&
         s.offloading_bytes.load(std::memory_order_relaxed) == 0) {
@@ -120,9 +134,13 @@ void AbandonPut(MasterState<A, P>& s, const std::string& key, uint64_t put_id, i
   if (r.has_value()) s.FinishRetired(*r, key, /*erase_from_evictor=*/false);
 }
 
+// PutStart evicting at most `max_victims` objects. Past that it returns
+// nullopt having changed nothing but the evictions (the key is free again, the
+// charge released), for the caller to run PutStart again where it may take
+// longer (an RPC handler thread instead of an I/O thread).
 template <typename A, typename P>
-absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
-                                                 const proto::PutStartRequest& req) {
+std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
+    MasterState<A, P>& s, const proto::PutStartRequest& req, uint64_t max_victims) {
   RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
   RETURN_IF_ERROR(master::ValidateObjectSize(req.size_bytes(), s.options.max_object_bytes));
   const proto::PutOptions& po = req.options();
@@ -143,7 +161,9 @@ absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
     s.metrics.puts_failed->Increment();
     return st;
   }
-  // The entry carries the charge from here on: whoever retires it releases it.
+  // Once placed, the entry carries the charge (ChargeBytes: size x replicas):
+  // whoever retires it releases it. Until then it carries none, so a put that
+  // fails before its replicas are set releases the charge here.
   s.put_deadlines.Push(now + s.options.put_timeout_ms * kNsPerMs, put_id, req.key());
   const master::PlacementRequest preq{.size_bytes = req.size_bytes(),
                                       .replica_count = replicas,
@@ -151,11 +171,13 @@ absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
                                       .preferred_segment_id = po.preferred_segment_id(),
                                       .client_host_id = req.client_host_id(),
                                       .seed = put_id};
-  bool tier_busy = false;
-  absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq, &tier_busy);
+  PlaceOutcome outcome;
+  absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq, max_victims, &outcome);
   if (!placed.ok()) {
     AbandonPut(s, req.key(), put_id, 0);
-    if (tier_busy) {
+    s.ReleaseCharge(tenant, pin, charge);
+    if (outcome.over_budget) return std::nullopt;
+    if (outcome.tier_busy) {
       proto::PutStartResponse retry;
       retry.set_retry(true);
       return retry;
@@ -173,6 +195,7 @@ absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
   });
   if (!ours) {
     s.FreeReplicas(*placed);
+    s.ReleaseCharge(tenant, pin, charge);
     s.metrics.puts_failed->Increment();
     return absl::DeadlineExceededError(
         absl::StrCat("put ", put_id, " timed out while its space was being placed; start again"));
@@ -181,6 +204,12 @@ absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
   resp.set_put_timeout_ms(static_cast<uint64_t>(s.options.put_timeout_ms));
   s.metrics.puts_started->Increment();
   return resp;
+}
+
+template <typename A, typename P>
+absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
+                                                 const proto::PutStartRequest& req) {
+  return *PutStartWithin(s, req, std::numeric_limits<uint64_t>::max());
 }
 
 // What PutEnd decided under the shard lock.

@@ -266,9 +266,8 @@ absl::StatusOr<echo::EchoResponse> WhereItRan(const echo::EchoRequest& req,
 }
 
 TEST_F(TcpServerTest, InlineFirstRunsOnTheIoThreadUnlessItDefers) {
-  ASSERT_TRUE(registry_
-                  .Register<EchoFirstMethod>(WhereItRan, {.mode = ExecutionMode::kInlineFirst})
-                  .ok());
+  ASSERT_TRUE(
+      registry_.Register<EchoFirstMethod>(WhereItRan, {.mode = ExecutionMode::kInlineFirst}).ok());
   Start({.worker_threads = 1});
   auto channel = TcpChannel::Connect(server_->address());
   ASSERT_TRUE(channel.ok()) << channel.status();
@@ -287,9 +286,8 @@ TEST_F(TcpServerTest, InlineFirstRunsOnTheIoThreadUnlessItDefers) {
 }
 
 TEST_F(TcpServerTest, DeferredCallOnAFullQueueIsOverloaded) {
-  ASSERT_TRUE(registry_
-                  .Register<EchoFirstMethod>(WhereItRan, {.mode = ExecutionMode::kInlineFirst})
-                  .ok());
+  ASSERT_TRUE(
+      registry_.Register<EchoFirstMethod>(WhereItRan, {.mode = ExecutionMode::kInlineFirst}).ok());
   Start({.worker_threads = 1, .worker_queue_capacity = 1});
   RawConn conn(server_->address());
   // One echo runs and one waits; the deferral finds the queue full.

@@ -291,10 +291,10 @@ struct MasterState {
       auto remove = [&](const std::string& key) -> std::optional<uint64_t> {
         return EvictOne(key, now, soft, only_worker);
       };
-      const master::EvictionResult got = evictor.EvictUntil(
-          target_bytes - total.freed_bytes,
-          std::min(options.max_evictions_per_round, max_victims - total.victims), can_evict,
-          remove);
+      const master::EvictionResult got =
+          evictor.EvictUntil(target_bytes - total.freed_bytes,
+                             std::min(options.max_evictions_per_round, max_victims - total.victims),
+                             can_evict, remove);
       total.freed_bytes += got.freed_bytes;
       total.victims += got.victims;
     }

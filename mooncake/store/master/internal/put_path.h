@@ -32,8 +32,8 @@ namespace proto = ::mooncake::store::proto;
 
 // How a PlaceWithEviction that did not place ended short of an error.
 struct PlaceOutcome {
-  bool tier_busy = false;     // enough offloads in flight: the client comes back
-  bool over_budget = false;   // would evict more than max_victims objects
+  bool tier_busy = false;    // enough offloads in flight: the client comes back
+  bool over_budget = false;  // would evict more than max_victims objects
 };
 
 // Places replicas, evicting and retrying when space (not workers) is short.

@@ -87,10 +87,23 @@ absl::StatusOr<typename M::Response> Call(C& channel, const typename M::Request&
     absl::Mutex mu;
     std::optional<absl::StatusOr<typename M::Response>> result ABSL_GUARDED_BY(mu);
   } waiter;
-  CallAsync<M>(channel, request, options, [&waiter](absl::StatusOr<typename M::Response> r) {
-    absl::MutexLock lock(&waiter.mu);
-    waiter.result.emplace(std::move(r));
-  });
+  auto issue = [&] {
+    CallAsync<M>(channel, request, options, [&waiter](absl::StatusOr<typename M::Response> r) {
+      absl::MutexLock lock(&waiter.mu);
+      waiter.result.emplace(std::move(r));
+    });
+  };
+  if constexpr (requires { typename C::CallerReceive; }) {
+    // Receive the response on this thread when nobody else reads (TcpChannel).
+    typename C::CallerReceive receive(channel);
+    issue();
+    receive.Until([&waiter] {
+      absl::MutexLock lock(&waiter.mu);
+      return waiter.result.has_value();
+    });
+  } else {
+    issue();
+  }
   // Channels run `done` by the deadline (channel.h), so this wait is bounded.
   absl::MutexLock lock(&waiter.mu);
   waiter.mu.Await(absl::Condition(

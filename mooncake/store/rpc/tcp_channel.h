@@ -12,8 +12,10 @@
 //
 // Deadlines: each call's deadline travels in its frame (so the server skips
 // calls that expired in its queue) and is enforced here by the connection's
-// I/O thread: DEADLINE_EXCEEDED at the deadline, and a response that comes
-// later is dropped (late_responses()).
+// I/O thread (or the caller receiving for itself): DEADLINE_EXCEEDED at the
+// deadline, and a response that comes later is dropped (late_responses();
+// counted when the connection next reads: an idle one reads only for a peer
+// that closes).
 //
 // Connection loss (EOF, reset, a malformed frame, a connection error from the
 // server) fails every pending call with UNAVAILABLE at once. The next call
@@ -27,8 +29,9 @@
 // completion), on `options.metrics` or a private registry.
 //
 // Thread-safety: CallRaw and the accessors from any thread. Callbacks run on
-// the I/O thread (or the calling thread for immediate failures) and must not
-// block or destroy the channel. The destructor fails pending calls with
+// the I/O thread, on the calling thread for immediate failures, or on a
+// thread receiving for its own calls (CallerReceive, which rpc::Call uses),
+// and must not block or destroy the channel. The destructor fails pending calls with
 // CANCELLED and returns after every callback has run.
 #ifndef MOONCAKE_STORE_RPC_TCP_CHANNEL_H_
 #define MOONCAKE_STORE_RPC_TCP_CHANNEL_H_
@@ -133,6 +136,44 @@ class TcpChannel {
     std::shared_ptr<rpc_internal::ClientConnection> conn_;
   };
 
+  // Caller-runs receive, for a thread that will wait for the calls it makes
+  // while this lives (rpc::Call, a client's batch of calls): when no other
+  // thread is reading the connection, the caller receives the responses
+  // itself in Until, so a blocking call wakes only the caller (not the
+  // connection's I/O thread and then the caller). Completions of other calls
+  // on the connection may run in Until too. Otherwise (another caller or the
+  // I/O thread reads, not connected) Until returns at once and the calls
+  // complete as usual.
+  //
+  //   TcpChannel::CallerReceive receive(channel);
+  //   rpc::CallAsync<M>(channel, req, {}, [&](auto r) { ... set done ... });
+  //   receive.Until([&] { return done; });   // then wait for done as before
+  class CallerReceive {
+   public:
+    explicit CallerReceive(TcpChannel& channel) {
+      {
+        absl::MutexLock lock(&channel.mu_);
+        conn_ = channel.conn_;
+      }
+      if (conn_ != nullptr && !conn_->TryTakeReader()) conn_.reset();
+    }
+    CallerReceive(const CallerReceive&) = delete;
+    CallerReceive& operator=(const CallerReceive&) = delete;
+    ~CallerReceive() {
+      if (conn_ != nullptr) conn_->ReleaseReader();
+    }
+
+    // Receives until done() (called with none of the channel's locks held),
+    // until nothing is pending on the connection, or until it breaks.
+    template <typename Done>
+    void Until(Done&& done) {
+      if (conn_ != nullptr) conn_->ReceiveUntil(std::forward<Done>(done));
+    }
+
+   private:
+    std::shared_ptr<rpc_internal::ClientConnection> conn_;
+  };
+
   uint32_t max_payload_bytes() const { return options_.max_payload_bytes; }
   const std::string& address() const { return address_; }
   MetricsRegistry* metrics() const { return metrics_.registry(); }
@@ -152,6 +193,11 @@ class TcpChannel {
   uint64_t send_calls() const {
     absl::MutexLock lock(&mu_);
     return conn_ == nullptr ? 0 : conn_->send_calls();
+  }
+  // Wake-ups of the current connection's I/O thread (see CallerReceive).
+  uint64_t io_wakeups() const {
+    absl::MutexLock lock(&mu_);
+    return conn_ == nullptr ? 0 : conn_->io_wakeups();
   }
   bool connected() const {
     absl::MutexLock lock(&mu_);

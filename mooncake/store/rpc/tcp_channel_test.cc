@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "mooncake/store/rpc/call.h"
@@ -110,11 +111,116 @@ TEST_F(TcpChannelTest, DeadlineFiresWhileTheHandlerSleepsAndTheLateResponseIsDro
   auto r = Call<EchoMethod>(*channel, MakeEcho("slow", 300), {.timeout_ns = 20'000'000});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_NE(r.status().message().find("Echo"), std::string_view::npos) << r.status();
-  for (int i = 0; i < 300 && channel->late_responses() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // An idle connection does not read: the late response is found (and
+  // dropped) by the next call's read, ahead of that call's own response.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(channel->late_responses(), 0u);
+  auto fine = Call<EchoMethod>(*channel, MakeEcho("fine"));
+  ASSERT_TRUE(fine.ok()) << fine.status();
+  EXPECT_EQ(fine->payload(), "fine");
   EXPECT_EQ(channel->late_responses(), 1u);
-  EXPECT_TRUE(Call<EchoMethod>(*channel, MakeEcho("fine")).ok());
+}
+
+// Caller-runs receive: a blocking Call on a connection nobody else reads
+// receives its own response; the I/O thread stays asleep.
+TEST_F(TcpChannelTest, BlockingCallsLeaveTheIoThreadAsleep) {
+  StartServer();
+  auto channel = Connect();
+  ASSERT_TRUE(Call<EchoInlineMethod>(*channel, MakeEcho("warm")).ok());
+  const uint64_t before = channel->io_wakeups();
+  constexpr int kCalls = 200;
+  for (int i = 0; i < kCalls; ++i) {
+    const std::string p = "call-" + std::to_string(i);
+    auto r = Call<EchoInlineMethod>(*channel, MakeEcho(p));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->payload(), p);
+  }
+  // Without caller-runs receive each call wakes the thread twice (the call's
+  // deadline, then its response).
+  EXPECT_LT(channel->io_wakeups() - before, static_cast<uint64_t>(kCalls / 10));
+}
+
+// Blocking callers on several threads share a connection with a stream of
+// asynchronous calls: whoever reads completes everyone's calls, each exactly
+// once and with its own response; deadlines still fire.
+TEST_F(TcpChannelTest, CallerReceiversAndAsyncCallsShareAConnection) {
+  StartServer({.worker_threads = 2});
+  auto channel = Connect();
+  std::atomic<int> wrong{0};
+  std::atomic<int> async_done{0};
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 300;
+  constexpr int kAsync = 1000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        const std::string p = absl::StrCat("t", t, "-", i);
+        auto r = (i % 2 == 0) ? Call<EchoInlineMethod>(*channel, MakeEcho(p))
+                              : Call<EchoMethod>(*channel, MakeEcho(p));
+        if (!r.ok() || r->payload() != p) wrong.fetch_add(1);
+        if (i % 50 == 0) {  // now and then one that expires while we read
+          auto late = Call<EchoMethod>(*channel, MakeEcho("slow", 30), {.timeout_ns = 5'000'000});
+          if (late.status().code() != absl::StatusCode::kDeadlineExceeded) wrong.fetch_add(1);
+        }
+      }
+    });
+  }
+  threads.emplace_back([&] {
+    for (int i = 0; i < kAsync; ++i) {
+      const std::string p = "async-" + std::to_string(i);
+      CallAsync<EchoInlineMethod>(*channel, MakeEcho(p), {},
+                                  [&, p](absl::StatusOr<echo::EchoResponse> r) {
+                                    if (!r.ok() || r->payload() != p) wrong.fetch_add(1);
+                                    async_done.fetch_add(1);
+                                  });
+      if (i % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 1000 && async_done.load() < kAsync; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(async_done.load(), kAsync);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(channel->pending_calls(), 0u);
+}
+
+// An asynchronous call left pending when a receiving caller is done is
+// completed by the I/O thread, which the caller wakes as it leaves.
+TEST_F(TcpChannelTest, CallLeftPendingByAReceivingCallerIsCompletedByTheThread) {
+  StartServer({.worker_threads = 2});
+  auto channel = Connect();
+  Collector slow;
+  {
+    TcpChannel::CallerReceive receive(*channel);
+    CallAsync<EchoMethod>(*channel, MakeEcho("slow", 100), {},
+                          [&](absl::StatusOr<echo::EchoResponse> r) { slow.Add(r.status()); });
+    // Done at once: this caller stops reading, the slow call is still out.
+    receive.Until([] { return true; });
+  }
+  ASSERT_TRUE(slow.WaitFor(1, absl::Seconds(5)));
+  EXPECT_TRUE(slow.statuses[0].ok()) << slow.statuses[0];
+}
+
+// The server goes away while a caller reads for itself: the caller's call
+// and an asynchronous one both fail with UNAVAILABLE, and the channel
+// reconnects afterwards.
+TEST_F(TcpChannelTest, ServerGoneWhileTheCallerReads) {
+  StartServer({.worker_threads = 2});
+  auto channel = Connect();
+  Collector other;
+  CallAsync<EchoMethod>(*channel, MakeEcho("other", 500), {},
+                        [&](absl::StatusOr<echo::EchoResponse> r) { other.Add(r.status()); });
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server_->Stop();
+  });
+  auto r = Call<EchoMethod>(*channel, MakeEcho("mine", 500));
+  killer.join();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable) << r.status();
+  ASSERT_TRUE(other.WaitFor(1, absl::Seconds(5)));
+  EXPECT_EQ(other.statuses[0].code(), absl::StatusCode::kUnavailable) << other.statuses[0];
 }
 
 TEST_F(TcpChannelTest, ShortDeadlinesAmongLongOnesFireInOrder) {

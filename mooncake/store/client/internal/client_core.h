@@ -185,7 +185,21 @@ class ClientCore {
                           });
       }
     };
-    if constexpr (requires { typename C::Batch; }) {
+    if constexpr (requires {
+                    typename C::Batch;
+                    typename C::CallerReceive;
+                  }) {
+      // This thread receives the answers when nobody else reads (TcpChannel).
+      typename C::CallerReceive receive(*channel_);
+      {
+        typename C::Batch batch(*channel_);  // one send for the lot
+        issue();
+      }
+      receive.Until([&state] {
+        absl::MutexLock lock(&state.mu);
+        return state.left == 0;
+      });
+    } else if constexpr (requires { typename C::Batch; }) {
       typename C::Batch batch(*channel_);  // one send for the lot
       issue();
     } else {

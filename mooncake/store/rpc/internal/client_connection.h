@@ -14,6 +14,16 @@
 // Exactly once: a call is completed only by whoever erases it from pending_
 // under mu_ (response, deadline, break, destruction), outside the lock.
 //
+// Caller-runs receive: a thread that is about to wait for its own calls may
+// take the reader role (TryTakeReader) and receive on its own thread
+// (ReceiveUntil): it reads the socket, completes calls (its own and any
+// other) and expires deadlines, as the I/O thread would. One reader at a time
+// touches the decoder. While a caller reads, the I/O thread polls the socket
+// only for POLLRDHUP (a closing peer), which data does not wake, so a
+// blocking call costs the caller's own wake-up and nothing else; a call
+// registered meanwhile does not wake the I/O thread either. A reader leaving
+// with calls still pending wakes the I/O thread to take over.
+//
 // Invariants: every pending call has a heap entry with its deadline (the heap
 // may also hold stale entries of finished calls; it is rebuilt when stale
 // entries outnumber live ones); broken_ => pending_ is empty.
@@ -105,7 +115,8 @@ class ClientConnection {
         pending_.emplace(id, Pending{std::move(done), method_name, deadline_ns, start_ns, m});
         heap_.push({deadline_ns, id});
         if (heap_.size() > 2 * pending_.size() + 1024) RebuildHeapLocked();
-        wake = deadline_ns < sleeping_until_ns_;
+        // A reading caller keeps the deadlines; it wakes the thread as it leaves.
+        wake = deadline_ns < sleeping_until_ns_ && reader_ != Reader::kCaller;
       }
     }
     if (!refuse.ok()) {
@@ -151,6 +162,56 @@ class ClientConnection {
     if (wake) wake_.Notify();
   }
 
+  // Caller-runs receive (see the header comment). True when the calling
+  // thread now holds the reader role: it must call ReleaseReader, and may
+  // call ReceiveUntil in between. False while another thread reads or once
+  // the connection is broken.
+  bool TryTakeReader() {
+    absl::MutexLock lock(&mu_);
+    if (broken_ || reader_ != Reader::kNone) return false;
+    reader_ = Reader::kCaller;
+    return true;
+  }
+
+  // Receives and completes calls until done() (called without any lock of
+  // ours held), until nothing is pending, or until the connection breaks.
+  // Completions of any call on this connection may run here. REQUIRES: the
+  // reader role, taken by TryTakeReader on this thread.
+  template <typename Done>
+  void ReceiveUntil(Done&& done) {
+    while (!done()) {
+      int timeout_ms = -1;
+      {
+        absl::MutexLock lock(&mu_);
+        MC_DASSERT(reader_ == Reader::kCaller, "ReceiveUntil without the reader role");
+        if (broken_ || pending_.empty()) return;
+        const int64_t now_ns = MonotonicClock::Get().NowNs();
+        timeout_ms = static_cast<int>(
+            std::clamp<int64_t>((heap_.top().first - now_ns + 999999) / 1000000, 0, 60000));
+      }
+      pollfd p{fd_.get(), POLLIN, 0};
+      const int rc = ::poll(&p, 1, timeout_ms);
+      if (rc < 0 && errno != EINTR) {
+        BreakWith(ErrnoStatus(errno, "poll"));
+        return;
+      }
+      if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && !ReadResponses()) return;
+      ExpireDeadlines(MonotonicClock::Get().NowNs());
+    }
+  }
+
+  // Gives the reader role back; wakes the I/O thread when calls are left.
+  void ReleaseReader() {
+    bool wake = false;
+    {
+      absl::MutexLock lock(&mu_);
+      MC_DASSERT(reader_ == Reader::kCaller, "ReleaseReader without the reader role");
+      reader_ = Reader::kNone;
+      wake = !pending_.empty() && !broken_;
+    }
+    if (wake) wake_.Notify();
+  }
+
   bool broken() const {
     absl::MutexLock lock(&mu_);
     return broken_;
@@ -161,6 +222,9 @@ class ClientConnection {
   uint64_t late_responses() const { return late_responses_.load(std::memory_order_relaxed); }
   // send() system calls made so far (requests share them when batched).
   uint64_t send_calls() const { return send_calls_.load(std::memory_order_relaxed); }
+  // Times the I/O thread returned from poll (callers that receive for
+  // themselves leave it asleep).
+  uint64_t io_wakeups() const { return io_wakeups_.load(std::memory_order_relaxed); }
   size_t pending() const {
     absl::MutexLock lock(&mu_);
     return pending_.size();
@@ -226,33 +290,72 @@ class ClientConnection {
   void Run() {
     while (!stop_.load(std::memory_order_acquire)) {
       int timeout_ms = -1;
+      bool read = false;
       const int64_t now_ns = MonotonicClock::Get().NowNs();
       {
         absl::MutexLock lock(&mu_);
         if (broken_) break;
-        sleeping_until_ns_ =
-            heap_.empty() ? std::numeric_limits<int64_t>::max() : heap_.top().first;
-        if (!heap_.empty()) {
+        // Idle, or a caller reads: only a closing peer wakes us (POLLRDHUP),
+        // not data. The reading caller keeps the deadlines. (Idle with stale
+        // heap entries must sleep "forever" too: a call registered now then
+        // wakes us, which is what makes us read for it.)
+        read = !pending_.empty() && reader_ == Reader::kNone;
+        sleeping_until_ns_ = pending_.empty() || reader_ == Reader::kCaller
+                                 ? std::numeric_limits<int64_t>::max()
+                                 : heap_.top().first;
+        if (sleeping_until_ns_ != std::numeric_limits<int64_t>::max()) {
           timeout_ms = static_cast<int>(
-              std::clamp<int64_t>((heap_.top().first - now_ns + 999999) / 1000000, 0, 60000));
+              std::clamp<int64_t>((sleeping_until_ns_ - now_ns + 999999) / 1000000, 0, 60000));
         }
       }
-      pollfd fds[2] = {{fd_.get(), POLLIN, 0}, {wake_.fd(), POLLIN, 0}};
+      pollfd fds[2] = {{fd_.get(), static_cast<short>(read ? POLLIN : POLLRDHUP), 0},
+                       {wake_.fd(), POLLIN, 0}};
       if (want_out_.load(std::memory_order_relaxed)) fds[0].events |= POLLOUT;
       const int rc = ::poll(fds, 2, timeout_ms);
+      io_wakeups_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
       if (rc < 0 && errno != EINTR) {
         BreakWith(ErrnoStatus(errno, "poll"));
         break;
       }
       if (fds[1].revents & POLLIN) wake_.Drain();
       SetBusy(true);
-      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-        if (!ReadResponses()) break;
+      bool caller_reads = false;
+      if (fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) {
+        if (TakeReaderForThread()) {
+          const bool ok = ReadResponses();
+          ReleaseThreadReader();
+          if (!ok) break;
+        } else {
+          caller_reads = true;
+        }
       }
       ExpireDeadlines(MonotonicClock::Get().NowNs());
       SetBusy(false);  // and sends what the completions above queued
+      if (caller_reads) {
+        // A caller reads and sees the same; wait for it to leave rather than
+        // spin on a level-triggered hang-up (or on data polled just before
+        // the caller took the role).
+        absl::MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](ClientConnection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                                   return c->reader_ != Reader::kCaller || c->broken_;
+                                 },
+                                 this),
+                             absl::Milliseconds(10));
+      }
     }
     exited_.store(true, std::memory_order_release);
+  }
+
+  bool TakeReaderForThread() {
+    absl::MutexLock lock(&mu_);
+    if (reader_ != Reader::kNone) return false;
+    reader_ = Reader::kThread;
+    return true;
+  }
+  void ReleaseThreadReader() {
+    absl::MutexLock lock(&mu_);
+    reader_ = Reader::kNone;
   }
 
   // I/O thread: while busy, callers leave their frames for the flush that
@@ -264,12 +367,13 @@ class ClientConnection {
     if (!busy && (corked_ == 0 || want_out_.load(std::memory_order_relaxed))) FlushLocked();
   }
 
-  // Returns false once the connection is broken.
+  // The reader role's holder only. Returns false once the connection is
+  // broken.
   bool ReadResponses() {
     constexpr size_t kReadChunk = 64 << 10;
     for (int i = 0; i < 16; ++i) {
       std::span<uint8_t> dst = decoder_.WritableSpan(std::max(kReadChunk, decoder_.MissingBytes()));
-      const ssize_t r = ::recv(fd_.get(), dst.data(), dst.size(), 0);
+      const ssize_t r = ::recv(fd_.get(), dst.data(), dst.size(), MSG_DONTWAIT);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
       if (r == 0) {
@@ -377,8 +481,8 @@ class ClientConnection {
   const std::string address_;
   const ClientConnectionLimits limits_;
   MetricsTable* const metrics_;
-  rpc::FrameDecoder decoder_;  // I/O thread only
-  absl::Status server_error_;  // I/O thread only
+  rpc::FrameDecoder decoder_;  // the reader role's holder only
+  absl::Status server_error_;  // the reader role's holder only
   UniqueFd fd_;                // closed only by the destructor, after the join
   EventFd wake_;
   std::atomic<uint64_t> next_id_{1};
@@ -386,6 +490,7 @@ class ClientConnection {
   std::atomic<bool> exited_{false};
   std::atomic<uint64_t> late_responses_{0};
   std::atomic<uint64_t> send_calls_{0};
+  std::atomic<uint64_t> io_wakeups_{0};
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
@@ -394,6 +499,8 @@ class ClientConnection {
   int64_t sleeping_until_ns_ ABSL_GUARDED_BY(mu_) = 0;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status broken_status_ ABSL_GUARDED_BY(mu_);
+  enum class Reader : uint8_t { kNone, kThread, kCaller };
+  Reader reader_ ABSL_GUARDED_BY(mu_) = Reader::kNone;  // who may read the socket
 
   absl::Mutex out_mu_;
   std::string out_ ABSL_GUARDED_BY(out_mu_);

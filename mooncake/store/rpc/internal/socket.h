@@ -50,6 +50,8 @@ class UniqueFd {
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd;
   }
+  // Gives up ownership without closing.
+  [[nodiscard]] int Release() { return std::exchange(fd_, -1); }
 
  private:
   int fd_ = -1;

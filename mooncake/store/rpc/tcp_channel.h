@@ -37,10 +37,13 @@
 #define MOONCAKE_STORE_RPC_TCP_CHANNEL_H_
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -89,6 +92,23 @@ class TcpChannel {
   TcpChannel(const TcpChannel&) = delete;
   TcpChannel& operator=(const TcpChannel&) = delete;
   ~TcpChannel() {
+    std::vector<ConnPtr> conns;
+    {
+      absl::MutexLock lock(&mu_);
+      conns = retired_;
+      if (conn_ != nullptr) conns.push_back(conn_);
+    }
+    const absl::Status closed =
+        absl::CancelledError(absl::StrCat("channel to ", address_, " closed"));
+    for (const ConnPtr& c : conns) c->Break(closed);
+    // A caller receiving for itself (CallerReceive) holds its connection and
+    // may be completing calls (into metrics_): the break wakes it, and it lets
+    // go once it is out. Then nothing but this channel holds a connection.
+    for (const ConnPtr& c : conns) {
+      while (c.use_count() > 2) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);  // their last writes are seen
+    conns.clear();
     absl::MutexLock lock(&mu_);
     conn_.reset();
     retired_.clear();

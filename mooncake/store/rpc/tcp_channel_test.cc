@@ -223,6 +223,53 @@ TEST_F(TcpChannelTest, ServerGoneWhileTheCallerReads) {
   EXPECT_EQ(other.statuses[0].code(), absl::StatusCode::kUnavailable) << other.statuses[0];
 }
 
+// A call from another thread with an earlier deadline than the reading
+// caller's poll: it still expires on time (the I/O thread is woken for it).
+TEST_F(TcpChannelTest, ShortCallRegisteredWhileACallerReadsMeetsItsDeadline) {
+  StartServer({.worker_threads = 4});
+  auto channel = Connect();
+  ASSERT_TRUE(Call<EchoInlineMethod>(*channel, MakeEcho("warm")).ok());
+  std::thread reader([&] {
+    // Takes the reader role and polls with a ~5 s timeout.
+    auto r = Call<EchoMethod>(*channel, MakeEcho("long", 1500), {.timeout_ns = 5'000'000'000});
+    EXPECT_TRUE(r.ok()) << r.status();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = Call<EchoMethod>(*channel, MakeEcho("short", 1000), {.timeout_ns = 50'000'000});
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_LT(ms, 500) << "a 50 ms call completed after " << ms << " ms";
+  reader.join();
+}
+
+// ~TcpChannel cancels every pending call and returns after every callback
+// ran (file comment), also while a thread receives for itself.
+TEST_F(TcpChannelTest, DestroyingTheChannelWhileACallerReadsCancelsItsCall) {
+  StartServer({.worker_threads = 2});
+  auto channel = Connect();
+  std::atomic<bool> returned{false};
+  absl::Status got;
+  TcpChannel* raw = channel.get();
+  std::thread caller([&] {
+    auto r = Call<EchoMethod>(*raw, MakeEcho("slow", 500));
+    got = r.status();
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto t0 = std::chrono::steady_clock::now();
+  channel.reset();
+  const bool returned_at_reset = returned.load();
+  caller.join();
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  EXPECT_EQ(got.code(), absl::StatusCode::kCancelled) << got << " after " << ms << " ms";
+  EXPECT_TRUE(returned_at_reset || ms < 100) << ms;
+}
+
 TEST_F(TcpChannelTest, ShortDeadlinesAmongLongOnesFireInOrder) {
   StartServer({.worker_threads = 4});
   auto channel = Connect();

@@ -115,8 +115,11 @@ class ClientConnection {
         pending_.emplace(id, Pending{std::move(done), method_name, deadline_ns, start_ns, m});
         heap_.push({deadline_ns, id});
         if (heap_.size() > 2 * pending_.size() + 1024) RebuildHeapLocked();
-        // A reading caller keeps the deadlines; it wakes the thread as it leaves.
-        wake = deadline_ns < sleeping_until_ns_ && reader_ != Reader::kCaller;
+        // The I/O thread must wake for this deadline unless a reading caller
+        // wakes by then anyway: one about to (re)compute its poll timeout
+        // (kReaderRecomputes), or one asleep until reader_until_ns_.
+        wake = deadline_ns < sleeping_until_ns_ &&
+               (reader_ != Reader::kCaller || deadline_ns < reader_until_ns_);
       }
     }
     if (!refuse.ok()) {
@@ -170,6 +173,7 @@ class ClientConnection {
     absl::MutexLock lock(&mu_);
     if (broken_ || reader_ != Reader::kNone) return false;
     reader_ = Reader::kCaller;
+    reader_until_ns_ = kReaderRecomputes;
     return true;
   }
 
@@ -186,8 +190,11 @@ class ClientConnection {
         MC_DASSERT(reader_ == Reader::kCaller, "ReceiveUntil without the reader role");
         if (broken_ || pending_.empty()) return;
         const int64_t now_ns = MonotonicClock::Get().NowNs();
-        timeout_ms = static_cast<int>(
-            std::clamp<int64_t>((heap_.top().first - now_ns + 999999) / 1000000, 0, 60000));
+        const int64_t wait_ns = std::clamp<int64_t>(heap_.top().first - now_ns, 0, kMaxPollNs);
+        timeout_ms = static_cast<int>((wait_ns + 999999) / 1000000);
+        // A call registered from now on with an earlier deadline wakes the
+        // I/O thread to keep it (Call).
+        reader_until_ns_ = now_ns + wait_ns;
       }
       pollfd p{fd_.get(), POLLIN, 0};
       const int rc = ::poll(&p, 1, timeout_ms);
@@ -199,6 +206,10 @@ class ClientConnection {
       ExpireDeadlines(MonotonicClock::Get().NowNs());
     }
   }
+
+  // Fails every pending call with `status` and shuts the socket (a reading
+  // caller's poll returns at once). The connection stays broken.
+  void Break(const absl::Status& status) { BreakWith(status); }
 
   // Gives the reader role back; wakes the I/O thread when calls are left.
   void ReleaseReader() {
@@ -296,13 +307,13 @@ class ClientConnection {
         absl::MutexLock lock(&mu_);
         if (broken_) break;
         // Idle, or a caller reads: only a closing peer wakes us (POLLRDHUP),
-        // not data. The reading caller keeps the deadlines. (Idle with stale
-        // heap entries must sleep "forever" too: a call registered now then
-        // wakes us, which is what makes us read for it.)
+        // not data. Deadlines are kept here too (a reading caller keeps those
+        // due before it wakes; see Call). Idle with stale heap entries must
+        // sleep "forever": a call registered now then wakes us, which is what
+        // makes us read for it.
         read = !pending_.empty() && reader_ == Reader::kNone;
-        sleeping_until_ns_ = pending_.empty() || reader_ == Reader::kCaller
-                                 ? std::numeric_limits<int64_t>::max()
-                                 : heap_.top().first;
+        sleeping_until_ns_ =
+            pending_.empty() ? std::numeric_limits<int64_t>::max() : heap_.top().first;
         if (sleeping_until_ns_ != std::numeric_limits<int64_t>::max()) {
           timeout_ms = static_cast<int>(
               std::clamp<int64_t>((sleeping_until_ns_ - now_ns + 999999) / 1000000, 0, 60000));
@@ -319,22 +330,24 @@ class ClientConnection {
       }
       if (fds[1].revents & POLLIN) wake_.Drain();
       SetBusy(true);
-      bool caller_reads = false;
+      bool caller_sees_hangup = false;
       if (fds[0].revents & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) {
         if (TakeReaderForThread()) {
           const bool ok = ReadResponses();
           ReleaseThreadReader();
           if (!ok) break;
         } else {
-          caller_reads = true;
+          // Data polled just before a caller took the role: the next poll
+          // leaves it to the caller. A hang-up stays reported, though.
+          caller_sees_hangup = (fds[0].revents & (POLLHUP | POLLERR | POLLRDHUP)) != 0;
         }
       }
       ExpireDeadlines(MonotonicClock::Get().NowNs());
       SetBusy(false);  // and sends what the completions above queued
-      if (caller_reads) {
-        // A caller reads and sees the same; wait for it to leave rather than
-        // spin on a level-triggered hang-up (or on data polled just before
-        // the caller took the role).
+      if (caller_sees_hangup) {
+        // The reading caller sees the same and breaks the connection; wait
+        // for that (or for it to leave) rather than spin on a level-triggered
+        // hang-up.
         absl::MutexLock lock(&mu_);
         mu_.AwaitWithTimeout(absl::Condition(
                                  +[](ClientConnection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
@@ -501,6 +514,12 @@ class ClientConnection {
   absl::Status broken_status_ ABSL_GUARDED_BY(mu_);
   enum class Reader : uint8_t { kNone, kThread, kCaller };
   Reader reader_ ABSL_GUARDED_BY(mu_) = Reader::kNone;  // who may read the socket
+  // While a caller reads: when its poll returns at the latest, or
+  // kReaderRecomputes before it first computes that (it will see every call
+  // registered until then: no deadline needs the I/O thread).
+  static constexpr int64_t kReaderRecomputes = std::numeric_limits<int64_t>::min();
+  static constexpr int64_t kMaxPollNs = 60'000'000'000;
+  int64_t reader_until_ns_ ABSL_GUARDED_BY(mu_) = 0;
 
   absl::Mutex out_mu_;
   std::string out_ ABSL_GUARDED_BY(out_mu_);

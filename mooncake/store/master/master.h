@@ -148,12 +148,13 @@ class Master {
     return master_internal::PutStart(s_, r);
   }
   // PutStart for a thread that must not stall (an RPC I/O thread): evicts at
-  // most options().inline_put_evictions objects. A put that needs more returns
+  // most options().inline_put_evictions objects, and sweeps deferred frees
+  // only while at most 1024 are parked. A put that needs more returns
   // nullopt, having left no trace but those evictions: call PutStart for it
   // on a thread that may take longer.
   std::optional<absl::StatusOr<proto::PutStartResponse>> TryPutStartInline(
       const proto::PutStartRequest& r) {
-    return master_internal::PutStartWithin(s_, r, s_.options.inline_put_evictions);
+    return master_internal::PutStartWithin(s_, r, master_internal::InlineBudget(s_.options));
   }
   absl::StatusOr<proto::PutEndResponse> PutEnd(const proto::PutEndRequest& r) {
     return master_internal::PutEnd(s_, r);

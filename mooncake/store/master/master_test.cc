@@ -251,6 +251,39 @@ TEST(MasterTest, InlinePutStartDefersWhenItMustEvictMore) {
   EXPECT_EQ(taken->status().code(), absl::StatusCode::kAlreadyExists);
 }
 
+// An inline PutStart does not sweep a long list of deferred frees (read
+// leases on removed objects); it moves to the pool instead, where the sweep
+// runs and frees what is due.
+TEST(MasterTest, InlinePutStartDefersRatherThanSweepManyDeferredFrees) {
+  FakeClock clock;
+  MasterOptions o;
+  o.default_lease_ms = 1000;
+  auto m = *Master<>::Create(o, &clock);
+  constexpr int kObjects = 1100;  // more than the inline sweep bound (1024)
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", kObjects * 4096)).ok());
+  for (int i = 0; i < kObjects; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    auto s = m->PutStart(PutReq(key, 4096));
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE(m->PutEnd(EndReq(key, s->put_id())).ok());
+    ASSERT_TRUE(m->GetReplicas(GetReq(key)).ok());  // leased, then removed: deferred
+    proto::RemoveRequest rm;
+    rm.set_key(key);
+    ASSERT_TRUE(m->Remove(rm).ok());
+  }
+  ASSERT_EQ(m->Stats().deferred_frees, static_cast<size_t>(kObjects));
+  clock.AdvanceMs(2000);  // every lease has run out: all due
+  EXPECT_FALSE(m->TryPutStartInline(PutReq("new", 4096)).has_value());
+  auto done = m->PutStart(PutReq("new", 4096));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(m->Stats().deferred_frees, 0u);
+  // With nothing parked the inline path places (and sweeps) again.
+  ASSERT_TRUE(m->PutEnd(EndReq("new", done->put_id())).ok());
+  auto next = m->TryPutStartInline(PutReq("next", 4096));
+  ASSERT_TRUE(next.has_value());
+  EXPECT_TRUE(next->ok()) << next->status();
+}
+
 TEST(MasterTest, MetricsReportObjectsUsageAndFragmentation) {
   FakeClock clock;
   MetricsRegistry registry;

@@ -97,7 +97,10 @@ struct MasterState {
   std::atomic<int64_t> object_bytes{0};
   std::atomic<int64_t> pending_puts{0};
   std::atomic<uint64_t> offloading_bytes{0};  // DRAM bytes an OFFLOAD in flight will free
-  std::atomic<int64_t> ssd_objects{0};        // objects whose SSD copy is kStored
+  // Entries of every shard's `deferred` (a hint read without the shard locks;
+  // exact once they are all released).
+  std::atomic<uint64_t> deferred_entries{0};
+  std::atomic<int64_t> ssd_objects{0};  // objects whose SSD copy is kStored
 
   int64_t Now() const { return clock->NowNs(); }
 
@@ -165,9 +168,12 @@ struct MasterState {
     }
     if (!m.replicas.empty() && (m.Leased(now) || hold_until_ns > now)) {
       const uint64_t id = m.committed() ? m.version : m.put_id;
-      shard.deferred.emplace(
-          id, master::DeferredFree{it->first, std::move(m.replicas), m.lease_refs, m.lease_until_ns,
-                                   hold_until_ns});
+      const bool parked =
+          shard.deferred
+              .emplace(id, master::DeferredFree{it->first, std::move(m.replicas), m.lease_refs,
+                                                m.lease_until_ns, hold_until_ns})
+              .second;
+      if (parked) deferred_entries.fetch_add(1, std::memory_order_relaxed);
     } else {
       r.to_free = std::move(m.replicas);
     }
@@ -231,6 +237,7 @@ struct MasterState {
       if (d->second.Due(now)) {
         to_free = std::move(d->second.replicas);
         s.deferred.erase(d);
+        deferred_entries.fetch_sub(1, std::memory_order_relaxed);
       }
     });
     FreeReplicas(to_free);
@@ -241,7 +248,9 @@ struct MasterState {
   }
 
   // Frees every deferred space that is due; returns how many records went.
+  // O(shards + deferred entries); nothing when none is parked.
   uint64_t SweepDeferred(int64_t now) {
+    if (deferred_entries.load(std::memory_order_relaxed) == 0) return 0;
     std::vector<Replica> to_free;
     uint64_t n = 0;
     table.ForEach([&](ObjectTable::Shard& s) {
@@ -249,6 +258,7 @@ struct MasterState {
         if (it->second.Due(now)) {
           for (Replica& r : it->second.replicas) to_free.push_back(std::move(r));
           s.deferred.erase(it++);
+          deferred_entries.fetch_sub(1, std::memory_order_relaxed);
           ++n;
         } else {
           ++it;

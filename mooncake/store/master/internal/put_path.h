@@ -30,22 +30,37 @@ namespace mooncake::master_internal {
 
 namespace proto = ::mooncake::store::proto;
 
+// How much eviction work one PlaceWithEviction may do (PutStartWithin).
+struct EvictionBudget {
+  uint64_t max_victims = std::numeric_limits<uint64_t>::max();
+  // A sweep of deferred frees walks every parked entry: not while more wait.
+  uint64_t max_sweep_entries = std::numeric_limits<uint64_t>::max();
+};
+
+// The budget of a PutStart on an RPC I/O thread.
+inline EvictionBudget InlineBudget(const master::MasterOptions& o) {
+  return {.max_victims = o.inline_put_evictions, .max_sweep_entries = 1024};
+}
+
 // How a PlaceWithEviction that did not place ended short of an error.
 struct PlaceOutcome {
   bool tier_busy = false;    // enough offloads in flight: the client comes back
-  bool over_budget = false;  // would evict more than max_victims objects
+  bool over_budget = false;  // would need more work than its EvictionBudget
 };
 
 // Places replicas, evicting and retrying when space (not workers) is short.
 // Offloads to SSD free DRAM only once the tier acknowledges: while enough are
 // in flight it sets tier_busy and fails instead of evicting more, and the
 // caller asks the client to come back (no handler thread waits for a tier).
-// Evicts at most `max_victims` objects; one more would be needed: it sets
-// over_budget and fails (what it evicted stays free).
+// Stays within `budget`: when it would need more (another victim, or a sweep
+// of more parked entries) it sets over_budget and fails (what it evicted
+// stays free).
 template <typename A, typename P>
 absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
                                                        const master::PlacementRequest& req,
-                                                       uint64_t max_victims, PlaceOutcome* out) {
+                                                       const EvictionBudget& budget,
+                                                       PlaceOutcome* out) {
+  const uint64_t max_victims = budget.max_victims;
   const uint64_t need = req.size_bytes * req.replica_count;
   *out = {};
   uint64_t victims = 0;
@@ -60,7 +75,8 @@ absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
       return placed;
     }
     if (round >= s.options.put_eviction_rounds) return placed;
-    if (victims >= max_victims) {
+    if (victims >= max_victims ||
+        s.deferred_entries.load(std::memory_order_relaxed) > budget.max_sweep_entries) {
       out->over_budget = true;
       return placed;
     }
@@ -134,13 +150,13 @@ void AbandonPut(MasterState<A, P>& s, const std::string& key, uint64_t put_id, i
   if (r.has_value()) s.FinishRetired(*r, key, /*erase_from_evictor=*/false);
 }
 
-// PutStart evicting at most `max_victims` objects. Past that it returns
-// nullopt having changed nothing but the evictions (the key is free again, the
-// charge released), for the caller to run PutStart again where it may take
-// longer (an RPC handler thread instead of an I/O thread).
+// PutStart within `budget`. Past it, it returns nullopt having changed
+// nothing but the evictions (the key is free again, the charge released),
+// for the caller to run PutStart again where it may take longer (an RPC
+// handler thread instead of an I/O thread).
 template <typename A, typename P>
 std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
-    MasterState<A, P>& s, const proto::PutStartRequest& req, uint64_t max_victims) {
+    MasterState<A, P>& s, const proto::PutStartRequest& req, const EvictionBudget& budget) {
   RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
   RETURN_IF_ERROR(master::ValidateObjectSize(req.size_bytes(), s.options.max_object_bytes));
   const proto::PutOptions& po = req.options();
@@ -172,7 +188,7 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
                                       .client_host_id = req.client_host_id(),
                                       .seed = put_id};
   PlaceOutcome outcome;
-  absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq, max_victims, &outcome);
+  absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq, budget, &outcome);
   if (!placed.ok()) {
     AbandonPut(s, req.key(), put_id, 0);
     s.ReleaseCharge(tenant, pin, charge);
@@ -209,7 +225,7 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
 template <typename A, typename P>
 absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
                                                  const proto::PutStartRequest& req) {
-  return *PutStartWithin(s, req, std::numeric_limits<uint64_t>::max());
+  return *PutStartWithin(s, req, EvictionBudget{});
 }
 
 // What PutEnd decided under the shard lock.

@@ -267,7 +267,7 @@ TEST_F(TcpChannelTest, DestroyingTheChannelWhileACallerReadsCancelsItsCall) {
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0)
           .count();
   EXPECT_EQ(got.code(), absl::StatusCode::kCancelled) << got << " after " << ms << " ms";
-  EXPECT_TRUE(returned_at_reset || ms < 100) << ms;
+  EXPECT_TRUE(returned_at_reset || ms < 1000) << ms;  // no hang (CANCELLED is the real check)
 }
 
 TEST_F(TcpChannelTest, ShortDeadlinesAmongLongOnesFireInOrder) {

@@ -48,6 +48,16 @@ __attribute__((target("avx2"))) inline uint64_t Xxh3LongAvx2(const void* data, s
   _mm256_zeroupper();  // later SSE code would otherwise pay for the dirty upper halves
   return h;
 }
+
+// Streaming: xxHash's own update loop over the AVX2 kernels (what its
+// XXH3_64bits_update does with the baseline ones). The state stays
+// interchangeable with the baseline update and digest.
+__attribute__((target("avx2"))) inline void Xxh3UpdateAvx2(XXH3_state_t* state, const void* data,
+                                                           size_t len) {
+  (void)XXH3_update(state, static_cast<const xxh_u8*>(data), len, XXH3_accumulate_512_avx2,
+                    XXH3_scrambleAcc_avx2);
+  _mm256_zeroupper();
+}
 #endif
 
 }  // namespace hash_internal
@@ -61,6 +71,31 @@ inline uint64_t FastStableHash64(const void* data, size_t len) {
 #endif
   return StableHash64(data, len);
 }
+
+// FastStableHash64 in pieces: Digest() == StableHash64 of the concatenation
+// of every Update so far, however the bytes were split. For checksums over
+// data that arrives in parts (the SSD tier's record payloads).
+class FastStableHasher64 {
+ public:
+  FastStableHasher64() { Reset(); }
+
+  void Reset() { (void)XXH3_64bits_reset(&state_); }
+
+  void Update(const void* data, size_t len) {
+#if defined(MOONCAKE_BASE_XXH3_AVX2)
+    if (hash_internal::HasAvx2()) {
+      hash_internal::Xxh3UpdateAvx2(&state_, data, len);
+      return;
+    }
+#endif
+    (void)XXH3_64bits_update(&state_, data, len);
+  }
+
+  uint64_t Digest() const { return XXH3_64bits_digest(&state_); }
+
+ private:
+  XXH3_state_t state_;
+};
 
 // Whether FastStableHash64 uses the AVX2 kernels on this machine (tests, benchmarks).
 inline bool FastStableHash64UsesAvx2() {

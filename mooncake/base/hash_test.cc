@@ -1,5 +1,6 @@
 #include "mooncake/base/hash.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -148,6 +149,48 @@ TEST(FastStableHash64Test, EqualsStableHash64) {
           << "len " << len << " offset " << offset << " avx2 " << FastStableHash64UsesAvx2();
     }
   }
+}
+
+// FastStableHasher64 gives StableHash64 of the whole however it is fed: one
+// piece, byte by byte, stripe- and block-sized pieces, and random splits.
+TEST(FastStableHasher64Test, EqualsStableHash64OfTheConcatenation) {
+  std::vector<uint8_t> buf((3 << 20) + 17);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (auto& b : buf) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    b = static_cast<uint8_t>(x);
+  }
+  auto feed = [&](size_t len, auto next_piece) {
+    FastStableHasher64 h;
+    for (size_t at = 0; at < len;) {
+      const size_t n = std::min(next_piece(), len - at);
+      h.Update(buf.data() + at, n);
+      at += n;
+    }
+    return h.Digest();
+  };
+  for (size_t len : {size_t{0}, size_t{1}, size_t{240}, size_t{241}, size_t{1024}, size_t{1025},
+                     size_t{65536}, size_t{(1 << 20) + 3}, buf.size()}) {
+    const uint64_t want = StableHash64(buf.data(), len);
+    EXPECT_EQ(feed(len, [&] { return len + 1; }), want) << "one piece, len " << len;
+    for (size_t piece : {1, 63, 64, 1024, 4096, 256 << 10}) {
+      if (piece == 1 && len > 70000) continue;  // byte by byte only for the small ones
+      EXPECT_EQ(feed(len, [&] { return piece; }), want) << "pieces of " << piece << ", len " << len;
+    }
+    uint64_t r = len * 2654435761u + 1;
+    EXPECT_EQ(feed(len,
+                   [&] {
+                     r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+                     return static_cast<size_t>(r % 300000) + 1;
+                   }),
+              want)
+        << "random pieces, len " << len;
+  }
+  FastStableHasher64 reused;
+  reused.Update(buf.data(), 5000);
+  reused.Reset();
+  reused.Update(buf.data(), 100000);
+  EXPECT_EQ(reused.Digest(), StableHash64(buf.data(), 100000));
 }
 
 }  // namespace

@@ -70,6 +70,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "mooncake/alloc/tlsf_allocator.h"
+#include "mooncake/base/fast_hash.h"
 #include "mooncake/compress/adaptive_codec.h"
 #include "mooncake/compress/byte_plane_codec.h"
 #include "mooncake/compress/when_to_compress.h"
@@ -201,7 +202,7 @@ class SsdTier {
     std::span<std::byte> into;
     std::vector<uint8_t> piece_done;
     uint32_t hashed = 0;
-    XXH3_state_t hash;
+    FastStableHasher64 hash;
     std::byte* tail_src = nullptr;  // zero-copy read: last piece staged here
     std::byte* tail_dst = nullptr;
     uint64_t tail_bytes = 0;

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/fast_hash.h"
 #include "mooncake/base/hash.h"
 #include "mooncake/tier/internal/ssd_format.h"
 #include "mooncake/tier/internal/uring.h"
@@ -232,19 +233,18 @@ class FileScanner {
   }
 
   absl::Status HashRange(uint64_t off, uint64_t len, uint64_t& digest) {
-    XXH3_state_t state;
-    XXH3_64bits_reset(&state);
+    FastStableHasher64 state;
     while (len > 0) {
       const uint64_t block_off = off / kBlockBytes * kBlockBytes;
       const std::byte* p = nullptr;
       if (absl::Status s = At(block_off, p); !s.ok()) return s;
       const uint64_t avail = base_ + len_ - off;
       const uint64_t n = std::min(avail, len);
-      XXH3_64bits_update(&state, window_.get() + (off - base_), n);
+      state.Update(window_.get() + (off - base_), n);
       off += n;
       len -= n;
     }
-    digest = XXH3_64bits_digest(&state);
+    digest = state.Digest();
     return absl::OkStatus();
   }
 

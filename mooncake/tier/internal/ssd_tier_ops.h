@@ -159,15 +159,14 @@ inline void SsdTier::Write(std::string_view key, std::span<const std::byte> byte
   op->ios.resize(pieces + 1);
   op->pending = pieces + 1;
   const bool fixed = op->staging.slot.has_value();
-  XXH3_state_t hash;
-  XXH3_64bits_reset(&hash);
+  FastStableHasher64 hash;
   std::byte* payload = op->staging.data + kBlockBytes;
   for (uint32_t i = 0; i < pieces; ++i) {
     const uint64_t at = i * chunk;
     const uint64_t n = std::min(chunk, stored - at);
     if (codec == tier_internal::kCodecRaw) std::memcpy(payload + at, bytes.data() + at, n);
     if (i + 1 == pieces) std::memset(payload + at + n, 0, tier_internal::RoundUpToBlock(n) - n);
-    XXH3_64bits_update(&hash, payload + at, n);
+    hash.Update(payload + at, n);
     op->ios[i] = Io{op,
                     rec->file,
                     i,
@@ -180,7 +179,7 @@ inline void SsdTier::Write(std::string_view key, std::span<const std::byte> byte
     // The last piece goes out with the header, in one submission.
     if (i + 1 < pieces) SubmitIos(op, i, i + 1, /*is_write=*/true);
   }
-  rec->header.payload_checksum = XXH3_64bits_digest(&hash);
+  rec->header.payload_checksum = hash.Digest();
   tier_internal::EncodeRecordHeader(rec->header, key,
                                     std::span<std::byte>(op->staging.data, kBlockBytes));
   op->ios[pieces] = Io{op,       rec->file,         pieces,
@@ -228,7 +227,7 @@ inline void SsdTier::Read(std::string_view key, std::span<std::byte> into, ReadD
   op->ios.resize(pieces);
   op->piece_done.assign(pieces, 0);
   op->pending = pieces;
-  XXH3_64bits_reset(&op->hash);
+  op->hash.Reset();
   for (uint32_t i = 0; i < pieces; ++i) {
     const uint64_t at = i * chunk;
     const uint64_t n = std::min(chunk, stored - at);
@@ -329,7 +328,7 @@ inline void SsdTier::OnIo(Io* io, int res) {
 inline void SsdTier::AdvanceReadHash(Op* op) {
   while (op->hashed < op->ios.size() && op->piece_done[op->hashed]) {
     const Io& io = op->ios[op->hashed];
-    XXH3_64bits_update(&op->hash, io.data, io.payload);
+    op->hash.Update(io.data, io.payload);
     op->arrived += io.payload;
     ++op->hashed;
   }
@@ -488,7 +487,7 @@ inline void SsdTier::FinishRead(Op* op) {
   if (op->error != 0) {
     status = absl::UnavailableError(
         absl::StrCat("SSD tier read of '", r.key, "' failed: ", std::strerror(-op->error)));
-  } else if (XXH3_64bits_digest(&op->hash) != h.payload_checksum) {
+  } else if (op->hash.Digest() != h.payload_checksum) {
     DropCorrupt(op->record);
     status = absl::DataLossError(absl::StrCat("SSD tier record of '", r.key, "' (file ", r.file,
                                               ", offset ", r.DiskOffset(),

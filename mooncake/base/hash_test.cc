@@ -133,13 +133,19 @@ TEST(StableHashTest, HexIsHighHalfFirst) {
 
 // FastStableHash64 is StableHash64 (seed 0) bit for bit: every length class (short,
 // mid, long, stripe and block boundaries, odd tails) at several alignments.
-TEST(FastStableHash64Test, EqualsStableHash64) {
-  std::vector<uint8_t> buf((1 << 20) + 64);
-  uint64_t x = 88172645463325252ull;
+// `n` pseudo-random bytes (xorshift64 from `seed`).
+std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
+  std::vector<uint8_t> buf(n);
+  uint64_t x = seed;
   for (auto& b : buf) {
     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
     b = static_cast<uint8_t>(x);
   }
+  return buf;
+}
+
+TEST(FastStableHash64Test, EqualsStableHash64) {
+  const std::vector<uint8_t> buf = RandomBytes((1 << 20) + 64, 88172645463325252ull);
   std::vector<size_t> lengths;
   for (size_t len = 0; len <= 1100; ++len) lengths.push_back(len);
   for (size_t len : {4095, 4096, 4097, 65535, 65536, 65537, 1 << 20}) lengths.push_back(len);
@@ -154,12 +160,7 @@ TEST(FastStableHash64Test, EqualsStableHash64) {
 // FastStableHasher64 gives StableHash64 of the whole however it is fed: one
 // piece, byte by byte, stripe- and block-sized pieces, and random splits.
 TEST(FastStableHasher64Test, EqualsStableHash64OfTheConcatenation) {
-  std::vector<uint8_t> buf((3 << 20) + 17);
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  for (auto& b : buf) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    b = static_cast<uint8_t>(x);
-  }
+  const std::vector<uint8_t> buf = RandomBytes((3 << 20) + 17, 0x9E3779B97F4A7C15ull);
   auto feed = [&](size_t len, auto next_piece) {
     FastStableHasher64 h;
     for (size_t at = 0; at < len;) {

@@ -21,8 +21,10 @@
 // touches the decoder. While a caller reads, the I/O thread polls the socket
 // only for POLLRDHUP (a closing peer), which data does not wake, so a
 // blocking call costs the caller's own wake-up and nothing else; a call
-// registered meanwhile does not wake the I/O thread either. A reader leaving
-// with calls still pending wakes the I/O thread to take over.
+// registered meanwhile does not wake the I/O thread either, unless its
+// deadline comes before the reader's next wake-up (then the I/O thread keeps
+// that deadline). A reader leaving with calls still pending wakes the I/O
+// thread to take over.
 //
 // Invariants: every pending call has a heap entry with its deadline (the heap
 // may also hold stale entries of finished calls; it is rebuilt when stale

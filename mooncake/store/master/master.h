@@ -230,7 +230,7 @@ class Master {
                        .capacity_bytes = s_.pool.capacity_bytes(),
                        .workers = s_.workers.size(),
                        .segments = s_.pool.size(),
-                       .deferred_frees = s_.table.DeferredCount(),
+                       .deferred_frees = s_.deferred_entries.load(std::memory_order_relaxed),
                        .ssd_objects = s_.ssd_objects.load(std::memory_order_relaxed),
                        .offloading_bytes = s_.offloading_bytes.load(std::memory_order_relaxed),
                        .tier_tasks = s_.tiers.tasks()};

@@ -78,7 +78,7 @@ class MasterService {
       if (absl::Status s = registry->Register<rpc::PutStartMethod>(
               [m](const rpc::PutStartMethod::Request& r, const rpc::ServerCallContext& ctx)
                   -> absl::StatusOr<rpc::PutStartMethod::Response> {
-                if (!ctx.on_io_thread) return m->PutStart(r);
+                if (!ctx.may_defer) return m->PutStart(r);
                 auto done = m->TryPutStartInline(r);
                 if (!done.has_value()) {
                   return rpc::DeferToWorker("PutStart must evict more than inline_put_evictions");

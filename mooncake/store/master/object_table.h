@@ -80,11 +80,6 @@ class ObjectTable {
     ForEach([&](Shard& s) ABSL_NO_THREAD_SAFETY_ANALYSIS { n += s.objects.size(); });
     return n;
   }
-  size_t DeferredCount() {
-    size_t n = 0;
-    ForEach([&](Shard& s) ABSL_NO_THREAD_SAFETY_ANALYSIS { n += s.deferred.size(); });
-    return n;
-  }
 
  private:
   const size_t mask_;

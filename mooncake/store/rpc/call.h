@@ -80,6 +80,21 @@ void CallAsync(C& channel, const typename M::Request& request, CallOptions optio
       });
 }
 
+// Runs issue() (which makes calls on `channel`), then, on channels that can
+// (TcpChannel::CallerReceive), receives their responses on this thread until
+// done() or until another thread is reading. The caller then waits for its
+// outcome as usual; done() is called without the channel's locks held.
+template <RpcChannel C, typename Issue, typename Done>
+void IssueAndReceive(C& channel, Issue&& issue, Done&& done) {
+  if constexpr (requires { typename C::CallerReceive; }) {
+    typename C::CallerReceive receive(channel);
+    issue();
+    receive.Until(std::forward<Done>(done));
+  } else {
+    issue();
+  }
+}
+
 template <RpcMethod M, RpcChannel C>
 absl::StatusOr<typename M::Response> Call(C& channel, const typename M::Request& request,
                                           CallOptions options = {}) {
@@ -87,23 +102,18 @@ absl::StatusOr<typename M::Response> Call(C& channel, const typename M::Request&
     absl::Mutex mu;
     std::optional<absl::StatusOr<typename M::Response>> result ABSL_GUARDED_BY(mu);
   } waiter;
-  auto issue = [&] {
-    CallAsync<M>(channel, request, options, [&waiter](absl::StatusOr<typename M::Response> r) {
-      absl::MutexLock lock(&waiter.mu);
-      waiter.result.emplace(std::move(r));
-    });
-  };
-  if constexpr (requires { typename C::CallerReceive; }) {
-    // Receive the response on this thread when nobody else reads (TcpChannel).
-    typename C::CallerReceive receive(channel);
-    issue();
-    receive.Until([&waiter] {
-      absl::MutexLock lock(&waiter.mu);
-      return waiter.result.has_value();
-    });
-  } else {
-    issue();
-  }
+  IssueAndReceive(
+      channel,
+      [&] {
+        CallAsync<M>(channel, request, options, [&waiter](absl::StatusOr<typename M::Response> r) {
+          absl::MutexLock lock(&waiter.mu);
+          waiter.result.emplace(std::move(r));
+        });
+      },
+      [&waiter] {
+        absl::MutexLock lock(&waiter.mu);
+        return waiter.result.has_value();
+      });
   // Channels run `done` by the deadline (channel.h), so this wait is bounded.
   absl::MutexLock lock(&waiter.mu);
   waiter.mu.Await(absl::Condition(

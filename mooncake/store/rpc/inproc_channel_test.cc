@@ -40,7 +40,7 @@ TEST(InProcessChannelTest, InlineFirstHandlersRunWhereTheyMayBlock) {
                   .Register<EchoInlineMethod>(
                       [](const echo::EchoRequest& req,
                          const ServerCallContext& ctx) -> absl::StatusOr<echo::EchoResponse> {
-                        if (ctx.on_io_thread) return DeferToWorker("not on a caller's thread");
+                        if (ctx.may_defer) return DeferToWorker("not on a caller's thread");
                         echo::EchoResponse resp;
                         resp.set_payload(req.payload());
                         return resp;

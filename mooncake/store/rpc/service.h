@@ -18,11 +18,11 @@
 // which saves two thread hand-offs per call but stalls every connection of that
 // thread while it runs: use it only for short non-blocking handlers (a
 // metadata lookup). kInlineFirst runs on the I/O thread too, with
-// ctx.on_io_thread set; a handler that finds it would have to block or run
-// long (PutStart that must evict much) returns DeferToWorker() and runs
-// again, from the start, on the pool, where on_io_thread is false. So it must
-// leave no trace when it defers. InProcessChannel runs every handler on the
-// caller's thread (on_io_thread false: it may block).
+// ctx.may_defer set; a handler that finds it would have to block or run long
+// (PutStart that must evict much) returns DeferToWorker() and runs again,
+// from the start, on the pool, where may_defer is false. So it must leave no
+// trace when it defers. InProcessChannel runs every handler on the caller's
+// thread (may_defer false: it may block).
 //
 // Per-method metrics (internal/method_metrics.h) are recorded in Invoke, with
 // prefix "mooncake_rpc_server".
@@ -70,9 +70,10 @@ struct ServerCallContext {
   int64_t received_ns = 0;  // MonotonicClock time the request was read
   int64_t deadline_ns = 0;  // MonotonicClock time the caller gives up; 0 = none sent
   std::string_view peer;    // "ip:port" of the caller; "inproc" in-process
-  // Set while a kInlineFirst handler runs on a server I/O thread: it must not
-  // block there, and may return DeferToWorker() instead.
-  bool on_io_thread = false;
+  // Set only while a kInlineFirst handler runs on a server I/O thread: it must
+  // not block there, and may return DeferToWorker() instead. (kInline
+  // handlers run there too, with no way out: false.)
+  bool may_defer = false;
 };
 
 // What a kInlineFirst handler returns on the I/O thread to be run again on
@@ -189,14 +190,14 @@ class ServiceRegistry {
   }
 
   // Runs `handler` and records its metrics (latency from ctx.received_ns). A
-  // deferral (IsDeferToWorker, only with ctx.on_io_thread) records nothing:
+  // deferral (IsDeferToWorker, only with ctx.may_defer) records nothing:
   // the call is recorded once, where it finally runs.
   absl::Status Invoke(const Handler& handler, std::string_view request,
                       const ServerCallContext& ctx, std::string* response) const {
     MC_DASSERT(ctx.method_id == handler.method_id, "context names another method");
     absl::Status s = handler.run(request, ctx, response);
     if (!s.ok()) response->clear();
-    if (ctx.on_io_thread && IsDeferToWorker(s)) return s;
+    if (ctx.may_defer && IsDeferToWorker(s)) return s;
     const int64_t now = MonotonicClock::Get().NowNs();
     handler.metrics->Record(
         s.code(), static_cast<uint64_t>(now > ctx.received_ns ? now - ctx.received_ns : 0));

@@ -393,9 +393,9 @@ inline void IoLoop::HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, 
   resp.request_id = h.request_id;
   if (handler->options.mode != rpc::ExecutionMode::kWorker) {
     std::string out;
-    ctx.on_io_thread = handler->options.mode == rpc::ExecutionMode::kInlineFirst;
+    ctx.may_defer = handler->options.mode == rpc::ExecutionMode::kInlineFirst;
     const absl::Status s = registry.Invoke(*handler, frame.payload, ctx, &out);
-    if (!ctx.on_io_thread || !rpc::IsDeferToWorker(s)) {
+    if (!ctx.may_defer || !rpc::IsDeferToWorker(s)) {
       if (s.ok()) {
         conn->SendResponse(resp, out);
       } else {
@@ -404,7 +404,7 @@ inline void IoLoop::HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, 
       return;
     }
     shared_->deferred->Increment();
-    ctx.on_io_thread = false;
+    ctx.may_defer = false;
   }
   const bool queued = shared_->workers->TrySubmit(
       [conn, handler, &registry, ctx, resp, payload = std::string(frame.payload)]() mutable {

@@ -259,9 +259,9 @@ struct EchoDeferInlineMethod {
 
 absl::StatusOr<echo::EchoResponse> WhereItRan(const echo::EchoRequest& req,
                                               const ServerCallContext& ctx) {
-  if (ctx.on_io_thread && req.payload() == "defer") return DeferToWorker("the test asked");
+  if (ctx.may_defer && req.payload() == "defer") return DeferToWorker("the test asked");
   echo::EchoResponse resp;
-  resp.set_payload(req.payload() + (ctx.on_io_thread ? "@io" : "@pool"));
+  resp.set_payload(req.payload() + (ctx.may_defer ? "@io" : "@pool"));
   return resp;
 }
 
@@ -309,7 +309,7 @@ TEST_F(TcpServerTest, DeferredCallOnAFullQueueIsOverloaded) {
 }
 
 TEST_F(TcpServerTest, DeferralOutsideInlineFirstIsAnInternalError) {
-  // A kInline handler (on_io_thread is false there) that defers anyway: the
+  // A kInline handler (may_defer is false there) that defers anyway: the
   // caller gets the INTERNAL error, nothing is queued or retried.
   ASSERT_TRUE(registry_
                   .Register<EchoDeferInlineMethod>(

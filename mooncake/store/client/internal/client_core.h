@@ -185,26 +185,20 @@ class ClientCore {
                           });
       }
     };
-    if constexpr (requires {
-                    typename C::Batch;
-                    typename C::CallerReceive;
-                  }) {
-      // This thread receives the answers when nobody else reads (TcpChannel).
-      typename C::CallerReceive receive(*channel_);
-      {
-        typename C::Batch batch(*channel_);  // one send for the lot
-        issue();
-      }
-      receive.Until([&state] {
-        absl::MutexLock lock(&state.mu);
-        return state.left == 0;
-      });
-    } else if constexpr (requires { typename C::Batch; }) {
-      typename C::Batch batch(*channel_);  // one send for the lot
-      issue();
-    } else {
-      issue();
-    }
+    rpc::IssueAndReceive(
+        *channel_,
+        [&] {
+          if constexpr (requires { typename C::Batch; }) {
+            typename C::Batch batch(*channel_);  // one send for the lot
+            issue();
+          } else {
+            issue();
+          }
+        },
+        [&state] {
+          absl::MutexLock lock(&state.mu);
+          return state.left == 0;
+        });
     absl::MutexLock lock(&state.mu);
     state.mu.Await(absl::Condition(
         +[](size_t* left) { return *left == 0; }, &state.left));

@@ -97,8 +97,8 @@ struct MasterState {
   std::atomic<int64_t> object_bytes{0};
   std::atomic<int64_t> pending_puts{0};
   std::atomic<uint64_t> offloading_bytes{0};  // DRAM bytes an OFFLOAD in flight will free
-  // Entries of every shard's `deferred` (a hint read without the shard locks;
-  // exact once they are all released).
+  // Entries of every shard's `deferred`, changed under the shard lock with its
+  // map (Stats' deferred_frees; SweepDeferred skips the walk at 0).
   std::atomic<uint64_t> deferred_entries{0};
   std::atomic<int64_t> ssd_objects{0};  // objects whose SSD copy is kStored
 

@@ -317,8 +317,8 @@ class ClientConnection {
         sleeping_until_ns_ =
             pending_.empty() ? std::numeric_limits<int64_t>::max() : heap_.top().first;
         if (sleeping_until_ns_ != std::numeric_limits<int64_t>::max()) {
-          timeout_ms = static_cast<int>(
-              std::clamp<int64_t>((sleeping_until_ns_ - now_ns + 999999) / 1000000, 0, 60000));
+          const int64_t wait_ns = std::clamp<int64_t>(sleeping_until_ns_ - now_ns, 0, kMaxPollNs);
+          timeout_ms = static_cast<int>((wait_ns + 999999) / 1000000);
         }
       }
       pollfd fds[2] = {{fd_.get(), static_cast<short>(read ? POLLIN : POLLRDHUP), 0},

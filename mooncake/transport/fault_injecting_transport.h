@@ -9,7 +9,11 @@
 //                            (a transport that dies midway through a batch).
 //   corrupt_reads            every successful READ has its first byte
 //                            flipped after it lands (silent corruption, for
-//                            checksum tests); its status stays OK.
+//                            checksum tests); its status stays OK. A chunk
+//                            digest the inner transport took is taken again,
+//                            as if the byte had arrived flipped.
+//   poison_digests           a READ failed that way leaves garbage in its
+//                            chunk digest slots (it digested, then died).
 //   stall                    a batch looks in flight (Poll, Wait) until this
 //                            long after its Submit (a stalled peer).
 //
@@ -17,6 +21,7 @@
 #ifndef MOONCAKE_TRANSPORT_FAULT_INJECTING_TRANSPORT_H_
 #define MOONCAKE_TRANSPORT_FAULT_INJECTING_TRANSPORT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -34,6 +39,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/transport.h"
 
 namespace mooncake::transport {
@@ -42,6 +48,9 @@ struct InjectedFaults {
   int64_t fail_after_requests = -1;  // -1: never
   absl::Status failure = absl::UnavailableError("injected transport failure");
   bool corrupt_reads = false;
+  // A READ failed by fail_after_requests leaves garbage in its chunk digest
+  // slots (a transport that digested some bytes, then died).
+  bool poison_digests = false;
   absl::Duration stall = absl::ZeroDuration();
 };
 
@@ -93,6 +102,10 @@ class FaultInjectingTransport {
         ++requests_seen_;
         if (fail) {
           b.statuses[i] = faults_.failure;
+          const TransferRequest& r = requests[i];
+          if (faults_.poison_digests && r.op == OpCode::kRead && r.chunk_digests != nullptr) {
+            std::fill_n(r.chunk_digests, DigestChunkCount(r.length), 0x5a5a5a5a5a5a5a5aULL);
+          }
         } else {
           b.passed.push_back(i);
           pass.push_back(requests[i]);
@@ -205,6 +218,10 @@ class FaultInjectingTransport {
       const TransferRequest& r = b.requests[i];
       if (b.corrupt && r.op == OpCode::kRead && out.statuses[i].ok()) {
         *static_cast<unsigned char*>(r.local_addr) ^= 0xFF;
+        // As if the byte had arrived flipped: a digest taken on landing saw it.
+        if (r.chunk_digests != nullptr && r.chunk_digests[0] != kNoDigest) {
+          r.chunk_digests[0] = ChunkDigest(r.local_addr, std::min(r.length, kDigestChunkBytes));
+        }
       }
     }
     return out;

@@ -21,6 +21,7 @@ struct FaultyLocalFactory {
   static constexpr bool kCrossProcess = false;
   static constexpr bool kUnregisterRevokes = true;
   static constexpr bool kMappingSurvivesOwner = false;
+  static constexpr bool kDigestsOnLanding = true;
   static std::unique_ptr<FaultyLocal> Make() {
     return std::make_unique<FaultyLocal>(std::make_unique<LocalTransport>());
   }

@@ -34,6 +34,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/transport.h"
 #include "mooncake/transport/transport_metrics.h"
@@ -211,7 +212,16 @@ class LocalTransport {
         transport_internal::CheckRange(r.local_addr, r.remote_offset, r.length, seg.length));
     char* remote = static_cast<char*>(seg.addr) + r.remote_offset;
     if (r.op == OpCode::kRead) {
-      std::memmove(r.local_addr, remote, r.length);
+      const auto local = reinterpret_cast<uintptr_t>(r.local_addr);
+      const auto from = reinterpret_cast<uintptr_t>(remote);
+      if (local + r.length <= from || from + r.length <= local) {
+        CopyAndDigest(r.local_addr, remote, r.length, r.chunk_digests);
+      } else {  // overlapping: one memmove, then the digests
+        std::memmove(r.local_addr, remote, r.length);
+        if (r.chunk_digests != nullptr) {
+          DigestLandedRange(r.local_addr, r.length, 0, r.length, r.chunk_digests);
+        }
+      }
     } else {
       std::memmove(remote, r.local_addr, r.length);
     }

@@ -13,6 +13,7 @@ struct LocalFactory {
   static constexpr bool kCrossProcess = false;
   static constexpr bool kUnregisterRevokes = true;
   static constexpr bool kMappingSurvivesOwner = false;
+  static constexpr bool kDigestsOnLanding = true;
   static std::unique_ptr<LocalTransport> Make() { return std::make_unique<LocalTransport>(); }
   static absl::StatusOr<KitBuffer> Allocate(uint64_t length) {
     return AllocateHeapKitBuffer(length);

@@ -27,7 +27,9 @@
 // fail everywhere). A request's status is its first failing slice's final
 // status; the bytes of a retried slice are written again in full.
 // Silent corruption (a transport that returns wrong bytes with OK) is not
-// detected here: end-to-end checksums belong to the store's objects.
+// detected here: end-to-end checksums belong to the store's objects. Chunk
+// digests (transport.h) go to the routes with each slice that covers whole
+// chunks, and a slice that fails over has its slots reset to kNoDigest first.
 //
 // Ids. A router segment id packs the ids the segment got on each transport
 // with a check (router_ids.h): at most 4 transports, sub ids below 4096.
@@ -74,6 +76,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/qos/scheduler.h"
 #include "mooncake/qos/strict_priority_scheduler.h"
 #include "mooncake/transport/internal/any_transport.h"
@@ -165,6 +168,7 @@ class Router {
     uint64_t length = 0;
     uint32_t route = 0;  // index into Opened::routes
     uint32_t tries = 0;
+    uint64_t* digests = nullptr;  // this slice's chunk digest slots, if any
   };
   struct Request {
     OpCode op = OpCode::kRead;
@@ -226,6 +230,16 @@ class Router {
   void ReleaseSlice(const Slice& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseRoutes(Opened& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckRequest(const TransferRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The digest slots of the slice [off, off + len) of `r`: a sub-request's
+  // chunks are the request's when the slice starts on a chunk and ends on one
+  // (or at the request's end); otherwise none (the caller digests them).
+  static uint64_t* SliceDigests(const TransferRequest& r, uint64_t off, uint64_t len) {
+    if (r.op != OpCode::kRead || r.chunk_digests == nullptr || off % kDigestChunkBytes != 0 ||
+        (len % kDigestChunkBytes != 0 && off + len != r.length)) {
+      return nullptr;
+    }
+    return r.chunk_digests + off / kDigestChunkBytes;
+  }
   BatchResult Take(BatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RouterOptions options_;

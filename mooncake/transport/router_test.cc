@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/fault_injecting_transport.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/tcp_transport.h"
@@ -31,6 +32,7 @@ struct RouterFactory {
   static constexpr bool kCrossProcess = true;  // across processes the TCP route serves
   static constexpr bool kUnregisterRevokes = true;
   static constexpr bool kMappingSurvivesOwner = false;
+  static constexpr bool kDigestsOnLanding = true;
   static std::unique_ptr<Router> Make() {
     RouterOptions o;
     o.slice_bytes = 512 << 10;
@@ -140,6 +142,47 @@ TEST(RouterTest, BatchWhoseTransportFailsMidwayCompletesOnTheFallback) {
   EXPECT_EQ(ti::CheckPattern(f.memory.data(), 4096, 1), -1);
   EXPECT_EQ(ti::CheckPattern(f.memory.data() + 4096, src.size(), 2), -1);
   EXPECT_EQ(ti::CheckPattern(f.memory.data() + 4096 + src.size(), 4096, 1, 4096 + src.size()), -1);
+}
+
+// A route that digested bytes and then failed must not leave its digests
+// behind for the route that writes the bytes again: the fallback (TCP with
+// 96 KiB slices) digests only the chunks that lie inside one of its slices.
+TEST(RouterTest, FailoverResetsChunkDigests) {
+  RouterOptions o;
+  o.slice_bytes = 256 << 10;
+  auto owner = std::move(*Router::Create(o, std::make_unique<LocalTransport>(), MakeTcp()));
+  TcpTransport::Options to;
+  to.slice_bytes = 96 << 10;
+  auto faulty = std::make_unique<FaultyLocal>(
+      std::make_unique<LocalTransport>(),
+      InjectedFaults{.fail_after_requests = 0, .poison_digests = true});
+  auto requester =
+      std::move(*Router::Create(o, std::move(faulty), std::move(*TcpTransport::Create(to))));
+  std::vector<std::byte> memory(1 << 20);
+  ti::FillPattern(memory.data(), memory.size(), 3);
+  const SegmentDesc seg =
+      *owner->RegisterMemory(memory.data(), memory.size(), MemoryLocation::HostDram());
+  const RemoteSegment remote = *requester->OpenSegment(owner->LocalEndpoint(), seg.id);
+  std::vector<std::byte> dst(memory.size());
+  std::vector<uint64_t> d(DigestChunkCount(dst.size()), kNoDigest);
+  TransferRequest req{OpCode::kRead, dst.data(), remote.handle, 0, dst.size(), d.data()};
+  auto r = RunOn(*requester, {req});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->ok()) << r->FirstError();
+  EXPECT_EQ(ti::CheckPattern(dst.data(), dst.size(), 3), -1);
+  EXPECT_GE(requester->failovers(), 1u);
+  size_t left = 0;
+  for (uint64_t k = 0; k < d.size(); ++k) {
+    if (d[k] == kNoDigest) {
+      ++left;
+      continue;
+    }
+    EXPECT_EQ(d[k], ChunkDigest(dst.data() + k * kDigestChunkBytes, kDigestChunkBytes)) << k;
+  }
+  EXPECT_GT(left, 0u);        // chunks straddling TCP slices
+  EXPECT_LT(left, d.size());  // the others digested on landing
+  EXPECT_EQ(ValueChecksumWith(dst.data(), dst.size(), d.data()),
+            ValueChecksum(dst.data(), dst.size()));
 }
 
 TEST(RouterTest, RetriesAreBoundedAndTheLastErrorIsReported) {

@@ -51,6 +51,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/unix_socket.h"
 #include "mooncake/transport/transport.h"
@@ -427,7 +428,7 @@ class ShmTransport {
         transport_internal::CheckRange(r.local_addr, r.remote_offset, r.length, m->length));
     char* remote = static_cast<char*>(m->addr) + r.remote_offset;
     if (r.op == OpCode::kRead) {
-      std::memcpy(r.local_addr, remote, r.length);
+      CopyAndDigest(r.local_addr, remote, r.length, r.chunk_digests);
     } else {
       std::memcpy(remote, r.local_addr, r.length);
     }

@@ -15,6 +15,7 @@ struct ShmFactory {
   static constexpr bool kCrossProcess = true;
   static constexpr bool kUnregisterRevokes = false;  // peers keep their mapping
   static constexpr bool kMappingSurvivesOwner = true;
+  static constexpr bool kDigestsOnLanding = true;
   static std::unique_ptr<ShmTransport> Make() {
     ShmTransport::Options o;
     o.io_timeout = absl::Seconds(5);

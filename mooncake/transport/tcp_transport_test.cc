@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/transport_testing.h"
 
 namespace mooncake::transport {
@@ -23,6 +24,7 @@ struct TcpFactory {
   static constexpr bool kCrossProcess = true;
   static constexpr bool kUnregisterRevokes = true;
   static constexpr bool kMappingSurvivesOwner = false;
+  static constexpr bool kDigestsOnLanding = true;
   static std::unique_ptr<TcpTransport> Make() {
     TcpTransport::Options o;
     o.lanes_per_peer = 2;
@@ -71,6 +73,7 @@ struct CallerReceivesTcpFactory {
   static constexpr bool kCrossProcess = true;
   static constexpr bool kUnregisterRevokes = true;
   static constexpr bool kMappingSurvivesOwner = false;
+  static constexpr bool kDigestsOnLanding = true;
   static std::unique_ptr<CallerReceivesTcp> Make() {
     auto t = TcpFactory::Make();
     return t != nullptr ? std::make_unique<CallerReceivesTcp>(std::move(t)) : nullptr;
@@ -278,6 +281,39 @@ struct Loopback {
   std::unique_ptr<TcpTransport> owner, requester;
   RemoteSegment remote;
 };
+
+// Chunk digests with slices that do not fall on chunk boundaries, dealt over
+// two lanes (so they land out of order), through both the receiver threads
+// and a waiting caller: exactly the chunks inside one slice are digested.
+TEST(TcpTransportTest, ChunkDigestsWithUnalignedSpreadSlices) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = 2;
+  o.slice_bytes = 96 << 10;
+  o.spread_min_bytes = 64 << 10;
+  Loopback lb(4 << 20, o);
+  for (bool caller : {false, true}) {
+    const uint64_t len = (3 << 20) + 5;
+    std::vector<std::byte> dst(len);
+    std::vector<uint64_t> d(DigestChunkCount(len), kNoDigest);
+    const TransferRequest r{OpCode::kRead, dst.data(), lb.remote.handle, 7, len, d.data()};
+    auto id = caller ? lb.requester->SubmitForWait({&r, 1}) : lb.requester->Submit({&r, 1});
+    ASSERT_TRUE(id.ok());
+    auto res = lb.requester->Wait(*id, absl::Now() + absl::Seconds(10));
+    ASSERT_TRUE(res.ok() && res->ok()) << res.status();
+    ASSERT_EQ(std::memcmp(dst.data(), lb.mem.data() + 7, len), 0);
+    for (uint64_t k = 0; k < d.size(); ++k) {
+      const uint64_t from = k * kDigestChunkBytes, to = std::min(len, from + kDigestChunkBytes);
+      const uint64_t slice = o.slice_bytes;
+      const bool inside = from / slice == (to - 1) / slice;  // within one slice
+      if (!inside) {
+        EXPECT_EQ(d[k], kNoDigest) << k;
+      } else {
+        EXPECT_EQ(d[k], ChunkDigest(dst.data() + from, to - from)) << k;
+      }
+    }
+    EXPECT_EQ(ValueChecksumWith(dst.data(), len, d.data()), ValueChecksum(dst.data(), len));
+  }
+}
 
 // A claim whose caller never Waits holds the lane back for claim_patience
 // only: a later batch on the same lane completes, and so does the unclaimed

@@ -43,6 +43,14 @@
 //     result (Wait or Cancel); using a released id gives NotFound.
 //   - After Wait returned a result, or Cancel returned, the model no longer
 //     touches the batch's local buffers: the caller may free them.
+//   - Chunk digests (optional, READ only). A request may carry
+//     DigestChunkCount(length) slots (base/value_checksum.h), each set to
+//     kNoDigest by the caller. A model that lands the bytes with the CPU
+//     (local, SHM, TCP) writes ChunkDigest of each 64 KiB chunk of the local
+//     range into its slot as soon as that chunk's bytes are final there, while
+//     they are still in cache; a model may leave any slot untouched (RDMA and
+//     CUDA leave all). Only a request that ends OK has meaningful slots.
+//     Slots are part of the local buffer: not touched after Wait or Cancel.
 //
 // Thread-safety: every method of every model may be called concurrently from
 // any thread (models are thread-safe).
@@ -125,6 +133,8 @@ struct TransferRequest {
   SegmentHandle segment = 0;   // from OpenSegment
   uint64_t remote_offset = 0;  // within the segment
   uint64_t length = 0;         // > 0
+  // READ only, optional: DigestChunkCount(length) slots (see "Chunk digests").
+  uint64_t* chunk_digests = nullptr;
 };
 
 // Non-consuming progress of a batch in flight (Poll).

@@ -7,6 +7,7 @@
 //     static constexpr bool kCrossProcess = true;     // run the fork()ed-owner tests
 //     static constexpr bool kUnregisterRevokes = true; // requests fail once unregistered
 //     static constexpr bool kMappingSurvivesOwner = false;  // SHM: reads work after owner death
+//     static constexpr bool kDigestsOnLanding = true;  // optional: fills every chunk digest
 //     static std::unique_ptr<MyTransport> Make();
 //     // Memory the model can register: {holder, data}.
 //     static absl::StatusOr<KitBuffer> Allocate(uint64_t length);
@@ -17,8 +18,10 @@
 // instance (and, for cross-process models, by a fork()ed owner process);
 // per-request failures (OutOfRange, InvalidArgument, NotFound) that leave the
 // rest of the batch intact; batch-shape errors; NotFound for released ids;
-// unregistering; Poll/Wait/Cancel; concurrent batches; metrics; and that a
-// dead owner makes new opens fail cleanly within a deadline.
+// unregistering; Poll/Wait/Cancel; concurrent batches; metrics; chunk digests
+// (any slot filled holds the digest of the bytes that landed; a model with
+// kDigestsOnLanding fills them all); and that a dead owner makes new opens
+// fail cleanly within a deadline.
 #ifndef MOONCAKE_TRANSPORT_TRANSPORT_TESTING_H_
 #define MOONCAKE_TRANSPORT_TRANSPORT_TESTING_H_
 
@@ -27,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -40,6 +44,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/transport.h"
 
 namespace mooncake::transport {
@@ -111,6 +116,15 @@ inline int ReapChild(pid_t pid, absl::Time deadline) {
     absl::SleepFor(absl::Milliseconds(2));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+template <typename F>
+constexpr bool DigestsOnLanding() {
+  if constexpr (requires { F::kDigestsOnLanding; }) {
+    return F::kDigestsOnLanding;
+  } else {
+    return false;
+  }
 }
 
 // What an owner process tells the requester.
@@ -237,6 +251,35 @@ TYPED_TEST_P(TransportConformanceTest, ReadsWhatTheOwnerHolds) {
   EXPECT_EQ(ti::CheckPattern(whole.data(), kLen, 7), -1);
   EXPECT_EQ(ti::CheckPattern(head.data(), head.size(), 7), -1);
   EXPECT_EQ(ti::CheckPattern(mid.data(), mid.size(), 7, 12345), -1);
+}
+
+TYPED_TEST_P(TransportConformanceTest, ChunkDigestsAreOfTheLandedBytes) {
+  namespace ti = transport_testing_internal;
+  constexpr uint64_t kLen = (3 << 20) + 4097;
+  this->SetUpPair(kLen, 5);
+  std::vector<std::byte> whole(kLen), mid(700001);
+  std::vector<uint64_t> dw(DigestChunkCount(whole.size()), kNoDigest);
+  std::vector<uint64_t> dm(DigestChunkCount(mid.size()), kNoDigest);
+  std::vector<TransferRequest> reqs = {this->Req(OpCode::kRead, whole.data(), 0, kLen),
+                                       this->Req(OpCode::kRead, mid.data(), 777, mid.size())};
+  reqs[0].chunk_digests = dw.data();
+  reqs[1].chunk_digests = dm.data();
+  absl::StatusOr<BatchResult> r = ti::RunBatch(*this->requester_, reqs);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->ok()) << r->FirstError();
+  EXPECT_EQ(ti::CheckPattern(whole.data(), kLen, 5), -1);
+  EXPECT_EQ(ti::CheckPattern(mid.data(), mid.size(), 5, 777), -1);
+  constexpr bool kAll = ti::DigestsOnLanding<TypeParam>();
+  for (auto [buf, d] : {std::pair{&whole, &dw}, std::pair{&mid, &dm}}) {
+    for (uint64_t k = 0; k < d->size(); ++k) {
+      const uint64_t from = k * kDigestChunkBytes;
+      const uint64_t n = std::min(kDigestChunkBytes, buf->size() - from);
+      if ((*d)[k] == kNoDigest && !kAll) continue;
+      EXPECT_EQ((*d)[k], ChunkDigest(buf->data() + from, n)) << "chunk " << k;
+    }
+    EXPECT_EQ(ValueChecksumWith(buf->data(), buf->size(), d->data()),
+              ValueChecksum(buf->data(), buf->size()));
+  }
 }
 
 TYPED_TEST_P(TransportConformanceTest, WritesLandExactlyInRange) {
@@ -471,11 +514,11 @@ TYPED_TEST_P(TransportConformanceTest, DeadOwnerFailsCleanly) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(TransportConformanceTest, ModelsTheConcept, ReadsWhatTheOwnerHolds,
-                            WritesLandExactlyInRange, PerRequestFailuresLeaveTheRestIntact,
-                            BatchShapeErrorsAndReleasedIds, UnregisterStopsNewOpens,
-                            CancelReleasesTheBatch, ConcurrentBatchesFromManyThreads,
-                            MetricsCountBytesOpsAndErrors, CrossProcessOwner,
-                            DeadOwnerFailsCleanly);
+                            ChunkDigestsAreOfTheLandedBytes, WritesLandExactlyInRange,
+                            PerRequestFailuresLeaveTheRestIntact, BatchShapeErrorsAndReleasedIds,
+                            UnregisterStopsNewOpens, CancelReleasesTheBatch,
+                            ConcurrentBatchesFromManyThreads, MetricsCountBytesOpsAndErrors,
+                            CrossProcessOwner, DeadOwnerFailsCleanly);
 
 }  // namespace mooncake::transport
 

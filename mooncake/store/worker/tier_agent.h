@@ -45,9 +45,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
-#include "mooncake/base/fast_hash.h"
-#include "mooncake/base/hash.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/compress/codec.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
@@ -315,7 +314,7 @@ class TierAgent {
     }
     std::span<std::byte> range = mem->bytes.subspan(t.offset(), t.length());
     if (t.kind() == store::proto::TIER_OFFLOAD) {
-      if (FastStableHash64(range.data(), range.size()) != t.checksum()) {
+      if (ValueChecksum(range.data(), range.size()) != t.checksum()) {
         Done(id, generation,
              absl::DataLossError("segment bytes do not match the object's checksum"), nullptr,
              &TierAgentStats::offload_failures);
@@ -335,7 +334,7 @@ class TierAgent {
                   if (s.ok() && r->raw_bytes != range.size()) {
                     s = absl::DataLossError(absl::StrCat("record holds ", r->raw_bytes,
                                                          " bytes, the object ", range.size()));
-                  } else if (s.ok() && FastStableHash64(range.data(), range.size()) != checksum) {
+                  } else if (s.ok() && ValueChecksum(range.data(), range.size()) != checksum) {
                     s = absl::DataLossError("loaded bytes do not match the object's checksum");
                   }
                   Done(id, generation, s, &TierAgentStats::loads, &TierAgentStats::load_failures);

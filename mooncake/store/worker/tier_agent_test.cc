@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
-#include "mooncake/base/hash.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
 #include "mooncake/store/rpc/inproc_channel.h"
@@ -99,7 +99,7 @@ class TierAgentTest : public ::testing::Test {
     proto::PutStartRequest req;
     req.set_key(key);
     req.set_size_bytes(value.size());
-    req.set_checksum(StableHash64(value.data(), value.size()));
+    req.set_checksum(ValueChecksum(value.data(), value.size()));
     auto start = master_->PutStart(req);
     EXPECT_TRUE(start.ok()) << start.status();
     if (!start.ok()) return 0;

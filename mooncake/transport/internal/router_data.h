@@ -114,11 +114,12 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
               r.segment,
               r.remote_offset + off,
               std::min(options_.slice_bytes, r.length - off)};
+      s.digests = SliceDigests(r, off, s.length);
       ++q.slices_left;
       ++o.slices_alive;
       if (go_direct) {
         direct_requests->push_back(
-            TransferRequest{s.op, s.local, o.routes.front().handle, s.offset, s.length});
+            TransferRequest{s.op, s.local, o.routes.front().handle, s.offset, s.length, s.digests});
         direct->slices.push_back(s);
         continue;
       }
@@ -402,7 +403,7 @@ inline void Router::Dispatch() {
     reqs.reserve(slices.size());
     for (const Slice& s : slices) {
       const Route& route = handles_.at(s.handle).routes[s.route];
-      reqs.push_back(TransferRequest{s.op, s.local, route.handle, s.offset, s.length});
+      reqs.push_back(TransferRequest{s.op, s.local, route.handle, s.offset, s.length, s.digests});
     }
     absl::StatusOr<BatchId> sub = transports_[t]->Submit(reqs);
     if (!sub.ok()) {
@@ -430,6 +431,8 @@ inline void Router::OnSliceResult(Slice s, absl::Status status) {
       s.route + 1 < o.routes.size()) {
     ++s.tries;
     ++s.route;
+    // The failed route may have digested bytes the next one writes again.
+    if (s.digests != nullptr) std::fill_n(s.digests, DigestChunkCount(s.length), kNoDigest);
     const uint64_t cost = s.length;
     if (queue_.Push(std::move(s), b->second->cls, cost) == qos::PushResult::kAccepted) {
       ++failovers_;

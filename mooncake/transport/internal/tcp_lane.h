@@ -5,7 +5,9 @@
 // many slices are in flight with no round trip between them. READ request
 // frames are a header each and go out in one sendmsg; WRITE frames carry
 // their payload straight from the caller's buffer. The receiver thread reads
-// responses in order, each straight into its slice's destination.
+// responses in order, each straight into its slice's destination, and
+// digests the 64 KiB chunks of a READ slice that asked for them right after
+// its payload is in, while those bytes are still in cache.
 //
 // Who sends: Kick() from Submit sends inline when the send lock is free and
 // the work is small (no thread hop on the latency path); otherwise the sender
@@ -59,12 +61,22 @@
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_server.h"
 #include "mooncake/transport/internal/tcp_wire.h"
 #include "mooncake/transport/internal/unix_socket.h"
 
 namespace mooncake::transport_internal {
+
+// Where a READ slice's chunk digests go (transport.h, "Chunk digests"): the
+// request's slots, its local start and length, and the slice's offset in it.
+struct SliceDigests {
+  uint64_t* slots = nullptr;  // null: none asked for
+  const char* request_local = nullptr;
+  uint64_t request_length = 0;
+  uint64_t offset = 0;
+};
 
 struct Slice {
   std::shared_ptr<BatchState> batch;
@@ -75,6 +87,7 @@ struct Slice {
   uint64_t offset = 0;
   uint32_t length = 0;
   uint64_t tag = 0;
+  SliceDigests digests;
 };
 
 // Connects to host:port before `deadline` (non-blocking connect + poll).
@@ -521,6 +534,10 @@ class TcpLane {
                      c.deadline, give_up, data ? "READ_DATA payload" : "ERROR message");
       if (!got.ok()) return broken(got.status());
       if (!*got) return {StepKind::kGaveUp, {}, {}};
+      if (data && c.slice.digests.slots != nullptr) {  // while the bytes are in cache
+        const SliceDigests& d = c.slice.digests;
+        DigestLandedRange(d.request_local, d.request_length, d.offset, c.slice.length, d.slots);
+      }
       if (!data) {
         outcome = absl::Status(static_cast<absl::StatusCode>(c.h.code),
                                absl::StrCat("owner: ", c.message));

@@ -28,9 +28,8 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
-#include "mooncake/base/fast_hash.h"
-#include "mooncake/base/hash.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/store/client/client_options.h"
 #include "mooncake/store/client/internal/buffer_registry.h"
 #include "mooncake/store/client/metadata_cache.h"
@@ -283,10 +282,16 @@ class ClientCore {
     return t.owned != nullptr ? static_cast<void*>(t.owned->data()) : t.buffer;
   }
 
+  // Chunk digest slots for a transfer (null: no checksum to verify).
+  static uint64_t* DigestSlots(std::vector<uint64_t>& digests, size_t first) {
+    return digests.empty() ? nullptr : digests.data() + first;
+  }
+
   void LookupMany(std::span<GetTarget> t, const std::string& tenant, bool bypass,
                   std::vector<Resolved>* res, std::vector<absl::Status>* st);
   absl::Status ReadReplica(const CachedObject& obj, size_t r, void* dst, absl::Time deadline);
-  absl::Status ReadFrom(const CachedObject& obj, size_t first, void* dst, absl::Time deadline);
+  absl::Status ReadFrom(const CachedObject& obj, size_t first, void* dst, absl::Time deadline,
+                        absl::Status earlier = absl::OkStatus());
   void ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res, std::vector<absl::Status>* st);
   void CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const;
   void TakeReplicas(google::protobuf::RepeatedPtrField<proto::Replica>* from, CachedObject* obj);

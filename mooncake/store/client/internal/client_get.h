@@ -206,8 +206,11 @@ absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void*
   }
   ASSIGN_OR_RETURN(const client::OpenedSegment seg,
                    resolver_.Resolve(rep.worker_id(), rep.segment_id(), deadline));
-  const transport::TransferRequest req{transport::OpCode::kRead, dst, seg.handle, rep.offset(),
-                                       obj.size_bytes};
+  std::vector<uint64_t> digests;
+  if (options_.verify_checksums) digests.assign(DigestChunkCount(obj.size_bytes), kNoDigest);
+  const transport::TransferRequest req{
+      transport::OpCode::kRead, dst, seg.handle, rep.offset(), obj.size_bytes,
+      DigestSlots(digests, 0)};
   absl::Status s =
       client::RunTransfers(*router_, std::span<const transport::TransferRequest>(&req, 1), deadline)
           .front();
@@ -215,7 +218,8 @@ absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void*
     resolver_.Forget(rep.segment_id());
     return absl::IsDeadlineExceeded(s) ? s : absl::UnavailableError(s.message());
   }
-  if (options_.verify_checksums && FastStableHash64(dst, obj.size_bytes) != obj.checksum) {
+  if (options_.verify_checksums &&
+      ValueChecksumWith(dst, obj.size_bytes, digests.data()) != obj.checksum) {
     Add(stats_.checksum_mismatches);
     return absl::DataLossError(
         absl::StrCat("replica on segment ", rep.segment_id(), " failed the checksum"));
@@ -224,11 +228,14 @@ absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void*
 }
 
 // Replicas [first, n) in order until one reads; the error says why all failed.
+// `earlier`: how the replicas before `first` failed, if they were tried.
 template <rpc::RpcChannel C>
 absl::Status ClientCore<C>::ReadFrom(const CachedObject& obj, size_t first, void* dst,
-                                     absl::Time deadline) {
-  absl::Status last = absl::UnavailableError("the object has no complete replica left");
-  bool corrupt = false;
+                                     absl::Time deadline, absl::Status earlier) {
+  absl::Status last = earlier.ok()
+                          ? absl::UnavailableError("the object has no complete replica left")
+                          : std::move(earlier);
+  bool corrupt = absl::IsDataLoss(last);
   for (size_t r = first; r < obj.replicas.size(); ++r) {
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
@@ -255,8 +262,10 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
                             std::vector<absl::Status>* st) {
   std::vector<transport::TransferRequest> reqs;
   std::vector<size_t> who;
+  std::vector<size_t> first_digest;       // per request: its slots in `digests`
   std::vector<size_t> next(t.size(), 0);  // first replica to try in step 3
   absl::Time deadline = absl::InfiniteFuture();
+  size_t slots = 0;
   for (size_t i = 0; i < t.size(); ++i) {
     if (!(*st)[i].ok() || !res[i].have) continue;
     const CachedObject& obj = res[i].obj;
@@ -269,26 +278,41 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
     reqs.push_back({transport::OpCode::kRead, Destination(t[i]), seg->handle,
                     obj.replicas[0].offset(), obj.size_bytes});
     who.push_back(i);
+    first_digest.push_back(slots);
+    if (options_.verify_checksums) slots += DigestChunkCount(obj.size_bytes);
+  }
+  // The transports digest each chunk as it lands (transport.h); the checks
+  // below only combine those and digest what they left.
+  std::vector<uint64_t> digests(slots, kNoDigest);
+  if (options_.verify_checksums) {
+    for (size_t j = 0; j < reqs.size(); ++j)
+      reqs[j].chunk_digests = DigestSlots(digests, first_digest[j]);
   }
   std::vector<bool> done(t.size(), false);
+  std::vector<absl::Status> first_error(t.size());  // of a failed step-2 read
   const std::vector<absl::Status> rs = client::RunTransfers(*router_, reqs, deadline);
   for (size_t j = 0; j < who.size(); ++j) {
     const size_t i = who[j];
     const CachedObject& obj = res[i].obj;
     if (!rs[j].ok()) {
       resolver_.Forget(obj.replicas[0].segment_id());
+      first_error[i] = rs[j];
       continue;
     }
     if (options_.verify_checksums &&
-        FastStableHash64(Destination(t[i]), obj.size_bytes) != obj.checksum) {
+        ValueChecksumWith(Destination(t[i]), obj.size_bytes, digests.data() + first_digest[j]) !=
+            obj.checksum) {
       Add(stats_.checksum_mismatches);
+      first_error[i] = absl::DataLossError(absl::StrCat(
+          "replica on segment ", obj.replicas[0].segment_id(), " failed the checksum"));
       continue;
     }
     done[i] = true;
   }
   for (size_t i = 0; i < t.size(); ++i) {
     if (!(*st)[i].ok() || !res[i].have || done[i]) continue;
-    (*st)[i] = ReadFrom(res[i].obj, next[i], Destination(t[i]), ReadDeadline(res[i].obj));
+    (*st)[i] = ReadFrom(res[i].obj, next[i], Destination(t[i]), ReadDeadline(res[i].obj),
+                        std::move(first_error[i]));
   }
 }
 

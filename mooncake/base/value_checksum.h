@@ -1,0 +1,115 @@
+// ValueChecksum: the store's object checksum, built from 64 KiB chunk digests
+// so that a receiver can hash each chunk the moment it lands, while its bytes
+// are still in the core's cache, instead of reading the whole value back from
+// memory afterwards.
+//
+//   C = kDigestChunkBytes (64 KiB), n = ceil(size / C) (0 for an empty value)
+//   d_k = StableHash64(value[k C, min((k + 1) C, size)))      chunk digests
+//   ValueChecksum(value) = StableHash64(le64(d_0) .. le64(d_{n-1}) le64(size))
+//
+// The format is fixed (docs/client.md, "Checksums"): clients put it, the master
+// keeps it, workers and clients verify it.
+//
+// Digests on landing. A TransferRequest may carry an array of n digest slots
+// (transport.h). The caller sets every slot to kNoDigest; a transport that
+// moves the bytes with the CPU writes d_k into slot k once chunk k's bytes are
+// final in the destination; ValueChecksumWith computes the slots still
+// kNoDigest and combines. A chunk whose true digest equals kNoDigest is simply
+// computed again: the result is the same either way.
+#ifndef MOONCAKE_BASE_VALUE_CHECKSUM_H_
+#define MOONCAKE_BASE_VALUE_CHECKSUM_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "mooncake/base/fast_hash.h"
+
+namespace mooncake {
+
+inline constexpr uint64_t kDigestChunkBytes = uint64_t{64} << 10;
+inline constexpr uint64_t kNoDigest = 0x6e6f2d6469676573ULL;  // "no-diges"
+
+// How many chunk digests a value of `size` bytes has.
+constexpr uint64_t DigestChunkCount(uint64_t size) {
+  return (size + kDigestChunkBytes - 1) / kDigestChunkBytes;
+}
+
+inline uint64_t ChunkDigest(const void* data, size_t len) { return FastStableHash64(data, len); }
+
+namespace value_checksum_internal {
+
+inline void UpdateLe64(FastStableHasher64& h, uint64_t v) {
+  unsigned char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
+  h.Update(b, sizeof(b));
+}
+
+}  // namespace value_checksum_internal
+
+// The checksum from all n digests of a value of `size` bytes.
+inline uint64_t CombineChunkDigests(const uint64_t* digests, uint64_t size) {
+  FastStableHasher64 h;
+  for (uint64_t k = 0; k < DigestChunkCount(size); ++k) {
+    value_checksum_internal::UpdateLe64(h, digests[k]);
+  }
+  value_checksum_internal::UpdateLe64(h, size);
+  return h.Digest();
+}
+
+// Writes d_k into digests[k] for every chunk k of a request of `total` bytes
+// (starting at `base`) that lies wholly inside its landed range
+// [offset, offset + len). Chunks straddling the range's ends are left alone.
+inline void DigestLandedRange(const void* base, uint64_t total, uint64_t offset, uint64_t len,
+                              uint64_t* digests) {
+  const auto* p = static_cast<const unsigned char*>(base);
+  const uint64_t end = std::min(total, offset + len);
+  for (uint64_t k = DigestChunkCount(offset); k * kDigestChunkBytes < end; ++k) {
+    const uint64_t from = k * kDigestChunkBytes;
+    const uint64_t to = std::min(total, from + kDigestChunkBytes);
+    if (to > end) break;
+    digests[k] = ChunkDigest(p + from, to - from);
+  }
+}
+
+// memcpy(dst, src, len) a chunk at a time, digesting each chunk of dst while
+// it is still in cache (digests: DigestChunkCount(len) slots, or null).
+inline void CopyAndDigest(void* dst, const void* src, uint64_t len, uint64_t* digests) {
+  if (digests == nullptr) {
+    std::memcpy(dst, src, len);
+    return;
+  }
+  auto* d = static_cast<unsigned char*>(dst);
+  const auto* s = static_cast<const unsigned char*>(src);
+  for (uint64_t off = 0, k = 0; off < len; off += kDigestChunkBytes, ++k) {
+    const uint64_t n = std::min(kDigestChunkBytes, len - off);
+    std::memcpy(d + off, s + off, n);
+    digests[k] = ChunkDigest(d + off, n);
+  }
+}
+
+// The checksum of `size` bytes at `data`, using every slot of `digests` that
+// is not kNoDigest (null: none) and computing the rest.
+inline uint64_t ValueChecksumWith(const void* data, uint64_t size, const uint64_t* digests) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  FastStableHasher64 h;
+  for (uint64_t k = 0; k < DigestChunkCount(size); ++k) {
+    uint64_t d = digests != nullptr ? digests[k] : kNoDigest;
+    if (d == kNoDigest) {
+      const uint64_t from = k * kDigestChunkBytes;
+      d = ChunkDigest(p + from, std::min(kDigestChunkBytes, size - from));
+    }
+    value_checksum_internal::UpdateLe64(h, d);
+  }
+  value_checksum_internal::UpdateLe64(h, size);
+  return h.Digest();
+}
+
+inline uint64_t ValueChecksum(const void* data, uint64_t size) {
+  return ValueChecksumWith(data, size, nullptr);
+}
+
+}  // namespace mooncake
+
+#endif  // MOONCAKE_BASE_VALUE_CHECKSUM_H_

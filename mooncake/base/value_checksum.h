@@ -40,22 +40,38 @@ inline uint64_t ChunkDigest(const void* data, size_t len) { return FastStableHas
 
 namespace value_checksum_internal {
 
-inline void UpdateLe64(FastStableHasher64& h, uint64_t v) {
+// The combine over n digests. `digest(k)` gives d_k. Up to 63 chunks (~4 MiB)
+// the le64 string is built on the stack and hashed in one shot; longer ones
+// stream it (same bytes, same result).
+template <typename DigestOf>
+uint64_t Combine(uint64_t size, DigestOf digest) {
+  const uint64_t n = DigestChunkCount(size);
+  const auto put_le64 = [](unsigned char* p, uint64_t v) {
+    for (int i = 0; i < 8; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+  };
+  constexpr uint64_t kOnStack = 63;
+  if (n <= kOnStack) {
+    unsigned char buf[(kOnStack + 1) * 8];
+    for (uint64_t k = 0; k < n; ++k) put_le64(buf + 8 * k, digest(k));
+    put_le64(buf + 8 * n, size);
+    return FastStableHash64(buf, 8 * (n + 1));
+  }
+  FastStableHasher64 h;
   unsigned char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<unsigned char>(v >> (8 * i));
+  for (uint64_t k = 0; k < n; ++k) {
+    put_le64(b, digest(k));
+    h.Update(b, sizeof(b));
+  }
+  put_le64(b, size);
   h.Update(b, sizeof(b));
+  return h.Digest();
 }
 
 }  // namespace value_checksum_internal
 
 // The checksum from all n digests of a value of `size` bytes.
 inline uint64_t CombineChunkDigests(const uint64_t* digests, uint64_t size) {
-  FastStableHasher64 h;
-  for (uint64_t k = 0; k < DigestChunkCount(size); ++k) {
-    value_checksum_internal::UpdateLe64(h, digests[k]);
-  }
-  value_checksum_internal::UpdateLe64(h, size);
-  return h.Digest();
+  return value_checksum_internal::Combine(size, [digests](uint64_t k) { return digests[k]; });
 }
 
 // Writes d_k into digests[k] for every chunk k of a request of `total` bytes
@@ -93,17 +109,12 @@ inline void CopyAndDigest(void* dst, const void* src, uint64_t len, uint64_t* di
 // is not kNoDigest (null: none) and computing the rest.
 inline uint64_t ValueChecksumWith(const void* data, uint64_t size, const uint64_t* digests) {
   const auto* p = static_cast<const unsigned char*>(data);
-  FastStableHasher64 h;
-  for (uint64_t k = 0; k < DigestChunkCount(size); ++k) {
-    uint64_t d = digests != nullptr ? digests[k] : kNoDigest;
-    if (d == kNoDigest) {
-      const uint64_t from = k * kDigestChunkBytes;
-      d = ChunkDigest(p + from, std::min(kDigestChunkBytes, size - from));
-    }
-    value_checksum_internal::UpdateLe64(h, d);
-  }
-  value_checksum_internal::UpdateLe64(h, size);
-  return h.Digest();
+  return value_checksum_internal::Combine(size, [&](uint64_t k) {
+    const uint64_t d = digests != nullptr ? digests[k] : kNoDigest;
+    if (d != kNoDigest) return d;
+    const uint64_t from = k * kDigestChunkBytes;
+    return ChunkDigest(p + from, std::min(kDigestChunkBytes, size - from));
+  });
 }
 
 inline uint64_t ValueChecksum(const void* data, uint64_t size) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/tcp_transport.h"
 #include "mooncake/transport/transport_testing.h"
@@ -88,6 +89,28 @@ TEST_F(FaultTest, CorruptsSuccessfulReadsButReportsOk) {
   EXPECT_EQ(dst[0], std::byte{0xEE});
   EXPECT_EQ(dst[1], std::byte{0x11});
   EXPECT_EQ(dst[1024], std::byte{0xEE});
+}
+
+// A corrupt read with chunk digests: the digest the inner transport took is
+// of the flipped bytes, so a checksum check from the slots still fails.
+TEST_F(FaultTest, CorruptReadsAreVisibleThroughChunkDigests) {
+  std::vector<std::byte> dst(mem_.size());
+  std::vector<uint64_t> d(DigestChunkCount(dst.size()), kNoDigest);
+  TransferRequest r{OpCode::kRead, dst.data(), handle_, 0, dst.size(), d.data()};
+  auto clean = transport_testing_internal::RunBatch(*t_, {r});
+  ASSERT_TRUE(clean.ok() && clean->ok());
+  const uint64_t good = ValueChecksumWith(dst.data(), dst.size(), d.data());
+  EXPECT_EQ(good, ValueChecksum(mem_.data(), mem_.size()));
+  InjectedFaults f;
+  f.corrupt_reads = true;
+  t_->SetFaults(f);
+  d.assign(d.size(), kNoDigest);
+  auto bad = transport_testing_internal::RunBatch(*t_, {r});
+  ASSERT_TRUE(bad.ok() && bad->ok());
+  ASSERT_NE(d[0], kNoDigest) << "the local transport digests on landing";
+  EXPECT_NE(ValueChecksumWith(dst.data(), dst.size(), d.data()), good);
+  EXPECT_EQ(ValueChecksumWith(dst.data(), dst.size(), d.data()),
+            ValueChecksum(dst.data(), dst.size()));
 }
 
 TEST_F(FaultTest, StallsUntilTheDelayThenCompletes) {

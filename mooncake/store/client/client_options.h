@@ -27,7 +27,7 @@ struct ClientOptions {
   size_t tcp_lanes_per_peer = 2;
   uint64_t tcp_spread_min_bytes = 2 << 20;
   uint32_t tcp_slice_bytes = 512 << 10;
-  bool verify_checksums = true;  // XXH3-64 of every value read
+  bool verify_checksums = true;  // the checksum of every value read (docs/client.md)
   bool cache_enabled = true;     // metadata cache with leases (metadata_cache.h)
   size_t cache_max_entries = 65536;
   uint64_t lease_ms = 0;         // asked of the master per read; 0 = its default

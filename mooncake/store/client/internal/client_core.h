@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
@@ -280,11 +281,6 @@ class ClientCore {
 
   void* Destination(GetTarget& t) const {
     return t.owned != nullptr ? static_cast<void*>(t.owned->data()) : t.buffer;
-  }
-
-  // Chunk digest slots for a transfer (null: no checksum to verify).
-  static uint64_t* DigestSlots(std::vector<uint64_t>& digests, size_t first) {
-    return digests.empty() ? nullptr : digests.data() + first;
   }
 
   void LookupMany(std::span<GetTarget> t, const std::string& tenant, bool bypass,

@@ -206,11 +206,14 @@ absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void*
   }
   ASSIGN_OR_RETURN(const client::OpenedSegment seg,
                    resolver_.Resolve(rep.worker_id(), rep.segment_id(), deadline));
-  std::vector<uint64_t> digests;
+  absl::InlinedVector<uint64_t, 64> digests;
   if (options_.verify_checksums) digests.assign(DigestChunkCount(obj.size_bytes), kNoDigest);
-  const transport::TransferRequest req{
-      transport::OpCode::kRead, dst, seg.handle, rep.offset(), obj.size_bytes,
-      DigestSlots(digests, 0)};
+  const transport::TransferRequest req{transport::OpCode::kRead,
+                                       dst,
+                                       seg.handle,
+                                       rep.offset(),
+                                       obj.size_bytes,
+                                       digests.empty() ? nullptr : digests.data()};
   absl::Status s =
       client::RunTransfers(*router_, std::span<const transport::TransferRequest>(&req, 1), deadline)
           .front();
@@ -262,8 +265,8 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
                             std::vector<absl::Status>* st) {
   std::vector<transport::TransferRequest> reqs;
   std::vector<size_t> who;
-  std::vector<size_t> first_digest;       // per request: its slots in `digests`
-  std::vector<size_t> next(t.size(), 0);  // first replica to try in step 3
+  absl::InlinedVector<size_t, 4> first_digest;  // per request: its slots in `digests`
+  std::vector<size_t> next(t.size(), 0);        // first replica to try in step 3
   absl::Time deadline = absl::InfiniteFuture();
   size_t slots = 0;
   for (size_t i = 0; i < t.size(); ++i) {
@@ -283,18 +286,21 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
   }
   // The transports digest each chunk as it lands (transport.h); the checks
   // below only combine those and digest what they left.
-  std::vector<uint64_t> digests(slots, kNoDigest);
-  if (options_.verify_checksums) {
-    for (size_t j = 0; j < reqs.size(); ++j)
-      reqs[j].chunk_digests = DigestSlots(digests, first_digest[j]);
+  absl::InlinedVector<uint64_t, 64> digests(slots, kNoDigest);  // 4 MiB without a heap block
+  if (!digests.empty()) {
+    for (size_t j = 0; j < reqs.size(); ++j) reqs[j].chunk_digests = &digests[first_digest[j]];
   }
   std::vector<bool> done(t.size(), false);
-  std::vector<absl::Status> first_error(t.size());  // of a failed step-2 read
+  absl::InlinedVector<absl::Status, 4> first_error(t.size());  // of a failed step-2 read
   const std::vector<absl::Status> rs = client::RunTransfers(*router_, reqs, deadline);
   for (size_t j = 0; j < who.size(); ++j) {
     const size_t i = who[j];
     const CachedObject& obj = res[i].obj;
     if (!rs[j].ok()) {
+      if (absl::IsDeadlineExceeded(rs[j]) && absl::Now() < ReadDeadline(obj)) {
+        next[i] = 0;  // the batch's deadline was another object's: try this replica again
+        continue;
+      }
       resolver_.Forget(obj.replicas[0].segment_id());
       first_error[i] = rs[j];
       continue;

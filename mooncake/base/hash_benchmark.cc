@@ -38,7 +38,7 @@ void BM_FastStableHasher64Pieces(benchmark::State& state) {
     benchmark::DoNotOptimize(h.Digest());
   }
   state.SetBytesProcessed(state.iterations() * buf.size());
-  state.SetLabel(FastStableHash64UsesAvx2() ? "avx2" : "baseline");
+  state.SetLabel(FastStableHash64Kernel());
 }
 BENCHMARK(BM_FastStableHasher64Pieces)->Arg(1 << 20);
 

@@ -152,9 +152,50 @@ TEST(FastStableHash64Test, EqualsStableHash64) {
   for (size_t len : lengths) {
     for (size_t offset : {0, 1, 33}) {
       ASSERT_EQ(FastStableHash64(buf.data() + offset, len), StableHash64(buf.data() + offset, len))
-          << "len " << len << " offset " << offset << " avx2 " << FastStableHash64UsesAvx2();
+          << "len " << len << " offset " << offset << " kernel " << FastStableHash64Kernel();
     }
   }
+}
+
+// Each vector kernel the machine has, called directly (FastStableHash64 uses
+// only the widest), on the long path's lengths and alignments; the same for
+// the streaming update with uneven pieces.
+TEST(FastStableHash64Test, EveryKernelTheCpuHasEqualsStableHash64) {
+#if defined(MOONCAKE_BASE_XXH3_AVX2)
+  const std::vector<uint8_t> buf = RandomBytes((1 << 20) + 64, 0x243F6A8885A308D3ull);
+  struct Kernel {
+    const char* name;
+    bool present;
+    uint64_t (*one_shot)(const void*, size_t);
+    void (*update)(XXH3_state_t*, const void*, size_t);
+  };
+  const Kernel kernels[] = {
+      {"avx2", hash_internal::HasAvx2(), hash_internal::Xxh3LongAvx2,
+       hash_internal::Xxh3UpdateAvx2},
+      {"avx512", hash_internal::HasAvx512(), hash_internal::Xxh3LongAvx512,
+       hash_internal::Xxh3UpdateAvx512},
+  };
+  int ran = 0;
+  for (const Kernel& k : kernels) {
+    if (!k.present) continue;
+    ++ran;
+    for (size_t len : {241, 1023, 1024, 1025, 4096, 65537, 1 << 20}) {
+      for (size_t offset : {0, 1, 33}) {
+        ASSERT_EQ(k.one_shot(buf.data() + offset, len), StableHash64(buf.data() + offset, len))
+            << k.name << " len " << len << " offset " << offset;
+      }
+      XXH3_state_t state;
+      (void)XXH3_64bits_reset(&state);
+      for (size_t at = 0, piece = 1; at < len; at += piece, piece = piece * 3 + 7) {
+        k.update(&state, buf.data() + at, std::min(piece, len - at));
+      }
+      ASSERT_EQ(XXH3_64bits_digest(&state), StableHash64(buf.data(), len)) << k.name << " " << len;
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+#else
+  GTEST_SKIP() << "xxHash internals not compiled in";
+#endif
 }
 
 // FastStableHasher64 gives StableHash64 of the whole however it is fed: one

@@ -14,11 +14,9 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "mooncake/base/assert.h"
+#include "mooncake/base/x86_intrinsics.h"
 
 namespace mooncake::compress_internal {
 

@@ -21,11 +21,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/x86_intrinsics.h"
 #include "mooncake/compress/internal/huffman.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace mooncake::compress_internal {
 

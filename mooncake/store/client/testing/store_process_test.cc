@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -35,7 +36,9 @@ class Cluster {
   explicit Cluster(uint64_t max_object_bytes = 1 << 20) {
     dir_ = ::testing::TempDir() + "/cluster." + std::to_string(::getpid()) + "." +
            std::to_string(counter_++);
-    std::system(("mkdir -p " + dir_).c_str());
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    EXPECT_FALSE(ec) << dir_ << ": " << ec.message();
     master_pid_ = Spawn({"master", dir_ + "/master", std::to_string(max_object_bytes)});
     master_ = ReadFile(dir_ + "/master");
   }

@@ -121,6 +121,31 @@ inline uint64_t ValueChecksum(const void* data, uint64_t size) {
   return ValueChecksumWith(data, size, nullptr);
 }
 
+// Checksum formats (store::proto::ChecksumFormat): how a stored checksum was
+// computed. kWholeXxh3 is what writers before ValueChecksum sent (and what a
+// writer that sets no format means); readers verify either.
+inline constexpr uint32_t kChecksumWholeXxh3 = 0;
+inline constexpr uint32_t kChecksumChunked = 1;
+
+inline bool KnownChecksumFormat(uint32_t format) {
+  return format == kChecksumWholeXxh3 || format == kChecksumChunked;
+}
+
+// Whether `size` bytes at `data` have checksum `want` in `format` (digests:
+// slots taken on landing, or null; used by the chunked format only). An
+// unknown format never matches: check KnownChecksumFormat first.
+inline bool ChecksumMatches(uint32_t format, const void* data, uint64_t size,
+                            const uint64_t* digests, uint64_t want) {
+  switch (format) {
+    case kChecksumChunked:
+      return ValueChecksumWith(data, size, digests) == want;
+    case kChecksumWholeXxh3:
+      return FastStableHash64(data, size) == want;
+    default:
+      return false;
+  }
+}
+
 }  // namespace mooncake
 
 #endif  // MOONCAKE_BASE_VALUE_CHECKSUM_H_

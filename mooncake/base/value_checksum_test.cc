@@ -129,5 +129,18 @@ TEST(ValueChecksumTest, AWrongSlotChangesTheChecksum) {
   EXPECT_NE(ValueChecksumWith(v.data(), v.size(), d.data()), Reference(v));
 }
 
+TEST(ValueChecksumTest, ChecksumMatchesEachFormat) {
+  const auto v = RandomBytes(200'001, 21);
+  const uint64_t whole = StableHash64(v.data(), v.size());
+  const uint64_t chunked = Reference(v);
+  EXPECT_TRUE(ChecksumMatches(kChecksumWholeXxh3, v.data(), v.size(), nullptr, whole));
+  EXPECT_FALSE(ChecksumMatches(kChecksumWholeXxh3, v.data(), v.size(), nullptr, chunked));
+  EXPECT_TRUE(ChecksumMatches(kChecksumChunked, v.data(), v.size(), nullptr, chunked));
+  EXPECT_FALSE(ChecksumMatches(kChecksumChunked, v.data(), v.size(), nullptr, whole));
+  EXPECT_FALSE(KnownChecksumFormat(2));
+  EXPECT_FALSE(ChecksumMatches(2, v.data(), v.size(), nullptr, chunked));
+  EXPECT_FALSE(ChecksumMatches(2, v.data(), v.size(), nullptr, whole));
+}
+
 }  // namespace
 }  // namespace mooncake

@@ -375,6 +375,44 @@ TEST(Client, EveryTransportCatchesACorruptChunk) {
   }
 }
 
+// Objects carry their checksum format: one an older client put (whole-value
+// XXH3) reads back verified and still catches a flipped byte; a format this
+// client does not know is a clear FAILED_PRECONDITION, never unverified bytes.
+TEST(Client, ReadsEachChecksumFormatAsWritten) {
+  Store s(1);
+  auto c = s.NewClient();
+  const auto put_as = [&](const std::string& key, const std::string& v, uint32_t format,
+                          uint64_t checksum) {
+    store::proto::PutStartRequest req;
+    req.set_key(key);
+    req.set_size_bytes(v.size());
+    req.set_checksum(checksum);
+    req.set_checksum_format(static_cast<store::proto::ChecksumFormat>(format));
+    auto start = s.master().PutStart(req);
+    ASSERT_TRUE(start.ok()) << start.status();
+    char* seg = static_cast<char*>(s.workers()[0]->segments()[0].data);
+    std::memcpy(seg + start->replicas(0).offset(), v.data(), v.size());
+    store::proto::PutEndRequest end;
+    end.set_key(key);
+    end.set_put_id(start->put_id());
+    ASSERT_TRUE(s.master().PutEnd(end).ok());
+  };
+  const std::string v = Value(300'000, 9);
+  put_as("old", v, store::proto::CHECKSUM_XXH3_WHOLE, StableHash64(v.data(), v.size()));
+  put_as("future", Value(300'000, 10), 7, 1234);
+  EXPECT_EQ(*c->Get("old"), v);
+  auto f = c->Get("future");
+  EXPECT_EQ(f.status().code(), absl::StatusCode::kFailedPrecondition) << f.status();
+  char* seg = static_cast<char*>(s.workers()[0]->segments()[0].data);
+  const size_t seg_bytes = s.workers()[0]->segments()[0].size_bytes;
+  char* at = std::search(seg, seg + seg_bytes, v.begin(), v.end());
+  ASSERT_NE(at, seg + seg_bytes);
+  at[123'456] ^= 1;
+  GetOptions bypass;
+  bypass.bypass_cache = true;
+  EXPECT_EQ(c->Get("old", bypass).status().code(), absl::StatusCode::kDataLoss);
+}
+
 TEST(Client, ConcurrentClientsAgreeWithAModel) {
   Store s(2);
   constexpr int kThreads = 4, kKeys = 8, kOps = 150;

@@ -54,6 +54,7 @@ namespace mooncake::client {
 struct CachedObject {
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
+  uint32_t checksum_format = 0;  // store::proto::ChecksumFormat
   uint64_t version = 0;
   std::vector<store::proto::Replica> replicas;  // complete, nearest first
   uint64_t lease_id = 0;

@@ -60,8 +60,9 @@ struct ObjectMeta {
   ObjectState state = ObjectState::kPending;
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
-  uint64_t put_id = 0;   // the put that created (or is creating) this object
-  uint64_t version = 0;  // 0 while pending; unique across keys once committed
+  uint32_t checksum_format = 0;  // store::proto::ChecksumFormat, as the writer gave it
+  uint64_t put_id = 0;           // the put that created (or is creating) this object
+  uint64_t version = 0;          // 0 while pending; unique across keys once committed
   std::string tenant;
   PinLevel pin = PinLevel::kNone;
   std::vector<Replica> replicas;
@@ -169,6 +170,7 @@ inline void ToProto(const ObjectMeta& meta, store::proto::ObjectInfo* out) {
   MC_DASSERT(meta.committed(), "only committed objects are described");
   out->set_size_bytes(meta.size_bytes);
   out->set_checksum(meta.checksum);
+  out->set_checksum_format(static_cast<store::proto::ChecksumFormat>(meta.checksum_format));
   out->set_version(meta.version);
   out->set_tenant(meta.tenant);
   if (meta.tensor != nullptr) *out->mutable_tensor() = *meta.tensor;

@@ -313,8 +313,18 @@ class TierAgent {
       return;
     }
     std::span<std::byte> range = mem->bytes.subspan(t.offset(), t.length());
+    if (!KnownChecksumFormat(t.checksum_format())) {
+      Done(id, generation,
+           absl::FailedPreconditionError(
+               absl::StrCat("checksum format ", t.checksum_format(), " is unknown to this worker")),
+           nullptr,
+           t.kind() == store::proto::TIER_LOAD ? &TierAgentStats::load_failures
+                                               : &TierAgentStats::offload_failures);
+      return;
+    }
     if (t.kind() == store::proto::TIER_OFFLOAD) {
-      if (ValueChecksum(range.data(), range.size()) != t.checksum()) {
+      if (!ChecksumMatches(t.checksum_format(), range.data(), range.size(), nullptr,
+                           t.checksum())) {
         Done(id, generation,
              absl::DataLossError("segment bytes do not match the object's checksum"), nullptr,
              &TierAgentStats::offload_failures);
@@ -329,12 +339,14 @@ class TierAgent {
     }
     tier_->Read(key, range,
                 [this, id, generation, range, checksum = t.checksum(),
+                 format = static_cast<uint32_t>(t.checksum_format()),
                  keep = std::move(mem)](absl::StatusOr<tier::ReadResult> r) {
                   absl::Status s = r.status();
                   if (s.ok() && r->raw_bytes != range.size()) {
                     s = absl::DataLossError(absl::StrCat("record holds ", r->raw_bytes,
                                                          " bytes, the object ", range.size()));
-                  } else if (s.ok() && ValueChecksum(range.data(), range.size()) != checksum) {
+                  } else if (s.ok() && !ChecksumMatches(format, range.data(), range.size(), nullptr,
+                                                        checksum)) {
                     s = absl::DataLossError("loaded bytes do not match the object's checksum");
                   }
                   Done(id, generation, s, &TierAgentStats::loads, &TierAgentStats::load_failures);

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/hash.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
@@ -95,11 +96,17 @@ class TierAgentTest : public ::testing::Test {
   }
 
   // Put through the master, bytes written into the segment by hand.
-  uint64_t Put(const std::string& key, const std::string& value) {
+  // `format`: the writer's checksum format (the chunked one unless a test
+  // plays an older or newer client).
+  uint64_t Put(const std::string& key, const std::string& value,
+               proto::ChecksumFormat format = proto::CHECKSUM_XXH3_CHUNKED) {
     proto::PutStartRequest req;
     req.set_key(key);
     req.set_size_bytes(value.size());
-    req.set_checksum(ValueChecksum(value.data(), value.size()));
+    req.set_checksum(format == proto::CHECKSUM_XXH3_WHOLE
+                         ? StableHash64(value.data(), value.size())
+                         : ValueChecksum(value.data(), value.size()));
+    req.set_checksum_format(format);
     auto start = master_->PutStart(req);
     EXPECT_TRUE(start.ok()) << start.status();
     if (!start.ok()) return 0;
@@ -151,6 +158,23 @@ TEST_F(TierAgentTest, OffloadsAndLoadsBackExactBytes) {
   EXPECT_EQ(st.offloads, 8u);
   EXPECT_EQ(st.loads, 8u);
   EXPECT_EQ(st.offload_failures + st.load_failures, 0u);
+}
+
+// Objects an older client put (whole-value XXH3) offload and load like any;
+// a format this worker does not know is refused, never stored unverified.
+TEST_F(TierAgentTest, EachChecksumFormatIsVerifiedAsWritten) {
+  ASSERT_NE(Put("old", Value(1), proto::CHECKSUM_XXH3_WHOLE), 0u);
+  ASSERT_NE(Put("new", Value(2)), 0u);
+  master_->EvictBytes(2 * kObject);
+  ASSERT_TRUE(WaitFor([&] { return master_->Stats().ssd_objects == 2; }));
+  std::memset(SegmentBytes(0), 0x5a, kSegment);
+  EXPECT_EQ(Get("old"), Value(1));
+  EXPECT_EQ(Get("new"), Value(2));
+  EXPECT_EQ(worker_->tier_agent()->stats().offload_failures, 0u);
+  ASSERT_NE(Put("future", Value(3), static_cast<proto::ChecksumFormat>(7)), 0u);
+  master_->EvictBytes(3 * kObject);
+  ASSERT_TRUE(WaitFor([&] { return worker_->tier_agent()->stats().offload_failures == 1; }));
+  EXPECT_EQ(worker_->tier_agent()->tier_stats().objects, 2u);
 }
 
 TEST_F(TierAgentTest, SegmentBytesThatDoNotMatchTheChecksumAreNeverStored) {

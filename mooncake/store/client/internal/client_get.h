@@ -70,6 +70,7 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
       r.have = true;
       r.obj.size_bytes = a.object().size_bytes();
       r.obj.checksum = a.object().checksum();
+      r.obj.checksum_format = static_cast<uint32_t>(a.object().checksum_format());
       r.obj.version = a.object().version();
       r.obj.lease_id = a.lease().lease_id();
       r.obj.lease_end_ns =
@@ -162,6 +163,7 @@ absl::StatusOr<size_t> ClientCore<C>::ReadPrefixChunk(std::span<const Hash128> c
     res[i].have = true;
     res[i].obj.size_bytes = b.object().size_bytes();
     res[i].obj.checksum = b.object().checksum();
+    res[i].obj.checksum_format = static_cast<uint32_t>(b.object().checksum_format());
     res[i].obj.version = b.object().version();
     res[i].obj.lease_end_ns = lease_end_ns;  // lease_id stays 0: one lease for all, below
     TakeReplicas(b.mutable_replicas(), &res[i].obj);
@@ -194,6 +196,11 @@ void ClientCore<C>::CheckTarget(GetTarget& t, const CachedObject& obj, absl::Sta
   } else if (t.buffer == nullptr) {
     *st = absl::InvalidArgumentError("GetInto with a null buffer");
   }
+  if (st->ok() && options_.verify_checksums && !KnownChecksumFormat(obj.checksum_format)) {
+    *st = absl::FailedPreconditionError(
+        absl::StrCat("Get '", absl::CEscape(AbslView(t.key)), "': checksum format ",
+                     obj.checksum_format, " is unknown to this client (written by a newer one?)"));
+  }
 }
 
 // One replica into `dst`, checksum verified.
@@ -222,7 +229,7 @@ absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void*
     return absl::IsDeadlineExceeded(s) ? s : absl::UnavailableError(s.message());
   }
   if (options_.verify_checksums &&
-      ValueChecksumWith(dst, obj.size_bytes, digests.data()) != obj.checksum) {
+      !ChecksumMatches(obj.checksum_format, dst, obj.size_bytes, digests.data(), obj.checksum)) {
     Add(stats_.checksum_mismatches);
     return absl::DataLossError(
         absl::StrCat("replica on segment ", rep.segment_id(), " failed the checksum"));
@@ -306,8 +313,8 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
       continue;
     }
     if (options_.verify_checksums &&
-        ValueChecksumWith(Destination(t[i]), obj.size_bytes, digests.data() + first_digest[j]) !=
-            obj.checksum) {
+        !ChecksumMatches(obj.checksum_format, Destination(t[i]), obj.size_bytes,
+                         digests.data() + first_digest[j], obj.checksum)) {
       Add(stats_.checksum_mismatches);
       first_error[i] = absl::DataLossError(absl::StrCat(
           "replica on segment ", obj.replicas[0].segment_id(), " failed the checksum"));

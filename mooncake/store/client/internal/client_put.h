@@ -107,6 +107,7 @@ std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem
     r.set_key(std::string(it.key));
     r.set_size_bytes(it.value.size());
     r.set_checksum(ValueChecksum(it.value.data(), it.value.size()));
+    r.set_checksum_format(store::proto::CHECKSUM_XXH3_CHUNKED);
     r.mutable_options()->set_replica_count(o.replica_count);
     r.mutable_options()->set_preferred_segment_id(o.preferred_segment_id);
     r.mutable_options()->set_pin(o.pin);

@@ -115,6 +115,7 @@ class FakeMaster {
     std::string tenant;
     uint64_t size = 0;
     uint64_t checksum = 0;
+    uint32_t checksum_format = 0;
     uint64_t version = 0;
     std::vector<proto::Replica> replicas;
     uint64_t put_id = 0;  // != 0 while pending

@@ -166,6 +166,7 @@ inline void FakeMaster::Describe(const Object& o, const std::string& host, proto
                                  google::protobuf::RepeatedPtrField<proto::Replica>* out) {
   info->set_size_bytes(o.size);
   info->set_checksum(o.checksum);
+  info->set_checksum_format(static_cast<store::proto::ChecksumFormat>(o.checksum_format));
   info->set_version(o.version);
   info->set_tenant(o.tenant);
   std::vector<proto::Replica> near, far;
@@ -298,6 +299,7 @@ inline absl::StatusOr<proto::PutStartResponse> FakeMaster::PutStart(
   o.tenant = tenant;
   o.size = r.size_bytes();
   o.checksum = r.checksum();
+  o.checksum_format = static_cast<uint32_t>(r.checksum_format());
   absl::flat_hash_set<std::string> used_workers;
   for (uint64_t id : order) {
     if (o.replicas.size() == n) break;
@@ -357,6 +359,8 @@ inline absl::StatusOr<proto::PutEndResponse> FakeMaster::PutEnd(const proto::Put
     proto::PutEndResponse resp;
     resp.mutable_object()->set_size_bytes(o.size);
     resp.mutable_object()->set_checksum(o.checksum);
+    resp.mutable_object()->set_checksum_format(
+        static_cast<store::proto::ChecksumFormat>(o.checksum_format));
     resp.mutable_object()->set_version(o.version);
     resp.mutable_object()->set_tenant(o.tenant);
     return resp;

@@ -410,6 +410,7 @@ struct MasterState {
     t.set_offset(src->allocation.offset);
     t.set_length(m.size_bytes);
     t.set_checksum(m.checksum);
+    t.set_checksum_format(static_cast<store::proto::ChecksumFormat>(m.checksum_format));
     if (m.tensor != nullptr) t.set_dtype(m.tensor->dtype());
     const uint64_t charge = m.ChargeBytes();
     if (!tiers

@@ -123,6 +123,7 @@ absl::Status ReserveKey(MasterState<A, P>& s, const proto::PutStartRequest& req,
     ObjectMeta& m = sh.objects[req.key()];
     m.size_bytes = req.size_bytes();
     m.checksum = req.checksum();
+    m.checksum_format = static_cast<uint32_t>(req.checksum_format());
     m.put_id = put_id;
     m.tenant = std::string(tenant);
     m.pin = pin;

@@ -239,6 +239,7 @@ absl::Status StartLoad(MasterState<A, P>& s, const std::string& key, uint64_t ve
     t.set_offset(dest->allocation.offset);
     t.set_length(size);
     t.set_checksum(m->checksum);
+    t.set_checksum_format(static_cast<proto::ChecksumFormat>(m->checksum_format));
     if (m->tensor != nullptr) t.set_dtype(m->tensor->dtype());
     queued = s.tiers
                  .Enqueue(master::TierTaskRecord{.task = std::move(t),

@@ -74,18 +74,13 @@ inline uint64_t CombineChunkDigests(const uint64_t* digests, uint64_t size) {
   return value_checksum_internal::Combine(size, [digests](uint64_t k) { return digests[k]; });
 }
 
-// Writes d_k into digests[k] for every chunk k of a request of `total` bytes
-// (starting at `base`) that lies wholly inside its landed range
-// [offset, offset + len). Chunks straddling the range's ends are left alone.
-inline void DigestLandedRange(const void* base, uint64_t total, uint64_t offset, uint64_t len,
-                              uint64_t* digests) {
-  const auto* p = static_cast<const unsigned char*>(base);
-  const uint64_t end = std::min(total, offset + len);
-  for (uint64_t k = DigestChunkCount(offset); k * kDigestChunkBytes < end; ++k) {
-    const uint64_t from = k * kDigestChunkBytes;
-    const uint64_t to = std::min(total, from + kDigestChunkBytes);
-    if (to > end) break;
-    digests[k] = ChunkDigest(p + from, to - from);
+// Writes the digest of every chunk of [data, data + len) into digests[0, n):
+// for a range that starts on a chunk boundary of its value and ends on one or
+// at the value's end.
+inline void DigestChunks(const void* data, uint64_t len, uint64_t* digests) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (uint64_t off = 0, k = 0; off < len; off += kDigestChunkBytes, ++k) {
+    digests[k] = ChunkDigest(p + off, std::min(kDigestChunkBytes, len - off));
   }
 }
 
@@ -122,7 +117,7 @@ inline uint64_t ValueChecksum(const void* data, uint64_t size) {
 }
 
 // Checksum formats (store::proto::ChecksumFormat): how a stored checksum was
-// computed. kWholeXxh3 is what writers before ValueChecksum sent (and what a
+// computed. kChecksumWholeXxh3 is what writers before ValueChecksum sent (and what a
 // writer that sets no format means); readers verify either.
 inline constexpr uint32_t kChecksumWholeXxh3 = 0;
 inline constexpr uint32_t kChecksumChunked = 1;

@@ -218,9 +218,7 @@ class LocalTransport {
         CopyAndDigest(r.local_addr, remote, r.length, r.chunk_digests);
       } else {  // overlapping: one memmove, then the digests
         std::memmove(r.local_addr, remote, r.length);
-        if (r.chunk_digests != nullptr) {
-          DigestLandedRange(r.local_addr, r.length, 0, r.length, r.chunk_digests);
-        }
+        if (r.chunk_digests != nullptr) DigestChunks(r.local_addr, r.length, r.chunk_digests);
       }
     } else {
       std::memmove(remote, r.local_addr, r.length);

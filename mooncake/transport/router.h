@@ -230,16 +230,7 @@ class Router {
   void ReleaseSlice(const Slice& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseRoutes(Opened& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckRequest(const TransferRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The digest slots of the slice [off, off + len) of `r`: a sub-request's
-  // chunks are the request's when the slice starts on a chunk and ends on one
-  // (or at the request's end); otherwise none (the caller digests them).
-  static uint64_t* SliceDigests(const TransferRequest& r, uint64_t off, uint64_t len) {
-    if (r.op != OpCode::kRead || r.chunk_digests == nullptr || off % kDigestChunkBytes != 0 ||
-        (len % kDigestChunkBytes != 0 && off + len != r.length)) {
-      return nullptr;
-    }
-    return r.chunk_digests + off / kDigestChunkBytes;
-  }
+
   BatchResult Take(BatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RouterOptions options_;

@@ -146,7 +146,8 @@ TEST(RouterTest, BatchWhoseTransportFailsMidwayCompletesOnTheFallback) {
 
 // A route that digested bytes and then failed must not leave its digests
 // behind for the route that writes the bytes again: the fallback (TCP with
-// 96 KiB slices) digests only the chunks that lie inside one of its slices.
+// 96 KiB slices under the router's 256 KiB ones) digests only each router
+// slice's last chunk, the one its last TCP slice holds whole.
 TEST(RouterTest, FailoverResetsChunkDigests) {
   RouterOptions o;
   o.slice_bytes = 256 << 10;

@@ -421,9 +421,7 @@ class TcpTransport {
         s.segment = targets[i].id;
         s.offset = r.remote_offset + done;
         s.length = static_cast<uint32_t>(std::min<uint64_t>(options_.slice_bytes, r.length - done));
-        if (r.op == OpCode::kRead && r.chunk_digests != nullptr) {
-          s.digests = {r.chunk_digests, static_cast<char*>(r.local_addr), r.length, done};
-        }
+        s.digests = SubrangeDigests(r, done, s.length);
         lanes[lane].push_back(std::move(s));
         if (spread) lane = (lane + 1) % options_.lanes_per_peer;
       }

@@ -79,6 +79,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "mooncake/base/value_checksum.h"
 
 namespace mooncake::transport {
 
@@ -136,6 +137,18 @@ struct TransferRequest {
   // READ only, optional: DigestChunkCount(length) slots (see "Chunk digests").
   uint64_t* chunk_digests = nullptr;
 };
+
+// The digest slots of bytes [off, off + len) of `r`, for a model that moves
+// a request in pieces: the piece's chunks are the request's when it starts on
+// a chunk and ends on one (or at the request's end); otherwise null (the
+// caller digests those chunks itself).
+inline uint64_t* SubrangeDigests(const TransferRequest& r, uint64_t off, uint64_t len) {
+  if (r.op != OpCode::kRead || r.chunk_digests == nullptr || off % kDigestChunkBytes != 0 ||
+      (len % kDigestChunkBytes != 0 && off + len != r.length)) {
+    return nullptr;
+  }
+  return r.chunk_digests + off / kDigestChunkBytes;
+}
 
 // Non-consuming progress of a batch in flight (Poll).
 struct BatchProgress {

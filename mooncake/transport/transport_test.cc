@@ -89,6 +89,24 @@ struct BrokenRegisterNoLocation {
 };
 static_assert(!Transport<BrokenRegisterNoLocation>);
 
+// A piece of a request gets the request's digest slots only when its chunks
+// are the request's chunks.
+TEST(SubrangeDigestsTest, OnlyChunkAlignedPiecesOfReads) {
+  uint64_t slots[8];
+  constexpr uint64_t C = kDigestChunkBytes;
+  const TransferRequest r{OpCode::kRead, nullptr, 1, 0, 5 * C + 7, slots};
+  EXPECT_EQ(SubrangeDigests(r, 0, 2 * C), slots);
+  EXPECT_EQ(SubrangeDigests(r, 2 * C, 3 * C + 7), slots + 2);  // ends at the request's end
+  EXPECT_EQ(SubrangeDigests(r, 2 * C, C + 1), nullptr);        // ends inside a chunk
+  EXPECT_EQ(SubrangeDigests(r, C / 2, C), nullptr);            // starts inside one
+  TransferRequest w = r;
+  w.op = OpCode::kWrite;
+  EXPECT_EQ(SubrangeDigests(w, 0, C), nullptr);
+  TransferRequest none = r;
+  none.chunk_digests = nullptr;
+  EXPECT_EQ(SubrangeDigests(none, 0, C), nullptr);
+}
+
 TEST(BatchResultTest, SummarizesPerRequestStatuses) {
   BatchResult r;
   r.statuses = {absl::OkStatus(), absl::OutOfRangeError("past end"), absl::CancelledError("c")};

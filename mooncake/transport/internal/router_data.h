@@ -114,7 +114,7 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
               r.segment,
               r.remote_offset + off,
               std::min(options_.slice_bytes, r.length - off)};
-      s.digests = SliceDigests(r, off, s.length);
+      s.digests = SubrangeDigests(r, off, s.length);
       ++q.slices_left;
       ++o.slices_alive;
       if (go_direct) {

@@ -69,15 +69,6 @@
 
 namespace mooncake::transport_internal {
 
-// Where a READ slice's chunk digests go (transport.h, "Chunk digests"): the
-// request's slots, its local start and length, and the slice's offset in it.
-struct SliceDigests {
-  uint64_t* slots = nullptr;  // null: none asked for
-  const char* request_local = nullptr;
-  uint64_t request_length = 0;
-  uint64_t offset = 0;
-};
-
 struct Slice {
   std::shared_ptr<BatchState> batch;
   uint32_t index = 0;  // request index in the batch
@@ -87,7 +78,7 @@ struct Slice {
   uint64_t offset = 0;
   uint32_t length = 0;
   uint64_t tag = 0;
-  SliceDigests digests;
+  uint64_t* digests = nullptr;  // READ: this slice's chunk digest slots (SubrangeDigests)
 };
 
 // Connects to host:port before `deadline` (non-blocking connect + poll).
@@ -534,9 +525,8 @@ class TcpLane {
                      c.deadline, give_up, data ? "READ_DATA payload" : "ERROR message");
       if (!got.ok()) return broken(got.status());
       if (!*got) return {StepKind::kGaveUp, {}, {}};
-      if (data && c.slice.digests.slots != nullptr) {  // while the bytes are in cache
-        const SliceDigests& d = c.slice.digests;
-        DigestLandedRange(d.request_local, d.request_length, d.offset, c.slice.length, d.slots);
+      if (data && c.slice.digests != nullptr) {  // while the bytes are in cache
+        DigestChunks(c.slice.local, c.slice.length, c.slice.digests);
       }
       if (!data) {
         outcome = absl::Status(static_cast<absl::StatusCode>(c.h.code),

@@ -283,6 +283,12 @@ class ClientCore {
     return t.owned != nullptr ? static_cast<void*>(t.owned->data()) : t.buffer;
   }
 
+  // Whether a read of `obj` asks the transport for chunk digests: only the
+  // chunked checksum format is verified from them.
+  bool WantsDigests(const CachedObject& obj) const {
+    return options_.verify_checksums && obj.checksum_format == kChecksumChunked;
+  }
+
   void LookupMany(std::span<GetTarget> t, const std::string& tenant, bool bypass,
                   std::vector<Resolved>* res, std::vector<absl::Status>* st);
   absl::Status ReadReplica(const CachedObject& obj, size_t r, void* dst, absl::Time deadline);

@@ -214,7 +214,7 @@ absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void*
   ASSIGN_OR_RETURN(const client::OpenedSegment seg,
                    resolver_.Resolve(rep.worker_id(), rep.segment_id(), deadline));
   absl::InlinedVector<uint64_t, 64> digests;
-  if (options_.verify_checksums) digests.assign(DigestChunkCount(obj.size_bytes), kNoDigest);
+  if (WantsDigests(obj)) digests.assign(DigestChunkCount(obj.size_bytes), kNoDigest);
   const transport::TransferRequest req{transport::OpCode::kRead,
                                        dst,
                                        seg.handle,
@@ -289,13 +289,13 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
                     obj.replicas[0].offset(), obj.size_bytes});
     who.push_back(i);
     first_digest.push_back(slots);
-    if (options_.verify_checksums) slots += DigestChunkCount(obj.size_bytes);
+    if (WantsDigests(obj)) slots += DigestChunkCount(obj.size_bytes);
   }
   // The transports digest each chunk as it lands (transport.h); the checks
   // below only combine those and digest what they left.
   absl::InlinedVector<uint64_t, 64> digests(slots, kNoDigest);  // 4 MiB without a heap block
-  if (!digests.empty()) {
-    for (size_t j = 0; j < reqs.size(); ++j) reqs[j].chunk_digests = &digests[first_digest[j]];
+  for (size_t j = 0; j < reqs.size(); ++j) {
+    if (WantsDigests(res[who[j]].obj)) reqs[j].chunk_digests = &digests[first_digest[j]];
   }
   std::vector<bool> done(t.size(), false);
   absl::InlinedVector<absl::Status, 4> first_error(t.size());  // of a failed step-2 read

@@ -23,7 +23,8 @@
 //
 // Thread-safety: a codec object owns reusable scratch state (zstd contexts, plane buffers),
 // so one object serves one caller at a time; use one per thread. With options.threads > 1
-// a single call fans chunks out over that many threads of its own.
+// a single call fans chunks out over that many threads: the helpers of options.pool
+// joining the caller when a pool is given, else threads started for the call.
 //
 // REQUIRES: src and dst do not overlap.
 #ifndef MOONCAKE_COMPRESS_CODEC_H_
@@ -36,6 +37,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "mooncake/base/fork_join_pool.h"
 
 namespace mooncake::compress {
 
@@ -108,6 +110,12 @@ struct CodecOptions {
   size_t chunk_bytes = 256 << 10;
   // Threads one Compress/Decompress call may use (the caller's included).
   int threads = 1;
+  // Where the extra threads come from when threads > 1: the idle helpers of this pool join
+  // the caller (none is created per call; a call whose helpers are all busy runs on its
+  // caller alone), so at most min(threads, pool->helpers() + 1) work on one call. Null:
+  // each call starts threads - 1 threads of its own (~50-100 us, worth it only for calls
+  // of several MiB). Not owned; it must outlive the codec.
+  ForkJoinPool* pool = nullptr;
 };
 
 template <typename C>

@@ -84,10 +84,13 @@ TYPED_TEST_P(CodecConformanceTest, ThreadsAndChunkSizesGiveIdenticalFrames) {
   TypeParam one(CodecOptions{.chunk_bytes = 8192, .threads = 1});
   TypeParam two(CodecOptions{.chunk_bytes = 8192, .threads = 2});
   TypeParam four(CodecOptions{.chunk_bytes = 8192, .threads = 4});
+  ForkJoinPool helpers(2);
+  TypeParam pooled(CodecOptions{.chunk_bytes = 8192, .threads = 4, .pool = &helpers});
   const std::vector<std::byte> frame = CompressToVector(one, raw, DType::kBFloat16);
   EXPECT_TRUE(CompressToVector(two, raw, DType::kBFloat16) == frame);
   EXPECT_TRUE(CompressToVector(four, raw, DType::kBFloat16) == frame);
-  for (TypeParam* codec : {&one, &two, &four}) {
+  EXPECT_TRUE(CompressToVector(pooled, raw, DType::kBFloat16) == frame);
+  for (TypeParam* codec : {&one, &two, &four, &pooled}) {
     std::vector<std::byte> back(raw.size());
     ASSERT_TRUE(codec->Decompress(frame, back).ok());
     EXPECT_TRUE(back == raw);
@@ -231,17 +234,22 @@ TYPED_TEST_P(CodecConformanceTest, DecodesChunksAsTheFrameArrives) {
     GTEST_SKIP() << "this model has no DecompressChunks";
   } else {
     TypeParam codec(CodecOptions{.chunk_bytes = 4096});
+    ForkJoinPool helpers(1);  // decodes several chunks per call on two threads
+    TypeParam pooled(CodecOptions{.chunk_bytes = 4096, .threads = 2, .pool = &helpers});
     for (int kind = 0; kind < 3; ++kind) {
       const std::vector<std::byte> raw = TestContent(kind, 10 * 4096 + 77, DType::kBFloat16, 21);
       const std::vector<std::byte> frame = CompressToVector(codec, raw, DType::kBFloat16);
       const uint32_t chunks = static_cast<uint32_t>(ChunkCount(raw.size(), 4096));
-      for (size_t piece : {size_t{1}, size_t{333}, size_t{4096}, frame.size()}) {
-        SCOPED_TRACE(testing::Message() << "kind " << kind << " piece " << piece);
-        std::vector<std::byte> out(raw.size());
-        uint32_t decoded = 0;
-        DecodeAsFrameArrives(codec, frame, piece, out, &decoded);
-        EXPECT_EQ(decoded, chunks);
-        ASSERT_TRUE(out == raw);
+      for (size_t piece : {size_t{1}, size_t{333}, size_t{4096}, size_t{3 * 4096}, frame.size()}) {
+        for (TypeParam* c : {&codec, &pooled}) {
+          SCOPED_TRACE(testing::Message()
+                       << "kind " << kind << " piece " << piece << (c == &pooled ? " pooled" : ""));
+          std::vector<std::byte> out(raw.size());
+          uint32_t decoded = 0;
+          DecodeAsFrameArrives(*c, frame, piece, out, &decoded);
+          EXPECT_EQ(decoded, chunks);
+          ASSERT_TRUE(out == raw);
+        }
       }
       absl::StatusOr<FrameView> view = FrameView::Parse(frame);
       ASSERT_TRUE(view.ok()) << view.status();
@@ -267,6 +275,9 @@ TYPED_TEST_P(CodecConformanceTest, DecodesChunksAsTheFrameArrives) {
       } else {
         EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
       }
+      // The same chunk among others decoded on two threads gives the same verdict.
+      const absl::Status pooled_s = pooled.DecompressChunks(*bad_view, 0, chunks, bad.size(), out);
+      EXPECT_EQ(pooled_s.code(), s.code()) << pooled_s;
     }
   }
 }

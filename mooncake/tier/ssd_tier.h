@@ -16,11 +16,14 @@
 // land directly in the caller's memory; everything else goes through
 // per-lane bounce arenas (registered with io_uring as fixed buffers when
 // register_buffers is set; files are registered when register_files is set).
-// Reapers verify checksums, decompress and run the completion callbacks, so
-// `lanes` is also the decompression parallelism. A compressed record is read
-// in compressed_read_piece_bytes pieces, all submitted at once; as the pieces
-// land in order the reaper parses the frame and decodes every chunk whose
-// payload has arrived, while the device is still reading the later pieces.
+// Reapers verify checksums, decompress and run the completion callbacks; a
+// reaper decoding a record is joined by the idle threads of a helper pool
+// (codec_threads - 1, shared by the lanes), so one record's chunks decode on
+// several cores even at queue depth 1. A compressed record is read in
+// compressed_read_piece_bytes pieces, all submitted at once; as the pieces
+// land in order the reaper parses the frame and, after draining the
+// completions that are ready, decodes every chunk whose payload has arrived,
+// while the device is still reading the later pieces.
 // The result is handed over only after the record checksum (over the stored
 // bytes) and every chunk checksum (over the decoded bytes) verify.
 //
@@ -71,6 +74,7 @@
 #include "absl/status/statusor.h"
 #include "mooncake/alloc/tlsf_allocator.h"
 #include "mooncake/base/fast_hash.h"
+#include "mooncake/base/fork_join_pool.h"
 #include "mooncake/compress/adaptive_codec.h"
 #include "mooncake/compress/byte_plane_codec.h"
 #include "mooncake/compress/when_to_compress.h"
@@ -107,6 +111,11 @@ struct SsdTierOptions {
   uint32_t compressed_read_piece_bytes = 256 << 10;
   // Raw bytes per frame chunk when compressing (the decode pipeline's grain).
   uint32_t codec_chunk_bytes = 256 << 10;
+  // Threads that decode one compressed record's chunks (and compress one write's): the
+  // lane's reaper (the writer's thread) and the idle helpers of a pool of
+  // codec_threads - 1 threads that every lane shares; a helper busy elsewhere is not waited
+  // for. 0: the machine's hardware threads. 1: no helpers, one record on one thread.
+  uint32_t codec_threads = 0;
   // Per-lane bounce memory; larger staging falls back to the heap.
   uint64_t bounce_arena_bytes = 64ull << 20;
   bool register_files = true;
@@ -212,6 +221,7 @@ class SsdTier {
     uint64_t arrived = 0;
     std::optional<compress::FrameView> frame;
     uint32_t decoded_chunks = 0;
+    bool landed = false;  // in its lane's `landed` list
     absl::Status decode_status;
     double decode_s = 0;
     WriteDone write_done;
@@ -232,8 +242,11 @@ class SsdTier {
     tier_internal::AlignedBytes arena;
     std::optional<alloc::TlsfAllocator> arena_alloc;
     bool arena_registered = false;
+    explicit Lane(compress::CodecOptions codec) : decoder(codec) {}
     std::vector<SyncState> sync;
-    compress::BytePlaneCodec decoder;
+    compress::BytePlaneCodec decoder;  // joined by codec_helpers_
+    // Compressed reads with pieces landed in the current batch of completions; reaper-owned.
+    std::vector<Op*> landed;
     Io stop;
   };
   struct File {
@@ -280,6 +293,7 @@ class SsdTier {
   void OnIo(Io* io, int res);
   void OnIosDone(Op* op);
   void AdvanceReadHash(Op* op);
+  void DecodeLanded(Lane& lane);
   void DecodeArrived(Op* op);
   void EnqueueSync(Op* op);
   void OnSync(uint32_t lane_index, uint32_t file, int res);
@@ -288,7 +302,15 @@ class SsdTier {
   void FinishRead(Op* op);
   void DropCorrupt(const RecordPtr& record);
 
+  // The codecs' options: codec_threads threads per call, helpers from codec_helpers_.
+  compress::CodecOptions CodecOptionsFor(size_t chunk_bytes) const {
+    return compress::CodecOptions{.chunk_bytes = chunk_bytes,
+                                  .threads = static_cast<int>(codec_helpers_->helpers()) + 1,
+                                  .pool = codec_helpers_.get()};
+  }
   SsdTierOptions options_;
+  // Declared before every codec that uses it (lanes_, codec_pool_), so destroyed after them.
+  std::unique_ptr<ForkJoinPool> codec_helpers_;
   uint64_t capacity_bytes_ = 0;
   std::vector<File> files_;
   std::vector<int> fds_;

@@ -16,16 +16,20 @@
 // written once to a raw tier (kNever) and once to a compressed one (kAlways),
 // then N rounds each run, back to back: fio read of the raw tier's file (the
 // device), a read of every object from the raw tier, and from the compressed
-// one, the three taking turns going first (round r starts with reader r mod 3).
+// one (--codec_threads, default every hardware thread), and from a third
+// compressed tier with codec_threads=1 (zip1: one record decoded by one
+// thread), taking turns going first (round r starts with reader r mod 4).
 // The device's speed drifts a lot on a shared VM disk, so each round's
 // ratio compressed/fio is formed from neighbouring windows and the median of
-// the per-round ratios is reported, with the per-core decode speed of the
-// same objects measured in memory in the same run.
+// the per-round ratios is reported, with the decode speed of the same objects
+// measured in memory in the same run: on one core, and on one core joined by
+// the helper pool the tier uses (one record's chunks on every core).
 //
 // Run: bazel run -c opt //mooncake/tier:ssd_tier_benchmark -- [--reps=3]
 //      [--dir=/tmp/mooncake_tier_bench] [--total_mib=256] [--max_ops=1024]
 //      [--sizes_kib=64,1024,4096,16384] [--qds=1,8,32]
 //      [--payloads=random,bf16/raw,bf16/zip,bf16/auto] [--compare_rounds=N]
+//      [--zip_piece_kib=N] [--codec_threads=N]
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -45,10 +49,12 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "mooncake/base/fork_join_pool.h"
 #include "mooncake/base/histogram.h"
 #include "mooncake/compress/kv_data_testing.h"
 #include "mooncake/tier/blocking.h"
@@ -70,6 +76,9 @@ struct Flags {
   int compare_rounds = 0;
   // SsdTierOptions::compressed_read_piece_bytes, in KiB (0: the default).
   uint64_t zip_piece_kib = 0;
+  // SsdTierOptions::codec_threads of the compressed tiers (0: the default, every
+  // hardware thread).
+  uint32_t codec_threads = 0;
 };
 
 template <typename T>
@@ -173,11 +182,12 @@ Phase RunQd(uint64_t ops, uint32_t qd, uint64_t bytes_per_op, Issue issue) {
 }
 
 SsdTierOptions TierOptions(const std::string& path, uint64_t file_bytes, Compression c,
-                           const SsdTierInfo& device) {
+                           const SsdTierInfo& device, uint32_t codec_threads = 0) {
   SsdTierOptions o;
   o.paths = {path};
   o.capacity_bytes_per_file = file_bytes;
   o.compression = c;
+  o.codec_threads = codec_threads;
   o.device_read_bytes_per_s = device.device_read_bytes_per_s;
   o.device_write_bytes_per_s = device.device_write_bytes_per_s;
   return o;
@@ -189,12 +199,12 @@ uint64_t FileBytes(uint64_t size, uint64_t ops) {
 }
 
 TierRun RunTier(const std::string& path, uint64_t size, uint64_t ops, uint32_t qd, Payload payload,
-                const SsdTierInfo& device) {
+                const SsdTierInfo& device, uint32_t codec_threads) {
   std::filesystem::remove(path);
   const Compression c = payload == Payload::kBf16Always ? Compression::kAlways
                         : payload == Payload::kBf16Auto ? Compression::kAuto
                                                         : Compression::kNever;
-  auto tier_or = SsdTier::Open(TierOptions(path, FileBytes(size, ops), c, device));
+  auto tier_or = SsdTier::Open(TierOptions(path, FileBytes(size, ops), c, device, codec_threads));
   if (!tier_or.ok()) {
     std::fprintf(stderr, "FATAL: open: %s\n", std::string(tier_or.status().message()).c_str());
     std::exit(1);
@@ -315,6 +325,8 @@ Flags ParseFlags(int argc, char** argv) {
       f.qds = ParseList<uint32_t>(v);
     } else if (const char* v = value("zip_piece_kib")) {
       f.zip_piece_kib = std::strtoull(v, nullptr, 10);
+    } else if (const char* v = value("codec_threads")) {
+      f.codec_threads = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     } else if (const char* v = value("compare_rounds")) {
       f.compare_rounds = std::max(1, std::atoi(v));
     } else if (const char* v = value("payloads")) {
@@ -322,7 +334,8 @@ Flags ParseFlags(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
-                   "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto)\n",
+                   "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
+                   "--zip_piece_kib --codec_threads)\n",
                    argv[i]);
       std::exit(2);
     }
@@ -379,9 +392,15 @@ Phase ReadAll(SsdTier& tier, uint64_t size, uint64_t ops, uint32_t qd,
   });
 }
 
-// Per-core decode speed (raw bytes/s) of one object coded as the tier codes it.
-double DecodeSpeed(const std::vector<std::byte>& src, uint32_t chunk_bytes) {
-  compress::AdaptiveCodec<> codec(compress::CodecOptions{.chunk_bytes = chunk_bytes});
+// Decode speed (raw bytes/s) of one object coded as the tier codes it: on the
+// caller's thread alone (no pool), or joined by the pool's helpers.
+double DecodeSpeed(const std::vector<std::byte>& src, uint32_t chunk_bytes,
+                   ForkJoinPool* pool = nullptr) {
+  compress::AdaptiveCodec<> codec(compress::CodecOptions{
+      .chunk_bytes = chunk_bytes,
+      .threads = pool != nullptr ? pool->helpers() + 1 : 1,
+      .pool = pool,
+  });
   std::vector<std::byte> frame(codec.MaxCompressedSize(src.size()));
   frame.resize(*codec.Compress(src, compress::DType::kBFloat16, frame));
   std::vector<std::byte> out(src.size());
@@ -401,12 +420,16 @@ double DecodeSpeed(const std::vector<std::byte>& src, uint32_t chunk_bytes) {
 void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
   std::printf(
       "compressed-read comparison: %d rounds of [fio read of the raw tier's file | raw tier "
-      "read | compressed tier read], taking turns going first; GB/s of raw bytes; medians over "
-      "rounds, and the median of the per-round ratios\n",
-      flags.compare_rounds);
-  std::printf("%-6s %-3s | %-6s %-6s %-6s | %-8s %-8s | %-7s %-6s | %s\n", "size", "qd", "fio",
-              "raw", "zip", "zip/fio", "zip/raw", "stored", "decode", "load");
-  const std::string raw_path = flags.dir + "/raw.dat", zip_path = flags.dir + "/zip.dat";
+      "read | compressed tier read (codec_threads %u) | compressed tier read with "
+      "codec_threads 1 (zip1: each record decoded by its reaper alone)], taking turns going "
+      "first; GB/s of raw bytes; medians over rounds, and the median of the per-round ratios\n",
+      flags.compare_rounds, flags.codec_threads);
+  std::printf("%-6s %-3s | %-6s %-6s %-6s %-6s | %-8s %-8s %-8s | %-7s %-6s %-6s | %s\n", "size",
+              "qd", "fio", "raw", "zip", "zip1", "zip/fio", "zip/raw", "zip/zip1", "stored",
+              "decode", "dec+h", "load");
+  ForkJoinPool helpers(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) - 1);
+  const std::string raw_path = flags.dir + "/raw.dat", zip_path = flags.dir + "/zip.dat",
+                    zip1_path = flags.dir + "/zip1.dat";
   for (uint64_t size_kib : flags.sizes_kib) {
     const uint64_t size = size_kib << 10;
     for (uint32_t qd : flags.qds) {
@@ -414,6 +437,7 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
                                                 std::max<uint64_t>(flags.max_ops, 2 * qd));
       std::filesystem::remove(raw_path);
       std::filesystem::remove(zip_path);
+      std::filesystem::remove(zip1_path);
       auto raw =
           OpenOrDie(TierOptions(raw_path, FileBytes(size, ops), Compression::kNever, device));
       SsdTierOptions zip_options =
@@ -421,11 +445,16 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
       if (flags.zip_piece_kib != 0) {
         zip_options.compressed_read_piece_bytes = static_cast<uint32_t>(flags.zip_piece_kib << 10);
       }
+      SsdTierOptions zip1_options = zip_options;
+      zip_options.codec_threads = flags.codec_threads;
+      zip1_options.paths = {zip1_path};
+      zip1_options.codec_threads = 1;
       auto zip = OpenOrDie(zip_options);
+      auto zip1 = OpenOrDie(zip1_options);
       const std::vector<std::byte> src =
           compress::SyntheticKvBytes(size, compress::DType::kBFloat16, size);
       const ObjectMeta meta{compress::DType::kBFloat16, 0};
-      for (SsdTier* t : {raw.get(), zip.get()}) {
+      for (SsdTier* t : {raw.get(), zip.get(), zip1.get()}) {
         RunQd(ops, qd, size, [&](uint64_t i, uint32_t, auto done) {
           t->Write(absl::StrCat("obj", i), src, meta,
                    [done = std::move(done)](absl::Status s) mutable { done(s.ok()); });
@@ -435,23 +464,26 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
       zip->ForEach([&](const ObjectInfo& info) { stored += info.stored_bytes; });
       std::vector<AlignedBuf> bufs;
       for (uint32_t s = 0; s < qd; ++s) bufs.push_back(AlignedAlloc(size));
-      std::vector<double> fio, tr, tz, z_fio, z_raw;
+      std::vector<double> fio, tr, tz, tz1, z_fio, z_raw, z_z1;
       for (int round = 0; round < flags.compare_rounds; ++round) {
-        // The three readers take turns going first: a virtual disk's burst
-        // credit (refilled while the round's set-up runs) would otherwise go
-        // to the same one every round.
-        double g[3] = {0, 0, 0};
-        for (int k = 0; k < 3; ++k) {
-          const int who = (round + k) % 3;
+        // The readers take turns going first: a virtual disk's burst credit
+        // (refilled while the round's set-up runs) would otherwise go to the
+        // same one every round.
+        double g[4] = {0, 0, 0, 0};
+        for (int k = 0; k < 4; ++k) {
+          const int who = (round + k) % 4;
           if (who == 0) g[0] = RunFio(raw_path, "read", size, ops, qd, 0).gbps;
           if (who == 1) g[1] = ReadAll(*raw, size, ops, qd, bufs).gbps;
           if (who == 2) g[2] = ReadAll(*zip, size, ops, qd, bufs).gbps;
+          if (who == 3) g[3] = ReadAll(*zip1, size, ops, qd, bufs).gbps;
         }
         fio.push_back(g[0]);
         tr.push_back(g[1]);
         tz.push_back(g[2]);
+        tz1.push_back(g[3]);
         z_fio.push_back(tz.back() / fio.back());
         z_raw.push_back(tz.back() / tr.back());
+        z_z1.push_back(tz.back() / tz1.back());
       }
       auto check = AlignedAlloc(size);
       if (!ReadBlocking(*zip, absl::StrCat("obj", ops - 1), std::span<std::byte>(check.get(), size))
@@ -464,11 +496,14 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
       double load[1] = {0};
       getloadavg(load, 1);
       std::printf(
-          "%-6s %-3u | %6.2f %6.2f %6.2f | %8.2f %8.2f | %7.3f %6.2f | %.1f\n",
+          "%-6s %-3u | %6.2f %6.2f %6.2f %6.2f | %8.2f %8.2f %8.2f | %7.3f %6.2f %6.2f | %.1f\n",
           absl::StrCat(size_kib, "K").c_str(), qd, Median(fio, id), Median(tr, id), Median(tz, id),
-          Median(z_fio, id), Median(z_raw, id),
+          Median(tz1, id), Median(z_fio, id), Median(z_raw, id), Median(z_z1, id),
           static_cast<double>(ops * size) / static_cast<double>(stored),
           DecodeSpeed(src, TierOptions("", 0, Compression::kAlways, device).codec_chunk_bytes) /
+              1e9,
+          DecodeSpeed(src, TierOptions("", 0, Compression::kAlways, device).codec_chunk_bytes,
+                      &helpers) /
               1e9,
           load[0]);
       std::fflush(stdout);
@@ -476,6 +511,7 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
   }
   std::filesystem::remove(raw_path);
   std::filesystem::remove(zip_path);
+  std::filesystem::remove(zip1_path);
   std::filesystem::remove(raw_path + ".fio.json");
 }
 
@@ -525,7 +561,7 @@ int Main(int argc, char** argv) {
           // The tier writes into a file it just created (fallocate: unwritten extents, whose
           // first fdatasync also commits metadata); fio+sync "fresh" gets the same kind of file.
           std::filesystem::remove(path);
-          tier_runs.push_back(RunTier(path, size, ops, qd, payload, device));
+          tier_runs.push_back(RunTier(path, size, ops, qd, payload, device, flags.codec_threads));
           const int per_sync =
               std::max(1, static_cast<int>(tier_runs.back().writes_per_sync + 0.5));
           // These fio runs use the tier's own file, now fully written.

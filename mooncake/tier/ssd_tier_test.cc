@@ -117,11 +117,17 @@ TEST(SsdTierTest, BFloat16IsCompressedAndRoundTrips) {
 
 // A compressed record read in many small pieces, its frame in many small chunks: the
 // reaper decodes chunks as pieces land (several reads in flight on both lanes).
-TEST(SsdTierTest, CompressedReadsDecodePieceByPiece) {
+// codec_threads 1: each record on its reaper alone; 3: two helpers join the
+// reapers (one record's chunks decoded on several threads, both lanes sharing
+// the helpers).
+class SsdTierCodecThreadsTest : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(SsdTierCodecThreadsTest, CompressedReadsDecodePieceByPiece) {
   SsdTierOptions o = TestOptions(TempPath("pieces"), 32 << 20);
   o.compression = Compression::kAlways;
   o.codec_chunk_bytes = 16 << 10;
   o.compressed_read_piece_bytes = 8 << 10;
+  o.codec_threads = GetParam();
   auto faults = std::make_shared<ScriptedFaults>();
   o.faults = faults;
   auto t = MustOpen(o);
@@ -172,6 +178,8 @@ TEST(SsdTierTest, CompressedReadsDecodePieceByPiece) {
   EXPECT_FALSE(t->Contains("kv1"));
   EXPECT_EQ(t->stats().corrupt_records, 1u);
 }
+
+INSTANTIATE_TEST_SUITE_P(CodecThreads, SsdTierCodecThreadsTest, ::testing::Values(1u, 3u));
 
 TEST(SsdTierTest, AutoCompressionFollowsTheRule) {
   // A slow device: compression pays. A device far faster than the codec: it does not.
@@ -336,6 +344,9 @@ TEST(SsdTierTest, BadOptionsAndForeignFiles) {
   SsdTierOptions o = TestOptions(TempPath("bad"), 12345);
   EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = TestOptions(TempPath("bad"), 0);
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = TestOptions(TempPath("bad"), 1 << 20);
+  o.codec_threads = ForkJoinPool::kMaxHelpers + 1;
   EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
   // A file that is not a tier file.
   const std::string junk = TempPath("junk");

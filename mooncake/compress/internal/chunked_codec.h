@@ -90,10 +90,13 @@ class ChunkedCodec {
       // Each chunk codes into its own slot (a payload never exceeds its raw size), then
       // the payloads are packed down in order.
       sizes_.resize(chunks);
-      ParallelFor(static_cast<uint32_t>(chunks), threads, [&](int worker, uint32_t i) {
-        sizes_[i] =
-            CompressChunk(worker, src, dtype, i, dst, base + size_t{i} * options_.chunk_bytes);
-      });
+      ParallelFor(
+          static_cast<uint32_t>(chunks), threads,
+          [&](int worker, uint32_t i) {
+            sizes_[i] =
+                CompressChunk(worker, src, dtype, i, dst, base + size_t{i} * options_.chunk_bytes);
+          },
+          options_.pool);
       for (uint32_t i = 0; i < chunks; ++i) {
         const size_t slot = base + size_t{i} * options_.chunk_bytes;
         if (slot != end) std::memmove(dst.data() + end, dst.data() + slot, sizes_[i]);
@@ -175,9 +178,13 @@ class ChunkedCodec {
     std::vector<std::byte> partial;  // a chunk decoded whole when only part is wanted
   };
 
+  // Threads a call over `chunks` chunks uses, with a coder for each.
   int EnsureCoders(uint64_t chunks) {
-    const int threads =
-        static_cast<int>(std::min<uint64_t>(static_cast<uint64_t>(options_.threads), chunks));
+    uint64_t limit = static_cast<uint64_t>(options_.threads);
+    if (options_.pool != nullptr) {
+      limit = std::min<uint64_t>(limit, static_cast<uint64_t>(options_.pool->helpers()) + 1);
+    }
+    const int threads = static_cast<int>(std::min<uint64_t>(limit, chunks));
     while (workers_.size() < static_cast<size_t>(std::max(threads, 1))) {
       workers_.push_back(std::make_unique<Worker>(config_));
     }
@@ -226,9 +233,12 @@ class ChunkedCodec {
       return absl::OkStatus();
     }
     std::vector<absl::Status> errors(end - first);
-    ParallelFor(end - first, threads, [&](int worker, uint32_t k) {
-      errors[k] = DecodeChunk(worker, view, first + k, offset, dst, readable_end);
-    });
+    ParallelFor(
+        end - first, threads,
+        [&](int worker, uint32_t k) {
+          errors[k] = DecodeChunk(worker, view, first + k, offset, dst, readable_end);
+        },
+        options_.pool);
     for (absl::Status& s : errors) {
       if (!s.ok()) return s;
     }

@@ -9,15 +9,22 @@
 #include <vector>
 
 #include "mooncake/base/assert.h"
+#include "mooncake/base/fork_join_pool.h"
 
 namespace mooncake::compress_internal {
 
 // Calls fn(worker, item) for every item in [0, items), on min(threads, items) threads
 // (the caller's is worker 0). Items are claimed dynamically, so uneven chunks balance.
-// fn must not throw. Returns when every item is done.
+// With a pool, its idle helpers join the caller (workers stay below threads); without,
+// the threads are started for this call. fn must not throw. Returns when every item is
+// done.
 template <typename Fn>
-void ParallelFor(uint32_t items, int threads, Fn&& fn) {
+void ParallelFor(uint32_t items, int threads, Fn&& fn, ForkJoinPool* pool = nullptr) {
   MC_ASSERT(threads >= 1, "threads must be >= 1");
+  if (pool != nullptr) {
+    pool->ParallelFor(items, threads, fn);
+    return;
+  }
   const uint32_t workers = std::min<uint32_t>(static_cast<uint32_t>(threads), items);
   if (workers <= 1) {
     for (uint32_t i = 0; i < items; ++i) fn(0, i);
@@ -32,11 +39,11 @@ void ParallelFor(uint32_t items, int threads, Fn&& fn) {
       fn(worker, i);
     }
   };
-  std::vector<std::thread> pool;
-  pool.reserve(workers - 1);
-  for (uint32_t w = 1; w < workers; ++w) pool.emplace_back(body, static_cast<int>(w));
+  std::vector<std::thread> started;
+  started.reserve(workers - 1);
+  for (uint32_t w = 1; w < workers; ++w) started.emplace_back(body, static_cast<int>(w));
   body(0);
-  for (auto& t : pool) t.join();
+  for (auto& t : started) t.join();
 }
 
 }  // namespace mooncake::compress_internal

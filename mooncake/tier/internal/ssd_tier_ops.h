@@ -37,9 +37,16 @@ inline bool SsdTier::ShouldCompress(compress::DType dtype, uint64_t raw_bytes) {
   compress::CodecProfile codec = p.codec;
   // The rule is applied to the read path, where compression pays (fewer bytes from the
   // device): a read decodes while its later pieces are still being read (pipelined, in
-  // grains of one frame chunk), on every lane's reaper at once, and never compresses, so
-  // the compress speed (paid once, on the writer's thread) is not one of its stages.
-  codec.decompress_bytes_per_s *= static_cast<double>(lanes_.size());
+  // grains of one frame chunk), on every lane's reaper at once (each joined by the idle
+  // codec helpers), and never compresses, so the compress speed (paid once, on the
+  // writer's thread) is not one of its stages. The profile holds one record's decode
+  // speed (its helpers included); reads on all lanes together use at most the machine's
+  // hardware threads.
+  const double hw = std::max(1u, std::thread::hardware_concurrency());
+  const double helpers = codec_helpers_->helpers();
+  const double all_threads = std::min(hw, static_cast<double>(lanes_.size()) + helpers);
+  const double record_threads = std::min(hw, helpers + 1);
+  codec.decompress_bytes_per_s *= std::max(1.0, all_threads / record_threads);
   codec.compress_bytes_per_s = std::numeric_limits<double>::infinity();
   return compress::DecideCompression(raw_bytes, info_.device_read_bytes_per_s, codec,
                                      compress::Overlap::kPipelined, options_.codec_chunk_bytes)
@@ -64,8 +71,8 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
       }
     }
     if (!coder) {
-      coder = std::make_unique<compress::AdaptiveCodec<>>(
-          compress::CodecOptions{.chunk_bytes = options_.codec_chunk_bytes, .threads = 1});
+      coder =
+          std::make_unique<compress::AdaptiveCodec<>>(CodecOptionsFor(options_.codec_chunk_bytes));
     }
     const uint64_t max = std::max<uint64_t>(coder->MaxCompressedSize(raw), raw);
     staging = AcquireStaging(lane, tier_internal::RecordBytes(max));
@@ -287,6 +294,10 @@ inline void SsdTier::Remove(std::string_view key, WriteDone done) {
   SubmitIos(op, 0, 1, /*is_write=*/true);
 }
 
+// Drains every completion that is ready, then decodes what the compressed reads among
+// them can decode: all the frame chunks that landed meanwhile go to the codec in one call,
+// which the idle codec helpers join (chunks decoded one completion at a time would leave
+// them nothing to share while the device delivers pieces faster than one thread decodes).
 inline void SsdTier::ReapLoop(uint32_t lane_index) {
   Lane& lane = *lanes_[lane_index];
   for (;;) {
@@ -303,8 +314,19 @@ inline void SsdTier::ReapLoop(uint32_t lane_index) {
       }
       cqe = lane.ring.PeekCqe();
     }
+    DecodeLanded(lane);
     if (stop) return;
   }
+}
+
+inline void SsdTier::DecodeLanded(Lane& lane) {
+  // An op is in `landed` at most once (op->landed), and finishes only here.
+  for (Op* op : lane.landed) {
+    op->landed = false;
+    if (op->error == 0) DecodeArrived(op);
+    if (op->pending == 0) OnIosDone(op);
+  }
+  lane.landed.clear();
 }
 
 inline void SsdTier::OnIo(Io* io, int res) {
@@ -322,7 +344,16 @@ inline void SsdTier::OnIo(Io* io, int res) {
     AdvanceReadHash(op);
   }
   MC_DASSERT(op->pending > 0, "completion of an op with nothing pending");
-  if (--op->pending == 0) OnIosDone(op);
+  --op->pending;
+  if (op->type == OpType::kRead && op->record->header.codec != tier_internal::kCodecRaw) {
+    // Decoded, and finished once every piece is in, after this batch of completions.
+    if (!op->landed) {
+      op->landed = true;
+      lanes_[io->lane]->landed.push_back(op);
+    }
+    return;
+  }
+  if (op->pending == 0) OnIosDone(op);
 }
 
 inline void SsdTier::AdvanceReadHash(Op* op) {
@@ -332,7 +363,6 @@ inline void SsdTier::AdvanceReadHash(Op* op) {
     op->arrived += io.payload;
     ++op->hashed;
   }
-  if (op->record->header.codec != tier_internal::kCodecRaw) DecodeArrived(op);
 }
 
 // Decodes the frame chunks whose payloads lie in the stored bytes that have

@@ -22,19 +22,23 @@
 // and fewer than its `helper_slots` helpers have joined; the caller returns only
 // once `inside` is 0 and the loop is out of `open_`, so no helper touches a
 // finished loop's stack frame.
+//
+// The lock is std::mutex, not absl::Mutex: Debian's abseil is not built for
+// ThreadSanitizer, which would then report false races (docs/DESIGN.md, qos).
 #ifndef MOONCAKE_BASE_FORK_JOIN_POOL_H_
 #define MOONCAKE_BASE_FORK_JOIN_POOL_H_
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
 
 namespace mooncake {
@@ -56,10 +60,11 @@ class ForkJoinPool {
 
   ~ForkJoinPool() {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       MC_ASSERT(open_.empty(), "ForkJoinPool destroyed during a ParallelFor");
       stopping_ = true;
     }
+    work_cv_.notify_all();
     for (std::thread& t : threads_) t.join();
   }
 
@@ -85,15 +90,16 @@ class ForkJoinPool {
     loop.call = [](void* f, int worker, uint32_t i) { (*static_cast<F*>(f))(worker, i); };
     loop.helper_slots = helper_slots;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       open_.push_back(&loop);
     }
+    for (int i = 0; i < helper_slots; ++i) work_cv_.notify_one();
     RunItems(loop, 0);
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     const auto it = std::find(open_.begin(), open_.end(), &loop);
     if (it != open_.end()) open_.erase(it);
-    mu_.Await(absl::Condition(
-        +[](Loop* l) { return l->inside == 0; }, &loop));
+    loop.closed = true;
+    done_cv_.wait(lock, [&] { return loop.inside == 0; });
     MC_DASSERT(loop.next.load(std::memory_order_relaxed) >= items, "every item was claimed");
   }
 
@@ -108,6 +114,7 @@ class ForkJoinPool {
     int helper_slots = 0;  // helpers that may still join; guarded by mu_
     int joined = 0;        // helpers that joined so far; guarded by mu_
     int inside = 0;        // helpers still running items; guarded by mu_
+    bool closed = false;   // the caller is waiting for `inside` to reach 0; guarded by mu_
   };
 
   static void RunItems(Loop& loop, int worker) {
@@ -117,15 +124,13 @@ class ForkJoinPool {
     }
   }
 
-  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !open_.empty(); }
-
   void HelperLoop() {
     for (;;) {
       Loop* loop = nullptr;
       int worker = 0;
       {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(this, &ForkJoinPool::HasWork));
+        std::unique_lock<std::mutex> lock(mu_);
+        work_cv_.wait(lock, [&] { return stopping_ || !open_.empty(); });
         if (stopping_) return;
         loop = open_.front();
         worker = ++loop->joined;
@@ -134,12 +139,16 @@ class ForkJoinPool {
         MC_DASSERT(worker >= 1 && worker <= kMaxHelpers, "worker ids are dense from 1");
       }
       RunItems(*loop, worker);
-      absl::MutexLock lock(&mu_);
-      --loop->inside;  // the caller may return (and free *loop) once this is 0
+      std::lock_guard<std::mutex> lock(mu_);
+      // The caller may return (and free *loop) once this is 0; it is notified
+      // under the lock, so it cannot return before notify_one is done with it.
+      if (--loop->inside == 0 && loop->closed) done_cv_.notify_all();
     }
   }
 
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable work_cv_;              // helpers wait for a loop to join
+  std::condition_variable done_cv_;              // callers wait for their helpers to leave
   std::deque<Loop*> open_ ABSL_GUARDED_BY(mu_);  // at most one per caller inside ParallelFor
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

@@ -2,12 +2,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
-#include <set>
+#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 
 namespace mooncake {
@@ -74,24 +74,27 @@ TEST(ForkJoinPoolTest, HelpersJoinTheCallersLoop) {
 // A caller whose helpers are all busy elsewhere does not wait for them.
 TEST(ForkJoinPoolTest, BusyHelpersAreNotWaitedFor) {
   ForkJoinPool pool(1);
-  absl::Mutex mu;
+  std::mutex mu;
+  std::condition_variable cv;
   bool release = false, holding = false;
   std::thread other([&] {
     // The caller's item waits for the helper to take the other one, which then
     // blocks until released.
     pool.ParallelFor(2, 2, [&](int worker, uint32_t) {
-      absl::MutexLock lock(&mu);
+      std::unique_lock<std::mutex> lock(mu);
       if (worker == 0) {
-        mu.AwaitWithTimeout(absl::Condition(&holding), absl::Seconds(20));
+        cv.wait_for(lock, std::chrono::seconds(20), [&] { return holding; });
         return;
       }
       holding = true;
-      mu.Await(absl::Condition(&release));
+      cv.notify_all();
+      cv.wait(lock, [&] { return release; });
     });
   });
+  bool helper_held = false;
   {
-    absl::MutexLock lock(&mu);
-    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&holding), absl::Seconds(20)));
+    std::unique_lock<std::mutex> lock(mu);
+    helper_held = cv.wait_for(lock, std::chrono::seconds(20), [&] { return holding; });
   }
   // The only helper is held by `other`'s loop: this loop runs on its caller.
   std::atomic<int> ran{0};
@@ -101,10 +104,12 @@ TEST(ForkJoinPoolTest, BusyHelpersAreNotWaitedFor) {
   });
   EXPECT_EQ(ran.load(), 100);
   {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     release = true;
   }
+  cv.notify_all();
   other.join();
+  EXPECT_TRUE(helper_held);
 }
 
 TEST(ForkJoinPoolTest, ConcurrentCallersShareTheHelpers) {

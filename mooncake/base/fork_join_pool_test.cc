@@ -69,6 +69,7 @@ TEST(ForkJoinPoolTest, HelpersJoinTheCallersLoop) {
     }
   });
   EXPECT_TRUE(helper_ran);
+  EXPECT_GE(pool.joins(), 1u);
 }
 
 // A caller whose helpers are all busy elsewhere does not wait for them.

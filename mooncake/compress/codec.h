@@ -37,7 +37,10 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "mooncake/base/fork_join_pool.h"
+
+namespace mooncake {
+class ForkJoinPool;  // mooncake/base/fork_join_pool.h
+}  // namespace mooncake
 
 namespace mooncake::compress {
 

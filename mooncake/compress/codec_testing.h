@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/fork_join_pool.h"
 #include "mooncake/compress/codec.h"
 #include "mooncake/compress/frame.h"
 #include "mooncake/compress/identity_codec.h"

@@ -114,7 +114,8 @@ struct SsdTierOptions {
   // Threads that decode one compressed record's chunks (and compress one write's): the
   // lane's reaper (the writer's thread) and the idle helpers of a pool of
   // codec_threads - 1 threads that every lane shares; a helper busy elsewhere is not waited
-  // for. 0: the machine's hardware threads. 1: no helpers, one record on one thread.
+  // for. 0: the CPUs this process may use (its affinity mask), at most 256. 1: no helpers,
+  // one record on one thread. At most 256.
   uint32_t codec_threads = 0;
   // Per-lane bounce memory; larger staging falls back to the heap.
   uint64_t bounce_arena_bytes = 64ull << 20;
@@ -139,6 +140,8 @@ struct SsdTierInfo {
   uint64_t quarantined_bytes = 0;
   uint64_t recovered_corrupt = 0;  // records skipped by recovery
   uint64_t recovered_superseded = 0;
+  uint32_t codec_threads = 1;       // threads per compressed record (options resolved)
+  uint64_t codec_helper_joins = 0;  // times a helper joined a record's decode or encode
 };
 
 class SsdTier {
@@ -305,12 +308,23 @@ class SsdTier {
   // The codecs' options: codec_threads threads per call, helpers from codec_helpers_.
   compress::CodecOptions CodecOptionsFor(size_t chunk_bytes) const {
     return compress::CodecOptions{.chunk_bytes = chunk_bytes,
-                                  .threads = static_cast<int>(codec_helpers_->helpers()) + 1,
+                                  .threads = static_cast<int>(info_.codec_threads),
                                   .pool = codec_helpers_.get()};
+  }
+  // A codec speed sample of one record, per thread: raw bytes over the wall time
+  // times the threads that could work on it (fewer than codec_threads when the record
+  // has fewer chunks; helpers busy elsewhere make the sample pessimistic).
+  double PerThreadSpeed(uint64_t raw_bytes, double seconds) const {
+    const uint64_t chunks =
+        (raw_bytes + options_.codec_chunk_bytes - 1) / options_.codec_chunk_bytes;
+    const double threads =
+        static_cast<double>(std::max<uint64_t>(1, std::min<uint64_t>(chunks, info_.codec_threads)));
+    return static_cast<double>(raw_bytes) / (seconds * threads);
   }
   SsdTierOptions options_;
   // Declared before every codec that uses it (lanes_, codec_pool_), so destroyed after them.
   std::unique_ptr<ForkJoinPool> codec_helpers_;
+  int usable_cpus_ = 1;  // UsableCpuCount() at Open
   uint64_t capacity_bytes_ = 0;
   std::vector<File> files_;
   std::vector<int> fds_;

@@ -162,6 +162,20 @@ TEST_P(SsdTierCodecThreadsTest, CompressedReadsDecodePieceByPiece) {
     ASSERT_TRUE(results[i].ok()) << results[i];
     EXPECT_TRUE(back[i] == kv[i]) << i;
   }
+  EXPECT_EQ(t->info().codec_threads, GetParam());
+  if (GetParam() > 1) {
+    // Helpers join a record's decode (or its encode) unless every call ended before one
+    // woke up; reading on asks again, boundedly.
+    std::vector<std::byte> again(kv[kObjects - 1].size());  // the largest
+    for (int i = 0; i < 500 && t->info().codec_helper_joins == 0; ++i) {
+      ASSERT_TRUE(ReadBlocking(*t, "kv" + std::to_string(i % kObjects),
+                               std::span<std::byte>(again.data(), kv[i % kObjects].size()))
+                      .ok());
+    }
+    EXPECT_GT(t->info().codec_helper_joins, 0u);
+  } else {
+    EXPECT_EQ(t->info().codec_helper_joins, 0u);
+  }
   // A failed piece in the middle of a read: Unavailable, nothing served, record kept.
   faults->fail_reads_after = 5;
   std::vector<std::byte> into(kv[0].size());

@@ -22,6 +22,9 @@
 namespace mooncake::tier {
 namespace ssd_tier_internal {
 
+// A codec call's threads (compress::CodecOptions::threads) are at most 256.
+inline constexpr int kMaxCodecThreads = 256;
+
 using tier_internal::kBlockBytes;
 using tier_internal::RecordBytes;
 using tier_internal::RoundUpToBlock;
@@ -33,9 +36,9 @@ inline absl::Status ValidateOptions(const SsdTierOptions& o) {
   if (o.lanes < 1 || o.lanes > 64) {
     return absl::InvalidArgumentError("SsdTierOptions.lanes must be in [1, 64]");
   }
-  if (o.codec_threads > ForkJoinPool::kMaxHelpers) {
-    return absl::InvalidArgumentError(absl::StrCat("SsdTierOptions.codec_threads must be in [0, ",
-                                                   ForkJoinPool::kMaxHelpers, "]"));
+  if (o.codec_threads > static_cast<uint32_t>(kMaxCodecThreads)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SsdTierOptions.codec_threads must be in [0, ", kMaxCodecThreads, "]"));
   }
   if (o.ring_entries < 8 || o.ring_entries > 4096) {
     return absl::InvalidArgumentError("SsdTierOptions.ring_entries must be in [8, 4096]");
@@ -275,10 +278,12 @@ inline absl::Status SsdTier::RebuildAllocator(uint32_t file,
 inline absl::Status SsdTier::StartLanes() {
   zero_block_ =
       tier_internal::AllocateAligned(tier_internal::kBlockBytes, tier_internal::kBlockBytes);
-  const uint32_t codec_threads = options_.codec_threads != 0
-                                     ? options_.codec_threads
-                                     : std::max(1u, std::thread::hardware_concurrency());
-  codec_helpers_ = std::make_unique<ForkJoinPool>(static_cast<int>(codec_threads) - 1);
+  usable_cpus_ = UsableCpuCount();
+  info_.codec_threads =
+      options_.codec_threads != 0
+          ? options_.codec_threads
+          : static_cast<uint32_t>(std::min(usable_cpus_, ssd_tier_internal::kMaxCodecThreads));
+  codec_helpers_ = std::make_unique<ForkJoinPool>(static_cast<int>(info_.codec_threads) - 1);
   for (uint32_t i = 0; i < options_.lanes; ++i) {
     auto lane = std::make_unique<Lane>(CodecOptionsFor(options_.codec_chunk_bytes));
     RETURN_IF_ERROR(lane->ring.Init(options_.ring_entries));

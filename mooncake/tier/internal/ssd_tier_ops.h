@@ -39,14 +39,12 @@ inline bool SsdTier::ShouldCompress(compress::DType dtype, uint64_t raw_bytes) {
   // device): a read decodes while its later pieces are still being read (pipelined, in
   // grains of one frame chunk), on every lane's reaper at once (each joined by the idle
   // codec helpers), and never compresses, so the compress speed (paid once, on the
-  // writer's thread) is not one of its stages. The profile holds one record's decode
-  // speed (its helpers included); reads on all lanes together use at most the machine's
-  // hardware threads.
-  const double hw = std::max(1u, std::thread::hardware_concurrency());
-  const double helpers = codec_helpers_->helpers();
-  const double all_threads = std::min(hw, static_cast<double>(lanes_.size()) + helpers);
-  const double record_threads = std::min(hw, helpers + 1);
-  codec.decompress_bytes_per_s *= std::max(1.0, all_threads / record_threads);
+  // writer's thread) is not one of its stages. The profile holds one thread's decode
+  // speed (PerThreadSpeed); reads on all lanes together decode on the reapers and the
+  // helpers, at most one per usable CPU.
+  codec.decompress_bytes_per_s *= static_cast<double>(
+      std::min<size_t>(static_cast<size_t>(usable_cpus_),
+                       lanes_.size() + static_cast<size_t>(codec_helpers_->helpers())));
   codec.compress_bytes_per_s = std::numeric_limits<double>::infinity();
   return compress::DecideCompression(raw_bytes, info_.device_read_bytes_per_s, codec,
                                      compress::Overlap::kPipelined, options_.codec_chunk_bytes)
@@ -90,11 +88,12 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
         const auto t1 = Clock::now();
         absl::StatusOr<size_t> back =
             coder->Decompress(std::span<const std::byte>(out.data(), *n), check);
-        p.codec.decompress_bytes_per_s = back.ok() ? raw / ssd_tier_internal::SecondsSince(t1) : 1;
+        p.codec.decompress_bytes_per_s =
+            back.ok() ? PerThreadSpeed(raw, ssd_tier_internal::SecondsSince(t1)) : 1;
       }
       p.codec.ratio = ssd_tier_internal::Ewma(p.measured, p.codec.ratio, double(raw) / double(*n));
-      p.codec.compress_bytes_per_s =
-          ssd_tier_internal::Ewma(p.measured, p.codec.compress_bytes_per_s, raw / compress_s);
+      p.codec.compress_bytes_per_s = ssd_tier_internal::Ewma(
+          p.measured, p.codec.compress_bytes_per_s, PerThreadSpeed(raw, compress_s));
       p.measured = true;
     }
     {
@@ -294,16 +293,17 @@ inline void SsdTier::Remove(std::string_view key, WriteDone done) {
   SubmitIos(op, 0, 1, /*is_write=*/true);
 }
 
-// Drains every completion that is ready, then decodes what the compressed reads among
-// them can decode: all the frame chunks that landed meanwhile go to the codec in one call,
-// which the idle codec helpers join (chunks decoded one completion at a time would leave
-// them nothing to share while the device delivers pieces faster than one thread decodes).
+// Drains the completions that are ready (at most ring_entries), then decodes what the
+// compressed reads among them can decode: all the frame chunks that landed meanwhile go to
+// the codec in one call, which the idle codec helpers join (chunks decoded one completion
+// at a time would leave them nothing to share while the device delivers pieces faster
+// than one thread decodes).
 inline void SsdTier::ReapLoop(uint32_t lane_index) {
   Lane& lane = *lanes_[lane_index];
   for (;;) {
     io_uring_cqe* cqe = lane.ring.WaitCqe();
     bool stop = false;
-    while (cqe != nullptr) {
+    for (uint32_t seen = 0; cqe != nullptr; ++seen) {
       Io* io = static_cast<Io*>(io_uring_cqe_get_data(cqe));
       const int res = cqe->res;
       lane.ring.Seen(cqe);
@@ -312,7 +312,7 @@ inline void SsdTier::ReapLoop(uint32_t lane_index) {
       } else {
         OnIo(io, res);
       }
-      cqe = lane.ring.PeekCqe();
+      cqe = seen + 1 < options_.ring_entries ? lane.ring.PeekCqe() : nullptr;
     }
     DecodeLanded(lane);
     if (stop) return;
@@ -347,6 +347,7 @@ inline void SsdTier::OnIo(Io* io, int res) {
   --op->pending;
   if (op->type == OpType::kRead && op->record->header.codec != tier_internal::kCodecRaw) {
     // Decoded, and finished once every piece is in, after this batch of completions.
+    MC_DASSERT(io->lane == op->lane, "a read's pieces complete on its own lane");
     if (!op->landed) {
       op->landed = true;
       lanes_[io->lane]->landed.push_back(op);
@@ -542,8 +543,8 @@ inline void SsdTier::FinishRead(Op* op) {
   } else if (op->decode_s > 0) {
     std::lock_guard<std::mutex> lock(profile_mu_);
     Profile& p = profiles_[static_cast<size_t>(h.dtype)];
-    p.codec.decompress_bytes_per_s =
-        ssd_tier_internal::Ewma(true, p.codec.decompress_bytes_per_s, h.raw_bytes / op->decode_s);
+    p.codec.decompress_bytes_per_s = ssd_tier_internal::Ewma(
+        true, p.codec.decompress_bytes_per_s, PerThreadSpeed(h.raw_bytes, op->decode_s));
   }
   ReleaseStaging(*lanes_[op->lane], op->staging);
   ReadDone done = std::move(op->read_done);
@@ -614,6 +615,7 @@ inline TierStats SsdTier::stats() const {
 inline SsdTierInfo SsdTier::info() const {
   SsdTierInfo i = info_;
   i.quarantined_bytes = counters_.quarantined_bytes.load();
+  i.codec_helper_joins = codec_helpers_ ? codec_helpers_->joins() : 0;
   return i;
 }
 

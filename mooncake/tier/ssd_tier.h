@@ -113,9 +113,10 @@ struct SsdTierOptions {
   uint32_t codec_chunk_bytes = 256 << 10;
   // Threads that decode one compressed record's chunks (and compress one write's): the
   // lane's reaper (the writer's thread) and the idle helpers of a pool of
-  // codec_threads - 1 threads that every lane shares; a helper busy elsewhere is not waited
-  // for. 0: the CPUs this process may use (its affinity mask), at most 256. 1: no helpers,
-  // one record on one thread. At most 256.
+  // codec_threads - 1 threads that every lane shares. Helpers join a codec call only while
+  // the tier's codec calls in progress leave a CPU for each of them (at queue depth 1, not
+  // while every lane decodes), and a helper busy elsewhere is not waited for. 0: the CPUs
+  // this process may use (its affinity mask), at most 256. 1: no helpers. At most 256.
   uint32_t codec_threads = 0;
   // Per-lane bounce memory; larger staging falls back to the heap.
   uint64_t bounce_arena_bytes = 64ull << 20;
@@ -226,7 +227,7 @@ class SsdTier {
     uint32_t decoded_chunks = 0;
     bool landed = false;  // in its lane's `landed` list
     absl::Status decode_status;
-    double decode_s = 0;
+    double decode_s = 0;  // thread-seconds: each call's wall time x its threads
     WriteDone write_done;
     ReadDone read_done;
   };
@@ -245,9 +246,11 @@ class SsdTier {
     tier_internal::AlignedBytes arena;
     std::optional<alloc::TlsfAllocator> arena_alloc;
     bool arena_registered = false;
-    explicit Lane(compress::CodecOptions codec) : decoder(codec) {}
+    Lane(compress::CodecOptions pooled, compress::CodecOptions solo)
+        : decoder(pooled), solo_decoder(solo) {}
     std::vector<SyncState> sync;
-    compress::BytePlaneCodec decoder;  // joined by codec_helpers_
+    compress::BytePlaneCodec decoder;       // joined by codec_helpers_
+    compress::BytePlaneCodec solo_decoder;  // when every CPU already runs a codec call
     // Compressed reads with pieces landed in the current batch of completions; reaper-owned.
     std::vector<Op*> landed;
     Io stop;
@@ -305,26 +308,45 @@ class SsdTier {
   void FinishRead(Op* op);
   void DropCorrupt(const RecordPtr& record);
 
-  // The codecs' options: codec_threads threads per call, helpers from codec_helpers_.
-  compress::CodecOptions CodecOptionsFor(size_t chunk_bytes) const {
-    return compress::CodecOptions{.chunk_bytes = chunk_bytes,
-                                  .threads = static_cast<int>(info_.codec_threads),
-                                  .pool = codec_helpers_.get()};
+  // The codecs' options: codec_threads threads per call with helpers from
+  // codec_helpers_ (pooled), or the calling thread alone.
+  compress::CodecOptions CodecOptionsFor(bool pooled) const {
+    return compress::CodecOptions{.chunk_bytes = options_.codec_chunk_bytes,
+                                  .threads = pooled ? static_cast<int>(info_.codec_threads) : 1,
+                                  .pool = pooled ? codec_helpers_.get() : nullptr};
   }
-  // A codec speed sample of one record, per thread: raw bytes over the wall time
-  // times the threads that could work on it (fewer than codec_threads when the record
-  // has fewer chunks; helpers busy elsewhere make the sample pessimistic).
-  double PerThreadSpeed(uint64_t raw_bytes, double seconds) const {
-    const uint64_t chunks =
-        (raw_bytes + options_.codec_chunk_bytes - 1) / options_.codec_chunk_bytes;
-    const double threads =
-        static_cast<double>(std::max<uint64_t>(1, std::min<uint64_t>(chunks, info_.codec_threads)));
-    return static_cast<double>(raw_bytes) / (seconds * threads);
+  // Counts a codec call in progress for its lifetime and says whether helpers may join
+  // it: only while each of them would have a CPU that no codec call of this tier uses.
+  // Three threads decoding on two CPUs would not go faster, and a reaper waiting for a
+  // preempted helper's chunk would stop taking completions.
+  class CodecCall {
+   public:
+    explicit CodecCall(SsdTier& tier) : active_(tier.codec_calls_) {
+      // Relaxed: a heuristic count; nothing is published through it.
+      const int calls = active_.fetch_add(1, std::memory_order_relaxed) + 1;
+      // Helpers beyond usable_cpus - 1 (codec_threads set above the CPU count) cannot
+      // all run at once anyway; they do not count against the call.
+      const int helpers = std::min(tier.codec_helpers_->helpers(), tier.usable_cpus_ - 1);
+      pooled_ = tier.info_.codec_threads > 1 && calls + helpers <= tier.usable_cpus_;
+    }
+    ~CodecCall() { active_.fetch_sub(1, std::memory_order_relaxed); }
+    CodecCall(const CodecCall&) = delete;
+    CodecCall& operator=(const CodecCall&) = delete;
+    bool pooled() const { return pooled_; }
+
+   private:
+    std::atomic<int>& active_;
+    bool pooled_ = false;
+  };
+  // Threads a codec call over `chunks` chunks may use.
+  double CallThreads(bool pooled, uint64_t chunks) const {
+    return pooled ? static_cast<double>(std::clamp<uint64_t>(chunks, 1, info_.codec_threads)) : 1;
   }
   SsdTierOptions options_;
   // Declared before every codec that uses it (lanes_, codec_pool_), so destroyed after them.
   std::unique_ptr<ForkJoinPool> codec_helpers_;
-  int usable_cpus_ = 1;  // UsableCpuCount() at Open
+  int usable_cpus_ = 1;              // UsableCpuCount() at Open
+  std::atomic<int> codec_calls_{0};  // codec calls in progress (CodecCall)
   uint64_t capacity_bytes_ = 0;
   std::vector<File> files_;
   std::vector<int> fds_;
@@ -349,7 +371,8 @@ class SsdTier {
   SsdTierInfo info_;  // fixed after Open
 
   std::mutex codec_mu_;
-  std::vector<std::unique_ptr<compress::AdaptiveCodec<>>> codec_pool_;  // guarded by codec_mu_
+  // Writers' coders, [0] solo and [1] pooled; guarded by codec_mu_.
+  std::array<std::vector<std::unique_ptr<compress::AdaptiveCodec<>>>, 2> codec_pool_;
   mutable std::mutex profile_mu_;
   std::array<Profile, compress::kDTypeCount> profiles_;  // guarded by profile_mu_
 };

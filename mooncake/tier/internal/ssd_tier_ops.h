@@ -40,7 +40,7 @@ inline bool SsdTier::ShouldCompress(compress::DType dtype, uint64_t raw_bytes) {
   // grains of one frame chunk), on every lane's reaper at once (each joined by the idle
   // codec helpers), and never compresses, so the compress speed (paid once, on the
   // writer's thread) is not one of its stages. The profile holds one thread's decode
-  // speed (PerThreadSpeed); reads on all lanes together decode on the reapers and the
+  // speed (a record's thread-seconds); reads on all lanes together decode on the reapers and the
   // helpers, at most one per usable CPU.
   codec.decompress_bytes_per_s *= static_cast<double>(
       std::min<size_t>(static_cast<size_t>(usable_cpus_),
@@ -60,18 +60,19 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
   const uint64_t raw = bytes.size();
   codec = tier_internal::kCodecRaw;
   if (ShouldCompress(meta.dtype, raw)) {
+    const CodecCall call(*this);
+    auto& coders = codec_pool_[call.pooled() ? 1 : 0];
+    const double threads =
+        CallThreads(call.pooled(), compress::ChunkCount(raw, options_.codec_chunk_bytes));
     std::unique_ptr<compress::AdaptiveCodec<>> coder;
     {
       std::lock_guard<std::mutex> lock(codec_mu_);
-      if (!codec_pool_.empty()) {
-        coder = std::move(codec_pool_.back());
-        codec_pool_.pop_back();
+      if (!coders.empty()) {
+        coder = std::move(coders.back());
+        coders.pop_back();
       }
     }
-    if (!coder) {
-      coder =
-          std::make_unique<compress::AdaptiveCodec<>>(CodecOptionsFor(options_.codec_chunk_bytes));
-    }
+    if (!coder) coder = std::make_unique<compress::AdaptiveCodec<>>(CodecOptionsFor(call.pooled()));
     const uint64_t max = std::max<uint64_t>(coder->MaxCompressedSize(raw), raw);
     staging = AcquireStaging(lane, tier_internal::RecordBytes(max));
     std::span<std::byte> out(staging.data + tier_internal::kBlockBytes, max);
@@ -89,16 +90,16 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
         absl::StatusOr<size_t> back =
             coder->Decompress(std::span<const std::byte>(out.data(), *n), check);
         p.codec.decompress_bytes_per_s =
-            back.ok() ? PerThreadSpeed(raw, ssd_tier_internal::SecondsSince(t1)) : 1;
+            back.ok() ? raw / (ssd_tier_internal::SecondsSince(t1) * threads) : 1;
       }
       p.codec.ratio = ssd_tier_internal::Ewma(p.measured, p.codec.ratio, double(raw) / double(*n));
       p.codec.compress_bytes_per_s = ssd_tier_internal::Ewma(
-          p.measured, p.codec.compress_bytes_per_s, PerThreadSpeed(raw, compress_s));
+          p.measured, p.codec.compress_bytes_per_s, raw / (compress_s * threads));
       p.measured = true;
     }
     {
       std::lock_guard<std::mutex> lock(codec_mu_);
-      codec_pool_.push_back(std::move(coder));
+      coders.push_back(std::move(coder));
     }
     if (n.ok() && *n < raw - raw / 50) {
       codec = static_cast<uint8_t>(compress::AdaptiveCodec<>::kId);
@@ -400,10 +401,14 @@ inline void SsdTier::DecodeArrived(Op* op) {
     ++end;
   }
   if (end == op->decoded_chunks) return;
+  const CodecCall call(*this);
+  Lane& lane = *lanes_[op->lane];
   const auto t0 = std::chrono::steady_clock::now();
-  op->decode_status = lanes_[op->lane]->decoder.DecompressChunks(
-      *op->frame, op->decoded_chunks, end, op->arrived, op->into.first(h.raw_bytes));
-  op->decode_s += ssd_tier_internal::SecondsSince(t0);
+  op->decode_status = (call.pooled() ? lane.decoder : lane.solo_decoder)
+                          .DecompressChunks(*op->frame, op->decoded_chunks, end, op->arrived,
+                                            op->into.first(h.raw_bytes));
+  op->decode_s +=
+      ssd_tier_internal::SecondsSince(t0) * CallThreads(call.pooled(), end - op->decoded_chunks);
   op->decoded_chunks = end;
 }
 
@@ -543,8 +548,8 @@ inline void SsdTier::FinishRead(Op* op) {
   } else if (op->decode_s > 0) {
     std::lock_guard<std::mutex> lock(profile_mu_);
     Profile& p = profiles_[static_cast<size_t>(h.dtype)];
-    p.codec.decompress_bytes_per_s = ssd_tier_internal::Ewma(
-        true, p.codec.decompress_bytes_per_s, PerThreadSpeed(h.raw_bytes, op->decode_s));
+    p.codec.decompress_bytes_per_s =
+        ssd_tier_internal::Ewma(true, p.codec.decompress_bytes_per_s, h.raw_bytes / op->decode_s);
   }
   ReleaseStaging(*lanes_[op->lane], op->staging);
   ReadDone done = std::move(op->read_done);

@@ -89,10 +89,11 @@ class ForkJoinPool {
 
   // Calls fn(worker, i) for every i in [0, items) on at most max_workers
   // threads, the caller's included (worker 0). Returns when every call has
-  // returned; the calls' effects happen-before the return. REQUIRES:
+  // returned; the calls' effects happen-before the return. Returns how many
+  // threads ran at least one item (0 when items is 0). REQUIRES:
   // max_workers >= 1.
   template <typename Fn>
-  void ParallelFor(uint32_t items, int max_workers, Fn&& fn) {
+  int ParallelFor(uint32_t items, int max_workers, Fn&& fn) {
     MC_ASSERT(max_workers >= 1, "max_workers must be >= 1");
     // Late helpers push `next` past `items` by at most one each; it must not wrap.
     MC_ASSERT(items <= UINT32_MAX - kMaxHelpers - 1, "too many items for one loop");
@@ -100,7 +101,7 @@ class ForkJoinPool {
         std::min<int64_t>({int64_t{max_workers} - 1, int64_t{helpers()}, int64_t{items} - 1}));
     if (helper_slots <= 0) {
       for (uint32_t i = 0; i < items; ++i) fn(0, i);
-      return;
+      return items == 0 ? 0 : 1;
     }
     using F = std::remove_reference_t<Fn>;
     auto loop = std::make_shared<Loop>();
@@ -113,7 +114,7 @@ class ForkJoinPool {
       open_.push_back(loop);
     }
     for (int i = 0; i < helper_slots; ++i) work_cv_.notify_one();
-    RunItems(*loop, 0);
+    const bool caller_ran = RunItems(*loop, 0).ran;
     std::unique_lock<std::mutex> lock(mu_);
     const auto it = std::find(open_.begin(), open_.end(), loop);
     if (it != open_.end()) open_.erase(it);
@@ -121,13 +122,16 @@ class ForkJoinPool {
     // happen-before the return.
     done_cv_.wait(lock, [&] { return loop->done.load(std::memory_order_acquire) == items; });
     MC_DASSERT(loop->next.load(std::memory_order_relaxed) >= items, "every item was claimed");
+    // Relaxed: each helper's increment precedes its release of `done`.
+    return loop->helpers_ran.load(std::memory_order_relaxed) + (caller_ran ? 1 : 0);
   }
 
  private:
   struct Loop {
     // Relaxed is enough for `next`: it only hands out distinct items.
     std::atomic<uint32_t> next{0};
-    std::atomic<uint32_t> done{0};  // items whose call has returned
+    std::atomic<uint32_t> done{0};    // items whose call has returned
+    std::atomic<int> helpers_ran{0};  // helpers that ran at least one item
     uint32_t items = 0;
     void* fn = nullptr;  // valid while done < items
     void (*call)(void*, int, uint32_t) = nullptr;
@@ -135,17 +139,24 @@ class ForkJoinPool {
     int joined = 0;        // helpers that joined so far; guarded by mu_
   };
 
-  // Claims and runs items until none is left; returns whether this call ran
-  // the loop's last item.
-  static bool RunItems(Loop& loop, int worker) {
-    bool last = false;
+  struct Ran {
+    bool ran = false;   // ran at least one item
+    bool last = false;  // ran the loop's last item to finish
+  };
+
+  // Claims and runs items until none is left.
+  static Ran RunItems(Loop& loop, int worker) {
+    Ran r;
     for (uint32_t i = loop.next.fetch_add(1, std::memory_order_relaxed); i < loop.items;
          i = loop.next.fetch_add(1, std::memory_order_relaxed)) {
+      if (!r.ran && worker != 0) loop.helpers_ran.fetch_add(1, std::memory_order_relaxed);
+      r.ran = true;
       loop.call(loop.fn, worker, i);
-      // release: publishes this item's effects to the caller's acquire load.
-      last = loop.done.fetch_add(1, std::memory_order_release) + 1 == loop.items;
+      // release: publishes this item's effects (and helpers_ran) to the caller's
+      // acquire load.
+      r.last = loop.done.fetch_add(1, std::memory_order_release) + 1 == loop.items;
     }
-    return last;
+    return r;
   }
 
   void HelperLoop() {
@@ -162,7 +173,7 @@ class ForkJoinPool {
         MC_DASSERT(worker >= 1 && worker <= kMaxHelpers, "worker ids are dense from 1");
       }
       joins_.fetch_add(1, std::memory_order_relaxed);
-      if (RunItems(*loop, worker)) {
+      if (RunItems(*loop, worker).last) {
         // Under the lock, so the caller cannot test its predicate between the
         // last increment and this notification and then sleep through it.
         std::lock_guard<std::mutex> lock(mu_);

@@ -48,10 +48,15 @@ TEST(ForkJoinPoolTest, NoHelpersOrOneWorkerRunsOnTheCaller) {
     ForkJoinPool pool(helpers);
     const std::thread::id me = std::this_thread::get_id();
     bool elsewhere = false;  // written only by the caller if the contract holds
-    pool.ParallelFor(16, max_workers, [&](int worker, uint32_t) {
-      if (worker != 0 || std::this_thread::get_id() != me) elsewhere = true;
-    });
+    EXPECT_EQ(pool.ParallelFor(16, max_workers,
+                               [&](int worker, uint32_t) {
+                                 if (worker != 0 || std::this_thread::get_id() != me) {
+                                   elsewhere = true;
+                                 }
+                               }),
+              1);
     EXPECT_FALSE(elsewhere);
+    EXPECT_EQ(pool.ParallelFor(0, max_workers, [](int, uint32_t) {}), 0);
   }
 }
 
@@ -60,7 +65,7 @@ TEST(ForkJoinPoolTest, NoHelpersOrOneWorkerRunsOnTheCaller) {
 TEST(ForkJoinPoolTest, HelpersJoinTheCallersLoop) {
   ForkJoinPool pool(1);
   std::atomic<bool> helper_ran{false};
-  pool.ParallelFor(2, 2, [&](int worker, uint32_t i) {
+  const int ran = pool.ParallelFor(2, 2, [&](int worker, uint32_t i) {
     if (worker != 0) helper_ran = true;
     if (i != 0) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -69,6 +74,7 @@ TEST(ForkJoinPoolTest, HelpersJoinTheCallersLoop) {
     }
   });
   EXPECT_TRUE(helper_ran);
+  EXPECT_EQ(ran, 2);  // the caller and the helper each ran an item
   EXPECT_GE(pool.joins(), 1u);
 }
 
@@ -99,10 +105,12 @@ TEST(ForkJoinPoolTest, BusyHelpersAreNotWaitedFor) {
   }
   // The only helper is held by `other`'s loop: this loop runs on its caller.
   std::atomic<int> ran{0};
-  pool.ParallelFor(100, 2, [&](int worker, uint32_t) {
-    EXPECT_EQ(worker, 0);
-    ran.fetch_add(1);
-  });
+  EXPECT_EQ(pool.ParallelFor(100, 2,
+                             [&](int worker, uint32_t) {
+                               EXPECT_EQ(worker, 0);
+                               ran.fetch_add(1);
+                             }),
+            1);
   EXPECT_EQ(ran.load(), 100);
   {
     std::lock_guard<std::mutex> lock(mu);

@@ -227,7 +227,7 @@ class SsdTier {
     uint32_t decoded_chunks = 0;
     bool landed = false;  // in its lane's `landed` list
     absl::Status decode_status;
-    double decode_s = 0;  // thread-seconds: each call's wall time x its threads
+    double decode_s = 0;  // thread-seconds: each call's wall time x the threads that ran it
     WriteDone write_done;
     ReadDone read_done;
   };
@@ -246,11 +246,9 @@ class SsdTier {
     tier_internal::AlignedBytes arena;
     std::optional<alloc::TlsfAllocator> arena_alloc;
     bool arena_registered = false;
-    Lane(compress::CodecOptions pooled, compress::CodecOptions solo)
-        : decoder(pooled), solo_decoder(solo) {}
+    explicit Lane(compress::CodecOptions codec) : decoder(codec) {}
     std::vector<SyncState> sync;
-    compress::BytePlaneCodec decoder;       // joined by codec_helpers_
-    compress::BytePlaneCodec solo_decoder;  // when every CPU already runs a codec call
+    compress::BytePlaneCodec decoder;  // joined by codec_helpers_ (CodecCall's threads)
     // Compressed reads with pieces landed in the current batch of completions; reaper-owned.
     std::vector<Op*> landed;
     Io stop;
@@ -308,40 +306,34 @@ class SsdTier {
   void FinishRead(Op* op);
   void DropCorrupt(const RecordPtr& record);
 
-  // The codecs' options: codec_threads threads per call with helpers from
-  // codec_helpers_ (pooled), or the calling thread alone.
-  compress::CodecOptions CodecOptionsFor(bool pooled) const {
+  // The codecs' options: helpers from codec_helpers_; each call sets its threads.
+  compress::CodecOptions CodecOptions() const {
     return compress::CodecOptions{.chunk_bytes = options_.codec_chunk_bytes,
-                                  .threads = pooled ? static_cast<int>(info_.codec_threads) : 1,
-                                  .pool = pooled ? codec_helpers_.get() : nullptr};
+                                  .threads = static_cast<int>(info_.codec_threads),
+                                  .pool = codec_helpers_.get()};
   }
-  // Counts a codec call in progress for its lifetime and says whether helpers may join
-  // it: only while each of them would have a CPU that no codec call of this tier uses.
-  // Three threads decoding on two CPUs would not go faster, and a reaper waiting for a
-  // preempted helper's chunk would stop taking completions.
+  // Counts a codec call in progress for its lifetime and gives it its threads: one per CPU
+  // that no other codec call of this tier holds (at least its own, at most codec_threads).
+  // More threads than CPUs would not go faster, and a reaper waiting for a preempted
+  // helper's chunk takes no completions meanwhile. The count is a snapshot: a call keeps
+  // the helpers that joined it until it ends.
   class CodecCall {
    public:
     explicit CodecCall(SsdTier& tier) : active_(tier.codec_calls_) {
       // Relaxed: a heuristic count; nothing is published through it.
       const int calls = active_.fetch_add(1, std::memory_order_relaxed) + 1;
-      // Helpers beyond usable_cpus - 1 (codec_threads set above the CPU count) cannot
-      // all run at once anyway; they do not count against the call.
-      const int helpers = std::min(tier.codec_helpers_->helpers(), tier.usable_cpus_ - 1);
-      pooled_ = tier.info_.codec_threads > 1 && calls + helpers <= tier.usable_cpus_;
+      threads_ =
+          std::clamp(tier.usable_cpus_ - calls + 1, 1, static_cast<int>(tier.info_.codec_threads));
     }
     ~CodecCall() { active_.fetch_sub(1, std::memory_order_relaxed); }
     CodecCall(const CodecCall&) = delete;
     CodecCall& operator=(const CodecCall&) = delete;
-    bool pooled() const { return pooled_; }
+    int threads() const { return threads_; }
 
    private:
     std::atomic<int>& active_;
-    bool pooled_ = false;
+    int threads_ = 1;
   };
-  // Threads a codec call over `chunks` chunks may use.
-  double CallThreads(bool pooled, uint64_t chunks) const {
-    return pooled ? static_cast<double>(std::clamp<uint64_t>(chunks, 1, info_.codec_threads)) : 1;
-  }
   SsdTierOptions options_;
   // Declared before every codec that uses it (lanes_, codec_pool_), so destroyed after them.
   std::unique_ptr<ForkJoinPool> codec_helpers_;
@@ -371,8 +363,7 @@ class SsdTier {
   SsdTierInfo info_;  // fixed after Open
 
   std::mutex codec_mu_;
-  // Writers' coders, [0] solo and [1] pooled; guarded by codec_mu_.
-  std::array<std::vector<std::unique_ptr<compress::AdaptiveCodec<>>>, 2> codec_pool_;
+  std::vector<std::unique_ptr<compress::AdaptiveCodec<>>> codec_pool_;  // guarded by codec_mu_
   mutable std::mutex profile_mu_;
   std::array<Profile, compress::kDTypeCount> profiles_;  // guarded by profile_mu_
 };

@@ -61,6 +61,16 @@ class ChunkedCodec {
   const compress::CodecOptions& options() const { return options_; }
   const Config& config() const { return config_; }
 
+  // Threads the following calls may use (CodecOptions::threads), e.g. fewer while other
+  // work holds the CPUs; frames do not depend on it. REQUIRES: 1 <= threads <= 256.
+  void set_threads(int threads) {
+    MC_ASSERT(threads >= 1 && threads <= 256, "CodecOptions::threads in [1, 256]");
+    options_.threads = threads;
+  }
+  // Threads that ran chunks in the last Compress or Decompress* call: 1 when it ran on
+  // its caller alone, fewer than threads when pool helpers were busy elsewhere.
+  int last_call_threads() const { return last_call_threads_; }
+
   size_t MaxCompressedSize(size_t n) const {
     return compress::FrameOverheadBytes(compress::ChunkCount(n, options_.chunk_bytes)) + n;
   }
@@ -84,13 +94,14 @@ class ChunkedCodec {
     const size_t base = compress::FrameOverheadBytes(chunks);
     const int threads = EnsureCoders(chunks);
     size_t end = base;
+    last_call_threads_ = 1;
     if (threads <= 1) {
       for (uint32_t i = 0; i < chunks; ++i) end += CompressChunk(0, src, dtype, i, dst, end);
     } else {
       // Each chunk codes into its own slot (a payload never exceeds its raw size), then
       // the payloads are packed down in order.
       sizes_.resize(chunks);
-      ParallelFor(
+      last_call_threads_ = ParallelFor(
           static_cast<uint32_t>(chunks), threads,
           [&](int worker, uint32_t i) {
             sizes_[i] =
@@ -226,6 +237,7 @@ class ChunkedCodec {
                             uint64_t offset, std::span<std::byte> dst,
                             uint64_t readable_end = UINT64_MAX) {
     const int threads = EnsureCoders(end - first);
+    last_call_threads_ = 1;
     if (threads <= 1) {
       for (uint32_t i = first; i < end; ++i) {
         if (absl::Status s = DecodeChunk(0, view, i, offset, dst, readable_end); !s.ok()) return s;
@@ -233,7 +245,7 @@ class ChunkedCodec {
       return absl::OkStatus();
     }
     std::vector<absl::Status> errors(end - first);
-    ParallelFor(
+    last_call_threads_ = ParallelFor(
         end - first, threads,
         [&](int worker, uint32_t k) {
           errors[k] = DecodeChunk(worker, view, first + k, offset, dst, readable_end);
@@ -297,6 +309,7 @@ class ChunkedCodec {
   Config config_;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<size_t> sizes_;
+  int last_call_threads_ = 1;
 };
 
 }  // namespace mooncake::compress_internal

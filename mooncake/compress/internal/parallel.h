@@ -17,18 +17,15 @@ namespace mooncake::compress_internal {
 // (the caller's is worker 0). Items are claimed dynamically, so uneven chunks balance.
 // With a pool, its idle helpers join the caller (workers stay below threads); without,
 // the threads are started for this call. fn must not throw. Returns when every item is
-// done.
+// done, with the number of threads that ran items.
 template <typename Fn>
-void ParallelFor(uint32_t items, int threads, Fn&& fn, ForkJoinPool* pool = nullptr) {
+int ParallelFor(uint32_t items, int threads, Fn&& fn, ForkJoinPool* pool = nullptr) {
   MC_ASSERT(threads >= 1, "threads must be >= 1");
-  if (pool != nullptr) {
-    pool->ParallelFor(items, threads, fn);
-    return;
-  }
+  if (pool != nullptr) return pool->ParallelFor(items, threads, fn);
   const uint32_t workers = std::min<uint32_t>(static_cast<uint32_t>(threads), items);
   if (workers <= 1) {
     for (uint32_t i = 0; i < items; ++i) fn(0, i);
-    return;
+    return static_cast<int>(workers);
   }
   // Relaxed is enough: the counter only hands out distinct indices; thread join
   // publishes the work done.
@@ -44,6 +41,7 @@ void ParallelFor(uint32_t items, int threads, Fn&& fn, ForkJoinPool* pool = null
   for (uint32_t w = 1; w < workers; ++w) started.emplace_back(body, static_cast<int>(w));
   body(0);
   for (auto& t : started) t.join();
+  return static_cast<int>(workers);
 }
 
 }  // namespace mooncake::compress_internal

@@ -285,7 +285,7 @@ inline absl::Status SsdTier::StartLanes() {
           : static_cast<uint32_t>(std::min(usable_cpus_, ssd_tier_internal::kMaxCodecThreads));
   codec_helpers_ = std::make_unique<ForkJoinPool>(static_cast<int>(info_.codec_threads) - 1);
   for (uint32_t i = 0; i < options_.lanes; ++i) {
-    auto lane = std::make_unique<Lane>(CodecOptionsFor(true), CodecOptionsFor(false));
+    auto lane = std::make_unique<Lane>(CodecOptions());
     RETURN_IF_ERROR(lane->ring.Init(options_.ring_entries));
     if (options_.register_files) {
       // Every lane registers the same table, or none does (fds in SQEs must

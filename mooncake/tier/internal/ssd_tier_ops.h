@@ -60,46 +60,62 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
   const uint64_t raw = bytes.size();
   codec = tier_internal::kCodecRaw;
   if (ShouldCompress(meta.dtype, raw)) {
-    const CodecCall call(*this);
-    auto& coders = codec_pool_[call.pooled() ? 1 : 0];
-    const double threads =
-        CallThreads(call.pooled(), compress::ChunkCount(raw, options_.codec_chunk_bytes));
     std::unique_ptr<compress::AdaptiveCodec<>> coder;
     {
       std::lock_guard<std::mutex> lock(codec_mu_);
-      if (!coders.empty()) {
-        coder = std::move(coders.back());
-        coders.pop_back();
+      if (!codec_pool_.empty()) {
+        coder = std::move(codec_pool_.back());
+        codec_pool_.pop_back();
       }
     }
-    if (!coder) coder = std::make_unique<compress::AdaptiveCodec<>>(CodecOptionsFor(call.pooled()));
+    if (!coder) coder = std::make_unique<compress::AdaptiveCodec<>>(CodecOptions());
     const uint64_t max = std::max<uint64_t>(coder->MaxCompressedSize(raw), raw);
     staging = AcquireStaging(lane, tier_internal::RecordBytes(max));
     std::span<std::byte> out(staging.data + tier_internal::kBlockBytes, max);
-    const auto t0 = Clock::now();
-    absl::StatusOr<size_t> n = coder->Compress(bytes, meta.dtype, out);
-    const double compress_s = ssd_tier_internal::SecondsSince(t0);
+    // Thread-seconds of each codec call (floored, so a coarse clock gives no infinite speed).
+    const auto thread_seconds = [&](Clock::time_point t) {
+      return std::max(ssd_tier_internal::SecondsSince(t), 1e-9) * coder->last_call_threads();
+    };
+    absl::StatusOr<size_t> n;
+    double compress_s = 0;
+    {
+      const CodecCall call(*this);
+      coder->set_threads(call.threads());
+      const auto t0 = Clock::now();
+      n = coder->Compress(bytes, meta.dtype, out);
+      compress_s = thread_seconds(t0);
+    }
+    bool measured = true;
+    if (n.ok()) {
+      std::lock_guard<std::mutex> lock(profile_mu_);
+      measured = profiles_[static_cast<size_t>(meta.dtype)].measured;
+    }
+    double decompress_bytes_per_s = 0;
+    if (n.ok() && !measured) {
+      // One-time decode to learn the decompression speed before any read (with this
+      // thread's own coder: the lane's decoder belongs to its reaper).
+      std::vector<std::byte> check(raw);
+      const CodecCall call(*this);
+      coder->set_threads(call.threads());
+      const auto t1 = Clock::now();
+      absl::StatusOr<size_t> back =
+          coder->Decompress(std::span<const std::byte>(out.data(), *n), check);
+      decompress_bytes_per_s = back.ok() ? raw / thread_seconds(t1) : 1;
+    }
     if (n.ok()) {
       std::lock_guard<std::mutex> lock(profile_mu_);
       Profile& p = profiles_[static_cast<size_t>(meta.dtype)];
-      if (!p.measured) {
-        // One-time decode to learn the decompression speed before any read (with this
-        // thread's own coder: the lane's decoder belongs to its reaper).
-        std::vector<std::byte> check(raw);
-        const auto t1 = Clock::now();
-        absl::StatusOr<size_t> back =
-            coder->Decompress(std::span<const std::byte>(out.data(), *n), check);
-        p.codec.decompress_bytes_per_s =
-            back.ok() ? raw / (ssd_tier_internal::SecondsSince(t1) * threads) : 1;
+      if (!p.measured && decompress_bytes_per_s > 0) {
+        p.codec.decompress_bytes_per_s = decompress_bytes_per_s;
       }
       p.codec.ratio = ssd_tier_internal::Ewma(p.measured, p.codec.ratio, double(raw) / double(*n));
-      p.codec.compress_bytes_per_s = ssd_tier_internal::Ewma(
-          p.measured, p.codec.compress_bytes_per_s, raw / (compress_s * threads));
+      p.codec.compress_bytes_per_s =
+          ssd_tier_internal::Ewma(p.measured, p.codec.compress_bytes_per_s, raw / compress_s);
       p.measured = true;
     }
     {
       std::lock_guard<std::mutex> lock(codec_mu_);
-      coders.push_back(std::move(coder));
+      codec_pool_.push_back(std::move(coder));
     }
     if (n.ok() && *n < raw - raw / 50) {
       codec = static_cast<uint8_t>(compress::AdaptiveCodec<>::kId);
@@ -401,14 +417,13 @@ inline void SsdTier::DecodeArrived(Op* op) {
     ++end;
   }
   if (end == op->decoded_chunks) return;
+  compress::BytePlaneCodec& decoder = lanes_[op->lane]->decoder;
   const CodecCall call(*this);
-  Lane& lane = *lanes_[op->lane];
+  decoder.set_threads(call.threads());
   const auto t0 = std::chrono::steady_clock::now();
-  op->decode_status = (call.pooled() ? lane.decoder : lane.solo_decoder)
-                          .DecompressChunks(*op->frame, op->decoded_chunks, end, op->arrived,
-                                            op->into.first(h.raw_bytes));
-  op->decode_s +=
-      ssd_tier_internal::SecondsSince(t0) * CallThreads(call.pooled(), end - op->decoded_chunks);
+  op->decode_status = decoder.DecompressChunks(*op->frame, op->decoded_chunks, end, op->arrived,
+                                               op->into.first(h.raw_bytes));
+  op->decode_s += std::max(ssd_tier_internal::SecondsSince(t0), 1e-9) * decoder.last_call_threads();
   op->decoded_chunks = end;
 }
 

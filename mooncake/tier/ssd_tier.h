@@ -113,8 +113,8 @@ struct SsdTierOptions {
   uint32_t codec_chunk_bytes = 256 << 10;
   // Threads that decode one compressed record's chunks (and compress one write's): the
   // lane's reaper (the writer's thread) and the idle helpers of a pool of
-  // codec_threads - 1 threads that every lane shares. Helpers join a codec call only while
-  // the tier's codec calls in progress leave a CPU for each of them (at queue depth 1, not
+  // codec_threads - 1 threads that every lane shares. A codec call gets one thread per CPU
+  // that no other codec call of the tier holds (all of them at queue depth 1, about one
   // while every lane decodes), and a helper busy elsewhere is not waited for. 0: the CPUs
   // this process may use (its affinity mask), at most 256. 1: no helpers. At most 256.
   uint32_t codec_threads = 0;

@@ -106,12 +106,15 @@ constexpr std::string_view CodecName(CodecId id) {
 }
 
 // Options every chunked codec takes.
+inline constexpr int kMaxCodecThreads = 256;
+
 struct CodecOptions {
   // Raw bytes per chunk (the last chunk may be shorter). The unit of parallelism, of
   // sub-range decoding and of checksumming. 64 KiB - 1 MiB is the useful range; the frame
   // allows [kMinChunkBytes, kMaxChunkBytes], a multiple of 64.
   size_t chunk_bytes = 256 << 10;
-  // Threads one Compress/Decompress call may use (the caller's included).
+  // Threads one Compress/Decompress call may use (the caller's included), in
+  // [1, kMaxCodecThreads].
   int threads = 1;
   // Where the extra threads come from when threads > 1: the idle helpers of this pool join
   // the caller (none is created per call; a call whose helpers are all busy runs on its

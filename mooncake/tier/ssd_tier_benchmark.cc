@@ -49,7 +49,6 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -427,7 +426,7 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
   std::printf("%-6s %-3s | %-6s %-6s %-6s %-6s | %-8s %-8s %-8s | %-7s %-6s %-6s | %s\n", "size",
               "qd", "fio", "raw", "zip", "zip1", "zip/fio", "zip/raw", "zip/zip1", "stored",
               "decode", "dec+h", "load");
-  ForkJoinPool helpers(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) - 1);
+  ForkJoinPool helpers(UsableCpuCount() - 1);  // as the tier's default codec_threads
   const std::string raw_path = flags.dir + "/raw.dat", zip_path = flags.dir + "/zip.dat",
                     zip1_path = flags.dir + "/zip1.dat";
   for (uint64_t size_kib : flags.sizes_kib) {

@@ -163,9 +163,9 @@ TEST_P(SsdTierCodecThreadsTest, CompressedReadsDecodePieceByPiece) {
     EXPECT_TRUE(back[i] == kv[i]) << i;
   }
   EXPECT_EQ(t->info().codec_threads, GetParam());
-  if (GetParam() > 1) {
+  if (GetParam() > 1 && UsableCpuCount() > 1) {
     // Helpers join a record's decode (or its encode) unless every call ended before one
-    // woke up; reading on asks again, boundedly.
+    // woke up; reading on asks again, boundedly. (On one CPU a call gets no helper.)
     std::vector<std::byte> again(kv[kObjects - 1].size());  // the largest
     for (int i = 0; i < 500 && t->info().codec_helper_joins == 0; ++i) {
       ASSERT_TRUE(ReadBlocking(*t, "kv" + std::to_string(i % kObjects),
@@ -173,7 +173,7 @@ TEST_P(SsdTierCodecThreadsTest, CompressedReadsDecodePieceByPiece) {
                       .ok());
     }
     EXPECT_GT(t->info().codec_helper_joins, 0u);
-  } else {
+  } else if (GetParam() == 1) {
     EXPECT_EQ(t->info().codec_helper_joins, 0u);
   }
   // A failed piece in the middle of a read: Unavailable, nothing served, record kept.
@@ -360,7 +360,7 @@ TEST(SsdTierTest, BadOptionsAndForeignFiles) {
   o = TestOptions(TempPath("bad"), 0);
   EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = TestOptions(TempPath("bad"), 1 << 20);
-  o.codec_threads = ForkJoinPool::kMaxHelpers + 1;
+  o.codec_threads = compress::kMaxCodecThreads + 1;
   EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
   // A file that is not a tier file.
   const std::string junk = TempPath("junk");

@@ -55,16 +55,19 @@ class ChunkedCodec {
   ChunkedCodec(compress::CodecOptions options, Config config) : options_(options), config_(config) {
     const absl::Status s = compress::ValidateChunkBytes(options.chunk_bytes);
     MC_ASSERT(s.ok(), "CodecOptions::chunk_bytes out of range (see ValidateChunkBytes)");
-    MC_ASSERT(options.threads >= 1 && options.threads <= 256, "CodecOptions::threads in [1, 256]");
+    MC_ASSERT(options.threads >= 1 && options.threads <= compress::kMaxCodecThreads,
+              "CodecOptions::threads in [1, kMaxCodecThreads]");
   }
 
   const compress::CodecOptions& options() const { return options_; }
   const Config& config() const { return config_; }
 
   // Threads the following calls may use (CodecOptions::threads), e.g. fewer while other
-  // work holds the CPUs; frames do not depend on it. REQUIRES: 1 <= threads <= 256.
+  // work holds the CPUs; frames do not depend on it. REQUIRES: 1 <= threads <=
+  // compress::kMaxCodecThreads.
   void set_threads(int threads) {
-    MC_ASSERT(threads >= 1 && threads <= 256, "CodecOptions::threads in [1, 256]");
+    MC_ASSERT(threads >= 1 && threads <= compress::kMaxCodecThreads,
+              "CodecOptions::threads in [1, kMaxCodecThreads]");
     options_.threads = threads;
   }
   // Threads that ran chunks in the last Compress or Decompress* call: 1 when it ran on

@@ -22,9 +22,6 @@
 namespace mooncake::tier {
 namespace ssd_tier_internal {
 
-// A codec call's threads (compress::CodecOptions::threads) are at most 256.
-inline constexpr int kMaxCodecThreads = 256;
-
 using tier_internal::kBlockBytes;
 using tier_internal::RecordBytes;
 using tier_internal::RoundUpToBlock;
@@ -36,9 +33,9 @@ inline absl::Status ValidateOptions(const SsdTierOptions& o) {
   if (o.lanes < 1 || o.lanes > 64) {
     return absl::InvalidArgumentError("SsdTierOptions.lanes must be in [1, 64]");
   }
-  if (o.codec_threads > static_cast<uint32_t>(kMaxCodecThreads)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SsdTierOptions.codec_threads must be in [0, ", kMaxCodecThreads, "]"));
+  if (o.codec_threads > static_cast<uint32_t>(compress::kMaxCodecThreads)) {
+    return absl::InvalidArgumentError(absl::StrCat("SsdTierOptions.codec_threads must be in [0, ",
+                                                   compress::kMaxCodecThreads, "]"));
   }
   if (o.ring_entries < 8 || o.ring_entries > 4096) {
     return absl::InvalidArgumentError("SsdTierOptions.ring_entries must be in [8, 4096]");
@@ -72,6 +69,13 @@ inline absl::Status ValidateOptions(const SsdTierOptions& o) {
 
 inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Thread-seconds of the codec call that began at t0: its wall time (floored, so a coarse
+// clock gives no infinite speed) times the threads that ran it.
+template <typename Codec>
+double CodecThreadSeconds(std::chrono::steady_clock::time_point t0, const Codec& codec) {
+  return std::max(SecondsSince(t0), 1e-9) * codec.last_call_threads();
 }
 
 inline double Ewma(bool has_old, double old_value, double sample) {
@@ -282,7 +286,7 @@ inline absl::Status SsdTier::StartLanes() {
   info_.codec_threads =
       options_.codec_threads != 0
           ? options_.codec_threads
-          : static_cast<uint32_t>(std::min(usable_cpus_, ssd_tier_internal::kMaxCodecThreads));
+          : static_cast<uint32_t>(std::min(usable_cpus_, compress::kMaxCodecThreads));
   codec_helpers_ = std::make_unique<ForkJoinPool>(static_cast<int>(info_.codec_threads) - 1);
   for (uint32_t i = 0; i < options_.lanes; ++i) {
     auto lane = std::make_unique<Lane>(CodecOptions());

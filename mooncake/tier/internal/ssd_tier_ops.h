@@ -72,10 +72,6 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
     const uint64_t max = std::max<uint64_t>(coder->MaxCompressedSize(raw), raw);
     staging = AcquireStaging(lane, tier_internal::RecordBytes(max));
     std::span<std::byte> out(staging.data + tier_internal::kBlockBytes, max);
-    // Thread-seconds of each codec call (floored, so a coarse clock gives no infinite speed).
-    const auto thread_seconds = [&](Clock::time_point t) {
-      return std::max(ssd_tier_internal::SecondsSince(t), 1e-9) * coder->last_call_threads();
-    };
     absl::StatusOr<size_t> n;
     double compress_s = 0;
     {
@@ -83,7 +79,7 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
       coder->set_threads(call.threads());
       const auto t0 = Clock::now();
       n = coder->Compress(bytes, meta.dtype, out);
-      compress_s = thread_seconds(t0);
+      compress_s = ssd_tier_internal::CodecThreadSeconds(t0, *coder);
     }
     bool measured = true;
     if (n.ok()) {
@@ -100,7 +96,8 @@ inline uint64_t SsdTier::StageWrite(std::span<const std::byte> bytes, const Obje
       const auto t1 = Clock::now();
       absl::StatusOr<size_t> back =
           coder->Decompress(std::span<const std::byte>(out.data(), *n), check);
-      decompress_bytes_per_s = back.ok() ? raw / thread_seconds(t1) : 1;
+      decompress_bytes_per_s =
+          back.ok() ? raw / ssd_tier_internal::CodecThreadSeconds(t1, *coder) : 1;
     }
     if (n.ok()) {
       std::lock_guard<std::mutex> lock(profile_mu_);
@@ -423,7 +420,7 @@ inline void SsdTier::DecodeArrived(Op* op) {
   const auto t0 = std::chrono::steady_clock::now();
   op->decode_status = decoder.DecompressChunks(*op->frame, op->decoded_chunks, end, op->arrived,
                                                op->into.first(h.raw_bytes));
-  op->decode_s += std::max(ssd_tier_internal::SecondsSince(t0), 1e-9) * decoder.last_call_threads();
+  op->decode_s += ssd_tier_internal::CodecThreadSeconds(t0, decoder);
   op->decoded_chunks = end;
 }
 

@@ -15,13 +15,16 @@
 // --compare_rounds=N (the compressed-read target): the same bf16 objects are
 // written once to a raw tier (kNever) and once to a compressed one (kAlways),
 // then N rounds each run, back to back: fio read of the raw tier's file (the
-// device), a read of every object from the raw tier, and from the compressed
-// one (--codec_threads, default every hardware thread), and from a third
+// device), fio read of the compressed tier's records (fioz: the device on the
+// very file and extents the compressed tier reads, with bs = object size), a
+// read of every object from the raw tier, and from the compressed one
+// (--codec_threads, default every hardware thread), and from a third
 // compressed tier with codec_threads=1 (zip1: one record decoded by one
-// thread), taking turns going first (round r starts with reader r mod 4).
-// The device's speed drifts a lot on a shared VM disk, so each round's
-// ratio compressed/fio is formed from neighbouring windows and the median of
-// the per-round ratios is reported, with the decode speed of the same objects
+// thread), taking turns going first (round r starts with reader r mod 5).
+// The device's speed drifts a lot on a shared VM disk, and differs between
+// files written at different times, so each round's ratios compressed/fio and
+// compressed/fioz are formed from neighbouring windows and the median of the
+// per-round ratios is reported, with the decode speed of the same objects
 // measured in memory in the same run: on one core, and on one core joined by
 // the helper pool the tier uses (one record's chunks on every core).
 //
@@ -265,12 +268,14 @@ double JsonNumberAfter(const std::string& json, size_t from, const std::string& 
 
 // fio on `path` with the tier's block size and queue depth. kind: "read",
 // "write"; fdatasync: 0 = none, else sync every N writes.
-Phase RunFio(const std::string& path, const std::string& kind, uint64_t size, uint64_t ops,
+// fio on `path` with bs = `size` over `span` bytes from offset 4096 (where a
+// tier file's records start).
+Phase RunFio(const std::string& path, const std::string& kind, uint64_t size, uint64_t span,
              uint32_t qd, int fdatasync) {
   const std::string out = path + ".fio.json";
   std::string cmd = absl::StrCat(
       "fio --name=tier --filename=", path, " --ioengine=io_uring --direct=1 --rw=", kind,
-      " --bs=", size, " --iodepth=", qd, " --size=", size * ops, " --offset=4096",
+      " --bs=", size, " --iodepth=", qd, " --size=", span, " --offset=4096",
       " --numjobs=1 --group_reporting --output-format=json --output=", out);
   if (fdatasync > 0) absl::StrAppend(&cmd, " --fdatasync=", fdatasync);
   if (std::system(cmd.c_str()) != 0) {
@@ -418,14 +423,15 @@ double DecodeSpeed(const std::vector<std::byte>& src, uint32_t chunk_bytes,
 
 void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
   std::printf(
-      "compressed-read comparison: %d rounds of [fio read of the raw tier's file | raw tier "
-      "read | compressed tier read (codec_threads %u) | compressed tier read with "
-      "codec_threads 1 (zip1: each record decoded by its reaper alone)], taking turns going "
-      "first; GB/s of raw bytes; medians over rounds, and the median of the per-round ratios\n",
+      "compressed-read comparison: %d rounds of [fio read of the raw tier's file | fio read of "
+      "the compressed tier's records, bs = object size (fioz) | raw tier read | compressed tier "
+      "read (codec_threads %u) | compressed tier read with codec_threads 1 (zip1: each record "
+      "decoded by its reaper alone)], taking turns going first; GB/s (tiers: of raw bytes); "
+      "medians over rounds, and the median of the per-round ratios\n",
       flags.compare_rounds, flags.codec_threads);
-  std::printf("%-6s %-3s | %-6s %-6s %-6s %-6s | %-8s %-8s %-8s | %-7s %-6s %-6s | %s\n", "size",
-              "qd", "fio", "raw", "zip", "zip1", "zip/fio", "zip/raw", "zip/zip1", "stored",
-              "decode", "dec+h", "load");
+  std::printf("%-6s %-3s | %-6s %-6s %-6s %-6s %-6s | %-8s %-8s %-8s %-8s | %-7s %-6s %-6s | %s\n",
+              "size", "qd", "fio", "fioz", "raw", "zip", "zip1", "zip/fio", "zip/fioz", "zip/raw",
+              "zip/zip1", "stored", "decode", "dec+h", "load");
   ForkJoinPool helpers(UsableCpuCount() - 1);  // as the tier's default codec_threads
   const std::string raw_path = flags.dir + "/raw.dat", zip_path = flags.dir + "/zip.dat",
                     zip1_path = flags.dir + "/zip1.dat";
@@ -463,24 +469,30 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
       zip->ForEach([&](const ObjectInfo& info) { stored += info.stored_bytes; });
       std::vector<AlignedBuf> bufs;
       for (uint32_t s = 0; s < qd; ++s) bufs.push_back(AlignedAlloc(size));
-      std::vector<double> fio, tr, tz, tz1, z_fio, z_raw, z_z1;
+      // The compressed records' extents, for fioz: records are allocated
+      // from the start of an empty file, so they span what they occupy.
+      const uint64_t zip_span = std::max(stored, size);
+      std::vector<double> fio, fioz, tr, tz, tz1, z_fio, z_fioz, z_raw, z_z1;
       for (int round = 0; round < flags.compare_rounds; ++round) {
         // The readers take turns going first: a virtual disk's burst credit
         // (refilled while the round's set-up runs) would otherwise go to the
         // same one every round.
-        double g[4] = {0, 0, 0, 0};
-        for (int k = 0; k < 4; ++k) {
-          const int who = (round + k) % 4;
-          if (who == 0) g[0] = RunFio(raw_path, "read", size, ops, qd, 0).gbps;
-          if (who == 1) g[1] = ReadAll(*raw, size, ops, qd, bufs).gbps;
-          if (who == 2) g[2] = ReadAll(*zip, size, ops, qd, bufs).gbps;
-          if (who == 3) g[3] = ReadAll(*zip1, size, ops, qd, bufs).gbps;
+        double g[5] = {0, 0, 0, 0, 0};
+        for (int k = 0; k < 5; ++k) {
+          const int who = (round + k) % 5;
+          if (who == 0) g[0] = RunFio(raw_path, "read", size, size * ops, qd, 0).gbps;
+          if (who == 1) g[1] = RunFio(zip_path, "read", size, zip_span, qd, 0).gbps;
+          if (who == 2) g[2] = ReadAll(*raw, size, ops, qd, bufs).gbps;
+          if (who == 3) g[3] = ReadAll(*zip, size, ops, qd, bufs).gbps;
+          if (who == 4) g[4] = ReadAll(*zip1, size, ops, qd, bufs).gbps;
         }
         fio.push_back(g[0]);
-        tr.push_back(g[1]);
-        tz.push_back(g[2]);
-        tz1.push_back(g[3]);
+        fioz.push_back(g[1]);
+        tr.push_back(g[2]);
+        tz.push_back(g[3]);
+        tz1.push_back(g[4]);
         z_fio.push_back(tz.back() / fio.back());
+        z_fioz.push_back(tz.back() / fioz.back());
         z_raw.push_back(tz.back() / tr.back());
         z_z1.push_back(tz.back() / tz1.back());
       }
@@ -495,9 +507,11 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
       double load[1] = {0};
       getloadavg(load, 1);
       std::printf(
-          "%-6s %-3u | %6.2f %6.2f %6.2f %6.2f | %8.2f %8.2f %8.2f | %7.3f %6.2f %6.2f | %.1f\n",
-          absl::StrCat(size_kib, "K").c_str(), qd, Median(fio, id), Median(tr, id), Median(tz, id),
-          Median(tz1, id), Median(z_fio, id), Median(z_raw, id), Median(z_z1, id),
+          "%-6s %-3u | %6.2f %6.2f %6.2f %6.2f %6.2f | %8.2f %8.2f %8.2f %8.2f | "
+          "%7.3f %6.2f %6.2f | %.1f\n",
+          absl::StrCat(size_kib, "K").c_str(), qd, Median(fio, id), Median(fioz, id),
+          Median(tr, id), Median(tz, id), Median(tz1, id), Median(z_fio, id), Median(z_fioz, id),
+          Median(z_raw, id), Median(z_z1, id),
           static_cast<double>(ops * size) / static_cast<double>(stored),
           DecodeSpeed(src, TierOptions("", 0, Compression::kAlways, device).codec_chunk_bytes) /
               1e9,
@@ -512,6 +526,7 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
   std::filesystem::remove(zip_path);
   std::filesystem::remove(zip1_path);
   std::filesystem::remove(raw_path + ".fio.json");
+  std::filesystem::remove(zip_path + ".fio.json");
 }
 
 int Main(int argc, char** argv) {
@@ -564,12 +579,12 @@ int Main(int argc, char** argv) {
           const int per_sync =
               std::max(1, static_cast<int>(tier_runs.back().writes_per_sync + 0.5));
           // These fio runs use the tier's own file, now fully written.
-          fio_w.push_back(RunFio(path, "write", size, ops, qd, 0));
-          fio_ws.push_back(RunFio(path, "write", size, ops, qd, per_sync));
-          fio_r.push_back(RunFio(path, "read", size, ops, qd, 0));
+          fio_w.push_back(RunFio(path, "write", size, size * ops, qd, 0));
+          fio_ws.push_back(RunFio(path, "write", size, size * ops, qd, per_sync));
+          fio_r.push_back(RunFio(path, "read", size, size * ops, qd, 0));
           std::filesystem::remove(path);
           CreateLikeTier(path, FileBytes(size, ops), device);
-          fio_ws_fresh.push_back(RunFio(path, "write", size, ops, qd, per_sync));
+          fio_ws_fresh.push_back(RunFio(path, "write", size, size * ops, qd, per_sync));
         }
         auto g = [](auto ph) { return [ph](const TierRun& r) { return (r.*ph).gbps; }; };
         auto p50 = [](auto ph) { return [ph](const TierRun& r) { return (r.*ph).p50_us; }; };

@@ -105,7 +105,7 @@ inline SsdTier::~SsdTier() {
     std::lock_guard<std::mutex> lock(lane->sq_mu);
     io_uring_sqe* sqe = lane->ring.Sqe();
     io_uring_prep_nop(sqe);
-    io_uring_sqe_set_data(sqe, &lane->stop);
+    lane->ring.SetData(sqe, &lane->stop);
     lane->ring.Submit();
   }
   for (auto& lane : lanes_) {
@@ -458,7 +458,7 @@ inline void SsdTier::SubmitIos(Op* op, size_t first, size_t last, bool is_write)
       io_uring_prep_read(sqe, fd, io.data, io.bytes, io.offset);
     }
     if (options_.register_files) sqe->flags |= IOSQE_FIXED_FILE;
-    io_uring_sqe_set_data(sqe, &io);
+    lane.ring.SetData(sqe, &io);
   }
   lane.ring.Submit();
 }
@@ -475,7 +475,7 @@ inline void SsdTier::SubmitSync(Lane& lane, uint32_t lane_index, uint32_t file) 
   const int fd = options_.register_files ? static_cast<int>(file) : fds_[file];
   io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
   if (options_.register_files) sqe->flags |= IOSQE_FIXED_FILE;
-  io_uring_sqe_set_data(sqe, &s.io);
+  lane.ring.SetData(sqe, &s.io);
   lane.ring.Submit();
 }
 

@@ -318,7 +318,7 @@ inline void SsdTier::ReapLoop(uint32_t lane_index) {
     io_uring_cqe* cqe = lane.ring.WaitCqe();
     bool stop = false;
     for (uint32_t seen = 0; cqe != nullptr; ++seen) {
-      Io* io = static_cast<Io*>(io_uring_cqe_get_data(cqe));
+      Io* io = static_cast<Io*>(lane.ring.Data(cqe));
       const int res = cqe->res;
       lane.ring.Seen(cqe);
       if (io->stop) {

@@ -4,6 +4,12 @@
 // thread at a time (SsdTier holds a per-lane mutex); its completion side
 // (WaitCqe, Seen) by one other thread at a time (the lane's reaper). That
 // split is liburing's own single-producer / single-consumer contract.
+//
+// ThreadSanitizer cannot see the kernel carry an entry from the submitting
+// thread to the reaping one, so everything the submitter wrote before an
+// entry went in (its Io, the buffer it filled) would look racy when the reaper
+// reads it. SetData / Data tell it: an entry's user_data pointer is released
+// when it is set and acquired when its completion is reaped.
 #ifndef MOONCAKE_TIER_INTERNAL_URING_H_
 #define MOONCAKE_TIER_INTERNAL_URING_H_
 
@@ -22,6 +28,19 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
+
+#if defined(__SANITIZE_THREAD__)
+#define MOONCAKE_TSAN_ 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MOONCAKE_TSAN_ 1
+#endif
+#endif
+
+#ifdef MOONCAKE_TSAN_
+extern "C" void __tsan_acquire(void* addr);
+extern "C" void __tsan_release(void* addr);
+#endif
 
 namespace mooncake::tier_internal {
 
@@ -99,6 +118,22 @@ class Ring {
 
   int Submit() { return io_uring_submit(&ring_); }
 
+  // io_uring_sqe_set_data, and the hand-off for ThreadSanitizer (above).
+  static void SetData(io_uring_sqe* sqe, void* data) {
+#ifdef MOONCAKE_TSAN_
+    __tsan_release(data);
+#endif
+    io_uring_sqe_set_data(sqe, data);
+  }
+  // The user_data of a reaped completion; the other half of SetData.
+  static void* Data(const io_uring_cqe* cqe) {
+    void* data = io_uring_cqe_get_data(cqe);
+#ifdef MOONCAKE_TSAN_
+    __tsan_acquire(data);
+#endif
+    return data;
+  }
+
   // Blocks for one completion; retries EINTR.
   io_uring_cqe* WaitCqe() {
     io_uring_cqe* cqe = nullptr;
@@ -120,5 +155,7 @@ class Ring {
 };
 
 }  // namespace mooncake::tier_internal
+
+#undef MOONCAKE_TSAN_
 
 #endif  // MOONCAKE_TIER_INTERNAL_URING_H_

@@ -28,11 +28,24 @@
 // measured in memory in the same run: on one core, and on one core joined by
 // the helper pool the tier uses (one record's chunks on every core).
 //
+// --paired_rounds=N (the compressed-read target, with the device's drift and
+// the file's placement taken out): ONE compressed tier (kAlways) holds every
+// object twice, side by side in the same file: "r<i>" written as kBytes
+// (stored raw: the tier never compresses kBytes) and "z<i>" as bf16
+// (compressed). Each round reads all of them in groups of a few objects,
+// raw group then compressed group alternately (which kind goes first flips
+// every group and round), timing each kind on its own, plus one fio read of
+// the file. So both kinds see the same extents of the same file within
+// milliseconds of each other; the raw reads are the tier's own reading of
+// the device (the >= 0.9x fio target), and zip/raw is the gain of
+// compression. Medians over rounds, and the median of the per-round ratios.
+//
 // Run: bazel run -c opt //mooncake/tier:ssd_tier_benchmark -- [--reps=3]
 //      [--dir=/tmp/mooncake_tier_bench] [--total_mib=256] [--max_ops=1024]
 //      [--sizes_kib=64,1024,4096,16384] [--qds=1,8,32]
 //      [--payloads=random,bf16/raw,bf16/zip,bf16/auto] [--compare_rounds=N]
-//      [--zip_piece_kib=N] [--codec_threads=N]
+//      [--zip_piece_kib=N] [--codec_threads=N] [--paired_rounds=N]
+//      [--paired_group=N]
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -76,6 +89,10 @@ struct Flags {
   std::vector<std::string> payloads;
   // > 0: run the interleaved compressed-read comparison instead of the table.
   int compare_rounds = 0;
+  // > 0: run the same-file paired raw/compressed read comparison instead.
+  int paired_rounds = 0;
+  // Objects per group in the paired comparison (0: max(4 qd, ops / 8)).
+  uint64_t paired_group = 0;
   // SsdTierOptions::compressed_read_piece_bytes, in KiB (0: the default).
   uint64_t zip_piece_kib = 0;
   // SsdTierOptions::codec_threads of the compressed tiers (0: the default, every
@@ -333,13 +350,17 @@ Flags ParseFlags(int argc, char** argv) {
       f.codec_threads = static_cast<uint32_t>(std::strtoul(v, nullptr, 10));
     } else if (const char* v = value("compare_rounds")) {
       f.compare_rounds = std::max(1, std::atoi(v));
+    } else if (const char* v = value("paired_rounds")) {
+      f.paired_rounds = std::max(1, std::atoi(v));
+    } else if (const char* v = value("paired_group")) {
+      f.paired_group = std::strtoull(v, nullptr, 10);
     } else if (const char* v = value("payloads")) {
       f.payloads = absl::StrSplit(v, ',', absl::SkipEmpty());
     } else {
       std::fprintf(stderr,
                    "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
                    "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
-                   "--zip_piece_kib --codec_threads)\n",
+                   "--paired_rounds --paired_group --zip_piece_kib --codec_threads)\n",
                    argv[i]);
       std::exit(2);
     }
@@ -529,6 +550,108 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
   std::filesystem::remove(zip_path + ".fio.json");
 }
 
+void PairedReads(const Flags& flags, const SsdTierInfo& device) {
+  std::printf(
+      "paired same-file reads: %d rounds; one compressed tier (codec_threads %u) holds each bf16 "
+      "object twice, stored raw (kBytes) and compressed, side by side; each round reads both "
+      "kinds in alternating groups, timed per kind, and fio reads the file (bs = object size); "
+      "GB/s (tiers: of raw bytes); medians over rounds, and the median of the per-round "
+      "ratios\n",
+      flags.paired_rounds, flags.codec_threads);
+  std::printf("%-6s %-3s %-5s | %-6s %-6s %-6s | %-8s %-8s | %-7s %-6s | %s\n", "size", "qd",
+              "group", "fio", "raw", "zip", "zip/raw", "raw/fio", "stored", "dec+h", "load");
+  ForkJoinPool helpers(UsableCpuCount() - 1);
+  const std::string path = flags.dir + "/paired.dat";
+  for (uint64_t size_kib : flags.sizes_kib) {
+    const uint64_t size = size_kib << 10;
+    for (uint32_t qd : flags.qds) {
+      const uint64_t ops = std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
+                                                std::max<uint64_t>(flags.max_ops, 2 * qd));
+      // Groups small enough that the two kinds share the disk's windows,
+      // large enough to keep `qd` reads in flight most of a group.
+      const uint64_t group = std::min<uint64_t>(
+          ops, flags.paired_group != 0 ? flags.paired_group : std::max<uint64_t>(4 * qd, ops / 8));
+      std::filesystem::remove(path);
+      SsdTierOptions o = TierOptions(path, FileBytes(size, 2 * ops), Compression::kAlways, device);
+      o.codec_threads = flags.codec_threads;
+      if (flags.zip_piece_kib != 0) {
+        o.compressed_read_piece_bytes = static_cast<uint32_t>(flags.zip_piece_kib << 10);
+      }
+      auto tier = OpenOrDie(o);
+      const std::vector<std::byte> src =
+          compress::SyntheticKvBytes(size, compress::DType::kBFloat16, size);
+      const auto key = [](bool zip, uint64_t i) { return absl::StrCat(zip ? "z" : "r", i); };
+      RunQd(2 * ops, qd, size, [&](uint64_t i, uint32_t, auto done) {
+        const bool zip = i % 2 == 1;
+        tier->Write(key(zip, i / 2), src,
+                    ObjectMeta{zip ? compress::DType::kBFloat16 : compress::DType::kBytes, 0},
+                    [done = std::move(done)](absl::Status s) mutable { done(s.ok()); });
+      });
+      uint64_t stored_raw = 0, stored_zip = 0;
+      tier->ForEach([&](const ObjectInfo& info) {
+        (info.compressed ? stored_zip : stored_raw) += info.stored_bytes;
+      });
+      if (stored_zip == 0 || stored_raw == 0) {
+        std::fprintf(stderr, "FATAL: the paired tier did not store both kinds\n");
+        std::exit(1);
+      }
+      std::vector<AlignedBuf> bufs;
+      for (uint32_t s = 0; s < qd; ++s) bufs.push_back(AlignedAlloc(size));
+      std::vector<double> fio, raw_gbps, zip_gbps, ratio, raw_fio;
+      for (int round = 0; round < flags.paired_rounds; ++round) {
+        double secs[2] = {0, 0};
+        uint64_t bytes[2] = {0, 0};
+        const bool fio_first = round % 2 == 0;
+        double fio_gbps = 0;
+        if (fio_first) fio_gbps = RunFio(path, "read", size, stored_raw + stored_zip, qd, 0).gbps;
+        for (uint64_t first = 0, g = 0; first < ops; first += group, ++g) {
+          const uint64_t n = std::min(group, ops - first);
+          for (int k = 0; k < 2; ++k) {
+            const bool zip = ((round + g + k) % 2) == 1;
+            const Phase p = RunQd(n, qd, size, [&](uint64_t i, uint32_t slot, auto done) {
+              tier->Read(
+                  key(zip, first + i), std::span<std::byte>(bufs[slot].get(), size),
+                  [done = std::move(done)](absl::StatusOr<ReadResult> r) mutable { done(r.ok()); });
+            });
+            secs[zip] += static_cast<double>(n * size) / (p.gbps * 1e9);
+            bytes[zip] += n * size;
+          }
+        }
+        if (!fio_first) fio_gbps = RunFio(path, "read", size, stored_raw + stored_zip, qd, 0).gbps;
+        fio.push_back(fio_gbps);
+        raw_gbps.push_back(static_cast<double>(bytes[0]) / secs[0] / 1e9);
+        zip_gbps.push_back(static_cast<double>(bytes[1]) / secs[1] / 1e9);
+        ratio.push_back(zip_gbps.back() / raw_gbps.back());
+        raw_fio.push_back(raw_gbps.back() / fio_gbps);
+      }
+      auto check = AlignedAlloc(size);
+      for (bool zip : {false, true}) {
+        if (!ReadBlocking(*tier, key(zip, ops - 1), std::span<std::byte>(check.get(), size)).ok() ||
+            std::memcmp(check.get(), src.data(), size) != 0) {
+          std::fprintf(stderr, "FATAL: the paired tier read back wrong bytes\n");
+          std::exit(1);
+        }
+      }
+      const auto id = [](double v) { return v; };
+      double load[1] = {0};
+      getloadavg(load, 1);
+      std::printf(
+          "%-6s %-3u %-5llu | %6.2f %6.2f %6.2f | %8.2f %8.2f | %7.3f %6.2f | %.1f\n",
+          absl::StrCat(size_kib, "K").c_str(), qd, static_cast<unsigned long long>(group),
+          Median(fio, id), Median(raw_gbps, id), Median(zip_gbps, id), Median(ratio, id),
+          Median(raw_fio, id), static_cast<double>(stored_raw) / static_cast<double>(stored_zip),
+          DecodeSpeed(src, TierOptions("", 0, Compression::kAlways, device).codec_chunk_bytes,
+                      &helpers) /
+              1e9,
+          load[0]);
+      std::fflush(stdout);
+      tier.reset();
+      std::filesystem::remove(path);
+      std::filesystem::remove(path + ".fio.json");
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
   std::filesystem::create_directories(flags.dir);
@@ -538,6 +661,11 @@ int Main(int argc, char** argv) {
   std::printf("device probe (SsdTier::Open): read %.2f GB/s, write %.2f GB/s, direct_io=%d\n",
               device.device_read_bytes_per_s / 1e9, device.device_write_bytes_per_s / 1e9,
               device.direct_io);
+  if (flags.paired_rounds > 0) {
+    PairedReads(flags, device);
+    std::filesystem::remove(path);
+    return 0;
+  }
   if (flags.compare_rounds > 0) {
     CompareCompressedReads(flags, device);
     std::filesystem::remove(path);

@@ -39,6 +39,7 @@ struct StoreOptions {
   size_t tcp_lanes_per_peer = client::ClientOptions{}.tcp_lanes_per_peer;
   uint32_t tcp_slice_bytes = client::ClientOptions{}.tcp_slice_bytes;
   uint64_t tcp_spread_min_bytes = client::ClientOptions{}.tcp_spread_min_bytes;
+  bool verify_checksums = client::ClientOptions{}.verify_checksums;
   int64_t timeout_ms = 10'000;
 };
 
@@ -57,6 +58,7 @@ class StoreDriver {
     co.tcp_lanes_per_peer = o.tcp_lanes_per_peer;
     co.tcp_slice_bytes = o.tcp_slice_bytes;
     co.tcp_spread_min_bytes = o.tcp_spread_min_bytes;
+    co.verify_checksums = o.verify_checksums;
     co.rpc_timeout_ms = o.timeout_ms;
     co.transfer_timeout_ms = o.timeout_ms;
     ASSIGN_OR_RETURN(auto client, Client::Create(co, channel.get()));

@@ -754,7 +754,10 @@ absl::Status Run(const Config& c) {
     PrintFill(stdout, fill_results);
   }
   const std::vector<TargetCheck> targets = CheckTargets(rows, fill_results);
-  std::printf("\ntargets (issue #9)\n");
+  std::printf("\ntargets (issue #9)%s\n",
+              absl::GetFlag(FLAGS_store_verify_checksums)
+                  ? ""
+                  : ": NOT JUDGED, the store client ran with --store_verify_checksums=false");
   PrintTargets(stdout, targets);
   if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
     RETURN_IF_ERROR(WriteJson(json, c, rows, fill_results, targets));

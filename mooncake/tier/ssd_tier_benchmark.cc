@@ -324,6 +324,16 @@ double Median(const std::vector<T>& runs, F field) {
   return v[v.size() / 2];
 }
 
+double Median(const std::vector<double>& runs) {
+  return Median(runs, [](double v) { return v; });
+}
+
+double LoadAverage() {
+  double load[1] = {0};
+  getloadavg(load, 1);
+  return load[0];
+}
+
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
@@ -442,6 +452,16 @@ double DecodeSpeed(const std::vector<std::byte>& src, uint32_t chunk_bytes,
   return runs[runs.size() / 2];
 }
 
+// Exits unless `key` reads back from `tier` as exactly `want`.
+void ExpectReadsBack(SsdTier& tier, const std::string& key, const std::vector<std::byte>& want) {
+  auto got = AlignedAlloc(want.size());
+  if (!ReadBlocking(tier, key, std::span<std::byte>(got.get(), want.size())).ok() ||
+      std::memcmp(got.get(), want.data(), want.size()) != 0) {
+    std::fprintf(stderr, "FATAL: %s read back wrong bytes\n", key.c_str());
+    std::exit(1);
+  }
+}
+
 void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
   std::printf(
       "compressed-read comparison: %d rounds of [fio read of the raw tier's file | fio read of "
@@ -517,29 +537,19 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
         z_raw.push_back(tz.back() / tr.back());
         z_z1.push_back(tz.back() / tz1.back());
       }
-      auto check = AlignedAlloc(size);
-      if (!ReadBlocking(*zip, absl::StrCat("obj", ops - 1), std::span<std::byte>(check.get(), size))
-               .ok() ||
-          std::memcmp(check.get(), src.data(), size) != 0) {
-        std::fprintf(stderr, "FATAL: compressed tier read back wrong bytes\n");
-        std::exit(1);
-      }
-      const auto id = [](double v) { return v; };
-      double load[1] = {0};
-      getloadavg(load, 1);
+      ExpectReadsBack(*zip, absl::StrCat("obj", ops - 1), src);
       std::printf(
           "%-6s %-3u | %6.2f %6.2f %6.2f %6.2f %6.2f | %8.2f %8.2f %8.2f %8.2f | "
           "%7.3f %6.2f %6.2f | %.1f\n",
-          absl::StrCat(size_kib, "K").c_str(), qd, Median(fio, id), Median(fioz, id),
-          Median(tr, id), Median(tz, id), Median(tz1, id), Median(z_fio, id), Median(z_fioz, id),
-          Median(z_raw, id), Median(z_z1, id),
+          absl::StrCat(size_kib, "K").c_str(), qd, Median(fio), Median(fioz), Median(tr),
+          Median(tz), Median(tz1), Median(z_fio), Median(z_fioz), Median(z_raw), Median(z_z1),
           static_cast<double>(ops * size) / static_cast<double>(stored),
           DecodeSpeed(src, TierOptions("", 0, Compression::kAlways, device).codec_chunk_bytes) /
               1e9,
           DecodeSpeed(src, TierOptions("", 0, Compression::kAlways, device).codec_chunk_bytes,
                       &helpers) /
               1e9,
-          load[0]);
+          LoadAverage());
       std::fflush(stdout);
     }
   }
@@ -624,26 +634,16 @@ void PairedReads(const Flags& flags, const SsdTierInfo& device) {
         ratio.push_back(zip_gbps.back() / raw_gbps.back());
         raw_fio.push_back(raw_gbps.back() / fio_gbps);
       }
-      auto check = AlignedAlloc(size);
-      for (bool zip : {false, true}) {
-        if (!ReadBlocking(*tier, key(zip, ops - 1), std::span<std::byte>(check.get(), size)).ok() ||
-            std::memcmp(check.get(), src.data(), size) != 0) {
-          std::fprintf(stderr, "FATAL: the paired tier read back wrong bytes\n");
-          std::exit(1);
-        }
-      }
-      const auto id = [](double v) { return v; };
-      double load[1] = {0};
-      getloadavg(load, 1);
+      for (bool zip : {false, true}) ExpectReadsBack(*tier, key(zip, ops - 1), src);
       std::printf(
           "%-6s %-3u %-5llu | %6.2f %6.2f %6.2f | %8.2f %8.2f | %7.3f %6.2f | %.1f\n",
           absl::StrCat(size_kib, "K").c_str(), qd, static_cast<unsigned long long>(group),
-          Median(fio, id), Median(raw_gbps, id), Median(zip_gbps, id), Median(ratio, id),
-          Median(raw_fio, id), static_cast<double>(stored_raw) / static_cast<double>(stored_zip),
+          Median(fio), Median(raw_gbps), Median(zip_gbps), Median(ratio), Median(raw_fio),
+          static_cast<double>(stored_raw) / static_cast<double>(stored_zip),
           DecodeSpeed(src, TierOptions("", 0, Compression::kAlways, device).codec_chunk_bytes,
                       &helpers) /
               1e9,
-          load[0]);
+          LoadAverage());
       std::fflush(stdout);
       tier.reset();
       std::filesystem::remove(path);

@@ -20,7 +20,9 @@
 //     InvalidArgument if into.size() < raw_bytes (the status says the size
 //     needed); DataLoss if the stored record fails its checksum (the record is
 //     then dropped and counted in TierStats::corrupt_records): a tier never
-//     completes a read with wrong bytes.
+//     completes a read with wrong bytes. After any failure the contents of
+//     `into` are unspecified (a model may decode into it as the bytes land
+//     and find the record bad only at the end).
 //   void Remove(key, done)
 //     Deletes the object; OkStatus once the deletion is durable, NotFound if
 //     absent. A read that started before Remove may still see the object.

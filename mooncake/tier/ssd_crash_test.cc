@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -134,6 +135,11 @@ TEST(SsdCrashTest, AcknowledgedRecordsSurviveSigkillAtRandomPoints) {
   Expectation expect;
   uint64_t next_id = 1, lost = 0, wrong = 0, verified = 0, acks = 0;
   const int points = CrashPoints();
+  // The kill window grows with how long a writer takes to acknowledge its
+  // first operation (point 0 measures it and is killed right then), so on a
+  // loaded machine or in a sanitizer build (both slow Open down many times)
+  // writers are still killed mid-stream, not always inside Open.
+  std::chrono::microseconds window(150000);
   for (int point = 0; point < points; ++point) {
     int fds[2];
     ASSERT_EQ(::pipe(fds), 0);
@@ -144,16 +150,26 @@ TEST(SsdCrashTest, AcknowledgedRecordsSurviveSigkillAtRandomPoints) {
       Writer(path, next_id, fds[1]);
     }
     ::close(fds[1]);
-    // Random kill moment: anywhere from inside Open (recovery) to well into
-    // the write stream.
-    const auto delay = std::chrono::microseconds(rng() % 150000);
-    std::this_thread::sleep_for(delay);
+    std::string text;
+    char buf[4096];
+    if (point == 0) {
+      const auto start = std::chrono::steady_clock::now();
+      while (text.find('\n') == std::string::npos) {
+        const ssize_t n = ::read(fds[0], buf, sizeof(buf));
+        if (n <= 0) break;  // the writer died before its first acknowledgement
+        text.append(buf, n);
+      }
+      window = std::max(window, 3 * std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::steady_clock::now() - start));
+    } else {
+      // Random kill moment: anywhere from inside Open (recovery) to well into
+      // the write stream.
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % window.count()));
+    }
     ::kill(pid, SIGKILL);
     int status = 0;
     ASSERT_EQ(::waitpid(pid, &status, 0), pid);
     if (WIFEXITED(status)) FAIL() << "writer exited with " << WEXITSTATUS(status);
-    std::string text;
-    char buf[4096];
     for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) text.append(buf, n);
     ::close(fds[0]);
     uint64_t max_id = next_id;
@@ -180,9 +196,10 @@ TEST(SsdCrashTest, AcknowledgedRecordsSurviveSigkillAtRandomPoints) {
     }
   }
   std::printf(
-      "crash points %d, acknowledged ops %llu, objects verified %llu, lost %llu, wrong %llu\n",
-      points, (unsigned long long)acks, (unsigned long long)verified, (unsigned long long)lost,
-      (unsigned long long)wrong);
+      "crash points %d (kill window %lld ms), acknowledged ops %llu, objects verified %llu, lost "
+      "%llu, wrong %llu\n",
+      points, static_cast<long long>(window.count() / 1000), (unsigned long long)acks,
+      (unsigned long long)verified, (unsigned long long)lost, (unsigned long long)wrong);
   EXPECT_EQ(lost, 0u);
   EXPECT_EQ(wrong, 0u);
   EXPECT_GT(acks, 0u);

@@ -71,7 +71,7 @@ SsdTierOptions Options(const std::string& path) {
 
 // The pristine file, its record header offsets, and the values written.
 struct World {
-  std::string dir, path;
+  std::string path;
   std::vector<char> file;
   std::vector<uint64_t> headers;
   std::vector<std::string> keys;
@@ -100,9 +100,10 @@ World& TheWorld() {
   static World* w = [] {
     auto* w = new World;
     const char* tmp = std::getenv("TEST_TMPDIR");
-    w->dir = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ssd_file_fuzz_", ::getpid());
-    std::filesystem::create_directories(w->dir);
-    w->path = w->dir + "/tier.dat";
+    const std::string dir =
+        absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ssd_file_fuzz_", ::getpid());
+    std::filesystem::create_directories(dir);
+    w->path = dir + "/tier.dat";
     {
       auto t = SsdTier::Open(Options(w->path));
       MC_ASSERT(t.ok(), "open the seed tier");
@@ -154,11 +155,7 @@ void Reseal(std::vector<char>& file, uint64_t off, bool payload) {
       tier_internal::PutU64(p + 64, FastStableHash64(file.data() + begin, stored));
     }
   }
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, p, 72);
-  XXH3_64bits_update(&state, key.data(), key.size());
-  tier_internal::PutU64(p + 72, XXH3_64bits_digest(&state));
+  tier_internal::PutU64(p + 72, tier_internal::RecordHeaderChecksum(p, key));
 }
 
 }  // namespace

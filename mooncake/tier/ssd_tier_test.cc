@@ -259,6 +259,39 @@ class SsdTierDamageTest : public ::testing::TestWithParam<bool> {
   void ExpectStoredAsAsked(SsdTier& t) const {
     EXPECT_EQ(t.stats().compressed_writes > 0, compressed());
   }
+
+  // A record as the file holds it: its header block's offset, its stored
+  // size and its payload (padded to a block).
+  struct OnDisk {
+    size_t at = 0;
+    uint64_t stored = 0;
+    std::vector<std::byte> payload;
+  };
+  static OnDisk Find(const std::string& path, const std::string& key) {
+    std::vector<std::byte> file(8 << 20);
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    EXPECT_EQ(::pread(fd, file.data(), file.size(), 0), ssize_t(file.size()));
+    ::close(fd);
+    for (size_t off = 4096; off + 4096 <= file.size(); off += 4096) {
+      auto rec = tier_internal::DecodeRecordHeader(std::span<const std::byte>(&file[off], 4096));
+      if (!rec || rec->key != key) continue;
+      const auto payload = file.begin() + static_cast<ptrdiff_t>(off + 4096);
+      return {off, rec->header.stored_bytes,
+              std::vector<std::byte>(
+                  payload, payload + static_cast<ptrdiff_t>(
+                                         tier_internal::RoundUpToBlock(rec->header.stored_bytes)))};
+    }
+    ADD_FAILURE() << key << " not on disk";
+    return {};
+  }
+  // Writes `bytes` at `offset` of the file, behind the tier's back.
+  static void Overwrite(const std::string& path, size_t offset, std::span<const std::byte> bytes) {
+    const int fd = ::open(path.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)),
+              ssize_t(bytes.size()));
+    ::close(fd);
+  }
 };
 
 TEST_P(SsdTierDamageTest, CorruptRecordOnDiskIsReportedAndSkipped) {
@@ -268,21 +301,12 @@ TEST_P(SsdTierDamageTest, CorruptRecordOnDiskIsReportedAndSkipped) {
   ASSERT_TRUE(WriteBlocking(*t, "victim", data, Meta()).ok());
   ASSERT_TRUE(WriteBlocking(*t, "other", Object("other", 100000), Meta()).ok());
   ExpectStoredAsAsked(*t);
-  // Flip one payload byte behind the tier's back, at the record's offset
-  // (inside the first chunk's payload when the record is a frame).
-  int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  std::vector<std::byte> file(8 << 20);
-  ASSERT_EQ(::pread(fd, file.data(), file.size(), 0), ssize_t(file.size()));
-  size_t found = 0;
-  for (size_t off = 4096; off < file.size(); off += 4096) {
-    auto rec = tier_internal::DecodeRecordHeader(std::span<const std::byte>(&file[off], 4096));
-    if (rec && rec->key == "victim") found = off;
-  }
-  ASSERT_NE(found, 0u);
-  std::byte b = file[found + 4096 + 777] ^ std::byte{1};
-  ASSERT_EQ(::pwrite(fd, &b, 1, found + 4096 + 777), 1);
-  ::close(fd);
+  // Flip one payload byte (inside the first chunk's payload when the record
+  // is a frame).
+  const OnDisk victim = Find(path, "victim");
+  ASSERT_NE(victim.at, 0u);
+  const std::byte flipped = victim.payload[777] ^ std::byte{1};
+  Overwrite(path, victim.at + 4096 + 777, std::span<const std::byte>(&flipped, 1));
   std::vector<std::byte> back(data.size());
   auto r = ReadBlocking(*t, "victim", back);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
@@ -328,40 +352,16 @@ TEST_P(SsdTierDamageTest, StaleBytesInAReusedExtentAreNeverServed) {
   while (after[j] == after[0] && after[j + 1] == after[1]) j += 2;
   std::swap_ranges(after.begin(), after.begin() + 2, after.begin() + j);
   ASSERT_NE(after, before);
-  const auto find = [&](const std::string& key, uint64_t* stored) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    std::vector<std::byte> file(8 << 20);
-    EXPECT_EQ(::pread(fd, file.data(), file.size(), 0), ssize_t(file.size()));
-    ::close(fd);
-    for (size_t off = 4096; off < file.size(); off += 4096) {
-      auto rec = tier_internal::DecodeRecordHeader(std::span<const std::byte>(&file[off], 4096));
-      if (rec && rec->key == key) {
-        *stored = rec->header.stored_bytes;
-        return std::make_pair(
-            off,
-            std::vector<std::byte>(file.begin() + off + 4096,
-                                   file.begin() + off + 4096 +
-                                       tier_internal::RoundUpToBlock(rec->header.stored_bytes)));
-      }
-    }
-    ADD_FAILURE() << key << " not on disk";
-    return std::make_pair(size_t{0}, std::vector<std::byte>());
-  };
   ASSERT_TRUE(WriteBlocking(*t, "old", before, Meta()).ok());
-  uint64_t old_stored = 0, new_stored = 0;
-  const auto [old_at, old_payload] = find("old", &old_stored);
+  const OnDisk old_record = Find(path, "old");
   ASSERT_TRUE(RemoveBlocking(*t, "old").ok());
   ASSERT_TRUE(WriteBlocking(*t, "new", after, Meta()).ok());
   ExpectStoredAsAsked(*t);
-  const auto [new_at, new_payload] = find("new", &new_stored);
-  ASSERT_EQ(new_at, old_at) << "the extent is reused";
-  ASSERT_EQ(new_stored, old_stored) << "same chunks, same stored size";
-  ASSERT_NE(new_payload, old_payload);
-  int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(::pwrite(fd, old_payload.data(), old_payload.size(), old_at + 4096),
-            ssize_t(old_payload.size()));
-  ::close(fd);
+  const OnDisk new_record = Find(path, "new");
+  ASSERT_EQ(new_record.at, old_record.at) << "the extent is reused";
+  ASSERT_EQ(new_record.stored, old_record.stored) << "same values, same stored size";
+  ASSERT_NE(new_record.payload, old_record.payload);
+  Overwrite(path, old_record.at + 4096, old_record.payload);
   std::vector<std::byte> back(after.size());
   const auto r = ReadBlocking(*t, "new", back);
   // DataLoss, not the predecessor's bytes. (`back` may hold them all the same:

@@ -142,6 +142,16 @@ inline absl::StatusOr<FileHeader> DecodeFileHeader(std::span<const std::byte> bl
   return h;
 }
 
+// The header checksum (bytes 72..80): XXH3-64 of header bytes [0, 72)
+// followed by the key bytes.
+inline uint64_t RecordHeaderChecksum(const std::byte* header, std::string_view key) {
+  XXH3_state_t state;
+  XXH3_64bits_reset(&state);
+  XXH3_64bits_update(&state, header, 72);
+  XXH3_64bits_update(&state, key.data(), key.size());
+  return XXH3_64bits_digest(&state);
+}
+
 // Writes a record header block (header, key, zero padding) into block.
 // REQUIRES: block.size() >= kBlockBytes, 0 < key.size() <= kMaxKeyBytes.
 inline void EncodeRecordHeader(const RecordHeader& h, std::string_view key,
@@ -163,11 +173,7 @@ inline void EncodeRecordHeader(const RecordHeader& h, std::string_view key,
   PutU64(p + 56, h.user_tag);
   PutU64(p + 64, h.payload_checksum);
   std::memcpy(p + kRecordHeaderBytes, key.data(), key.size());
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, p, 72);
-  XXH3_64bits_update(&state, key.data(), key.size());
-  PutU64(p + 72, XXH3_64bits_digest(&state));
+  PutU64(p + 72, RecordHeaderChecksum(p, key));
 }
 
 struct DecodedRecord {
@@ -185,11 +191,8 @@ inline std::optional<DecodedRecord> DecodeRecordHeader(std::span<const std::byte
   if (GetU16(p + 8) != kFormatVersion || GetU16(p + 10) != kRecordHeaderBytes) return std::nullopt;
   const uint32_t key_bytes = GetU32(p + 12);
   if (key_bytes == 0 || key_bytes > tier::kMaxKeyBytes) return std::nullopt;
-  XXH3_state_t state;
-  XXH3_64bits_reset(&state);
-  XXH3_64bits_update(&state, p, 72);
-  XXH3_64bits_update(&state, p + kRecordHeaderBytes, key_bytes);
-  if (XXH3_64bits_digest(&state) != GetU64(p + 72)) return std::nullopt;
+  const std::string_view key(reinterpret_cast<const char*>(p + kRecordHeaderBytes), key_bytes);
+  if (RecordHeaderChecksum(p, key) != GetU64(p + 72)) return std::nullopt;
   DecodedRecord r;
   RecordHeader& h = r.header;
   h.sequence = GetU64(p + 16);
@@ -200,7 +203,7 @@ inline std::optional<DecodedRecord> DecodeRecordHeader(std::span<const std::byte
   const uint8_t dtype = static_cast<uint8_t>(p[49]);
   h.user_tag = GetU64(p + 56);
   h.payload_checksum = GetU64(p + 64);
-  r.key = std::string_view(reinterpret_cast<const char*>(p + kRecordHeaderBytes), key_bytes);
+  r.key = key;
   if (dtype >= compress::kDTypeCount) return std::nullopt;
   h.dtype = static_cast<compress::DType>(dtype);
   if (h.codec != kCodecRaw && h.codec >= compress::kCodecIdCount) return std::nullopt;

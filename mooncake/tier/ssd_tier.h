@@ -27,15 +27,27 @@
 // The result is handed over only after the record checksum (over the stored
 // bytes) and every chunk checksum (over the decoded bytes) verify.
 //
-// Durability policy (acknowledge only what survives kill -9 and power loss):
-// a write is acknowledged after its record is written AND an fdatasync issued
-// after that write completed has completed. Syncs are batched per lane and
+// Durability (SsdTierOptions::durability). Syncs are batched per lane and
 // file (group commit): at most one fdatasync is in flight per lane and file,
-// and every write completing meanwhile joins the next one, so an
-// acknowledgement waits for at most two fdatasync durations after its write
-// lands and the number of syncs is bounded by the number of writes. A remove
-// zeroes the record's header block and is acknowledged after the same kind of
-// sync; only then is the extent reused (and only once no read still uses it).
+// and every write completing meanwhile joins the next one, so a write is
+// covered by a completed sync at most two fdatasync durations after it lands
+// and the number of syncs is bounded by the number of writes.
+// - kPowerLoss (the default): a write is acknowledged after its record is
+//   written AND an fdatasync issued after that write completed has completed.
+// - kProcessCrash: a write is acknowledged as soon as its record is on the
+//   device (the O_DIRECT write completed; with the buffered fallback, in the
+//   page cache). That survives the process being killed at any point, since
+//   nothing the kernel holds dies with it. The group commit runs in the
+//   background, at most one fdatasync per background_sync_ms per lane and
+//   file, so power loss or a kernel crash can lose only writes acknowledged
+//   within about background_sync_ms + two fdatasync durations before it (and
+//   those are then absent, never torn: checksums reject partial records).
+//   A sync in flight slows this disk's writes down (a flush waits for every
+//   write before it), hence the interval.
+// A remove zeroes the record's header block. It is acknowledged like a write,
+// but in both modes its extent is reused only after an fdatasync covering the
+// zeroed header has completed (and only once no read still uses it), so power
+// loss can never revive an old header over a new record's bytes.
 // Objects are immutable (Write of a present key is AlreadyExists), and every
 // record carries a tier-wide increasing sequence number, so recovery keeps
 // the newest valid record of a key and zeroes older ones.
@@ -93,6 +105,12 @@ enum class Compression : uint8_t {
   kAuto,    // compress when compress::DecideCompression says it pays at the device's bandwidth
 };
 
+// What an acknowledged write (or remove) survives; see the header comment.
+enum class Durability : uint8_t {
+  kPowerLoss,     // acknowledged after an fdatasync covering it completed
+  kProcessCrash,  // acknowledged when written; fdatasync follows in the background
+};
+
 struct SsdTierOptions {
   // One file per path, created (preallocated) when none exists; all must
   // exist or none.
@@ -125,6 +143,14 @@ struct SsdTierOptions {
   // Where O_DIRECT is refused, use buffered I/O (logged; stats show it).
   bool allow_buffered_fallback = true;
   Compression compression = Compression::kAuto;
+  // kProcessCrash suits a cache whose contents are worthless after a power loss anyway
+  // (the reference store empties its tier at start): writes are acknowledged about one
+  // fdatasync earlier, and at queue depth > 1 the device is not kept waiting for syncs.
+  Durability durability = Durability::kPowerLoss;
+  // kProcessCrash: the longest an acknowledged write waits for its background fdatasync to
+  // be issued (the power-loss window, less the sync's own duration). 0: as soon as the
+  // previous sync completes. At most 60000.
+  uint32_t background_sync_ms = 100;
   // Device bandwidth the compression rule uses; 0 = measure at Open (a short
   // write and read probe in free space).
   double device_read_bytes_per_s = 0;
@@ -143,6 +169,15 @@ struct SsdTierInfo {
   uint64_t recovered_superseded = 0;
   uint32_t codec_threads = 1;       // threads per compressed record (options resolved)
   uint64_t codec_helper_joins = 0;  // times a helper joined a record's decode or encode
+  Durability durability = Durability::kPowerLoss;
+  // kProcessCrash: the longest an acknowledged write waits for its background fdatasync to
+  // be issued (the power-loss window, less the sync's own duration). 0: as soon as the
+  // previous sync completes. At most 60000.
+  uint32_t background_sync_ms = 100;
+  // fdatasyncs that failed (also in TierStats::io_errors). Under kProcessCrash the writes
+  // they covered were acknowledged already: they survive a process crash, but a power
+  // loss may take them.
+  uint64_t failed_syncs = 0;
 };
 
 class SsdTier {
@@ -196,6 +231,7 @@ class SsdTier {
     uint64_t offset = 0;   // in the file
     bool fixed = false;    // data lies in the lane's registered arena
     bool stop = false;
+    bool timer = false;  // a SyncState's background-sync timeout
   };
   // Aligned staging memory: a slice of the lane's arena or a heap block.
   struct Staging {
@@ -234,8 +270,12 @@ class SsdTier {
   // Group commit state of one (lane, file); owned by the lane's reaper.
   struct SyncState {
     bool in_flight = false;
-    std::vector<Op*> waiting;  // written, waiting for the next fdatasync
-    std::vector<Op*> batch;    // covered by the fdatasync in flight
+    bool dirty = false;        // kProcessCrash: writes acknowledged since the last sync began
+    bool timer_armed = false;  // kProcessCrash: a background_sync_ms timeout is pending
+    Io timer_io;
+    __kernel_timespec timer_ts{};  // the armed timeout's interval (read by the kernel)
+    std::vector<Op*> waiting;      // written, waiting for the next fdatasync
+    std::vector<Op*> batch;        // covered by the fdatasync in flight
     Io io;
   };
   struct Lane {
@@ -260,7 +300,8 @@ class SsdTier {
   struct Counters {
     std::atomic<uint64_t> writes{0}, write_failures{0}, reads{0}, read_misses{0}, removes{0},
         bytes_written{0}, bytes_read{0}, compressed_writes{0}, corrupt_records{0}, io_errors{0},
-        syncs{0}, recovered_objects{0}, used_bytes{0}, raw_bytes{0}, quarantined_bytes{0};
+        syncs{0}, failed_syncs{0}, recovered_objects{0}, used_bytes{0}, raw_bytes{0},
+        quarantined_bytes{0};
   };
   struct Profile {
     bool measured = false;
@@ -284,8 +325,10 @@ class SsdTier {
   Staging AcquireStaging(Lane& lane, uint64_t bytes);
   void ReleaseStaging(Lane& lane, Staging& staging);
   uint32_t PickLane() { return next_lane_.fetch_add(1, std::memory_order_relaxed) % lanes_.size(); }
+  // Counts work the destructor waits for: operations, and fdatasyncs in flight.
   void BeginOp();
   void EndOp(Op* op);
+  void EndInflight();
   void SubmitIos(Op* op, size_t first, size_t last, bool is_write);
   void SubmitSync(Lane& lane, uint32_t lane_index, uint32_t file);
 
@@ -300,9 +343,17 @@ class SsdTier {
   void DecodeLanded(Lane& lane);
   void DecodeArrived(Op* op);
   void EnqueueSync(Op* op);
+  void MarkUnsynced(uint32_t lane_index, uint32_t file);
+  void ScheduleBackgroundSync(Lane& lane, uint32_t lane_index, uint32_t file);
+  void OnSyncTimer(uint32_t lane_index, uint32_t file);
   void OnSync(uint32_t lane_index, uint32_t file, int res);
   void FinishWrite(Op* op, absl::Status status);
-  void FinishRemove(Op* op, absl::Status status);
+  // Settles a remove: with `ack`, calls its callback (a success is counted); with
+  // `release` (once its zeroed header is durable, or known not to be), lets go of its
+  // record, whose extent is reused only if `durable` (else it stays quarantined until the
+  // next Open), and ends the op. kPowerLoss does both at once, kProcessCrash acknowledges
+  // when the header is zeroed and releases after the sync.
+  void SettleRemove(Op* op, std::optional<absl::Status> ack, bool release, bool durable);
   void FinishRead(Op* op);
   void DropCorrupt(const RecordPtr& record);
 

@@ -98,6 +98,9 @@ struct Flags {
   // SsdTierOptions::codec_threads of the compressed tiers (0: the default, every
   // hardware thread).
   uint32_t codec_threads = 0;
+  // The table's tiers (SsdTierOptions::durability).
+  Durability durability = Durability::kPowerLoss;
+  int64_t background_sync_ms = -1;  // -1: the option's default
 };
 
 template <typename T>
@@ -218,12 +221,17 @@ uint64_t FileBytes(uint64_t size, uint64_t ops) {
 }
 
 TierRun RunTier(const std::string& path, uint64_t size, uint64_t ops, uint32_t qd, Payload payload,
-                const SsdTierInfo& device, uint32_t codec_threads) {
+                const SsdTierInfo& device, uint32_t codec_threads, Durability durability,
+                int64_t background_sync_ms) {
   std::filesystem::remove(path);
   const Compression c = payload == Payload::kBf16Always ? Compression::kAlways
                         : payload == Payload::kBf16Auto ? Compression::kAuto
                                                         : Compression::kNever;
-  auto tier_or = SsdTier::Open(TierOptions(path, FileBytes(size, ops), c, device, codec_threads));
+  SsdTierOptions options = TierOptions(path, FileBytes(size, ops), c, device, codec_threads);
+  options.durability = durability;
+  if (background_sync_ms >= 0)
+    options.background_sync_ms = static_cast<uint32_t>(background_sync_ms);
+  auto tier_or = SsdTier::Open(std::move(options));
   if (!tier_or.ok()) {
     std::fprintf(stderr, "FATAL: open: %s\n", std::string(tier_or.status().message()).c_str());
     std::exit(1);
@@ -364,13 +372,25 @@ Flags ParseFlags(int argc, char** argv) {
       f.paired_rounds = std::max(1, std::atoi(v));
     } else if (const char* v = value("paired_group")) {
       f.paired_group = std::strtoull(v, nullptr, 10);
+    } else if (const char* v = value("durability")) {
+      if (std::string_view(v) == "power_loss") {
+        f.durability = Durability::kPowerLoss;
+      } else if (std::string_view(v) == "process_crash") {
+        f.durability = Durability::kProcessCrash;
+      } else {
+        std::fprintf(stderr, "--durability must be power_loss or process_crash\n");
+        std::exit(2);
+      }
+    } else if (const char* v = value("background_sync_ms")) {
+      f.background_sync_ms = std::strtoll(v, nullptr, 10);
     } else if (const char* v = value("payloads")) {
       f.payloads = absl::StrSplit(v, ',', absl::SkipEmpty());
     } else {
       std::fprintf(stderr,
                    "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
                    "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
-                   "--paired_rounds --paired_group --zip_piece_kib --codec_threads)\n",
+                   "--paired_rounds --paired_group --zip_piece_kib --codec_threads "
+                   "--durability=power_loss|process_crash --background_sync_ms)\n",
                    argv[i]);
       std::exit(2);
     }
@@ -671,16 +691,26 @@ int Main(int argc, char** argv) {
     std::filesystem::remove(path);
     return 0;
   }
-  std::printf("medians of %d runs; GB/s of raw bytes; latency us per object (P50/P99)\n",
-              flags.reps);
   std::printf(
-      "columns: tier write GB/s P50/P99 us | fio write GB/s: plain, +fdatasync on a fresh "
-      "(fallocated) file, +fdatasync on a written file | tier writes per fdatasync | tier read "
-      "GB/s P50/P99 | fio read GB/s P50/P99 | raw/stored | write ratios tier/fio: fresh+sync, "
-      "written+sync, plain | read ratio tier/fio\n");
-  std::printf("%-6s %-3s %-9s | %-19s %-5s %-5s %-5s %-5s | %-18s %-18s %-5s | %-14s | %s\n",
-              "size", "qd", "payload", "tier write", "fio", "fresh", "sync", "w/s", "tier read",
-              "fio read", "ratio", "w/fio f s p", "r/fio");
+      "medians of %d runs; GB/s of raw bytes; latency us per object (P50/P99); tier durability "
+      "%s (a write is acknowledged %s)\n",
+      flags.reps, flags.durability == Durability::kPowerLoss ? "power_loss" : "process_crash",
+      flags.durability == Durability::kPowerLoss
+          ? "after an fdatasync covering it"
+          : absl::StrCat("when written; background fdatasync at most every ",
+                         flags.background_sync_ms >= 0 ? flags.background_sync_ms
+                                                       : SsdTierOptions{}.background_sync_ms,
+                         " ms")
+                .c_str());
+  std::printf(
+      "columns: tier write GB/s P50/P99 us | fio write GB/s: plain on a written file, plain on a "
+      "fresh (fallocated) file like the one the tier writes into, +fdatasync on a fresh file, "
+      "+fdatasync on a written file (same writes per fdatasync as the tier) | tier writes per "
+      "fdatasync | tier read GB/s P50/P99 | fio read GB/s P50/P99 | raw/stored | write ratios "
+      "tier/fio: fresh plain, fresh+sync, written+sync, written plain | read ratio tier/fio\n");
+  std::printf("%-6s %-3s %-9s | %-19s %-5s %-5s %-5s %-5s %-5s | %-18s %-18s %-5s | %-19s | %s\n",
+              "size", "qd", "payload", "tier write", "fio", "fresh", "f+s", "sync", "w/s",
+              "tier read", "fio read", "ratio", "w/fio fp fs s p", "r/fio");
 
   for (uint64_t size_kib : flags.sizes_kib) {
     const uint64_t size = size_kib << 10;
@@ -698,12 +728,13 @@ int Main(int argc, char** argv) {
           continue;
         }
         std::vector<TierRun> tier_runs;
-        std::vector<Phase> fio_r, fio_w, fio_ws, fio_ws_fresh;
+        std::vector<Phase> fio_r, fio_w, fio_ws, fio_w_fresh, fio_ws_fresh;
         for (int rep = 0; rep < flags.reps; ++rep) {
           // The tier writes into a file it just created (fallocate: unwritten extents, whose
           // first fdatasync also commits metadata); fio+sync "fresh" gets the same kind of file.
           std::filesystem::remove(path);
-          tier_runs.push_back(RunTier(path, size, ops, qd, payload, device, flags.codec_threads));
+          tier_runs.push_back(RunTier(path, size, ops, qd, payload, device, flags.codec_threads,
+                                      flags.durability, flags.background_sync_ms));
           const int per_sync =
               std::max(1, static_cast<int>(tier_runs.back().writes_per_sync + 0.5));
           // These fio runs use the tier's own file, now fully written.
@@ -713,6 +744,9 @@ int Main(int argc, char** argv) {
           std::filesystem::remove(path);
           CreateLikeTier(path, FileBytes(size, ops), device);
           fio_ws_fresh.push_back(RunFio(path, "write", size, size * ops, qd, per_sync));
+          std::filesystem::remove(path);
+          CreateLikeTier(path, FileBytes(size, ops), device);
+          fio_w_fresh.push_back(RunFio(path, "write", size, size * ops, qd, 0));
         }
         auto g = [](auto ph) { return [ph](const TierRun& r) { return (r.*ph).gbps; }; };
         auto p50 = [](auto ph) { return [ph](const TierRun& r) { return (r.*ph).p50_us; }; };
@@ -723,17 +757,17 @@ int Main(int argc, char** argv) {
         const auto f50 = [](const Phase& p) { return p.p50_us; };
         const auto f99 = [](const Phase& p) { return p.p99_us; };
         const double fw = Median(fio_w, fg), fws = Median(fio_ws, fg), fr = Median(fio_r, fg);
-        const double fwf = Median(fio_ws_fresh, fg);
+        const double fwf = Median(fio_ws_fresh, fg), fwp = Median(fio_w_fresh, fg);
         std::printf(
-            "%-6s %-3u %-9s | %5.2f %6.0f/%-6.0f %5.2f %5.2f %5.2f %-5.1f | %5.2f %5.0f/%-6.0f "
-            "%5.2f %5.0f/%-6.0f %-5.2f | %.2f %.2f %.2f | %.2f%s\n",
+            "%-6s %-3u %-9s | %5.2f %6.0f/%-6.0f %5.2f %5.2f %5.2f %5.2f %-5.1f | %5.2f "
+            "%5.0f/%-6.0f %5.2f %5.0f/%-6.0f %-5.2f | %.2f %.2f %.2f %.2f | %.2f%s\n",
             absl::StrCat(size >> 10, "K").c_str(), qd, PayloadName(payload), tw,
             Median(tier_runs, p50(&TierRun::write)), Median(tier_runs, p99(&TierRun::write)), fw,
-            fwf, fws, Median(tier_runs, [](const TierRun& r) { return r.writes_per_sync; }), tr,
-            Median(tier_runs, p50(&TierRun::read)), Median(tier_runs, p99(&TierRun::read)), fr,
+            fwp, fwf, fws, Median(tier_runs, [](const TierRun& r) { return r.writes_per_sync; }),
+            tr, Median(tier_runs, p50(&TierRun::read)), Median(tier_runs, p99(&TierRun::read)), fr,
             Median(fio_r, f50), Median(fio_r, f99),
-            Median(tier_runs, [](const TierRun& r) { return r.stored_ratio; }), tw / fwf, tw / fws,
-            tw / fw, tr / fr, tier_runs.back().compressed ? "  (compressed)" : "");
+            Median(tier_runs, [](const TierRun& r) { return r.stored_ratio; }), tw / fwp, tw / fwf,
+            tw / fws, tw / fw, tr / fr, tier_runs.back().compressed ? "  (compressed)" : "");
         std::fflush(stdout);
       }
     }

@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -412,6 +415,211 @@ TEST(SsdTierTest, InjectedWriteAndSyncErrorsAcknowledgeNothing) {
   }
 }
 
+// Holds every fdatasync completion (on its reaper) while closed, so a test can see what
+// is acknowledged before a sync completes.
+class SyncGate final : public IoFaults {
+ public:
+  explicit SyncGate(bool open) : open_(open) {}
+  void Open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void Close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = false;
+  }
+  int held() const { return held_.load(); }      // syncs that found the gate closed
+  int passed() const { return passed_.load(); }  // syncs let through to the tier
+  // Waits up to 10 s for `n` syncs to have passed.
+  bool AwaitPassed(int n) const {
+    for (int i = 0; i < 1000 && passed() < n; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return passed() >= n;
+  }
+  int OnComplete(IoKind kind, uint32_t, uint64_t, std::span<std::byte>, int result) override {
+    if (kind != IoKind::kSync) return result;
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!open_) ++held_;
+    cv_.wait(lock, [&] { return open_; });
+    ++passed_;
+    return result;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_;
+  std::atomic<int> held_{0};
+  std::atomic<int> passed_{0};
+};
+
+// Waits up to `ms` for a callback's status.
+class Ack {
+ public:
+  WriteDone Callback() {
+    return [this](absl::Status s) {
+      std::lock_guard<std::mutex> lock(mu_);
+      status_ = std::move(s);
+      cv_.notify_all();
+    };
+  }
+  std::optional<absl::Status> Wait(int ms) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(ms), [&] { return status_.has_value(); });
+    return status_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<absl::Status> status_;
+};
+
+class SsdTierDurabilityTest : public ::testing::TestWithParam<Durability> {};
+
+TEST_P(SsdTierDurabilityTest, AcknowledgementWaitsForTheSyncOnlyUnderPowerLoss) {
+  const std::string path = TempPath("durability");
+  SsdTierOptions o = TestOptions(path, 8 << 20);
+  o.lanes = 1;  // a held sync holds the one reaper: nothing else completes meanwhile
+  o.durability = GetParam();
+  auto gate = std::make_shared<SyncGate>(/*open=*/false);
+  o.faults = gate;
+  const auto data = TestObject("k", 70000);
+  const bool power_loss = GetParam() == Durability::kPowerLoss;
+  {
+    auto t = MustOpen(o);
+    ASSERT_EQ(t->info().durability, GetParam());
+    Ack write;
+    t->Write("k", data, {}, write.Callback());
+    if (power_loss) {
+      EXPECT_FALSE(write.Wait(300).has_value()) << "acknowledged before its fdatasync completed";
+      EXPECT_FALSE(t->Contains("k"));
+    } else {
+      // Acknowledged with the gate closed, i.e. before its sync completed.
+      const std::optional<absl::Status> w = write.Wait(10000);
+      ASSERT_TRUE(w.has_value()) << "not acknowledged until its fdatasync completed";
+      EXPECT_TRUE(w->ok()) << *w;
+      EXPECT_EQ(gate->passed(), 0);
+    }
+    gate->Open();
+    const std::optional<absl::Status> w = write.Wait(10000);
+    ASSERT_TRUE(w.has_value());
+    ASSERT_TRUE(w->ok()) << *w;
+    ASSERT_TRUE(gate->AwaitPassed(1));
+    EXPECT_TRUE(t->Contains("k"));
+    std::vector<std::byte> back(data.size());
+    ASSERT_TRUE(ReadBlocking(*t, "k", back).ok());
+    EXPECT_EQ(back, data);
+
+    gate->Close();
+    Ack remove;
+    t->Remove("k", remove.Callback());
+    if (power_loss) {
+      EXPECT_FALSE(remove.Wait(300).has_value()) << "acknowledged before its fdatasync completed";
+    } else {
+      const std::optional<absl::Status> r = remove.Wait(10000);
+      ASSERT_TRUE(r.has_value()) << "not acknowledged until its fdatasync completed";
+      EXPECT_TRUE(r->ok()) << *r;
+      EXPECT_EQ(gate->passed(), 1);
+    }
+    EXPECT_FALSE(t->Contains("k"));
+    gate->Open();
+    const std::optional<absl::Status> r = remove.Wait(10000);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_TRUE(r->ok()) << *r;
+    ASSERT_TRUE(WriteBlocking(*t, "kept", data).ok());
+    EXPECT_GE(t->stats().syncs, 2u);  // kept's may still be pending (background)
+  }                                   // the destructor waits for the background syncs
+  o.faults = nullptr;
+  o.capacity_bytes_per_file = 0;
+  auto t = MustOpen(o);
+  EXPECT_FALSE(t->Contains("k"));
+  std::vector<std::byte> back(data.size());
+  ASSERT_TRUE(ReadBlocking(*t, "kept", back).ok());
+  EXPECT_EQ(back, data);
+}
+
+INSTANTIATE_TEST_SUITE_P(PowerLossAndProcessCrash, SsdTierDurabilityTest,
+                         ::testing::Values(Durability::kPowerLoss, Durability::kProcessCrash));
+
+TEST(SsdTierTest, ProcessCrashReusesARemovedExtentOnlyAfterItsSync) {
+  // Room for one 200 KB object: the second write needs the first one's extent.
+  SsdTierOptions o = TestOptions(TempPath("reuse"), 4096 + 4096 + 204800 + 4096);
+  o.lanes = 1;
+  o.durability = Durability::kProcessCrash;
+  auto gate = std::make_shared<SyncGate>(/*open=*/true);
+  o.faults = gate;
+  auto t = MustOpen(o);
+  const auto a = TestObject("a", 200000), b = TestObject("b", 200000);
+  ASSERT_TRUE(WriteBlocking(*t, "a", a).ok());
+  EXPECT_EQ(WriteBlocking(*t, "b", b).code(), absl::StatusCode::kResourceExhausted);
+  // Let a's background sync finish before closing the gate, so only the remove's is held.
+  ASSERT_TRUE(gate->AwaitPassed(1));
+  gate->Close();
+  ASSERT_TRUE(RemoveBlocking(*t, "a").ok());  // acknowledged with its sync held
+  // Time for a wrong early release of the extent (after the acknowledgement) to happen.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    // Refused at once for want of space. (Had it taken a's extent, its completion would
+    // wait behind the held sync on the one reaper, so it is not waited for forever.)
+    Ack write;
+    t->Write("b", b, {}, write.Callback());
+    const std::optional<absl::Status> w = write.Wait(2000);
+    EXPECT_TRUE(w.has_value() && w->code() == absl::StatusCode::kResourceExhausted)
+        << "the removed record's extent was reused before its zeroed header was synced";
+    gate->Open();
+    write.Wait(10000);
+  }
+  absl::Status s;
+  for (int i = 0; i < 500; ++i) {
+    s = WriteBlocking(*t, "b", b);
+    if (s.code() != absl::StatusCode::kResourceExhausted) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(s.ok()) << s;
+  std::vector<std::byte> back(b.size());
+  ASSERT_TRUE(ReadBlocking(*t, "b", back).ok());
+  EXPECT_EQ(back, b);
+}
+
+TEST(SsdTierTest, ProcessCrashKeepsAcknowledgedWritesWhenASyncFails) {
+  const std::string path = TempPath("syncfail");
+  SsdTierOptions o = TestOptions(path, 8 << 20);
+  o.durability = Durability::kProcessCrash;
+  o.background_sync_ms = 0;  // each sync as soon as the previous one completes
+  auto faults = std::make_shared<ScriptedFaults>();
+  o.faults = faults;
+  const auto data = TestObject("w", 50000);
+  {
+    auto t = MustOpen(o);
+    ASSERT_TRUE(WriteBlocking(*t, "gone", data).ok());
+    faults->fail_syncs_after = 0;
+    ASSERT_TRUE(WriteBlocking(*t, "w", data).ok()) << "written: acknowledged whatever the sync";
+    ASSERT_TRUE(RemoveBlocking(*t, "gone").ok());
+    EXPECT_FALSE(t->Contains("gone"));
+    std::vector<std::byte> back(data.size());
+    ASSERT_TRUE(ReadBlocking(*t, "w", back).ok());
+    EXPECT_EQ(back, data);
+    // The remove's failed sync leaves its extent quarantined (never reused this session).
+    for (int i = 0; i < 500 && t->info().quarantined_bytes == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_GT(t->info().quarantined_bytes, 0u);
+    EXPECT_GE(t->info().failed_syncs, 1u);
+    EXPECT_GE(t->stats().io_errors, t->info().failed_syncs);
+    faults->fail_syncs_after = -1;
+  }
+  o.faults = nullptr;
+  o.capacity_bytes_per_file = 0;
+  auto t = MustOpen(o);  // a process restart: what was acknowledged is there
+  std::vector<std::byte> back(data.size());
+  ASSERT_TRUE(ReadBlocking(*t, "w", back).ok());
+  EXPECT_EQ(back, data);
+  EXPECT_FALSE(t->Contains("gone"));
+}
+
 TEST(SsdTierTest, FullTierIsResourceExhausted) {
   auto t = MustOpen(TestOptions(TempPath("full"), 1 << 20));
   int ok = 0;
@@ -451,6 +659,12 @@ TEST(SsdTierTest, BadOptionsAndForeignFiles) {
   EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
   o = TestOptions(TempPath("bad"), 1 << 20);
   o.codec_threads = compress::kMaxCodecThreads + 1;
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = TestOptions(TempPath("bad"), 1 << 20);
+  o.background_sync_ms = 60001;
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o = TestOptions(TempPath("bad"), 1 << 20);
+  o.durability = static_cast<Durability>(7);
   EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
   // A file that is not a tier file.
   const std::string junk = TempPath("junk");

@@ -64,6 +64,12 @@ inline absl::Status ValidateOptions(const SsdTierOptions& o) {
   if (o.device_read_bytes_per_s < 0 || o.device_write_bytes_per_s < 0) {
     return absl::InvalidArgumentError("device bandwidths must be >= 0");
   }
+  if (o.durability != Durability::kPowerLoss && o.durability != Durability::kProcessCrash) {
+    return absl::InvalidArgumentError("SsdTierOptions.durability is not a Durability");
+  }
+  if (o.background_sync_ms > 60000) {
+    return absl::InvalidArgumentError("SsdTierOptions.background_sync_ms must be at most 60000");
+  }
   return absl::OkStatus();
 }
 
@@ -283,6 +289,7 @@ inline absl::Status SsdTier::StartLanes() {
   zero_block_ =
       tier_internal::AllocateAligned(tier_internal::kBlockBytes, tier_internal::kBlockBytes);
   usable_cpus_ = UsableCpuCount();
+  info_.durability = options_.durability;
   info_.codec_threads =
       options_.codec_threads != 0
           ? options_.codec_threads
@@ -313,6 +320,8 @@ inline absl::Status SsdTier::StartLanes() {
       lane->sync[f].io.file = f;
       lane->sync[f].io.index = f;
       lane->sync[f].io.lane = i;
+      lane->sync[f].timer_io = lane->sync[f].io;
+      lane->sync[f].timer_io.timer = true;
     }
     lane->stop.stop = true;
     lane->stop.lane = i;
@@ -433,6 +442,10 @@ inline void SsdTier::BeginOp() {
 
 inline void SsdTier::EndOp(Op* op) {
   delete op;
+  EndInflight();
+}
+
+inline void SsdTier::EndInflight() {
   std::lock_guard<std::mutex> lock(inflight_mu_);
   MC_ASSERT(inflight_ > 0, "EndOp without BeginOp");
   if (--inflight_ == 0) inflight_cv_.notify_all();
@@ -469,6 +482,8 @@ inline void SsdTier::SubmitSync(Lane& lane, uint32_t lane_index, uint32_t file) 
   MC_DASSERT(!s.in_flight && s.batch.empty(), "one fdatasync in flight per lane and file");
   s.batch.swap(s.waiting);
   s.in_flight = true;
+  s.dirty = false;  // the writes acknowledged so far completed before this sync is issued
+  BeginOp();        // the destructor waits for it (OnSync ends it)
   counters_.syncs.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(lane.sq_mu);
   io_uring_sqe* sqe = lane.ring.Sqe();

@@ -344,7 +344,9 @@ inline void SsdTier::DecodeLanded(Lane& lane) {
 }
 
 inline void SsdTier::OnIo(Io* io, int res) {
-  if (io->op == nullptr) return OnSync(io->lane, io->file, res);
+  if (io->op == nullptr) {
+    return io->timer ? OnSyncTimer(io->lane, io->file) : OnSync(io->lane, io->file, res);
+  }
   Op* op = io->op;
   const IoKind kind = op->type == OpType::kRead ? IoKind::kRead : IoKind::kWrite;
   if (options_.faults) {
@@ -435,11 +437,21 @@ inline void SsdTier::OnIosDone(Op* op) {
     case OpType::kRead:
       return FinishRead(op);
     case OpType::kWrite:
-      return op->error ? FinishWrite(op, absl::UnavailableError(io_error.message()))
-                       : EnqueueSync(op);
+      if (op->error) return FinishWrite(op, absl::UnavailableError(io_error.message()));
+      if (options_.durability == Durability::kPowerLoss) return EnqueueSync(op);
+      // On the device now: a process crash cannot take it. Power loss can until the
+      // background sync this asks for completes.
+      MarkUnsynced(op->lane, op->record->file);
+      return FinishWrite(op, absl::OkStatus());
     case OpType::kRemove:
-      return op->error ? FinishRemove(op, absl::UnavailableError(io_error.message()))
-                       : EnqueueSync(op);
+      if (op->error) {
+        return SettleRemove(op, absl::UnavailableError(io_error.message()), /*release=*/true,
+                            /*durable=*/false);
+      }
+      if (options_.durability == Durability::kProcessCrash) {
+        SettleRemove(op, absl::OkStatus(), /*release=*/false, /*durable=*/false);
+      }
+      return EnqueueSync(op);  // either way the extent waits for the sync
   }
 }
 
@@ -450,6 +462,38 @@ inline void SsdTier::EnqueueSync(Op* op) {
   if (!s.in_flight) SubmitSync(lane, op->lane, op->record->file);
 }
 
+inline void SsdTier::MarkUnsynced(uint32_t lane_index, uint32_t file) {
+  Lane& lane = *lanes_[lane_index];
+  lane.sync[file].dirty = true;
+  ScheduleBackgroundSync(lane, lane_index, file);
+}
+
+// A sync in flight covers nothing acknowledged after it began, so a dirty (lane, file)
+// gets the next one once that completes, background_sync_ms after the previous one began
+// at the earliest (the timer runs from when the first write after a sync is acknowledged).
+inline void SsdTier::ScheduleBackgroundSync(Lane& lane, uint32_t lane_index, uint32_t file) {
+  SyncState& s = lane.sync[file];
+  if (s.in_flight || s.timer_armed || !s.dirty) return;
+  if (options_.background_sync_ms == 0) return SubmitSync(lane, lane_index, file);
+  s.timer_armed = true;
+  BeginOp();  // the destructor waits for the timer and the sync it starts
+  s.timer_ts.tv_sec = options_.background_sync_ms / 1000;
+  s.timer_ts.tv_nsec = static_cast<long long>(options_.background_sync_ms % 1000) * 1000000;
+  std::lock_guard<std::mutex> lock(lane.sq_mu);
+  io_uring_sqe* sqe = lane.ring.Sqe();
+  io_uring_prep_timeout(sqe, &s.timer_ts, 0, 0);
+  lane.ring.SetData(sqe, &s.timer_io);
+  lane.ring.Submit();
+}
+
+inline void SsdTier::OnSyncTimer(uint32_t lane_index, uint32_t file) {
+  Lane& lane = *lanes_[lane_index];
+  SyncState& s = lane.sync[file];
+  s.timer_armed = false;
+  if (!s.in_flight && s.dirty) SubmitSync(lane, lane_index, file);
+  EndInflight();  // the timer's (ScheduleBackgroundSync counted it)
+}
+
 inline void SsdTier::OnSync(uint32_t lane_index, uint32_t file, int res) {
   Lane& lane = *lanes_[lane_index];
   SyncState& s = lane.sync[file];
@@ -457,20 +501,28 @@ inline void SsdTier::OnSync(uint32_t lane_index, uint32_t file, int res) {
   std::vector<Op*> batch;
   batch.swap(s.batch);
   s.in_flight = false;
-  if (!s.waiting.empty()) SubmitSync(lane, lane_index, file);
+  if (!s.waiting.empty()) {
+    SubmitSync(lane, lane_index, file);
+  } else {
+    ScheduleBackgroundSync(lane, lane_index, file);
+  }
   absl::Status status = absl::OkStatus();
   if (res < 0) {
     counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
+    counters_.failed_syncs.fetch_add(1, std::memory_order_relaxed);
     status = absl::UnavailableError(
         absl::StrCat("fdatasync of SSD tier file ", file, " failed: ", std::strerror(-res)));
   }
   for (Op* op : batch) {
     if (op->type == OpType::kWrite) {
       FinishWrite(op, status);
-    } else {
-      FinishRemove(op, status);
+      continue;
     }
+    SettleRemove(
+        op, options_.durability == Durability::kPowerLoss ? std::optional(status) : std::nullopt,
+        /*release=*/true, /*durable=*/status.ok());
   }
+  EndInflight();  // this sync's (SubmitSync counted it)
 }
 
 inline void SsdTier::FinishWrite(Op* op, absl::Status status) {
@@ -496,25 +548,31 @@ inline void SsdTier::FinishWrite(Op* op, absl::Status status) {
   EndOp(op);
 }
 
-inline void SsdTier::FinishRemove(Op* op, absl::Status status) {
-  Record& r = *op->record;
-  if (status.ok()) {
-    r.reclaim.store(true, std::memory_order_release);
+inline void SsdTier::SettleRemove(Op* op, std::optional<absl::Status> ack, bool release,
+                                  bool durable) {
+  if (ack && ack->ok()) {
+    const Record& r = *op->record;
     counters_.removes.fetch_add(1, std::memory_order_relaxed);
     counters_.used_bytes.fetch_sub(r.extent.size, std::memory_order_relaxed);
     counters_.raw_bytes.fetch_sub(r.header.raw_bytes, std::memory_order_relaxed);
   }
-  // A failed remove is not acknowledged, but the header block may be zeroed
-  // on disk all the same (the device can fail after writing), so the object
-  // is no longer served in this session either way: its extent stays
-  // quarantined and, after a restart, it is present only if its record still
-  // verifies.
-  // Dropping the op's reference frees the extent now, unless a read still
-  // uses it (then the read's completion frees it).
-  op->record.reset();
-  WriteDone done = std::move(op->write_done);
-  done(std::move(status));
-  EndOp(op);
+  if (release) {
+    // A failed remove is not acknowledged, but the header block may be zeroed
+    // on disk all the same (the device can fail after writing), so the object
+    // is no longer served in this session either way: its extent stays
+    // quarantined and, after a restart, it is present only if its record still
+    // verifies. The same holds for an acknowledged remove whose sync failed.
+    if (durable) op->record->reclaim.store(true, std::memory_order_release);
+    // Dropping the op's reference frees the extent now, unless a read still
+    // uses it (then the read's completion frees it): before the callback, so
+    // the space is free when the caller hears of it.
+    op->record.reset();
+  }
+  if (ack) {
+    WriteDone done = std::move(op->write_done);
+    done(*std::move(ack));
+  }
+  if (release) EndOp(op);
 }
 
 inline void SsdTier::DropCorrupt(const RecordPtr& record) {
@@ -633,6 +691,7 @@ inline SsdTierInfo SsdTier::info() const {
   SsdTierInfo i = info_;
   i.quarantined_bytes = counters_.quarantined_bytes.load();
   i.codec_helper_joins = codec_helpers_ ? codec_helpers_->joins() : 0;
+  i.failed_syncs = counters_.failed_syncs.load();
   return i;
 }
 

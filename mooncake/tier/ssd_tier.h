@@ -12,12 +12,12 @@
 // goes to one lane; payloads are split into io_chunk_bytes pieces submitted
 // together (device parallelism at queue depth 1) and hashed in order as they
 // complete (reads) or as they are staged (writes), so checksumming overlaps
-// the device. Reads of raw (uncompressed) records into a 4 KiB-aligned buffer
-// land directly in the caller's memory; everything else goes through
-// per-lane bounce arenas (registered with io_uring as fixed buffers when
-// register_buffers is set; files are registered when register_files is set).
-// Reapers verify checksums, decompress and run the completion callbacks; a
-// reaper decoding a record is joined by the idle threads of a helper pool
+// the device. A write's header block goes last, once the checksum is known;
+// with a one-piece payload the two go out as one write. Reads of raw (uncompressed) records into a
+// 4 KiB-aligned buffer land directly in the caller's memory; everything else goes through per-lane
+// bounce arenas (registered with io_uring as fixed buffers when register_buffers is set; files are
+// registered when register_files is set). Reapers verify checksums, decompress and run the
+// completion callbacks; a reaper decoding a record is joined by the idle threads of a helper pool
 // (codec_threads - 1, shared by the lanes), so one record's chunks decode on
 // several cores even at queue depth 1. A compressed record is read in
 // compressed_read_piece_bytes pieces, all submitted at once; as the pieces

@@ -101,6 +101,7 @@ struct Flags {
   // The table's tiers (SsdTierOptions::durability).
   Durability durability = Durability::kPowerLoss;
   int64_t background_sync_ms = -1;  // -1: the option's default
+  uint64_t io_chunk_kib = 0;        // SsdTierOptions::io_chunk_bytes in KiB (0: the default)
 };
 
 template <typename T>
@@ -222,13 +223,14 @@ uint64_t FileBytes(uint64_t size, uint64_t ops) {
 
 TierRun RunTier(const std::string& path, uint64_t size, uint64_t ops, uint32_t qd, Payload payload,
                 const SsdTierInfo& device, uint32_t codec_threads, Durability durability,
-                int64_t background_sync_ms) {
+                int64_t background_sync_ms, uint64_t io_chunk_kib) {
   std::filesystem::remove(path);
   const Compression c = payload == Payload::kBf16Always ? Compression::kAlways
                         : payload == Payload::kBf16Auto ? Compression::kAuto
                                                         : Compression::kNever;
   SsdTierOptions options = TierOptions(path, FileBytes(size, ops), c, device, codec_threads);
   options.durability = durability;
+  if (io_chunk_kib != 0) options.io_chunk_bytes = static_cast<uint32_t>(io_chunk_kib << 10);
   if (background_sync_ms >= 0)
     options.background_sync_ms = static_cast<uint32_t>(background_sync_ms);
   auto tier_or = SsdTier::Open(std::move(options));
@@ -381,6 +383,8 @@ Flags ParseFlags(int argc, char** argv) {
         std::fprintf(stderr, "--durability must be power_loss or process_crash\n");
         std::exit(2);
       }
+    } else if (const char* v = value("io_chunk_kib")) {
+      f.io_chunk_kib = std::strtoull(v, nullptr, 10);
     } else if (const char* v = value("background_sync_ms")) {
       f.background_sync_ms = std::strtoll(v, nullptr, 10);
     } else if (const char* v = value("payloads")) {
@@ -390,7 +394,7 @@ Flags ParseFlags(int argc, char** argv) {
                    "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
                    "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
                    "--paired_rounds --paired_group --zip_piece_kib --codec_threads "
-                   "--durability=power_loss|process_crash --background_sync_ms)\n",
+                   "--durability=power_loss|process_crash --background_sync_ms --io_chunk_kib)\n",
                    argv[i]);
       std::exit(2);
     }
@@ -734,7 +738,8 @@ int Main(int argc, char** argv) {
           // first fdatasync also commits metadata); fio+sync "fresh" gets the same kind of file.
           std::filesystem::remove(path);
           tier_runs.push_back(RunTier(path, size, ops, qd, payload, device, flags.codec_threads,
-                                      flags.durability, flags.background_sync_ms));
+                                      flags.durability, flags.background_sync_ms,
+                                      flags.io_chunk_kib));
           const int per_sync =
               std::max(1, static_cast<int>(tier_runs.back().writes_per_sync + 0.5));
           // These fio runs use the tier's own file, now fully written.

@@ -176,8 +176,13 @@ inline void SsdTier::Write(std::string_view key, std::span<const std::byte> byte
   op->record = rec;
   const uint64_t chunk = options_.io_chunk_bytes;
   const uint32_t pieces = static_cast<uint32_t>((stored + chunk - 1) / chunk);
-  op->ios.resize(pieces + 1);
-  op->pending = pieces + 1;
+  // A one-piece payload goes out with its header block in front as one write (one device
+  // request per object, like a plain write of it; the two are adjacent in the staging
+  // memory and on disk). Longer payloads send their earlier pieces while the later ones
+  // are still being copied and hashed, and the header last, once the checksum is known.
+  const bool one_write = pieces == 1;
+  op->ios.resize(one_write ? 1 : pieces + 1);
+  op->pending = static_cast<uint32_t>(op->ios.size());
   const bool fixed = op->staging.slot.has_value();
   FastStableHasher64 hash;
   std::byte* payload = op->staging.data + kBlockBytes;
@@ -202,6 +207,12 @@ inline void SsdTier::Write(std::string_view key, std::span<const std::byte> byte
   rec->header.payload_checksum = hash.Digest();
   tier_internal::EncodeRecordHeader(rec->header, key,
                                     std::span<std::byte>(op->staging.data, kBlockBytes));
+  if (one_write) {
+    op->ios[0].data = op->staging.data;
+    op->ios[0].bytes += static_cast<uint32_t>(kBlockBytes);
+    op->ios[0].offset = rec->DiskOffset();
+    return SubmitIos(op, 0, 1, /*is_write=*/true);
+  }
   op->ios[pieces] = Io{op,       rec->file,         pieces,
                        op->lane, op->staging.data,  static_cast<uint32_t>(kBlockBytes),
                        0,        rec->DiskOffset(), fixed};
@@ -469,8 +480,9 @@ inline void SsdTier::MarkUnsynced(uint32_t lane_index, uint32_t file) {
 }
 
 // A sync in flight covers nothing acknowledged after it began, so a dirty (lane, file)
-// gets the next one once that completes, background_sync_ms after the previous one began
-// at the earliest (the timer runs from when the first write after a sync is acknowledged).
+// gets its next sync background_sync_ms after the first write it has to cover was
+// acknowledged, or after the sync in flight then completed: every acknowledgement is
+// covered within background_sync_ms + about two sync durations.
 inline void SsdTier::ScheduleBackgroundSync(Lane& lane, uint32_t lane_index, uint32_t file) {
   SyncState& s = lane.sync[file];
   if (s.in_flight || s.timer_armed || !s.dirty) return;

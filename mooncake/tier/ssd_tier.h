@@ -44,10 +44,11 @@
 //   those are then absent, never torn: checksums reject partial records).
 //   A sync in flight slows this disk's writes down (a flush waits for every
 //   write before it), hence the interval.
-// A remove zeroes the record's header block. It is acknowledged like a write,
-// but in both modes its extent is reused only after an fdatasync covering the
-// zeroed header has completed (and only once no read still uses it), so power
-// loss can never revive an old header over a new record's bytes.
+// A remove zeroes the record's header block and, in both modes, is
+// acknowledged after an fdatasync covering the zeroed header has completed;
+// only then is the extent reused (and only once no read still uses it), so
+// power loss can never revive an old header over a new record's bytes, and
+// the space is free when the caller hears of the remove.
 // Objects are immutable (Write of a present key is AlreadyExists), and every
 // record carries a tier-wide increasing sequence number, so recovery keeps
 // the newest valid record of a key and zeroes older ones.
@@ -105,7 +106,7 @@ enum class Compression : uint8_t {
   kAuto,    // compress when compress::DecideCompression says it pays at the device's bandwidth
 };
 
-// What an acknowledged write (or remove) survives; see the header comment.
+// What an acknowledged write survives; see the header comment.
 enum class Durability : uint8_t {
   kPowerLoss,     // acknowledged after an fdatasync covering it completed
   kProcessCrash,  // acknowledged when written; fdatasync follows in the background
@@ -348,12 +349,7 @@ class SsdTier {
   void OnSyncTimer(uint32_t lane_index, uint32_t file);
   void OnSync(uint32_t lane_index, uint32_t file, int res);
   void FinishWrite(Op* op, absl::Status status);
-  // Settles a remove: with `ack`, calls its callback (a success is counted); with
-  // `release` (once its zeroed header is durable, or known not to be), lets go of its
-  // record, whose extent is reused only if `durable` (else it stays quarantined until the
-  // next Open), and ends the op. kPowerLoss does both at once, kProcessCrash acknowledges
-  // when the header is zeroed and releases after the sync.
-  void SettleRemove(Op* op, std::optional<absl::Status> ack, bool release, bool durable);
+  void FinishRemove(Op* op, absl::Status status);
   void FinishRead(Op* op);
   void DropCorrupt(const RecordPtr& record);
 

@@ -455,14 +455,11 @@ inline void SsdTier::OnIosDone(Op* op) {
       MarkUnsynced(op->lane, op->record->file);
       return FinishWrite(op, absl::OkStatus());
     case OpType::kRemove:
-      if (op->error) {
-        return SettleRemove(op, absl::UnavailableError(io_error.message()), /*release=*/true,
-                            /*durable=*/false);
-      }
-      if (options_.durability == Durability::kProcessCrash) {
-        SettleRemove(op, absl::OkStatus(), /*release=*/false, /*durable=*/false);
-      }
-      return EnqueueSync(op);  // either way the extent waits for the sync
+      // Either durability: acknowledged once the zeroed header is synced, when its extent
+      // is free again (callers remove to make room; the store's tier agent retries a write
+      // refused for space when its removes end).
+      return op->error ? FinishRemove(op, absl::UnavailableError(io_error.message()))
+                       : EnqueueSync(op);
   }
 }
 
@@ -530,9 +527,7 @@ inline void SsdTier::OnSync(uint32_t lane_index, uint32_t file, int res) {
       FinishWrite(op, status);
       continue;
     }
-    SettleRemove(
-        op, options_.durability == Durability::kPowerLoss ? std::optional(status) : std::nullopt,
-        /*release=*/true, /*durable=*/status.ok());
+    FinishRemove(op, status);
   }
   EndInflight();  // this sync's (SubmitSync counted it)
 }
@@ -560,31 +555,26 @@ inline void SsdTier::FinishWrite(Op* op, absl::Status status) {
   EndOp(op);
 }
 
-inline void SsdTier::SettleRemove(Op* op, std::optional<absl::Status> ack, bool release,
-                                  bool durable) {
-  if (ack && ack->ok()) {
-    const Record& r = *op->record;
+inline void SsdTier::FinishRemove(Op* op, absl::Status status) {
+  Record& r = *op->record;
+  if (status.ok()) {
+    r.reclaim.store(true, std::memory_order_release);
     counters_.removes.fetch_add(1, std::memory_order_relaxed);
     counters_.used_bytes.fetch_sub(r.extent.size, std::memory_order_relaxed);
     counters_.raw_bytes.fetch_sub(r.header.raw_bytes, std::memory_order_relaxed);
   }
-  if (release) {
-    // A failed remove is not acknowledged, but the header block may be zeroed
-    // on disk all the same (the device can fail after writing), so the object
-    // is no longer served in this session either way: its extent stays
-    // quarantined and, after a restart, it is present only if its record still
-    // verifies. The same holds for an acknowledged remove whose sync failed.
-    if (durable) op->record->reclaim.store(true, std::memory_order_release);
-    // Dropping the op's reference frees the extent now, unless a read still
-    // uses it (then the read's completion frees it): before the callback, so
-    // the space is free when the caller hears of it.
-    op->record.reset();
-  }
-  if (ack) {
-    WriteDone done = std::move(op->write_done);
-    done(*std::move(ack));
-  }
-  if (release) EndOp(op);
+  // A failed remove is not acknowledged, but the header block may be zeroed
+  // on disk all the same (the device can fail after writing), so the object
+  // is no longer served in this session either way: its extent stays
+  // quarantined and, after a restart, it is present only if its record still
+  // verifies.
+  // Dropping the op's reference frees the extent now, unless a read still
+  // uses it (then the read's completion frees it): before the callback, so
+  // the space is free when the caller hears of it.
+  op->record.reset();
+  WriteDone done = std::move(op->write_done);
+  done(std::move(status));
+  EndOp(op);
 }
 
 inline void SsdTier::DropCorrupt(const RecordPtr& record) {

@@ -44,6 +44,10 @@ struct NodeSnapshot {
   uint64_t tier_objects = 0;
   uint64_t tier_used_bytes = 0;
   uint64_t tier_capacity_bytes = 0;
+  uint64_t tier_syncs = 0;  // the tier's totals since the worker started
+  uint64_t tier_io_errors = 0;
+  uint64_t tier_failed_syncs = 0;
+  uint64_t tier_corrupt_records = 0;
 };
 
 // "812.0MiB" (binary units, one decimal).

@@ -202,6 +202,10 @@ class StoreNode {
         s.tier_objects = ts.objects;
         s.tier_used_bytes = ts.used_bytes;
         s.tier_capacity_bytes = ts.capacity_bytes;
+        s.tier_syncs = ts.syncs;
+        s.tier_io_errors = ts.io_errors;
+        s.tier_failed_syncs = agent->tier().info().failed_syncs;
+        s.tier_corrupt_records = ts.corrupt_records;
       }
     }
     return s;
@@ -330,6 +334,21 @@ class StoreNode {
     ASSIGN_OR_RETURN(w_tier_capacity_,
                      metrics_.GetGauge("mooncake_worker_tier_capacity_bytes",
                                        "This worker's SSD tier capacity (0: none)."));
+    ASSIGN_OR_RETURN(w_tier_syncs_,
+                     metrics_.GetCounter("mooncake_worker_tier_syncs_total",
+                                         "fdatasyncs the worker's SSD tier issued (writes are "
+                                         "acknowledged before theirs: durability kProcessCrash)."));
+    ASSIGN_OR_RETURN(w_tier_io_errors_,
+                     metrics_.GetCounter("mooncake_worker_tier_io_errors_total",
+                                         "SSD tier I/O operations that failed, syncs included."));
+    ASSIGN_OR_RETURN(w_tier_failed_syncs_,
+                     metrics_.GetCounter("mooncake_worker_tier_failed_syncs_total",
+                                         "SSD tier fdatasyncs that failed: the writes they "
+                                         "covered may not survive a power loss."));
+    ASSIGN_OR_RETURN(w_tier_corrupt_,
+                     metrics_.GetCounter("mooncake_worker_tier_corrupt_records_total",
+                                         "SSD tier records that failed a checksum (dropped, "
+                                         "never served)."));
     return absl::OkStatus();
   }
 
@@ -351,6 +370,12 @@ class StoreNode {
     w_hb_failed_->Increment(s.heartbeats_failed -
                             std::min(s.heartbeats_failed, w_hb_failed_->Value()));
     w_remounts_->Increment(s.remounts - std::min(s.remounts, w_remounts_->Value()));
+    for (auto [counter, total] :
+         {std::pair{w_tier_syncs_, s.tier_syncs}, std::pair{w_tier_io_errors_, s.tier_io_errors},
+          std::pair{w_tier_failed_syncs_, s.tier_failed_syncs},
+          std::pair{w_tier_corrupt_, s.tier_corrupt_records}}) {
+      counter->Increment(total - std::min(total, counter->Value()));
+    }
   }
 
   uint64_t CounterValue(std::string_view name, const MetricLabels& labels) {
@@ -399,6 +424,10 @@ class StoreNode {
   Gauge* w_tier_objects_ = nullptr;
   Gauge* w_tier_used_ = nullptr;
   Gauge* w_tier_capacity_ = nullptr;
+  Counter* w_tier_syncs_ = nullptr;
+  Counter* w_tier_io_errors_ = nullptr;
+  Counter* w_tier_failed_syncs_ = nullptr;
+  Counter* w_tier_corrupt_ = nullptr;
 };
 
 }  // namespace mooncake::node

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -107,6 +108,18 @@ TEST(StoreTier, EvictedObjectsComeBackFromSsdByteExact) {
   EXPECT_TRUE(snap.has_tier);
   EXPECT_GT(snap.tier_objects, 0u);
   EXPECT_EQ(snap.objects, kObjects);
+  // The tier's totals reach /metrics (the workers' tiers sync in the background).
+  EXPECT_GT(snap.tier_syncs, 0u);
+  EXPECT_EQ(snap.tier_io_errors, 0u);
+  const std::string metrics = c.node->RenderMetrics();
+  EXPECT_TRUE(absl::StrContains(metrics, "mooncake_worker_tier_failed_syncs_total 0")) << metrics;
+  EXPECT_TRUE(absl::StrContains(metrics, "mooncake_worker_tier_corrupt_records_total 0"));
+  const uint64_t syncs =
+      c.node->metrics().GetCounter("mooncake_worker_tier_syncs_total", "", {}).value()->Value();
+  EXPECT_GT(syncs, 0u);
+  EXPECT_LE(syncs, c.node->Snapshot().tier_syncs);
+  EXPECT_EQ(c.node->worker()->tier_agent()->tier().info().durability,
+            tier::Durability::kProcessCrash);
 
   // Removing an object also deletes its SSD record.
   const uint64_t records = snap.tier_objects;

@@ -735,7 +735,8 @@ int Main(int argc, char** argv) {
         std::vector<Phase> fio_r, fio_w, fio_ws, fio_w_fresh, fio_ws_fresh;
         for (int rep = 0; rep < flags.reps; ++rep) {
           // The tier writes into a file it just created (fallocate: unwritten extents, whose
-          // first fdatasync also commits metadata); fio+sync "fresh" gets the same kind of file.
+          // first fdatasync also commits metadata); fio's "fresh" runs (plain and +sync) get
+          // the same kind of file.
           std::filesystem::remove(path);
           tier_runs.push_back(RunTier(path, size, ops, qd, payload, device, flags.codec_threads,
                                       flags.durability, flags.background_sync_ms,

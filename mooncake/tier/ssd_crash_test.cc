@@ -130,8 +130,9 @@ int CrashPoints() {
 }
 
 // Both durabilities promise that an acknowledged write or remove survives the
-// process being killed; kProcessCrash acknowledges before any fdatasync, so
-// most of its kills land with acknowledged records not yet synced.
+// process being killed; kProcessCrash acknowledges before any fdatasync (the
+// background one runs every 100 ms), so its kills can land with acknowledged
+// records not yet synced.
 class SsdCrashTest : public ::testing::TestWithParam<Durability> {};
 
 TEST_P(SsdCrashTest, AcknowledgedRecordsSurviveSigkillAtRandomPoints) {

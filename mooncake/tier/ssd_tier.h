@@ -44,11 +44,22 @@
 //   those are then absent, never torn: checksums reject partial records).
 //   A sync in flight slows this disk's writes down (a flush waits for every
 //   write before it), hence the interval.
-// A remove zeroes the record's header block and, in both modes, is
-// acknowledged after an fdatasync covering the zeroed header has completed;
-// only then is the extent reused (and only once no read still uses it), so
-// power loss can never revive an old header over a new record's bytes, and
-// the space is free when the caller hears of the remove.
+// - kNoSync: acknowledged as soon as written, like kProcessCrash, and nothing
+//   is synced while the tier is open, removes included: for a cache whose
+//   contents are worthless after a reboot anyway (the reference store empties
+//   its tier at start). Every file header carries a flag and the kernel's boot
+//   id while such a tier has it open; a clean close syncs everything and
+//   clears the flag. Open of a flagged file in the same boot (the process was
+//   killed) recovers as usual; after a reboot (another boot id) the files may
+//   hold any mix of old and new blocks, so Open discards every record
+//   (SsdTierInfo::recovered_discarded) instead of serving one that a power
+//   loss may have reverted.
+// A remove zeroes the record's header block and, under kPowerLoss and
+// kProcessCrash, is acknowledged after an fdatasync covering the zeroed header
+// has completed (under kNoSync when the zeroing write has); only then is the
+// extent reused (and only once no read still uses it), so power loss can
+// never revive an old header over a new record's bytes, and the space is free
+// when the caller hears of the remove.
 // Objects are immutable (Write of a present key is AlreadyExists), and every
 // record carries a tier-wide increasing sequence number, so recovery keeps
 // the newest valid record of a key and zeroes older ones.
@@ -110,7 +121,28 @@ enum class Compression : uint8_t {
 enum class Durability : uint8_t {
   kPowerLoss,     // acknowledged after an fdatasync covering it completed
   kProcessCrash,  // acknowledged when written; fdatasync follows in the background
+  kNoSync,        // acknowledged when written; never synced while open; a reboot empties
 };
+
+// "power_loss", "process_crash", "no_sync": for flags and logs.
+inline std::string_view DurabilityName(Durability d) {
+  switch (d) {
+    case Durability::kPowerLoss:
+      return "power_loss";
+    case Durability::kProcessCrash:
+      return "process_crash";
+    case Durability::kNoSync:
+      return "no_sync";
+  }
+  return "unknown";
+}
+
+inline std::optional<Durability> ParseDurability(std::string_view name) {
+  for (Durability d : {Durability::kPowerLoss, Durability::kProcessCrash, Durability::kNoSync}) {
+    if (name == DurabilityName(d)) return d;
+  }
+  return std::nullopt;
+}
 
 struct SsdTierOptions {
   // One file per path, created (preallocated) when none exists; all must
@@ -144,14 +176,19 @@ struct SsdTierOptions {
   // Where O_DIRECT is refused, use buffered I/O (logged; stats show it).
   bool allow_buffered_fallback = true;
   Compression compression = Compression::kAuto;
-  // kProcessCrash suits a cache whose contents are worthless after a power loss anyway
-  // (the reference store empties its tier at start): writes are acknowledged about one
-  // fdatasync earlier, and at queue depth > 1 the device is not kept waiting for syncs.
+  // kProcessCrash acknowledges writes about one fdatasync earlier than kPowerLoss and, at
+  // queue depth > 1, does not keep the device waiting for syncs; power loss can take the
+  // last background_sync_ms of them. kNoSync issues no sync at all while open (a flush
+  // stalls every write behind it on many disks) and suits a cache whose contents are
+  // worthless after a reboot (the reference store empties its tier at start).
   Durability durability = Durability::kPowerLoss;
   // kProcessCrash: the longest an acknowledged write waits for its background fdatasync to
   // be issued (the power-loss window, less the sync's own duration). 0: as soon as the
   // previous sync completes. At most 60000.
   uint32_t background_sync_ms = 100;
+  // kNoSync (and the reopen of a file a kNoSync tier left open): where the kernel's boot id
+  // is read. Tests point it at a file of their own to stage a reboot.
+  std::string boot_id_path = "/proc/sys/kernel/random/boot_id";
   // Device bandwidth the compression rule uses; 0 = measure at Open (a short
   // write and read probe in free space).
   double device_read_bytes_per_s = 0;
@@ -168,6 +205,9 @@ struct SsdTierInfo {
   uint64_t quarantined_bytes = 0;
   uint64_t recovered_corrupt = 0;  // records skipped by recovery
   uint64_t recovered_superseded = 0;
+  // Records dropped at Open because a kNoSync tier of an earlier boot left the files open
+  // (a power loss or kernel crash may have reverted any block since its last sync).
+  uint64_t recovered_discarded = 0;
   uint32_t codec_threads = 1;       // threads per compressed record (options resolved)
   uint64_t codec_helper_joins = 0;  // times a helper joined a record's decode or encode
   Durability durability = Durability::kPowerLoss;
@@ -184,11 +224,14 @@ struct SsdTierInfo {
 class SsdTier {
  public:
   // Creates or recovers the files. InvalidArgument for bad options,
-  // FailedPrecondition for foreign, mismatched or locked files,
-  // ResourceExhausted when the filesystem cannot hold the files.
+  // FailedPrecondition for foreign, mismatched or locked files (and for kNoSync
+  // without a readable boot id), ResourceExhausted when the filesystem cannot
+  // hold the files.
   static absl::StatusOr<std::unique_ptr<SsdTier>> Open(SsdTierOptions options);
 
-  // Waits for every operation in flight, then stops the reapers.
+  // Waits for every operation in flight, then stops the reapers; under kNoSync it
+  // then syncs the files and clears their flag (a failure is logged, and the next
+  // Open after a reboot discards the records).
   ~SsdTier();
   SsdTier(const SsdTier&) = delete;
   SsdTier& operator=(const SsdTier&) = delete;
@@ -314,6 +357,10 @@ class SsdTier {
   // Open steps (ssd_tier_impl.h).
   absl::Status OpenFiles();
   absl::Status Recover();
+  // Sets or clears every file header's kFileFlagUnsynced for this session's durability.
+  absl::Status MarkFiles();
+  // kNoSync: syncs every file and clears its flag (the destructor, after the reapers stop).
+  void CloseUnsynced();
   absl::Status RebuildAllocator(uint32_t file, std::vector<alloc::Allocation>& extents,
                                 const std::vector<uint64_t>& offsets,
                                 const std::vector<uint64_t>& sizes);
@@ -391,6 +438,7 @@ class SsdTier {
   std::vector<int> fds_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   tier_internal::AlignedBytes zero_block_;
+  std::optional<tier_internal::BootId> boot_id_;  // read at Open
 
   mutable std::mutex mu_;
   tier_internal::StringMap<RecordPtr> index_;  // guarded by mu_

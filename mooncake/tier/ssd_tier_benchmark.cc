@@ -375,14 +375,12 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (const char* v = value("paired_group")) {
       f.paired_group = std::strtoull(v, nullptr, 10);
     } else if (const char* v = value("durability")) {
-      if (std::string_view(v) == "power_loss") {
-        f.durability = Durability::kPowerLoss;
-      } else if (std::string_view(v) == "process_crash") {
-        f.durability = Durability::kProcessCrash;
-      } else {
-        std::fprintf(stderr, "--durability must be power_loss or process_crash\n");
+      const std::optional<Durability> d = ParseDurability(v);
+      if (!d) {
+        std::fprintf(stderr, "--durability must be power_loss, process_crash or no_sync\n");
         std::exit(2);
       }
+      f.durability = *d;
     } else if (const char* v = value("io_chunk_kib")) {
       f.io_chunk_kib = std::strtoull(v, nullptr, 10);
     } else if (const char* v = value("background_sync_ms")) {
@@ -390,12 +388,13 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (const char* v = value("payloads")) {
       f.payloads = absl::StrSplit(v, ',', absl::SkipEmpty());
     } else {
-      std::fprintf(stderr,
-                   "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
-                   "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
-                   "--paired_rounds --paired_group --zip_piece_kib --codec_threads "
-                   "--durability=power_loss|process_crash --background_sync_ms --io_chunk_kib)\n",
-                   argv[i]);
+      std::fprintf(
+          stderr,
+          "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
+          "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
+          "--paired_rounds --paired_group --zip_piece_kib --codec_threads "
+          "--durability=power_loss|process_crash|no_sync --background_sync_ms --io_chunk_kib)\n",
+          argv[i]);
       std::exit(2);
     }
   }
@@ -698,9 +697,10 @@ int Main(int argc, char** argv) {
   std::printf(
       "medians of %d runs; GB/s of raw bytes; latency us per object (P50/P99); tier durability "
       "%s (a write is acknowledged %s)\n",
-      flags.reps, flags.durability == Durability::kPowerLoss ? "power_loss" : "process_crash",
-      flags.durability == Durability::kPowerLoss
-          ? "after an fdatasync covering it"
+      flags.reps, std::string(DurabilityName(flags.durability)).c_str(),
+      flags.durability == Durability::kPowerLoss ? "after an fdatasync covering it"
+      : flags.durability == Durability::kNoSync
+          ? "when written; no fdatasync until the tier closes"
           : absl::StrCat("when written; background fdatasync at most every ",
                          flags.background_sync_ms >= 0 ? flags.background_sync_ms
                                                        : SsdTierOptions{}.background_sync_ms,

@@ -493,6 +493,7 @@ TEST_P(SsdTierDurabilityTest, AcknowledgementWaitsForTheSyncOnlyUnderPowerLoss) 
   o.faults = gate;
   const auto data = TestObject("k", 70000);
   const bool power_loss = GetParam() == Durability::kPowerLoss;
+  const bool no_sync = GetParam() == Durability::kNoSync;
   {
     auto t = MustOpen(o);
     // Declared after the tier, so a failed assertion opens the gate before the tier's
@@ -515,25 +516,37 @@ TEST_P(SsdTierDurabilityTest, AcknowledgementWaitsForTheSyncOnlyUnderPowerLoss) 
     const std::optional<absl::Status> w = write.Wait(10000);
     ASSERT_TRUE(w.has_value());
     ASSERT_TRUE(w->ok()) << *w;
-    ASSERT_TRUE(gate->AwaitPassed(1));
+    if (!no_sync) {
+      ASSERT_TRUE(gate->AwaitPassed(1));
+    }
     EXPECT_TRUE(t->Contains("k"));
     std::vector<std::byte> back(data.size());
     ASSERT_TRUE(ReadBlocking(*t, "k", back).ok());
     EXPECT_EQ(back, data);
 
-    // A remove waits for its sync in both modes (its space is free when it is acknowledged).
+    // A remove waits for its sync but under kNoSync (its space is free when it is
+    // acknowledged).
     gate->Close();
     Ack remove;
     t->Remove("k", remove.Callback());
-    EXPECT_FALSE(remove.Wait(300).has_value()) << "acknowledged before its fdatasync completed";
+    if (no_sync) {
+      ASSERT_TRUE(remove.Wait(10000).has_value()) << "a kNoSync remove waited for a sync";
+    } else {
+      EXPECT_FALSE(remove.Wait(300).has_value()) << "acknowledged before its fdatasync completed";
+    }
     EXPECT_FALSE(t->Contains("k"));
     gate->Open();
     const std::optional<absl::Status> r = remove.Wait(10000);
     ASSERT_TRUE(r.has_value());
     EXPECT_TRUE(r->ok()) << *r;
     ASSERT_TRUE(WriteBlocking(*t, "kept", data).ok());
-    EXPECT_GE(t->stats().syncs, 2u);  // kept's may still be pending (background)
-  }                                   // the destructor waits for the background syncs
+    if (no_sync) {
+      EXPECT_EQ(t->stats().syncs, 0u);
+      EXPECT_EQ(gate->passed(), 0);
+    } else {
+      EXPECT_GE(t->stats().syncs, 2u);  // kept's may still be pending (background)
+    }
+  }  // the destructor waits for the background syncs (kNoSync: syncs on close)
   o.faults = nullptr;
   o.capacity_bytes_per_file = 0;
   auto t = MustOpen(o);
@@ -543,8 +556,9 @@ TEST_P(SsdTierDurabilityTest, AcknowledgementWaitsForTheSyncOnlyUnderPowerLoss) 
   EXPECT_EQ(back, data);
 }
 
-INSTANTIATE_TEST_SUITE_P(PowerLossAndProcessCrash, SsdTierDurabilityTest,
-                         ::testing::Values(Durability::kPowerLoss, Durability::kProcessCrash));
+INSTANTIATE_TEST_SUITE_P(EveryDurability, SsdTierDurabilityTest,
+                         ::testing::Values(Durability::kPowerLoss, Durability::kProcessCrash,
+                                           Durability::kNoSync));
 
 TEST_P(SsdTierDurabilityTest, AnAcknowledgedRemoveHasFreedItsSpace) {
   // Room for one 200 KB object: the second write needs the first one's extent, at once.
@@ -607,6 +621,139 @@ TEST(SsdTierTest, ProcessCrashKeepsAcknowledgedWritesWhenASyncFails) {
     ASSERT_TRUE(ReadBlocking(*t, "gone", back).ok());
     EXPECT_EQ(back, data);
   }
+}
+
+// A file standing in for /proc/sys/kernel/random/boot_id.
+std::string BootIdFile(const std::string& uuid) {
+  const std::string path = TempPath("boot_id");
+  const std::string text = uuid + "\n";
+  const int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::write(fd, text.data(), text.size()), ssize_t(text.size()));
+  ::close(fd);
+  return path;
+}
+
+tier_internal::FileHeader HeaderOnDisk(const std::string& path) {
+  std::vector<std::byte> block(tier_internal::kBlockBytes);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::pread(fd, block.data(), block.size(), 0), ssize_t(block.size()));
+  ::close(fd);
+  absl::StatusOr<tier_internal::FileHeader> h = tier_internal::DecodeFileHeader(block);
+  EXPECT_TRUE(h.ok()) << h.status();
+  return h.ok() ? *h : tier_internal::FileHeader{};
+}
+
+// Opens the tier in a child process, writes `key` and exits without closing the tier
+// (the files are left as a killed process leaves them).
+void WriteAndDieUnclosed(const SsdTierOptions& o, const std::string& key,
+                         const std::vector<std::byte>& data) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto t = SsdTier::Open(o);
+    const bool ok = t.ok() && WriteBlocking(**t, key, data).ok();
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(SsdTierTest, NoSyncSurvivesAProcessCrashAndIsDiscardedAfterAReboot) {
+  const std::string path = TempPath("nosync");
+  const std::string boot_a = BootIdFile("4f23e2a1-4ae5-4e88-9cd4-110fc3573321");
+  const std::string boot_b = BootIdFile("0badc0de-0000-4000-8000-000000000001");
+  SsdTierOptions o = TestOptions(path, 8 << 20);
+  o.durability = Durability::kNoSync;
+  o.boot_id_path = boot_a;
+  const auto x = TestObject("x", 70000), y = TestObject("y", 300000);
+  {
+    auto t = MustOpen(o);
+    ASSERT_TRUE(WriteBlocking(*t, "x", x).ok());
+    const tier_internal::FileHeader open = HeaderOnDisk(path);
+    EXPECT_EQ(open.flags, tier_internal::kFileFlagUnsynced);
+    EXPECT_EQ(open.boot_id, *tier_internal::ReadBootId(boot_a));
+    EXPECT_EQ(t->stats().syncs, 0u);
+  }
+  EXPECT_EQ(HeaderOnDisk(path).flags, 0) << "a clean close clears the flag";
+  EXPECT_EQ(HeaderOnDisk(path).boot_id, tier_internal::BootId{});
+  o.capacity_bytes_per_file = 0;
+  {
+    // Another boot, after a clean close: everything is there.
+    SsdTierOptions b = o;
+    b.boot_id_path = boot_b;
+    auto t = MustOpen(b);
+    EXPECT_EQ(t->info().recovered_discarded, 0u);
+    EXPECT_TRUE(t->Contains("x"));
+  }
+  // The process dies with the tier open; reopened in the same boot (under kPowerLoss).
+  WriteAndDieUnclosed(o, "y", y);
+  EXPECT_EQ(HeaderOnDisk(path).flags, tier_internal::kFileFlagUnsynced);
+  {
+    SsdTierOptions same = o;
+    same.durability = Durability::kPowerLoss;
+    auto t = MustOpen(same);
+    EXPECT_EQ(t->info().recovered_discarded, 0u);
+    std::vector<std::byte> back(y.size());
+    ASSERT_TRUE(ReadBlocking(*t, "y", back).ok());
+    EXPECT_EQ(back, y);
+    EXPECT_TRUE(t->Contains("x"));
+    EXPECT_EQ(HeaderOnDisk(path).flags, 0) << "synced and no longer kNoSync's";
+  }
+  // The process dies again; this time the machine reboots before the reopen.
+  WriteAndDieUnclosed(o, "z", x);
+  {
+    SsdTierOptions rebooted = o;
+    rebooted.boot_id_path = boot_b;
+    auto t = MustOpen(rebooted);
+    EXPECT_EQ(t->info().recovered_discarded, 3u);
+    EXPECT_EQ(t->stats().objects, 0u);
+    EXPECT_FALSE(t->Contains("x"));
+    EXPECT_EQ(HeaderOnDisk(path).boot_id, *tier_internal::ReadBootId(boot_b));
+    // New writes go on (sequence numbers above the discarded ones).
+    ASSERT_TRUE(WriteBlocking(*t, "x", y).ok());
+  }
+  auto t = MustOpen(o);
+  EXPECT_EQ(t->info().recovered_discarded, 0u);
+  EXPECT_FALSE(t->Contains("y")) << "a discarded record came back";
+  std::vector<std::byte> back(y.size());
+  ASSERT_TRUE(ReadBlocking(*t, "x", back).ok());
+  EXPECT_EQ(back, y);
+}
+
+TEST(SsdTierTest, BootIdsAreParsedStrictly) {
+  const std::optional<tier_internal::BootId> id =
+      tier_internal::ReadBootId(BootIdFile("4F23E2A1-4ae5-4e88-9cd4-110fc3573321"));
+  ASSERT_TRUE(id.has_value());
+  EXPECT_EQ((*id)[0], 0x4f);
+  EXPECT_EQ((*id)[15], 0x21);
+  for (const char* bad :
+       {"4f23e2a1-4ae5-4e88-9cd4-110fc357332", "4f23e2a1-4ae5-4e88-9cd4-110fc35733210",
+        "4f23e2a1-4ae5-4e88-9cd4-110fc357332g", "00000000-0000-0000-0000-000000000000", ""}) {
+    EXPECT_FALSE(tier_internal::ReadBootId(BootIdFile(bad)).has_value()) << bad;
+  }
+  EXPECT_FALSE(tier_internal::ReadBootId(TempPath("missing")).has_value());
+}
+
+TEST(SsdTierTest, WithoutABootIdNoSyncIsRefusedAndAnUnsyncedFileIsDiscarded) {
+  const std::string path = TempPath("noboot");
+  SsdTierOptions o = TestOptions(path, 8 << 20);
+  o.durability = Durability::kNoSync;
+  o.boot_id_path = TempPath("missing");
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kFailedPrecondition);
+  o.boot_id_path = BootIdFile("not a uuid");
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kFailedPrecondition);
+  o.boot_id_path = BootIdFile("4f23e2a1-4ae5-4e88-9cd4-110fc3573321");
+  WriteAndDieUnclosed(o, "k", TestObject("k", 5000));
+  o.capacity_bytes_per_file = 0;
+  o.durability = Durability::kProcessCrash;
+  o.boot_id_path = TempPath("missing");
+  auto t = MustOpen(o);  // which boot wrote it cannot be told: nothing is trusted
+  EXPECT_EQ(t->info().recovered_discarded, 1u);
+  EXPECT_FALSE(t->Contains("k"));
 }
 
 TEST(SsdTierTest, FullTierIsResourceExhausted) {

@@ -336,8 +336,8 @@ class StoreNode {
                                        "This worker's SSD tier capacity (0: none)."));
     ASSIGN_OR_RETURN(w_tier_syncs_,
                      metrics_.GetCounter("mooncake_worker_tier_syncs_total",
-                                         "fdatasyncs the worker's SSD tier issued (writes are "
-                                         "acknowledged before theirs: durability kProcessCrash)."));
+                                         "fdatasyncs the worker's SSD tier issued (0 under its "
+                                         "default durability, kNoSync)."));
     ASSIGN_OR_RETURN(w_tier_io_errors_,
                      metrics_.GetCounter("mooncake_worker_tier_io_errors_total",
                                          "SSD tier I/O operations that failed, syncs included."));

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/fast_hash.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/base/status_macros.h"
 #include "mooncake/tier/internal/ssd_format.h"
 #include "mooncake/tier/internal/uring.h"
 
@@ -148,6 +150,43 @@ inline absl::StatusOr<OpenFile> CreateFile(const std::string& path, const FileHe
   }
   f->header = header;
   return f;
+}
+
+// Writes `header` over block 0 and syncs it. The 64 header bytes lie in the
+// block's first sector, which the device writes whole.
+inline absl::Status RewriteFileHeader(int fd, const FileHeader& header) {
+  AlignedBytes block = AllocateAligned(kBlockBytes, kBlockBytes);
+  EncodeFileHeader(header, std::span<std::byte>(block.get(), kBlockBytes));
+  RETURN_IF_ERROR(PwriteFull(fd, block.get(), kBlockBytes, 0));
+  if (::fdatasync(fd) != 0) return ErrnoStatus(errno, "fdatasync of the file header");
+  return absl::OkStatus();
+}
+
+// The running kernel's boot id (a UUID, new at every boot) from `path`
+// (normally /proc/sys/kernel/random/boot_id); nullopt when it cannot be read
+// or parsed.
+inline std::optional<BootId> ReadBootId(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char text[64] = {};
+  const ssize_t n = ::read(fd, text, sizeof(text) - 1);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  BootId id{};
+  size_t digits = 0;
+  for (ssize_t i = 0; i < n && text[i] != '\n'; ++i) {
+    const char c = text[i];
+    if (c == '-') continue;
+    int v = -1;
+    if (c >= '0' && c <= '9') v = c - '0';
+    if (c >= 'a' && c <= 'f') v = c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') v = c - 'A' + 10;
+    if (v < 0 || digits == 2 * id.size()) return std::nullopt;
+    id[digits / 2] = static_cast<uint8_t>(id[digits / 2] << 4 | v);
+    ++digits;
+  }
+  if (digits != 2 * id.size() || id == BootId{}) return std::nullopt;
+  return id;
 }
 
 inline absl::StatusOr<OpenFile> OpenExisting(const std::string& path, bool allow_buffered) {

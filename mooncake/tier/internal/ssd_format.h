@@ -3,11 +3,17 @@
 //
 // File:   block 0 = file header; blocks 1.. = records at block-aligned offsets.
 // File header (64 bytes, rest of block 0 zero):
-//   0  8  magic "MCSSDFIL"      8  2  version (1)     10 2  reserved (0)
+//   0  8  magic "MCSSDFIL"      8  2  version (1)     10 2  flags
 //   12 4  block bytes (4096)    16 8  capacity bytes (the file's size)
 //   24 8  set id (random, shared by every file of one tier)
 //   32 4  file index            36 4  file count
-//   40 16 reserved (0)          56 8  XXH3-64 of bytes [0, 56)
+//   40 16 boot id (flags & kFileFlagUnsynced; else 0)
+//   56 8  XXH3-64 of bytes [0, 56)
+// Flags: bit 0 kFileFlagUnsynced: a tier that acknowledges writes without
+// syncing them (Durability::kNoSync) has the file open, or did not close it
+// cleanly, during the boot named by the boot id (the kernel's
+// /proc/sys/kernel/random/boot_id, 16 bytes). Other bits are 0; a reader
+// refuses a file with a flag it does not know.
 // Record = header block + payload, the payload padded with zeros to a block:
 //   0  8  magic "MCSSDREC"      8  2  version (1)     10 2  header bytes (80)
 //   12 4  key bytes (1..kMaxKeyBytes)
@@ -26,6 +32,7 @@
 #ifndef MOONCAKE_TIER_INTERNAL_SSD_FORMAT_H_
 #define MOONCAKE_TIER_INTERNAL_SSD_FORMAT_H_
 
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +56,9 @@ inline constexpr char kFileMagic[8] = {'M', 'C', 'S', 'S', 'D', 'F', 'I', 'L'};
 inline constexpr char kRecordMagic[8] = {'M', 'C', 'S', 'S', 'D', 'R', 'E', 'C'};
 inline constexpr uint16_t kFormatVersion = 1;
 inline constexpr size_t kFileHeaderBytes = 64;
+inline constexpr uint16_t kFileFlagUnsynced = 1;
+inline constexpr uint16_t kKnownFileFlags = kFileFlagUnsynced;
+using BootId = std::array<uint8_t, 16>;
 inline constexpr size_t kRecordHeaderBytes = 80;
 inline constexpr uint8_t kCodecRaw = 0xFF;
 static_assert(kRecordHeaderBytes + tier::kMaxKeyBytes <= kBlockBytes);
@@ -67,6 +77,8 @@ struct FileHeader {
   uint64_t set_id = 0;
   uint32_t file_index = 0;
   uint32_t file_count = 0;
+  uint16_t flags = 0;
+  BootId boot_id{};  // meaningful when flags & kFileFlagUnsynced
 
   friend bool operator==(const FileHeader&, const FileHeader&) = default;
 };
@@ -118,6 +130,8 @@ inline void EncodeFileHeader(const FileHeader& h, std::span<std::byte> block) {
   PutU64(p + 24, h.set_id);
   PutU32(p + 32, h.file_index);
   PutU32(p + 36, h.file_count);
+  PutU16(p + 10, h.flags);
+  std::memcpy(p + 40, h.boot_id.data(), h.boot_id.size());
   PutU64(p + 56, StableHash64(p, 56));
 }
 
@@ -139,6 +153,12 @@ inline absl::StatusOr<FileHeader> DecodeFileHeader(std::span<const std::byte> bl
   h.set_id = GetU64(p + 24);
   h.file_index = GetU32(p + 32);
   h.file_count = GetU32(p + 36);
+  h.flags = GetU16(p + 10);
+  if ((h.flags & ~kKnownFileFlags) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("SsdTier file has flags this build does not know: ", h.flags));
+  }
+  std::memcpy(h.boot_id.data(), p + 40, h.boot_id.size());
   return h;
 }
 

@@ -52,6 +52,30 @@ TEST(SsdFormatTest, FileHeaderMatchesTheDocumentedExample) {
   EXPECT_EQ(*back, f);
 }
 
+// The second file header example of docs/ssd_format.md: left open by a kNoSync tier.
+TEST(SsdFormatTest, UnsyncedFileHeaderMatchesTheDocumentedExample) {
+  std::vector<std::byte> block(kBlockBytes);
+  FileHeader f{1 << 20, 0x1122334455667788ull, 0, 1, kFileFlagUnsynced};
+  for (size_t i = 0; i < f.boot_id.size(); ++i) f.boot_id[i] = static_cast<uint8_t>(0xa0 + i);
+  EncodeFileHeader(f, block);
+  EXPECT_EQ(Hex(block, 64),
+            "4d4353534446494c0100010000100000"
+            "00001000000000008877665544332211"
+            "0000000001000000a0a1a2a3a4a5a6a7"
+            "a8a9aaabacadaeafc6a7ec42c0d97932");
+  auto back = DecodeFileHeader(block);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, f);
+}
+
+TEST(SsdFormatTest, AFileFlagThisBuildDoesNotKnowIsRefused) {
+  std::vector<std::byte> block(kBlockBytes);
+  FileHeader f{1 << 20, 7, 0, 1, static_cast<uint16_t>(kFileFlagUnsynced | 0x8000)};
+  EncodeFileHeader(f, block);  // with a valid checksum
+  auto back = DecodeFileHeader(block);
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition) << back.status();
+}
+
 TEST(SsdFormatTest, EveryFlippedHeaderByteIsRejected) {
   std::vector<std::byte> block(kBlockBytes);
   RecordHeader h{9, KeyHash("key"), 100, 100, kCodecRaw, compress::DType::kBFloat16, 1, 5};

@@ -64,7 +64,8 @@ inline absl::Status ValidateOptions(const SsdTierOptions& o) {
   if (o.device_read_bytes_per_s < 0 || o.device_write_bytes_per_s < 0) {
     return absl::InvalidArgumentError("device bandwidths must be >= 0");
   }
-  if (o.durability != Durability::kPowerLoss && o.durability != Durability::kProcessCrash) {
+  if (o.durability != Durability::kPowerLoss && o.durability != Durability::kProcessCrash &&
+      o.durability != Durability::kNoSync) {
     return absl::InvalidArgumentError("SsdTierOptions.durability is not a Durability");
   }
   if (o.background_sync_ms > 60000) {
@@ -95,6 +96,7 @@ inline absl::StatusOr<std::unique_ptr<SsdTier>> SsdTier::Open(SsdTierOptions opt
   std::unique_ptr<SsdTier> tier(new SsdTier(std::move(options)));
   RETURN_IF_ERROR(tier->OpenFiles());
   RETURN_IF_ERROR(tier->Recover());
+  RETURN_IF_ERROR(tier->MarkFiles());
   RETURN_IF_ERROR(tier->StartLanes());
   tier->ProbeDevice();
   return tier;
@@ -117,6 +119,7 @@ inline SsdTier::~SsdTier() {
   for (auto& lane : lanes_) {
     if (lane->reaper.joinable()) lane->reaper.join();
   }
+  if (options_.durability == Durability::kNoSync) CloseUnsynced();
   {
     std::lock_guard<std::mutex> lock(mu_);
     index_.clear();
@@ -180,19 +183,46 @@ inline absl::Status SsdTier::OpenFiles() {
 }
 
 inline absl::Status SsdTier::Recover() {
+  boot_id_ = tier_internal::ReadBootId(options_.boot_id_path);
+  if (options_.durability == Durability::kNoSync && !boot_id_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("SsdTier: Durability::kNoSync needs the kernel's boot id, which ",
+                     options_.boot_id_path, " does not give; use kProcessCrash"));
+  }
+  // Files a kNoSync tier left open: in this boot its process died and the kernel still
+  // holds (or has written) every block it wrote; after a reboot any block may have been
+  // reverted to an older state, so nothing in them can be trusted.
+  bool left_unsynced = false;
+  bool discard = false;
+  for (const File& f : files_) {
+    if ((f.open.header.flags & tier_internal::kFileFlagUnsynced) == 0) continue;
+    left_unsynced = true;
+    discard = discard || !boot_id_ || f.open.header.boot_id != *boot_id_;
+  }
   std::vector<tier_internal::ScannedRecord> all;
   uint64_t corrupt = 0;
   for (uint32_t i = 0; i < files_.size(); ++i) {
     tier_internal::FileScanner scanner(files_[i].open.fd, files_[i].open.header.capacity_bytes);
     RETURN_IF_ERROR(scanner.Scan(i, all, corrupt));
   }
+  if (left_unsynced && !discard) {
+    // Make what the dead process wrote durable before this session builds on it.
+    for (const File& f : files_) {
+      if (::fdatasync(f.open.fd) != 0) return tier_internal::ErrnoStatus(errno, "fdatasync");
+    }
+  }
   // The newest valid record of each key wins; older ones are zeroed so that a
-  // later removal of the winner cannot bring them back.
+  // later removal of the winner cannot bring them back. Discarded records are
+  // all zeroed (their sequence numbers still count: new ones go above them).
   absl::flat_hash_map<std::string_view, size_t> best;
   std::vector<size_t> losers;
   uint64_t max_sequence = 0;
   for (size_t i = 0; i < all.size(); ++i) {
     max_sequence = std::max(max_sequence, all[i].header.sequence);
+    if (discard) {
+      losers.push_back(i);
+      continue;
+    }
     auto [it, fresh] = best.try_emplace(all[i].key, i);
     if (fresh) continue;
     size_t& winner = it->second;
@@ -217,7 +247,7 @@ inline absl::Status SsdTier::Recover() {
     }
   }
   info_.recovered_corrupt = corrupt;
-  info_.recovered_superseded = losers.size();
+  (discard ? info_.recovered_discarded : info_.recovered_superseded) = losers.size();
   counters_.corrupt_records.store(corrupt);
   next_sequence_ = max_sequence + 1;
   // Per file, winners in address order, to rebuild the allocator's layout.
@@ -248,6 +278,41 @@ inline absl::Status SsdTier::Recover() {
   }
   counters_.recovered_objects.store(index_.size());
   return absl::OkStatus();
+}
+
+inline absl::Status SsdTier::MarkFiles() {
+  for (File& f : files_) {
+    tier_internal::FileHeader h = f.open.header;
+    h.flags = 0;
+    h.boot_id = {};
+    if (options_.durability == Durability::kNoSync) {
+      h.flags = tier_internal::kFileFlagUnsynced;
+      h.boot_id = *boot_id_;  // Recover checked it
+    }
+    if (h == f.open.header) continue;
+    // Synced before any write of this session can be acknowledged.
+    RETURN_IF_ERROR(tier_internal::RewriteFileHeader(f.open.fd, h));
+    f.open.header = h;
+  }
+  return absl::OkStatus();
+}
+
+inline void SsdTier::CloseUnsynced() {
+  for (uint32_t i = 0; i < files_.size(); ++i) {
+    File& f = files_[i];
+    tier_internal::FileHeader h = f.open.header;
+    h.flags = 0;
+    h.boot_id = {};
+    absl::Status s = ::fdatasync(f.open.fd) == 0 ? tier_internal::RewriteFileHeader(f.open.fd, h)
+                                                 : tier_internal::ErrnoStatus(errno, "fdatasync");
+    if (!s.ok()) {
+      // The flag stays: a reopen in this boot recovers, one after a reboot discards.
+      std::fprintf(stderr, "SsdTier: closing %s: %s\n", options_.paths[i].c_str(),
+                   std::string(s.message()).c_str());
+      continue;
+    }
+    f.open.header = h;
+  }
 }
 
 // The Allocator concept has no "reserve this offset" call, so the layout is

@@ -451,15 +451,18 @@ inline void SsdTier::OnIosDone(Op* op) {
       if (op->error) return FinishWrite(op, absl::UnavailableError(io_error.message()));
       if (options_.durability == Durability::kPowerLoss) return EnqueueSync(op);
       // On the device now: a process crash cannot take it. Power loss can until the
-      // background sync this asks for completes.
-      MarkUnsynced(op->lane, op->record->file);
+      // background sync this asks for completes (kProcessCrash), or at all (kNoSync).
+      if (options_.durability == Durability::kProcessCrash) {
+        MarkUnsynced(op->lane, op->record->file);
+      }
       return FinishWrite(op, absl::OkStatus());
     case OpType::kRemove:
-      // Either durability: acknowledged once the zeroed header is synced, when its extent
-      // is free again (callers remove to make room; the store's tier agent retries a write
-      // refused for space when its removes end).
-      return op->error ? FinishRemove(op, absl::UnavailableError(io_error.message()))
-                       : EnqueueSync(op);
+      // Acknowledged when the extent is free again (callers remove to make room; the
+      // store's tier agent retries a write refused for space when its removes end): once
+      // the zeroed header is synced, or under kNoSync written.
+      if (op->error) return FinishRemove(op, absl::UnavailableError(io_error.message()));
+      if (options_.durability == Durability::kNoSync) return FinishRemove(op, absl::OkStatus());
+      return EnqueueSync(op);
   }
 }
 

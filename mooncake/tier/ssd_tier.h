@@ -275,7 +275,9 @@ class SsdTier {
     uint64_t offset = 0;   // in the file
     bool fixed = false;    // data lies in the lane's registered arena
     bool stop = false;
-    bool timer = false;  // a SyncState's background-sync timeout
+    bool timer = false;   // a SyncState's background-sync timeout
+    bool hurry = false;   // the destructor's: cancel the lane's pending timeouts
+    bool ignore = false;  // a timeout removal's own completion
   };
   // Aligned staging memory: a slice of the lane's arena or a heap block.
   struct Staging {
@@ -336,6 +338,8 @@ class SsdTier {
     // Compressed reads with pieces landed in the current batch of completions; reaper-owned.
     std::vector<Op*> landed;
     Io stop;
+    Io hurry;
+    Io cancelled;  // the user data of every timeout removal
   };
   struct File {
     tier_internal::OpenFile open;
@@ -394,6 +398,8 @@ class SsdTier {
   void MarkUnsynced(uint32_t lane_index, uint32_t file);
   void ScheduleBackgroundSync(Lane& lane, uint32_t lane_index, uint32_t file);
   void OnSyncTimer(uint32_t lane_index, uint32_t file);
+  // The destructor's request: pending background-sync timeouts end now (their syncs start).
+  void HurrySyncs(uint32_t lane_index);
   void OnSync(uint32_t lane_index, uint32_t file, int res);
   void FinishWrite(Op* op, absl::Status status);
   void FinishRemove(Op* op, absl::Status status);
@@ -453,6 +459,8 @@ class SsdTier {
   std::condition_variable inflight_cv_;
   uint64_t inflight_ = 0;  // guarded by inflight_mu_
   std::atomic<bool> closing_{false};
+  // Set by the destructor: background syncs start at once instead of after a timeout.
+  std::atomic<bool> hurry_syncs_{false};
 
   Counters counters_;
   SsdTierInfo info_;  // fixed after Open

@@ -45,7 +45,8 @@
 //      [--sizes_kib=64,1024,4096,16384] [--qds=1,8,32]
 //      [--payloads=random,bf16/raw,bf16/zip,bf16/auto] [--compare_rounds=N]
 //      [--zip_piece_kib=N] [--codec_threads=N] [--paired_rounds=N]
-//      [--paired_group=N]
+//      [--paired_group=N] [--durability=power_loss|process_crash|no_sync]
+//      [--background_sync_ms=N] [--io_chunk_kib=N] [--rewrite=true]
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -102,6 +103,10 @@ struct Flags {
   Durability durability = Durability::kPowerLoss;
   int64_t background_sync_ms = -1;  // -1: the option's default
   uint64_t io_chunk_kib = 0;        // SsdTierOptions::io_chunk_bytes in KiB (0: the default)
+  // The table's tiers first fill their file with the same objects and remove them (untimed),
+  // so the timed writes go into written extents, as in a tier that has run for a while; the
+  // like-for-like baseline is then fio on a written file (column "fio", ratio "p").
+  bool rewrite = false;
 };
 
 template <typename T>
@@ -222,8 +227,11 @@ uint64_t FileBytes(uint64_t size, uint64_t ops) {
 }
 
 TierRun RunTier(const std::string& path, uint64_t size, uint64_t ops, uint32_t qd, Payload payload,
-                const SsdTierInfo& device, uint32_t codec_threads, Durability durability,
-                int64_t background_sync_ms, uint64_t io_chunk_kib) {
+                const SsdTierInfo& device, const Flags& flags) {
+  const uint32_t codec_threads = flags.codec_threads;
+  const Durability durability = flags.durability;
+  const int64_t background_sync_ms = flags.background_sync_ms;
+  const uint64_t io_chunk_kib = flags.io_chunk_kib;
   std::filesystem::remove(path);
   const Compression c = payload == Payload::kBf16Always ? Compression::kAlways
                         : payload == Payload::kBf16Auto ? Compression::kAuto
@@ -253,6 +261,15 @@ TierRun RunTier(const std::string& path, uint64_t size, uint64_t ops, uint32_t q
     meta.dtype = compress::DType::kBFloat16;
   }
   TierRun run;
+  if (flags.rewrite) {
+    for (uint64_t i = 0; i < ops; ++i) {
+      const std::string key = absl::StrCat("pre", i);
+      if (!WriteBlocking(tier, key, src, meta).ok() || !RemoveBlocking(tier, key).ok()) {
+        std::fprintf(stderr, "FATAL: could not fill and empty the tier before the timed run\n");
+        std::exit(1);
+      }
+    }
+  }
   const TierStats before = tier.stats();
   run.write = RunQd(ops, qd, size, [&](uint64_t i, uint32_t, auto done) {
     tier.Write(absl::StrCat("obj", i), src, meta,
@@ -381,6 +398,8 @@ Flags ParseFlags(int argc, char** argv) {
         std::exit(2);
       }
       f.durability = *d;
+    } else if (const char* v = value("rewrite")) {
+      f.rewrite = std::string_view(v) == "true" || std::string_view(v) == "1";
     } else if (const char* v = value("io_chunk_kib")) {
       f.io_chunk_kib = std::strtoull(v, nullptr, 10);
     } else if (const char* v = value("background_sync_ms")) {
@@ -388,13 +407,13 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (const char* v = value("payloads")) {
       f.payloads = absl::StrSplit(v, ',', absl::SkipEmpty());
     } else {
-      std::fprintf(
-          stderr,
-          "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
-          "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
-          "--paired_rounds --paired_group --zip_piece_kib --codec_threads "
-          "--durability=power_loss|process_crash|no_sync --background_sync_ms --io_chunk_kib)\n",
-          argv[i]);
+      std::fprintf(stderr,
+                   "unknown flag %s (--reps --dir --total_mib --max_ops --sizes_kib=64,1024 "
+                   "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
+                   "--paired_rounds --paired_group --zip_piece_kib --codec_threads "
+                   "--durability=power_loss|process_crash|no_sync --background_sync_ms "
+                   "--io_chunk_kib --rewrite)\n",
+                   argv[i]);
       std::exit(2);
     }
   }
@@ -706,6 +725,10 @@ int Main(int argc, char** argv) {
                                                        : SsdTierOptions{}.background_sync_ms,
                          " ms")
                 .c_str());
+  std::printf("tier writes go into %s\n",
+              flags.rewrite ? "a file the tier filled and emptied first (written extents, like "
+                              "fio's \"fio\" column; --rewrite)"
+                            : "its new file (unwritten extents, like fio's \"fresh\" column)");
   std::printf(
       "columns: tier write GB/s P50/P99 us | fio write GB/s: plain on a written file, plain on a "
       "fresh (fallocated) file like the one the tier writes into, +fdatasync on a fresh file, "
@@ -735,12 +758,10 @@ int Main(int argc, char** argv) {
         std::vector<Phase> fio_r, fio_w, fio_ws, fio_w_fresh, fio_ws_fresh;
         for (int rep = 0; rep < flags.reps; ++rep) {
           // The tier writes into a file it just created (fallocate: unwritten extents, whose
-          // first fdatasync also commits metadata); fio's "fresh" runs (plain and +sync) get
-          // the same kind of file.
+          // first fdatasync also commits metadata), unless --rewrite; fio's "fresh" runs
+          // (plain and +sync) get the same kind of file.
           std::filesystem::remove(path);
-          tier_runs.push_back(RunTier(path, size, ops, qd, payload, device, flags.codec_threads,
-                                      flags.durability, flags.background_sync_ms,
-                                      flags.io_chunk_kib));
+          tier_runs.push_back(RunTier(path, size, ops, qd, payload, device, flags));
           const int per_sync =
               std::max(1, static_cast<int>(tier_runs.back().writes_per_sync + 0.5));
           // These fio runs use the tier's own file, now fully written.

@@ -103,6 +103,16 @@ inline absl::StatusOr<std::unique_ptr<SsdTier>> SsdTier::Open(SsdTierOptions opt
 }
 
 inline SsdTier::~SsdTier() {
+  // A background sync must not keep the close waiting for its timeout (up to 60 s).
+  hurry_syncs_.store(true);
+  for (auto& lane : lanes_) {
+    if (!lane->reaper.joinable()) continue;
+    std::lock_guard<std::mutex> lock(lane->sq_mu);
+    io_uring_sqe* sqe = lane->ring.Sqe();
+    io_uring_prep_nop(sqe);
+    lane->ring.SetData(sqe, &lane->hurry);
+    lane->ring.Submit();
+  }
   {
     std::unique_lock<std::mutex> lock(inflight_mu_);
     inflight_cv_.wait(lock, [&] { return inflight_ == 0; });
@@ -390,6 +400,10 @@ inline absl::Status SsdTier::StartLanes() {
     }
     lane->stop.stop = true;
     lane->stop.lane = i;
+    lane->hurry.hurry = true;
+    lane->hurry.lane = i;
+    lane->cancelled.ignore = true;
+    lane->cancelled.lane = i;
     lanes_.push_back(std::move(lane));
   }
   for (uint32_t i = 0; i < lanes_.size(); ++i) {

@@ -356,6 +356,8 @@ inline void SsdTier::DecodeLanded(Lane& lane) {
 
 inline void SsdTier::OnIo(Io* io, int res) {
   if (io->op == nullptr) {
+    if (io->ignore) return;
+    if (io->hurry) return HurrySyncs(io->lane);
     return io->timer ? OnSyncTimer(io->lane, io->file) : OnSync(io->lane, io->file, res);
   }
   Op* op = io->op;
@@ -486,7 +488,9 @@ inline void SsdTier::MarkUnsynced(uint32_t lane_index, uint32_t file) {
 inline void SsdTier::ScheduleBackgroundSync(Lane& lane, uint32_t lane_index, uint32_t file) {
   SyncState& s = lane.sync[file];
   if (s.in_flight || s.timer_armed || !s.dirty) return;
-  if (options_.background_sync_ms == 0) return SubmitSync(lane, lane_index, file);
+  if (options_.background_sync_ms == 0 || hurry_syncs_.load()) {
+    return SubmitSync(lane, lane_index, file);
+  }
   s.timer_armed = true;
   BeginOp();  // the destructor waits for the timer and the sync it starts
   s.timer_ts.tv_sec = options_.background_sync_ms / 1000;
@@ -495,6 +499,19 @@ inline void SsdTier::ScheduleBackgroundSync(Lane& lane, uint32_t lane_index, uin
   io_uring_sqe* sqe = lane.ring.Sqe();
   io_uring_prep_timeout(sqe, &s.timer_ts, 0, 0);
   lane.ring.SetData(sqe, &s.timer_io);
+  lane.ring.Submit();
+}
+
+inline void SsdTier::HurrySyncs(uint32_t lane_index) {
+  Lane& lane = *lanes_[lane_index];
+  std::lock_guard<std::mutex> lock(lane.sq_mu);
+  for (SyncState& s : lane.sync) {
+    if (!s.timer_armed) continue;
+    // The timeout completes with -ECANCELED and OnSyncTimer starts its sync.
+    io_uring_sqe* sqe = lane.ring.Sqe();
+    io_uring_prep_timeout_remove(sqe, reinterpret_cast<uintptr_t>(&s.timer_io), 0);
+    lane.ring.SetData(sqe, &lane.cancelled);
+  }
   lane.ring.Submit();
 }
 

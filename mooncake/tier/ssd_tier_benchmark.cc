@@ -47,6 +47,7 @@
 //      [--zip_piece_kib=N] [--codec_threads=N] [--paired_rounds=N]
 //      [--paired_group=N] [--durability=power_loss|process_crash|no_sync]
 //      [--background_sync_ms=N] [--io_chunk_kib=N] [--rewrite=true]
+//      [--paired_write_rounds=N]
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -55,6 +56,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -107,6 +109,9 @@ struct Flags {
   // so the timed writes go into written extents, as in a tier that has run for a while; the
   // like-for-like baseline is then fio on a written file (column "fio", ratio "p").
   bool rewrite = false;
+  // --paired_write_rounds=N: pairs of rounds of the write target with the disk's drift taken
+  // out (PairedWrites).
+  int paired_write_rounds = 0;
 };
 
 template <typename T>
@@ -398,6 +403,8 @@ Flags ParseFlags(int argc, char** argv) {
         std::exit(2);
       }
       f.durability = *d;
+    } else if (const char* v = value("paired_write_rounds")) {
+      f.paired_write_rounds = std::max(1, std::atoi(v));
     } else if (const char* v = value("rewrite")) {
       f.rewrite = std::string_view(v) == "true" || std::string_view(v) == "1";
     } else if (const char* v = value("io_chunk_kib")) {
@@ -412,7 +419,7 @@ Flags ParseFlags(int argc, char** argv) {
                    "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
                    "--paired_rounds --paired_group --zip_piece_kib --codec_threads "
                    "--durability=power_loss|process_crash|no_sync --background_sync_ms "
-                   "--io_chunk_kib --rewrite)\n",
+                   "--io_chunk_kib --rewrite --paired_write_rounds)\n",
                    argv[i]);
       std::exit(2);
     }
@@ -694,6 +701,95 @@ void PairedReads(const Flags& flags, const SsdTierInfo& device) {
   }
 }
 
+// The write target, paired: ONE tier (--durability, random bytes, stored raw) and fio take
+// turns writing the same region of the tier's file. Each round the tier writes `ops`
+// objects (timed) and removes them (untimed), and fio writes the region the records
+// occupied (bs = object size, same QD) while the tier is open and empty (free space, which
+// the tier never reads); which goes first alternates. So both write the same extents of
+// the same file, written ones after the first round (round 0, into fresh extents, is not
+// counted), within seconds of each other. On the virtio disk here the second writer of a
+// round is often faster, so the ratio is taken per pair of rounds (one of each order, the
+// geometric mean of their two ratios) and the median over pairs is reported, beside the
+// median ratio of each order.
+void PairedWrites(const Flags& flags, const SsdTierInfo& device) {
+  std::printf(
+      "paired same-file writes: %d pairs of rounds after an untimed first one; tier durability "
+      "%s; the tier writes its objects and removes them, fio writes the same region; each pair "
+      "has one round of each order; GB/s medians over rounds; tier/fio: median over pairs of "
+      "the geometric mean of the pair's two ratios, then the median ratio with the tier "
+      "writing first and with fio first\n",
+      flags.paired_write_rounds, std::string(DurabilityName(flags.durability)).c_str());
+  std::printf("%-6s %-3s | %-6s %-6s | %-8s %-6s %-6s | %-15s | %s\n", "size", "qd", "tier", "fio",
+              "tier/fio", "t1st", "f1st", "tier P50/P99 us", "load");
+  const std::string path = flags.dir + "/paired_write.dat";
+  for (uint64_t size_kib : flags.sizes_kib) {
+    const uint64_t size = size_kib << 10;
+    for (uint32_t qd : flags.qds) {
+      const uint64_t ops = std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
+                                                std::max<uint64_t>(flags.max_ops, 2 * qd));
+      std::filesystem::remove(path);
+      SsdTierOptions o = TierOptions(path, FileBytes(size, ops), Compression::kNever, device);
+      o.durability = flags.durability;
+      if (flags.io_chunk_kib != 0) {
+        o.io_chunk_bytes = static_cast<uint32_t>(flags.io_chunk_kib << 10);
+      }
+      if (flags.background_sync_ms >= 0) {
+        o.background_sync_ms = static_cast<uint32_t>(flags.background_sync_ms);
+      }
+      auto tier = OpenOrDie(o);
+      std::vector<std::byte> src(size);
+      std::mt19937_64 rng(size);
+      for (size_t i = 0; i + 8 <= size; i += 8) {
+        const uint64_t v = rng();
+        std::memcpy(src.data() + i, &v, 8);
+      }
+      const uint64_t region = ops * tier_internal::RecordBytes(size);
+      std::vector<double> tier_gbps, fio_gbps, ratio, p50, p99;
+      for (int round = 0; round <= 2 * flags.paired_write_rounds; ++round) {
+        const bool fio_first = round % 2 == 1;
+        double f = 0;
+        if (fio_first) f = RunFio(path, "write", size, region, qd, 0).gbps;
+        const Phase t = RunQd(ops, qd, size, [&](uint64_t i, uint32_t, auto done) {
+          tier->Write(absl::StrCat("w", i), src, {},
+                      [done = std::move(done)](absl::Status s) mutable { done(s.ok()); });
+        });
+        ExpectReadsBack(*tier, absl::StrCat("w", ops - 1), src);
+        for (uint64_t i = 0; i < ops; ++i) {
+          if (!RemoveBlocking(*tier, absl::StrCat("w", i)).ok()) {
+            std::fprintf(stderr, "FATAL: remove failed\n");
+            std::exit(1);
+          }
+        }
+        if (!fio_first) f = RunFio(path, "write", size, region, qd, 0).gbps;
+        if (round == 0) continue;  // into fresh extents
+        tier_gbps.push_back(t.gbps);
+        fio_gbps.push_back(f);
+        ratio.push_back(t.gbps / f);
+        p50.push_back(t.p50_us);
+        p99.push_back(t.p99_us);
+      }
+      // ratio[0] is round 1 (fio first), ratio[1] round 2 (tier first), ...
+      std::vector<double> pairs, tier_first, fio_first;
+      for (size_t i = 0; i + 1 < ratio.size(); i += 2) {
+        pairs.push_back(std::sqrt(ratio[i] * ratio[i + 1]));
+        fio_first.push_back(ratio[i]);
+        tier_first.push_back(ratio[i + 1]);
+      }
+      std::printf("%-6s %-3u | %6.2f %6.2f | %8.2f %6.2f %6.2f | %7.0f/%-7.0f | %.1f\n",
+                  absl::StrCat(size_kib, "K").c_str(), qd, Median(tier_gbps), Median(fio_gbps),
+                  Median(pairs), Median(tier_first), Median(fio_first), Median(p50), Median(p99),
+                  LoadAverage());
+      std::printf("       per-round tier/fio (fio first in odd rounds):");
+      for (double r : ratio) std::printf(" %.2f", r);
+      std::printf("\n");
+      std::fflush(stdout);
+      tier.reset();
+      std::filesystem::remove(path);
+      std::filesystem::remove(path + ".fio.json");
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   const Flags flags = ParseFlags(argc, argv);
   std::filesystem::create_directories(flags.dir);
@@ -703,6 +799,11 @@ int Main(int argc, char** argv) {
   std::printf("device probe (SsdTier::Open): read %.2f GB/s, write %.2f GB/s, direct_io=%d\n",
               device.device_read_bytes_per_s / 1e9, device.device_write_bytes_per_s / 1e9,
               device.direct_io);
+  if (flags.paired_write_rounds > 0) {
+    PairedWrites(flags, device);
+    std::filesystem::remove(path);
+    return 0;
+  }
   if (flags.paired_rounds > 0) {
     PairedReads(flags, device);
     std::filesystem::remove(path);

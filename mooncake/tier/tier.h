@@ -8,8 +8,9 @@
 //     Stores `bytes` under `key`. The bytes are copied (or compressed) before
 //     Write returns, so the caller may reuse them at once. `done(status)` runs
 //     exactly once: OkStatus means the object is stored with the model's
-//     durability (an SSD tier: it survives a crash of the process or the
-//     machine); AlreadyExists if `key` is present (objects are immutable:
+//     durability (SsdTier: it survives a crash of the process, and of the
+//     machine under Durability::kPowerLoss; see SsdTierOptions::durability);
+//     AlreadyExists if `key` is present (objects are immutable:
 //     Remove first to replace one); ResourceExhausted if the tier is full;
 //     InvalidArgument for an empty key, a key over kMaxKeyBytes or an empty
 //     object; Unavailable / DataLoss for I/O failures. Nothing is stored on
@@ -24,8 +25,9 @@
 //     `into` are unspecified (a model may decode into it as the bytes land
 //     and find the record bad only at the end).
 //   void Remove(key, done)
-//     Deletes the object; OkStatus once the deletion is durable, NotFound if
-//     absent. A read that started before Remove may still see the object.
+//     Deletes the object; OkStatus once the deletion is as durable as a
+//     write and its space is free again, NotFound if absent. A read that
+//     started before Remove may still see the object.
 //   std::optional<ObjectInfo> Lookup(key) const, bool Contains(key) const
 //     Metadata without I/O; a snapshot.
 //   void ForEach(fn) const

@@ -121,7 +121,8 @@ enum class Compression : uint8_t {
 enum class Durability : uint8_t {
   kPowerLoss,     // acknowledged after an fdatasync covering it completed
   kProcessCrash,  // acknowledged when written; fdatasync follows in the background
-  kNoSync,        // acknowledged when written; never synced while open; a reboot empties
+  kNoSync,        // acknowledged when written; never synced while open; emptied by a reboot
+                  // that follows an unclean close
 };
 
 // "power_loss", "process_crash", "no_sync": for flags and logs.
@@ -231,7 +232,8 @@ class SsdTier {
 
   // Waits for every operation in flight, then stops the reapers; under kNoSync it
   // then syncs the files and clears their flag (a failure is logged, and the next
-  // Open after a reboot discards the records).
+  // Open after a reboot discards the records). A tier whose Open failed leaves the
+  // flags as it found them.
   ~SsdTier();
   SsdTier(const SsdTier&) = delete;
   SsdTier& operator=(const SsdTier&) = delete;
@@ -445,6 +447,7 @@ class SsdTier {
   std::vector<std::unique_ptr<Lane>> lanes_;
   tier_internal::AlignedBytes zero_block_;
   std::optional<tier_internal::BootId> boot_id_;  // read at Open
+  bool files_marked_ = false;                     // MarkFiles completed (Open got that far)
 
   mutable std::mutex mu_;
   tier_internal::StringMap<RecordPtr> index_;  // guarded by mu_

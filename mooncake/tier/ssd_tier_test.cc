@@ -748,6 +748,31 @@ TEST(SsdTierTest, NoSyncSurvivesAProcessCrashAndIsDiscardedAfterAReboot) {
   EXPECT_EQ(back, y);
 }
 
+TEST(SsdTierTest, AFailedOpenLeavesAnUnsyncedFlagAsItWas) {
+  const std::string path = TempPath("failedopen");
+  const std::string boot_a = BootIdFile("4f23e2a1-4ae5-4e88-9cd4-110fc3573321");
+  const std::string boot_b = BootIdFile("0badc0de-0000-4000-8000-000000000001");
+  SsdTierOptions o = TestOptions(path, 8 << 20);
+  o.durability = Durability::kNoSync;
+  o.boot_id_path = boot_a;
+  WriteAndDieUnclosed(o, "k", TestObject("k", 5000));
+  // After a reboot, an Open that fails after reading the files (wrong capacity) must not
+  // clear the flag: the records were neither discarded nor synced.
+  SsdTierOptions wrong = o;
+  wrong.boot_id_path = boot_b;
+  wrong.capacity_bytes_per_file = 4 << 20;
+  EXPECT_EQ(SsdTier::Open(wrong).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(HeaderOnDisk(path).flags, tier_internal::kFileFlagUnsynced);
+  EXPECT_EQ(HeaderOnDisk(path).boot_id, *tier_internal::ReadBootId(boot_a));
+  SsdTierOptions rebooted = o;
+  rebooted.boot_id_path = boot_b;
+  rebooted.capacity_bytes_per_file = 0;
+  rebooted.durability = Durability::kPowerLoss;
+  auto t = MustOpen(rebooted);
+  EXPECT_EQ(t->info().recovered_discarded, 1u);
+  EXPECT_FALSE(t->Contains("k"));
+}
+
 TEST(SsdTierTest, BootIdsAreParsedStrictly) {
   const std::optional<tier_internal::BootId> id =
       tier_internal::ReadBootId(BootIdFile("4F23E2A1-4ae5-4e88-9cd4-110fc3573321"));

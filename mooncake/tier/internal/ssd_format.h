@@ -3,7 +3,8 @@
 //
 // File:   block 0 = file header; blocks 1.. = records at block-aligned offsets.
 // File header (64 bytes, rest of block 0 zero):
-//   0  8  magic "MCSSDFIL"      8  2  version (1)     10 2  flags
+//   0  8  magic "MCSSDFIL"      8  2  version (1; 2 while flags != 0)
+//   10 2  flags
 //   12 4  block bytes (4096)    16 8  capacity bytes (the file's size)
 //   24 8  set id (random, shared by every file of one tier)
 //   32 4  file index            36 4  file count
@@ -13,7 +14,9 @@
 // syncing them (Durability::kNoSync) has the file open, or did not close it
 // cleanly, during the boot named by the boot id (the kernel's
 // /proc/sys/kernel/random/boot_id, 16 bytes). Other bits are 0; a reader
-// refuses a file with a flag it does not know.
+// refuses a file with a flag it does not know. A flagged header says version
+// 2, so that readers that predate the flags (they ignored bytes 10-11 and
+// 40-55) refuse it instead of trusting its records; an unflagged one says 1.
 // Record = header block + payload, the payload padded with zeros to a block:
 //   0  8  magic "MCSSDREC"      8  2  version (1)     10 2  header bytes (80)
 //   12 4  key bytes (1..kMaxKeyBytes)
@@ -55,6 +58,7 @@ inline constexpr uint64_t kBlockBytes = 4096;
 inline constexpr char kFileMagic[8] = {'M', 'C', 'S', 'S', 'D', 'F', 'I', 'L'};
 inline constexpr char kRecordMagic[8] = {'M', 'C', 'S', 'S', 'D', 'R', 'E', 'C'};
 inline constexpr uint16_t kFormatVersion = 1;
+inline constexpr uint16_t kFlaggedFileVersion = 2;  // a file header with flags != 0
 inline constexpr size_t kFileHeaderBytes = 64;
 inline constexpr uint16_t kFileFlagUnsynced = 1;
 inline constexpr uint16_t kKnownFileFlags = kFileFlagUnsynced;
@@ -124,7 +128,7 @@ inline void EncodeFileHeader(const FileHeader& h, std::span<std::byte> block) {
   std::memset(block.data(), 0, kBlockBytes);
   std::byte* p = block.data();
   std::memcpy(p, kFileMagic, 8);
-  PutU16(p + 8, kFormatVersion);
+  PutU16(p + 8, h.flags != 0 ? kFlaggedFileVersion : kFormatVersion);
   PutU32(p + 12, static_cast<uint32_t>(kBlockBytes));
   PutU64(p + 16, h.capacity_bytes);
   PutU64(p + 24, h.set_id);
@@ -144,7 +148,9 @@ inline absl::StatusOr<FileHeader> DecodeFileHeader(std::span<const std::byte> bl
   if (GetU64(p + 56) != StableHash64(p, 56)) {
     return absl::DataLossError("SsdTier file header checksum mismatch");
   }
-  if (GetU16(p + 8) != kFormatVersion || GetU32(p + 12) != kBlockBytes) {
+  const uint16_t version = GetU16(p + 8);
+  if ((version != kFormatVersion && version != kFlaggedFileVersion) ||
+      GetU32(p + 12) != kBlockBytes) {
     return absl::FailedPreconditionError(absl::StrCat("unsupported SsdTier file version ",
                                                       GetU16(p + 8), " / block ", GetU32(p + 12)));
   }
@@ -157,6 +163,10 @@ inline absl::StatusOr<FileHeader> DecodeFileHeader(std::span<const std::byte> bl
   if ((h.flags & ~kKnownFileFlags) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("SsdTier file has flags this build does not know: ", h.flags));
+  }
+  if ((h.flags != 0) != (version == kFlaggedFileVersion)) {
+    return absl::DataLossError(
+        absl::StrCat("SsdTier file header version ", version, " with flags ", h.flags));
   }
   std::memcpy(h.boot_id.data(), p + 40, h.boot_id.size());
   return h;

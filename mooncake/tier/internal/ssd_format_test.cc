@@ -59,10 +59,10 @@ TEST(SsdFormatTest, UnsyncedFileHeaderMatchesTheDocumentedExample) {
   for (size_t i = 0; i < f.boot_id.size(); ++i) f.boot_id[i] = static_cast<uint8_t>(0xa0 + i);
   EncodeFileHeader(f, block);
   EXPECT_EQ(Hex(block, 64),
-            "4d4353534446494c0100010000100000"
+            "4d4353534446494c0200010000100000"
             "00001000000000008877665544332211"
             "0000000001000000a0a1a2a3a4a5a6a7"
-            "a8a9aaabacadaeafc6a7ec42c0d97932");
+            "a8a9aaabacadaeaf7d2d7400f95e45a7");
   auto back = DecodeFileHeader(block);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(*back, f);
@@ -74,6 +74,27 @@ TEST(SsdFormatTest, AFileFlagThisBuildDoesNotKnowIsRefused) {
   EncodeFileHeader(f, block);  // with a valid checksum
   auto back = DecodeFileHeader(block);
   EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition) << back.status();
+}
+
+// A flagged header says version 2 (older readers refuse it), an unflagged one 1.
+TEST(SsdFormatTest, TheVersionSaysWhetherTheHeaderHasFlags) {
+  std::vector<std::byte> block(kBlockBytes);
+  FileHeader f{1 << 20, 7, 0, 1, kFileFlagUnsynced};
+  EncodeFileHeader(f, block);
+  EXPECT_EQ(static_cast<int>(block[8]), 2);
+  f.flags = 0;
+  EncodeFileHeader(f, block);
+  EXPECT_EQ(static_cast<int>(block[8]), 1);
+  // Version and flags that disagree (checksum recomputed): refused.
+  for (const auto& [version, flags] :
+       {std::pair<uint16_t, uint16_t>{1, kFileFlagUnsynced}, std::pair<uint16_t, uint16_t>{2, 0}}) {
+    EncodeFileHeader(f, block);
+    PutU16(block.data() + 8, version);
+    PutU16(block.data() + 10, flags);
+    PutU64(block.data() + 56, StableHash64(block.data(), 56));
+    EXPECT_EQ(DecodeFileHeader(block).status().code(), absl::StatusCode::kDataLoss)
+        << version << " " << flags;
+  }
 }
 
 TEST(SsdFormatTest, EveryFlippedHeaderByteIsRejected) {

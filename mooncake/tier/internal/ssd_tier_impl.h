@@ -94,6 +94,13 @@ inline double Ewma(bool has_old, double old_value, double sample) {
 inline absl::StatusOr<std::unique_ptr<SsdTier>> SsdTier::Open(SsdTierOptions options) {
   RETURN_IF_ERROR(ssd_tier_internal::ValidateOptions(options));
   std::unique_ptr<SsdTier> tier(new SsdTier(std::move(options)));
+  // Before any file is created or touched.
+  tier->boot_id_ = tier_internal::ReadBootId(tier->options_.boot_id_path);
+  if (tier->options_.durability == Durability::kNoSync && !tier->boot_id_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("SsdTier: Durability::kNoSync needs the kernel's boot id, which ",
+                     tier->options_.boot_id_path, " does not give; use kProcessCrash"));
+  }
   RETURN_IF_ERROR(tier->OpenFiles());
   RETURN_IF_ERROR(tier->Recover());
   RETURN_IF_ERROR(tier->MarkFiles());
@@ -129,7 +136,9 @@ inline SsdTier::~SsdTier() {
   for (auto& lane : lanes_) {
     if (lane->reaper.joinable()) lane->reaper.join();
   }
-  if (options_.durability == Durability::kNoSync) CloseUnsynced();
+  // Only a tier that marked its files clears the flag: a failed Open must leave a flag
+  // that an earlier session left (its records not yet discarded or synced) as it was.
+  if (options_.durability == Durability::kNoSync && files_marked_) CloseUnsynced();
   {
     std::lock_guard<std::mutex> lock(mu_);
     index_.clear();
@@ -193,12 +202,6 @@ inline absl::Status SsdTier::OpenFiles() {
 }
 
 inline absl::Status SsdTier::Recover() {
-  boot_id_ = tier_internal::ReadBootId(options_.boot_id_path);
-  if (options_.durability == Durability::kNoSync && !boot_id_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("SsdTier: Durability::kNoSync needs the kernel's boot id, which ",
-                     options_.boot_id_path, " does not give; use kProcessCrash"));
-  }
   // Files a kNoSync tier left open: in this boot its process died and the kernel still
   // holds (or has written) every block it wrote; after a reboot any block may have been
   // reverted to an older state, so nothing in them can be trusted.
@@ -297,13 +300,14 @@ inline absl::Status SsdTier::MarkFiles() {
     h.boot_id = {};
     if (options_.durability == Durability::kNoSync) {
       h.flags = tier_internal::kFileFlagUnsynced;
-      h.boot_id = *boot_id_;  // Recover checked it
+      h.boot_id = *boot_id_;  // Open checked it
     }
     if (h == f.open.header) continue;
     // Synced before any write of this session can be acknowledged.
     RETURN_IF_ERROR(tier_internal::RewriteFileHeader(f.open.fd, h));
     f.open.header = h;
   }
+  files_marked_ = true;
   return absl::OkStatus();
 }
 

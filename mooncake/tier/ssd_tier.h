@@ -402,6 +402,8 @@ class SsdTier {
   void OnSyncTimer(uint32_t lane_index, uint32_t file);
   // The destructor's request: pending background-sync timeouts end now (their syncs start).
   void HurrySyncs(uint32_t lane_index);
+  // Queues a no-op carrying the lane's `marker` Io (stop, hurry) on every running lane.
+  void NotifyReapers(Io Lane::*marker);
   void OnSync(uint32_t lane_index, uint32_t file, int res);
   void FinishWrite(Op* op, absl::Status status);
   void FinishRemove(Op* op, absl::Status status);

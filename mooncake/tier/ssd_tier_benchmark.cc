@@ -226,6 +226,23 @@ SsdTierOptions TierOptions(const std::string& path, uint64_t file_bytes, Compres
   return o;
 }
 
+// Objects per run: --total_mib of them, at least two per slot, at most --max_ops.
+uint64_t OpsFor(const Flags& flags, uint64_t size, uint32_t qd) {
+  return std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
+                              std::max<uint64_t>(flags.max_ops, 2 * qd));
+}
+
+// `size` bytes of a fixed pseudo-random stream (incompressible).
+std::vector<std::byte> RandomBytes(uint64_t size) {
+  std::vector<std::byte> out(size);
+  std::mt19937_64 rng(size);
+  for (size_t i = 0; i + 8 <= size; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, 8);
+  }
+  return out;
+}
+
 uint64_t FileBytes(uint64_t size, uint64_t ops) {
   // Header block per record plus the file header, with slack for the allocator.
   return (ops * (size + 8192) + (8ull << 20)) / 4096 * 4096 + (16ull << 20);
@@ -255,12 +272,7 @@ TierRun RunTier(const std::string& path, uint64_t size, uint64_t ops, uint32_t q
   std::vector<std::byte> src;
   ObjectMeta meta;
   if (payload == Payload::kRandom) {
-    src.resize(size);
-    std::mt19937_64 rng(size);
-    for (size_t i = 0; i + 8 <= size; i += 8) {
-      const uint64_t v = rng();
-      std::memcpy(src.data() + i, &v, 8);
-    }
+    src = RandomBytes(size);
   } else {
     src = compress::SyntheticKvBytes(size, compress::DType::kBFloat16, size);
     meta.dtype = compress::DType::kBFloat16;
@@ -528,8 +540,7 @@ void CompareCompressedReads(const Flags& flags, const SsdTierInfo& device) {
   for (uint64_t size_kib : flags.sizes_kib) {
     const uint64_t size = size_kib << 10;
     for (uint32_t qd : flags.qds) {
-      const uint64_t ops = std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
-                                                std::max<uint64_t>(flags.max_ops, 2 * qd));
+      const uint64_t ops = OpsFor(flags, size, qd);
       std::filesystem::remove(raw_path);
       std::filesystem::remove(zip_path);
       std::filesystem::remove(zip1_path);
@@ -624,8 +635,7 @@ void PairedReads(const Flags& flags, const SsdTierInfo& device) {
   for (uint64_t size_kib : flags.sizes_kib) {
     const uint64_t size = size_kib << 10;
     for (uint32_t qd : flags.qds) {
-      const uint64_t ops = std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
-                                                std::max<uint64_t>(flags.max_ops, 2 * qd));
+      const uint64_t ops = OpsFor(flags, size, qd);
       // Groups small enough that the two kinds share the disk's windows,
       // large enough to keep `qd` reads in flight most of a group.
       const uint64_t group = std::min<uint64_t>(
@@ -725,8 +735,7 @@ void PairedWrites(const Flags& flags, const SsdTierInfo& device) {
   for (uint64_t size_kib : flags.sizes_kib) {
     const uint64_t size = size_kib << 10;
     for (uint32_t qd : flags.qds) {
-      const uint64_t ops = std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
-                                                std::max<uint64_t>(flags.max_ops, 2 * qd));
+      const uint64_t ops = OpsFor(flags, size, qd);
       std::filesystem::remove(path);
       SsdTierOptions o = TierOptions(path, FileBytes(size, ops), Compression::kNever, device);
       o.durability = flags.durability;
@@ -737,12 +746,7 @@ void PairedWrites(const Flags& flags, const SsdTierInfo& device) {
         o.background_sync_ms = static_cast<uint32_t>(flags.background_sync_ms);
       }
       auto tier = OpenOrDie(o);
-      std::vector<std::byte> src(size);
-      std::mt19937_64 rng(size);
-      for (size_t i = 0; i + 8 <= size; i += 8) {
-        const uint64_t v = rng();
-        std::memcpy(src.data() + i, &v, 8);
-      }
+      const std::vector<std::byte> src = RandomBytes(size);
       const uint64_t region = ops * tier_internal::RecordBytes(size);
       std::vector<double> tier_gbps, fio_gbps, ratio, p50, p99;
       for (int round = 0; round <= 2 * flags.paired_write_rounds; ++round) {
@@ -847,8 +851,7 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "sizes must be multiples of 4 KiB and qds positive\n");
         return 2;
       }
-      const uint64_t ops = std::clamp<uint64_t>(flags.total_mib * (1ull << 20) / size, 2 * qd,
-                                                std::max<uint64_t>(flags.max_ops, 2 * qd));
+      const uint64_t ops = OpsFor(flags, size, qd);
       for (Payload payload :
            {Payload::kRandom, Payload::kBf16Raw, Payload::kBf16Always, Payload::kBf16Auto}) {
         if (!flags.payloads.empty() && std::find(flags.payloads.begin(), flags.payloads.end(),

@@ -112,27 +112,13 @@ inline absl::StatusOr<std::unique_ptr<SsdTier>> SsdTier::Open(SsdTierOptions opt
 inline SsdTier::~SsdTier() {
   // A background sync must not keep the close waiting for its timeout (up to 60 s).
   hurry_syncs_.store(true);
-  for (auto& lane : lanes_) {
-    if (!lane->reaper.joinable()) continue;
-    std::lock_guard<std::mutex> lock(lane->sq_mu);
-    io_uring_sqe* sqe = lane->ring.Sqe();
-    io_uring_prep_nop(sqe);
-    lane->ring.SetData(sqe, &lane->hurry);
-    lane->ring.Submit();
-  }
+  NotifyReapers(&Lane::hurry);
   {
     std::unique_lock<std::mutex> lock(inflight_mu_);
     inflight_cv_.wait(lock, [&] { return inflight_ == 0; });
   }
   closing_.store(true, std::memory_order_release);
-  for (auto& lane : lanes_) {
-    if (!lane->reaper.joinable()) continue;
-    std::lock_guard<std::mutex> lock(lane->sq_mu);
-    io_uring_sqe* sqe = lane->ring.Sqe();
-    io_uring_prep_nop(sqe);
-    lane->ring.SetData(sqe, &lane->stop);
-    lane->ring.Submit();
-  }
+  NotifyReapers(&Lane::stop);
   for (auto& lane : lanes_) {
     if (lane->reaper.joinable()) lane->reaper.join();
   }
@@ -149,6 +135,17 @@ inline SsdTier::~SsdTier() {
   for (File& f : files_) {
     if (f.open.fd >= 0) ::flock(f.open.fd, LOCK_UN);
     tier_internal::CloseFd(f.open.fd);
+  }
+}
+
+inline void SsdTier::NotifyReapers(Io Lane::*marker) {
+  for (auto& lane : lanes_) {
+    if (!lane->reaper.joinable()) continue;
+    std::lock_guard<std::mutex> lock(lane->sq_mu);
+    io_uring_sqe* sqe = lane->ring.Sqe();
+    io_uring_prep_nop(sqe);
+    lane->ring.SetData(sqe, &((*lane).*marker));
+    lane->ring.Submit();
   }
 }
 

@@ -13,11 +13,13 @@
 // together (device parallelism at queue depth 1) and hashed in order as they
 // complete (reads) or as they are staged (writes), so checksumming overlaps
 // the device. A write's header block goes last, once the checksum is known;
-// with a one-piece payload the two go out as one write. Reads of raw (uncompressed) records into a
-// 4 KiB-aligned buffer land directly in the caller's memory; everything else goes through per-lane
-// bounce arenas (registered with io_uring as fixed buffers when register_buffers is set; files are
-// registered when register_files is set). Reapers verify checksums, decompress and run the
-// completion callbacks; a reaper decoding a record is joined by the idle threads of a helper pool
+// with a one-piece payload the two go out as one write. Reads of raw
+// (uncompressed) records into a 4 KiB-aligned buffer land directly in the
+// caller's memory; everything else goes through per-lane bounce arenas
+// (registered with io_uring as fixed buffers when register_buffers is set;
+// files are registered when register_files is set). Reapers verify checksums,
+// decompress and run the completion callbacks; a reaper decoding a record is
+// joined by the idle threads of a helper pool
 // (codec_threads - 1, shared by the lanes), so one record's chunks decode on
 // several cores even at queue depth 1. A compressed record is read in
 // compressed_read_piece_bytes pieces, all submitted at once; as the pieces
@@ -265,21 +267,26 @@ class SsdTier {
 
   enum class OpType : uint8_t { kWrite, kRead, kRemove };
   struct Op;
-  // One submission queue entry. `op` is null for syncs and the stop marker.
+  // One submission queue entry. `op` is null for syncs and the markers.
   struct Io {
+    // What a completion without an op is: a sync, or one of the lane's markers.
+    enum class Kind : uint8_t {
+      kSync,
+      kTimer,    // a SyncState's background-sync timeout
+      kStop,     // the destructor's: the reaper returns
+      kHurry,    // the destructor's: cancel the lane's pending timeouts
+      kIgnored,  // a timeout removal's own completion
+    };
     Op* op = nullptr;
     uint32_t file = 0;
     uint32_t index = 0;  // piece number within op, or the file of a sync
     uint32_t lane = 0;
     std::byte* data = nullptr;
-    uint32_t bytes = 0;    // transferred (a block multiple)
-    uint32_t payload = 0;  // payload bytes in it that the checksum covers
-    uint64_t offset = 0;   // in the file
-    bool fixed = false;    // data lies in the lane's registered arena
-    bool stop = false;
-    bool timer = false;   // a SyncState's background-sync timeout
-    bool hurry = false;   // the destructor's: cancel the lane's pending timeouts
-    bool ignore = false;  // a timeout removal's own completion
+    uint32_t bytes = 0;       // transferred (a block multiple)
+    uint32_t payload = 0;     // payload bytes in it that the checksum covers
+    uint64_t offset = 0;      // in the file
+    bool fixed = false;       // data lies in the lane's registered arena
+    Kind kind = Kind::kSync;  // when op is null
   };
   // Aligned staging memory: a slice of the lane's arena or a heap block.
   struct Staging {
@@ -363,10 +370,10 @@ class SsdTier {
   // Open steps (ssd_tier_impl.h).
   absl::Status OpenFiles();
   absl::Status Recover();
-  // Sets or clears every file header's kFileFlagUnsynced for this session's durability.
-  absl::Status MarkFiles();
-  // kNoSync: syncs every file and clears its flag (the destructor, after the reapers stop).
-  void CloseUnsynced();
+  // Sets (with this boot's id) or clears every file header's kFileFlagUnsynced. A file is
+  // synced before its flag is cleared: what a kNoSync session wrote must be durable before
+  // the file stops saying it may not be.
+  absl::Status MarkFiles(bool unsynced);
   absl::Status RebuildAllocator(uint32_t file, std::vector<alloc::Allocation>& extents,
                                 const std::vector<uint64_t>& offsets,
                                 const std::vector<uint64_t>& sizes);
@@ -449,7 +456,7 @@ class SsdTier {
   std::vector<std::unique_ptr<Lane>> lanes_;
   tier_internal::AlignedBytes zero_block_;
   std::optional<tier_internal::BootId> boot_id_;  // read at Open
-  bool files_marked_ = false;                     // MarkFiles completed (Open got that far)
+  bool files_marked_ = false;                     // Open's MarkFiles completed
 
   mutable std::mutex mu_;
   tier_internal::StringMap<RecordPtr> index_;  // guarded by mu_

@@ -524,7 +524,7 @@ TEST_P(SsdTierDurabilityTest, AcknowledgementWaitsForTheSyncOnlyUnderPowerLoss) 
     ASSERT_TRUE(ReadBlocking(*t, "k", back).ok());
     EXPECT_EQ(back, data);
 
-    // A remove waits for its sync but under kNoSync (its space is free when it is
+    // A remove waits for its sync, except under kNoSync (its space is free when it is
     // acknowledged).
     gate->Close();
     Ack remove;

@@ -103,7 +103,8 @@ inline absl::StatusOr<std::unique_ptr<SsdTier>> SsdTier::Open(SsdTierOptions opt
   }
   RETURN_IF_ERROR(tier->OpenFiles());
   RETURN_IF_ERROR(tier->Recover());
-  RETURN_IF_ERROR(tier->MarkFiles());
+  RETURN_IF_ERROR(tier->MarkFiles(tier->options_.durability == Durability::kNoSync));
+  tier->files_marked_ = true;
   RETURN_IF_ERROR(tier->StartLanes());
   tier->ProbeDevice();
   return tier;
@@ -124,7 +125,12 @@ inline SsdTier::~SsdTier() {
   }
   // Only a tier that marked its files clears the flag: a failed Open must leave a flag
   // that an earlier session left (its records not yet discarded or synced) as it was.
-  if (options_.durability == Durability::kNoSync && files_marked_) CloseUnsynced();
+  if (options_.durability == Durability::kNoSync && files_marked_) {
+    if (absl::Status s = MarkFiles(false); !s.ok()) {
+      // A flag stays: a reopen in this boot recovers, one after a reboot discards.
+      std::fprintf(stderr, "SsdTier: closing: %s\n", std::string(s.message()).c_str());
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     index_.clear();
@@ -200,13 +206,12 @@ inline absl::Status SsdTier::OpenFiles() {
 
 inline absl::Status SsdTier::Recover() {
   // Files a kNoSync tier left open: in this boot its process died and the kernel still
-  // holds (or has written) every block it wrote; after a reboot any block may have been
-  // reverted to an older state, so nothing in them can be trusted.
-  bool left_unsynced = false;
+  // holds (or has written) every block it wrote (MarkFiles syncs them before it clears the
+  // flag); after a reboot any block may have been reverted to an older state, so nothing
+  // in them can be trusted.
   bool discard = false;
   for (const File& f : files_) {
     if ((f.open.header.flags & tier_internal::kFileFlagUnsynced) == 0) continue;
-    left_unsynced = true;
     discard = discard || !boot_id_ || f.open.header.boot_id != *boot_id_;
   }
   std::vector<tier_internal::ScannedRecord> all;
@@ -214,12 +219,6 @@ inline absl::Status SsdTier::Recover() {
   for (uint32_t i = 0; i < files_.size(); ++i) {
     tier_internal::FileScanner scanner(files_[i].open.fd, files_[i].open.header.capacity_bytes);
     RETURN_IF_ERROR(scanner.Scan(i, all, corrupt));
-  }
-  if (left_unsynced && !discard) {
-    // Make what the dead process wrote durable before this session builds on it.
-    for (const File& f : files_) {
-      if (::fdatasync(f.open.fd) != 0) return tier_internal::ErrnoStatus(errno, "fdatasync");
-    }
   }
   // The newest valid record of each key wins; older ones are zeroed so that a
   // later removal of the winner cannot bring them back. Discarded records are
@@ -290,40 +289,22 @@ inline absl::Status SsdTier::Recover() {
   return absl::OkStatus();
 }
 
-inline absl::Status SsdTier::MarkFiles() {
-  for (File& f : files_) {
-    tier_internal::FileHeader h = f.open.header;
-    h.flags = 0;
-    h.boot_id = {};
-    if (options_.durability == Durability::kNoSync) {
-      h.flags = tier_internal::kFileFlagUnsynced;
-      h.boot_id = *boot_id_;  // Open checked it
-    }
-    if (h == f.open.header) continue;
-    // Synced before any write of this session can be acknowledged.
-    RETURN_IF_ERROR(tier_internal::RewriteFileHeader(f.open.fd, h));
-    f.open.header = h;
-  }
-  files_marked_ = true;
-  return absl::OkStatus();
-}
-
-inline void SsdTier::CloseUnsynced() {
+inline absl::Status SsdTier::MarkFiles(bool unsynced) {
   for (uint32_t i = 0; i < files_.size(); ++i) {
     File& f = files_[i];
     tier_internal::FileHeader h = f.open.header;
-    h.flags = 0;
-    h.boot_id = {};
-    absl::Status s = ::fdatasync(f.open.fd) == 0 ? tier_internal::RewriteFileHeader(f.open.fd, h)
-                                                 : tier_internal::ErrnoStatus(errno, "fdatasync");
-    if (!s.ok()) {
-      // The flag stays: a reopen in this boot recovers, one after a reboot discards.
-      std::fprintf(stderr, "SsdTier: closing %s: %s\n", options_.paths[i].c_str(),
-                   std::string(s.message()).c_str());
-      continue;
+    h.flags = unsynced ? tier_internal::kFileFlagUnsynced : 0;
+    h.boot_id = unsynced ? *boot_id_ : tier_internal::BootId{};  // Open checked boot_id_
+    if (h == f.open.header) continue;
+    if (!unsynced && ::fdatasync(f.open.fd) != 0) {
+      return tier_internal::ErrnoStatus(errno,
+                                        absl::StrCat("fdatasync ", options_.paths[i]).c_str());
     }
+    // Synced (by RewriteFileHeader) before any write of this session is acknowledged.
+    RETURN_IF_ERROR(tier_internal::RewriteFileHeader(f.open.fd, h));
     f.open.header = h;
   }
+  return absl::OkStatus();
 }
 
 // The Allocator concept has no "reserve this offset" call, so the layout is
@@ -397,14 +378,11 @@ inline absl::Status SsdTier::StartLanes() {
       lane->sync[f].io.index = f;
       lane->sync[f].io.lane = i;
       lane->sync[f].timer_io = lane->sync[f].io;
-      lane->sync[f].timer_io.timer = true;
+      lane->sync[f].timer_io.kind = Io::Kind::kTimer;
     }
-    lane->stop.stop = true;
-    lane->stop.lane = i;
-    lane->hurry.hurry = true;
-    lane->hurry.lane = i;
-    lane->cancelled.ignore = true;
-    lane->cancelled.lane = i;
+    lane->stop = Io{.lane = i, .kind = Io::Kind::kStop};
+    lane->hurry = Io{.lane = i, .kind = Io::Kind::kHurry};
+    lane->cancelled = Io{.lane = i, .kind = Io::Kind::kIgnored};
     lanes_.push_back(std::move(lane));
   }
   for (uint32_t i = 0; i < lanes_.size(); ++i) {

@@ -332,7 +332,7 @@ inline void SsdTier::ReapLoop(uint32_t lane_index) {
       Io* io = static_cast<Io*>(lane.ring.Data(cqe));
       const int res = cqe->res;
       lane.ring.Seen(cqe);
-      if (io->stop) {
+      if (io->op == nullptr && io->kind == Io::Kind::kStop) {
         stop = true;
       } else {
         OnIo(io, res);
@@ -356,9 +356,17 @@ inline void SsdTier::DecodeLanded(Lane& lane) {
 
 inline void SsdTier::OnIo(Io* io, int res) {
   if (io->op == nullptr) {
-    if (io->ignore) return;
-    if (io->hurry) return HurrySyncs(io->lane);
-    return io->timer ? OnSyncTimer(io->lane, io->file) : OnSync(io->lane, io->file, res);
+    switch (io->kind) {
+      case Io::Kind::kSync:
+        return OnSync(io->lane, io->file, res);
+      case Io::Kind::kTimer:
+        return OnSyncTimer(io->lane, io->file);
+      case Io::Kind::kHurry:
+        return HurrySyncs(io->lane);
+      case Io::Kind::kStop:  // handled by ReapLoop
+      case Io::Kind::kIgnored:
+        return;
+    }
   }
   Op* op = io->op;
   const IoKind kind = op->type == OpType::kRead ? IoKind::kRead : IoKind::kWrite;

@@ -257,7 +257,8 @@ class Progress {
     absl::MutexLock lock(&mu_);
     while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), interval)) {
       const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
-      const double left = done_ == 0 ? 0 : elapsed * static_cast<double>(total_ - done_) / done_;
+      const size_t todo = total_ > done_ ? total_ - done_ : 0;
+      const double left = done_ == 0 ? 0 : elapsed * static_cast<double>(todo) / done_;
       std::fprintf(stderr, "progress: %zu/%zu runs (%.0f%%), now %s, %llu ops, %.0f s elapsed",
                    done_, total_, 100.0 * done_ / total_, what_.c_str(),
                    static_cast<unsigned long long>(ops_.load(std::memory_order_relaxed)), elapsed);
@@ -521,7 +522,8 @@ namespace {
 // ---- Fill past capacity -------------------------------------------------------------------
 
 template <typename D>
-absl::StatusOr<FillResult> FillWith(const Factory<D>& make, UtilisationProbe probe, Context& ctx) {
+absl::StatusOr<FillResult> FillWith(const Factory<D>& make, UtilisationProbe probe, Context& ctx,
+                                    std::string_view label = {}) {
   const Config& c = ctx.config;
   ASSIGN_OR_RETURN(auto drivers, ConnectAll(make, c.fill_clients, c.fill_value_bytes));
   const std::span<const std::unique_ptr<D>> ds(drivers);
@@ -530,7 +532,8 @@ absl::StatusOr<FillResult> FillWith(const Factory<D>& make, UtilisationProbe pro
                           static_cast<double>(c.fill_value_bytes));
   const KeySpace keys{absl::StrCat("fill/", AbslView(drivers[0]->system())),
                       std::max<size_t>(count, 1)};
-  ctx.progress.Start(absl::StrCat("fill ", AbslView(drivers[0]->system())));
+  ctx.progress.Start(
+      absl::StrCat("fill ", label.empty() ? AbslView(drivers[0]->system()) : AbslView(label)));
   FillResult f = RunFill(ds, ctx.pool, keys, c.fill_value_bytes, c.fill_capacity_bytes,
                          std::move(probe), absl::Milliseconds(20), ctx.progress.ops());
   ctx.progress.Done();
@@ -608,8 +611,10 @@ absl::StatusOr<FillResult> FillStore(Context& ctx, uint64_t ssd_bytes) {
     ASSIGN_OR_RETURN(u.evictions, PrometheusValue(text, evictions));
     return u;
   };
-  ASSIGN_OR_RETURN(FillResult f, FillWith(StoreFactory(s, /*shm=*/false), std::move(probe), ctx));
-  if (ssd_bytes > 0) f.system = "store+ssd";
+  const std::string_view label = ssd_bytes > 0 ? "store+ssd" : "";
+  ASSIGN_OR_RETURN(FillResult f,
+                   FillWith(StoreFactory(s, /*shm=*/false), std::move(probe), ctx, label));
+  if (!label.empty()) f.system = std::string(label);
   return f;
 }
 
@@ -721,9 +726,9 @@ absl::Status Run(const Config& c) {
   std::vector<SystemRun> systems = MakeSystems(c, servers);
   const std::vector<Cell> cells = MakeCells(c);
   const size_t fills =
-      c.fill
-          ? (Has(c, "memcached") + Has(c, "redis") + (Has(c, "store-tcp") || Has(c, "store-shm")))
-          : 0;
+      c.fill ? (Has(c, "memcached") + Has(c, "redis") +
+                (Has(c, "store-tcp") || Has(c, "store-shm")) * (c.fill_ssd_bytes > 0 ? 2 : 1))
+             : 0;
   Progress progress(cells.size() * static_cast<size_t>(c.reps) * systems.size() + fills,
                     absl::GetFlag(FLAGS_progress_s));
   Results results;

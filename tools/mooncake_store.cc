@@ -230,12 +230,13 @@ void RunDemo(node::StoreNode& n) {
   node::DemoOptions d;
   d.master_address = n.rpc_address();
   d.host_id = n.options().host_id;
-  // Keep the demo well inside the pool: at most 1/8 of it per row.
+  // Keep the demo well inside the pool: at most 1/8 of it per row, and a row writes at
+  // least 4 values (DemoOptions::bytes_per_row).
   d.bytes_per_row =
       std::min<uint64_t>(uint64_t{32} << 20, n.options().segment_bytes * n.options().segments / 8);
   std::vector<uint64_t> sizes;
   for (uint64_t s : d.value_bytes) {
-    if (s <= n.options().max_object_bytes && s * 4 <= d.bytes_per_row * 4) sizes.push_back(s);
+    if (s <= n.options().max_object_bytes && s * 4 <= d.bytes_per_row) sizes.push_back(s);
   }
   d.value_bytes = sizes;
   auto rows = node::RunDemo(d);

@@ -1,4 +1,4 @@
-// SsdTier: a Tier on one or more files (or block devices) through io_uring,
+// SsdTier: a Tier on one or more regular files through io_uring,
 // with O_DIRECT, per-record checksums, optional compression and crash
 // recovery. The on-disk format is docs/ssd_format.md (internal/ssd_format.h).
 //
@@ -149,8 +149,15 @@ inline std::optional<Durability> ParseDurability(std::string_view name) {
 
 struct SsdTierOptions {
   // One file per path, created (preallocated) when none exists; all must
-  // exist or none.
+  // exist or none (unless start_empty). Regular files only.
   std::vector<std::string> paths;
+  // Open an empty tier without reading the files: every path that holds an SsdTier file
+  // (any state, any capacity; not held by another open tier) is replaced by a new file of
+  // capacity_bytes_per_file (required), and missing ones are created. A path holding
+  // anything else is refused (FailedPrecondition) and left as it is. For a cache whose
+  // records are worthless after a restart (the reference store's workers): no recovery
+  // scan of the old files, and a new size just works.
+  bool start_empty = false;
   // Size of each file, its header block included; a multiple of 4096 and at
   // least 64 KiB. 0 when opening existing files: taken from their headers.
   uint64_t capacity_bytes_per_file = 0;
@@ -457,6 +464,7 @@ class SsdTier {
   tier_internal::AlignedBytes zero_block_;
   std::optional<tier_internal::BootId> boot_id_;  // read at Open
   bool files_marked_ = false;                     // Open's MarkFiles completed
+  bool files_created_ = false;                    // OpenFiles made new files: nothing to scan
 
   mutable std::mutex mu_;
   tier_internal::StringMap<RecordPtr> index_;  // guarded by mu_

@@ -47,7 +47,7 @@
 //      [--zip_piece_kib=N] [--codec_threads=N] [--paired_rounds=N]
 //      [--paired_group=N] [--durability=power_loss|process_crash|no_sync]
 //      [--background_sync_ms=N] [--io_chunk_kib=N] [--rewrite=true]
-//      [--paired_write_rounds=N]
+//      [--paired_write_rounds=N] [--pause_ms=N] [--paired_control=true]
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -68,6 +68,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -112,6 +113,13 @@ struct Flags {
   // --paired_write_rounds=N: pairs of rounds of the write target with the disk's drift taken
   // out (PairedWrites).
   int paired_write_rounds = 0;
+  // Idle gap before every timed phase of --paired_write_rounds, tier and fio alike (fio's own
+  // start-up adds a few ms more before its phase).
+  int64_t pause_ms = 0;
+  // --paired_control=true: an A/A control of --paired_write_rounds. fio takes the tier's
+  // place as well (same block size, QD and region), so "tier/fio" is fio against fio: how far
+  // apart two identical writers land in this design on this disk.
+  bool paired_control = false;
 };
 
 template <typename T>
@@ -417,6 +425,10 @@ Flags ParseFlags(int argc, char** argv) {
       f.durability = *d;
     } else if (const char* v = value("paired_write_rounds")) {
       f.paired_write_rounds = std::max(1, std::atoi(v));
+    } else if (const char* v = value("paired_control")) {
+      f.paired_control = std::string_view(v) == "true" || std::string_view(v) == "1";
+    } else if (const char* v = value("pause_ms")) {
+      f.pause_ms = std::max<int64_t>(0, std::strtoll(v, nullptr, 10));
     } else if (const char* v = value("rewrite")) {
       f.rewrite = std::string_view(v) == "true" || std::string_view(v) == "1";
     } else if (const char* v = value("io_chunk_kib")) {
@@ -431,7 +443,7 @@ Flags ParseFlags(int argc, char** argv) {
                    "--qds=1,8,32 --payloads=random,bf16/raw,bf16/zip,bf16/auto --compare_rounds "
                    "--paired_rounds --paired_group --zip_piece_kib --codec_threads "
                    "--durability=power_loss|process_crash|no_sync --background_sync_ms "
-                   "--io_chunk_kib --rewrite --paired_write_rounds)\n",
+                   "--io_chunk_kib --rewrite --paired_write_rounds --pause_ms --paired_control)\n",
                    argv[i]);
       std::exit(2);
     }
@@ -729,6 +741,12 @@ void PairedWrites(const Flags& flags, const SsdTierInfo& device) {
       "the geometric mean of the pair's two ratios, then the median ratio with the tier "
       "writing first and with fio first\n",
       flags.paired_write_rounds, std::string(DurabilityName(flags.durability)).c_str());
+  if (flags.pause_ms > 0) {
+    std::printf("%lld ms idle before every timed phase\n", static_cast<long long>(flags.pause_ms));
+  }
+  if (flags.paired_control) {
+    std::printf("A/A CONTROL: fio writes in the tier's place; the \"tier\" columns are fio\n");
+  }
   std::printf("%-6s %-3s | %-6s %-6s | %-8s %-6s %-6s | %-15s | %s\n", "size", "qd", "tier", "fio",
               "tier/fio", "t1st", "f1st", "tier P50/P99 us", "load");
   const std::string path = flags.dir + "/paired_write.dat";
@@ -751,20 +769,35 @@ void PairedWrites(const Flags& flags, const SsdTierInfo& device) {
       std::vector<double> tier_gbps, fio_gbps, ratio, p50, p99;
       for (int round = 0; round <= 2 * flags.paired_write_rounds; ++round) {
         const bool fio_first = round % 2 == 1;
+        const auto pause = [&] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(flags.pause_ms));
+        };
         double f = 0;
-        if (fio_first) f = RunFio(path, "write", size, region, qd, 0).gbps;
-        const Phase t = RunQd(ops, qd, size, [&](uint64_t i, uint32_t, auto done) {
-          tier->Write(absl::StrCat("w", i), src, {},
-                      [done = std::move(done)](absl::Status s) mutable { done(s.ok()); });
-        });
-        ExpectReadsBack(*tier, absl::StrCat("w", ops - 1), src);
-        for (uint64_t i = 0; i < ops; ++i) {
-          if (!RemoveBlocking(*tier, absl::StrCat("w", i)).ok()) {
-            std::fprintf(stderr, "FATAL: remove failed\n");
-            std::exit(1);
+        if (fio_first) {
+          pause();
+          f = RunFio(path, "write", size, region, qd, 0).gbps;
+        }
+        pause();
+        Phase t;
+        if (flags.paired_control) {
+          t = RunFio(path, "write", size, region, qd, 0);
+        } else {
+          t = RunQd(ops, qd, size, [&](uint64_t i, uint32_t, auto done) {
+            tier->Write(absl::StrCat("w", i), src, {},
+                        [done = std::move(done)](absl::Status s) mutable { done(s.ok()); });
+          });
+          ExpectReadsBack(*tier, absl::StrCat("w", ops - 1), src);
+          for (uint64_t i = 0; i < ops; ++i) {
+            if (!RemoveBlocking(*tier, absl::StrCat("w", i)).ok()) {
+              std::fprintf(stderr, "FATAL: remove failed\n");
+              std::exit(1);
+            }
           }
         }
-        if (!fio_first) f = RunFio(path, "write", size, region, qd, 0).gbps;
+        if (!fio_first) {
+          pause();
+          f = RunFio(path, "write", size, region, qd, 0).gbps;
+        }
         if (round == 0) continue;  // into fresh extents
         tier_gbps.push_back(t.gbps);
         fio_gbps.push_back(f);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -871,6 +874,90 @@ TEST(SsdTierTest, BadOptionsAndForeignFiles) {
   SsdTierOptions mixed = TestOptions(a, 0);
   mixed.paths = {a, b};
   EXPECT_EQ(SsdTier::Open(mixed).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+std::string FileContents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(SsdTierTest, StartEmptyReplacesTierFilesOfAnySizeUnread) {
+  const std::string a = TempPath("empty_a"), b = TempPath("empty_b");
+  SsdTierOptions o = TestOptions(a, 2 << 20);
+  o.paths = {a, b};
+  {
+    auto t = MustOpen(o);
+    ASSERT_TRUE(WriteBlocking(*t, "old", TestObject("old", 300000)).ok());
+  }
+  // Another size, and one of the two files gone: both are (re)created, empty.
+  ASSERT_EQ(::unlink(b.c_str()), 0);
+  o.capacity_bytes_per_file = 4 << 20;
+  o.start_empty = true;
+  {
+    auto t = MustOpen(o);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->capacity_bytes(), 2 * ((4 << 20) - 4096u));
+    EXPECT_EQ(t->stats().objects, 0u);
+    EXPECT_EQ(t->stats().recovered_objects, 0u);
+    EXPECT_FALSE(t->Contains("old"));
+    ASSERT_TRUE(WriteBlocking(*t, "new", TestObject("new", 300000)).ok());
+  }
+  // A plain reopen finds what the new tier wrote, and only that.
+  o.start_empty = false;
+  o.capacity_bytes_per_file = 0;
+  auto t = MustOpen(o);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->stats().objects, 1u);
+  EXPECT_TRUE(t->Contains("new"));
+  EXPECT_FALSE(t->Contains("old"));
+}
+
+TEST(SsdTierTest, StartEmptyNeverReplacesWhatIsNotAnIdleTierFile) {
+  // Not a tier file: refused, and left as it was.
+  const std::string junk = TempPath("empty_junk");
+  {
+    std::ofstream out(junk, std::ios::binary);
+    out << "precious data, not a tier";
+  }
+  SsdTierOptions o = TestOptions(junk, 1 << 20);
+  o.start_empty = true;
+  absl::StatusOr<std::unique_ptr<SsdTier>> t = SsdTier::Open(o);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+  EXPECT_NE(t.status().message().find("not an SsdTier file"), std::string::npos) << t.status();
+  EXPECT_EQ(FileContents(junk), "precious data, not a tier");
+  // An empty file is not one either.
+  const std::string empty = TempPath("empty_zero");
+  { std::ofstream out(empty, std::ios::binary); }
+  o.paths = {empty};
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Not a regular file.
+  const std::string dir = TempPath("empty_dir");
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  o.paths = {dir};
+  t = SsdTier::Open(o);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+  EXPECT_NE(t.status().message().find("not a regular file"), std::string::npos) << t.status();
+  // A device node, with start_empty or without: refused, never written.
+  o.paths = {"/dev/null"};
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kFailedPrecondition);
+  t = SsdTier::Open(TestOptions("/dev/null", 0));
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+  EXPECT_NE(t.status().message().find("not a regular file"), std::string::npos) << t.status();
+  // A file another open tier holds: refused; that tier keeps working.
+  const std::string busy = TempPath("empty_busy");
+  auto first = MustOpen(TestOptions(busy, 1 << 20));
+  ASSERT_NE(first, nullptr);
+  ASSERT_TRUE(WriteBlocking(*first, "k", TestObject("k", 100000)).ok());
+  o.paths = {busy};
+  t = SsdTier::Open(o);
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition) << t.status();
+  std::vector<std::byte> back(100000);
+  EXPECT_TRUE(ReadBlocking(*first, "k", back).ok());
+  EXPECT_EQ(back, TestObject("k", 100000));
+  // start_empty needs the new files' size.
+  o = TestOptions(TempPath("empty_nosize"), 0);
+  o.start_empty = true;
+  EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(SsdTierTest, SeveralFilesShareTheLoad) {

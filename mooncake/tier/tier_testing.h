@@ -13,8 +13,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <future>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -88,6 +91,53 @@ TYPED_TEST_P(TierConformanceTest, ErrorsAreStatuses) {
   EXPECT_GE(tier->stats().read_misses, 1u);
 }
 
+// Completion callbacks may call back into the tier and start new operations, whatever the
+// outcome, including errors found before any I/O (a model that completes those inline while
+// holding its own lock deadlocks here).
+TYPED_TEST_P(TierConformanceTest, CallbacksMayCallBackIntoTheTier) {
+  auto tier = this->Make();
+  TypeParam& t = *tier;
+  const auto data = TestObject("re", 5000);
+  std::vector<std::byte> into(5000), small(10);
+  // Each callback looks at the tier, starts a remove of an absent key from within, and only
+  // then reports its own status.
+  auto reenter = [&t](absl::Status own, std::promise<absl::Status>& done) {
+    (void)t.stats();
+    (void)t.Contains("re");
+    (void)t.Lookup("re");
+    t.ForEach([](const ObjectInfo&) {});
+    std::promise<absl::Status> nested;
+    t.Remove("absent", [&nested](absl::Status s) { nested.set_value(s); });
+    const absl::Status n = nested.get_future().get();
+    done.set_value(absl::IsNotFound(n) ? own : n);
+  };
+  auto write = [&](std::string_view key, std::span<const std::byte> bytes) {
+    std::promise<absl::Status> p;
+    t.Write(key, bytes, {}, [&](absl::Status s) { reenter(s, p); });
+    return p.get_future().get();
+  };
+  auto read = [&](std::string_view key, std::span<std::byte> buf) {
+    std::promise<absl::Status> p;
+    t.Read(key, buf, [&](absl::StatusOr<ReadResult> r) { reenter(r.status(), p); });
+    return p.get_future().get();
+  };
+  auto remove = [&](std::string_view key) {
+    std::promise<absl::Status> p;
+    t.Remove(key, [&](absl::Status s) { reenter(s, p); });
+    return p.get_future().get();
+  };
+  EXPECT_TRUE(write("re", data).ok());
+  EXPECT_EQ(write("re", data).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(write("", data).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(write("empty", {}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(read("re", into).ok());
+  EXPECT_EQ(into, data);
+  EXPECT_EQ(read("re", small).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(read("absent", into).code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(remove("re").ok());
+  EXPECT_EQ(remove("re").code(), absl::StatusCode::kNotFound);
+}
+
 TYPED_TEST_P(TierConformanceTest, RemoveFreesSpaceForReuse) {
   auto tier = this->Make(4 << 20);
   const auto data = TestObject("big", 1 << 20);
@@ -150,8 +200,8 @@ TYPED_TEST_P(TierConformanceTest, ConcurrentWritersReadersRemovers) {
 }
 
 REGISTER_TYPED_TEST_SUITE_P(TierConformanceTest, WriteReadRoundTrip, ErrorsAreStatuses,
-                            RemoveFreesSpaceForReuse, ForEachVisitsEveryObject,
-                            ConcurrentWritersReadersRemovers);
+                            CallbacksMayCallBackIntoTheTier, RemoveFreesSpaceForReuse,
+                            ForEachVisitsEveryObject, ConcurrentWritersReadersRemovers);
 
 }  // namespace mooncake::tier
 

@@ -94,6 +94,16 @@ class StatusReporter {
         absl::StrAppend(&line, " heartbeats ok=", now.heartbeats_ok,
                         " failed=", now.heartbeats_failed);
       }
+      if (now.has_tier) {
+        absl::StrAppend(&line, " ssd=", now.tier_objects, " objects ",
+                        HumanBytes(now.tier_used_bytes), "/", HumanBytes(now.tier_capacity_bytes));
+        // Trouble only: these stay 0 on a healthy disk.
+        const uint64_t errors = now.tier_io_errors + now.tier_corrupt_records;
+        if (errors != 0) {
+          absl::StrAppend(&line, " ssd_io_errors=", now.tier_io_errors,
+                          " ssd_corrupt=", now.tier_corrupt_records);
+        }
+      }
     }
     MC_ASSERT(!prev_.has_value() || now.time_ns >= prev_->time_ns, "snapshots out of order");
     prev_ = now;

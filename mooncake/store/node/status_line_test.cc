@@ -52,6 +52,25 @@ TEST(StatusReporter, WorkerOnlyLine) {
   EXPECT_TRUE(absl::StrContains(line, "segments=1/2 mounted (64.0MiB)")) << line;
   EXPECT_TRUE(absl::StrContains(line, "heartbeats ok=7 failed=1")) << line;
   EXPECT_FALSE(absl::StrContains(line, "objects=")) << line;
+  EXPECT_FALSE(absl::StrContains(line, "ssd=")) << line;  // no tier
+}
+
+TEST(StatusReporter, TheSsdTierAndItsTroubleAreShown) {
+  StatusReporter r;
+  NodeSnapshot s{.time_ns = 1,
+                 .has_worker = true,
+                 .has_tier = true,
+                 .tier_objects = 12,
+                 .tier_used_bytes = 3u << 20,
+                 .tier_capacity_bytes = 1u << 30};
+  std::string line = r.Line(s);
+  EXPECT_TRUE(absl::StrContains(line, " ssd=12 objects 3.0MiB/1.0GiB")) << line;
+  EXPECT_FALSE(absl::StrContains(line, "ssd_io_errors")) << line;  // a healthy disk
+  s.time_ns = 2;
+  s.tier_io_errors = 2;
+  s.tier_corrupt_records = 1;
+  line = r.Line(s);
+  EXPECT_TRUE(absl::StrContains(line, " ssd_io_errors=2 ssd_corrupt=1")) << line;
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // real file) and a client over TCP. More is put than DRAM holds; evicted
 // objects go to SSD and every read returns exactly the bytes put.
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -180,6 +182,34 @@ TEST(StoreTier, BadSsdOptionsAreInvalidArgument) {
   p.ssd_bytes = 64 * kMiB;
   auto n = StoreNode::Start(p);
   EXPECT_FALSE(n.ok());
+}
+
+TEST(StoreTier, ARestartTakesANewSsdSizeAndNeverReplacesAForeignFile) {
+  StoreNodeOptions o = node_testing::TestNodeOptions(Role::kAll);
+  o.segment_bytes = 16 * kMiB;
+  o.ssd_path = TempPath("tier_resize");
+  std::remove(o.ssd_path.c_str());
+  for (uint64_t ssd_bytes : {64 * kMiB, 128 * kMiB, 64 * kMiB}) {
+    o.ssd_bytes = ssd_bytes;
+    auto n = StoreNode::Start(o);
+    ASSERT_TRUE(n.ok()) << n.status();
+    const NodeSnapshot s = (*n)->Snapshot();
+    EXPECT_TRUE(s.has_tier);
+    EXPECT_EQ(s.tier_capacity_bytes, ssd_bytes - 4096);  // less the file header block
+    EXPECT_EQ(s.tier_objects, 0u);
+    EXPECT_TRUE((*n)->Shutdown().ok());
+  }
+  // A path that holds something else: the node does not start, and the file stays.
+  o.ssd_path = TempPath("tier_foreign");
+  {
+    std::ofstream out(o.ssd_path, std::ios::binary);
+    out << "not a tier";
+  }
+  auto n = StoreNode::Start(o);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), absl::StatusCode::kFailedPrecondition) << n.status();
+  std::ifstream in(o.ssd_path, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "not a tier");
 }
 
 }  // namespace

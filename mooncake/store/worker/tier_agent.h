@@ -60,8 +60,9 @@ struct TierAgentOptions {
   // paths and capacity_bytes_per_file required. Writes and removes are acknowledged when
   // on the device and nothing is synced while the tier is open (kNoSync): the agent empties
   // the tier when its worker starts, so no record outlives the process that wrote it, and
-  // syncs would only stall the writes queued behind them.
-  tier::SsdTierOptions tier = {.durability = tier::Durability::kNoSync};
+  // syncs would only stall the writes queued behind them. For the same reason the tier
+  // starts empty (start_empty): old files are replaced unread, whatever their size.
+  tier::SsdTierOptions tier = {.start_empty = true, .durability = tier::Durability::kNoSync};
   int64_t poll_wait_ms = 500;      // TierSync long poll
   size_t max_in_flight = 64;       // tier operations at once
   int64_t rpc_timeout_ms = 2'000;  // added to poll_wait_ms for a poll

@@ -19,6 +19,7 @@
 #include "mooncake/store/rpc/inproc_channel.h"
 #include "mooncake/store/rpc/service.h"
 #include "mooncake/store/worker/worker.h"
+#include "mooncake/tier/io_faults.h"
 
 namespace mooncake::worker {
 namespace {
@@ -61,6 +62,7 @@ class TierAgentTest : public ::testing::Test {
     t.tier.capacity_bytes_per_file = 64 << 20;
     t.tier.device_read_bytes_per_s = 1e9;  // no probe
     t.tier.device_write_bytes_per_s = 1e9;
+    t.tier.faults = faults_;
     t.poll_wait_ms = 20;
     wo.tier = t;
     auto w = TestWorker::Start(wo, channel_.get());
@@ -136,6 +138,8 @@ class TierAgentTest : public ::testing::Test {
     return out;
   }
 
+  // The real SsdTier's device, failing or lying on demand (off unless a test says).
+  std::shared_ptr<tier::ScriptedFaults> faults_ = std::make_shared<tier::ScriptedFaults>();
   FakeClock clock_{1'000'000'000};
   std::unique_ptr<master::Master<>> master_;
   std::unique_ptr<master::MasterService<master::Master<>>> service_;
@@ -194,6 +198,65 @@ TEST_F(TierAgentTest, SegmentBytesThatDoNotMatchTheChecksumAreNeverStored) {
   ASSERT_TRUE(WaitFor([&] { return master_->Stats().objects == 0; }));  // the report landed
   EXPECT_EQ(worker_->tier_agent()->tier_stats().objects, 0u);
   EXPECT_EQ(Get("k"), "");  // dropped as without a tier, never a wrong copy
+}
+
+// The device lies on the way back: the record fails its checksum, the LOAD
+// fails with DataLoss, the master forgets the copy, and the object (which had
+// nothing else) is gone: never a wrong byte.
+TEST_F(TierAgentTest, ACorruptRecordIsNeverLoaded) {
+  ASSERT_NE(Put("k", Value(6)), 0u);
+  ASSERT_NE(Put("other", Value(7)), 0u);
+  master_->EvictBytes(2 * kObject);
+  ASSERT_TRUE(WaitFor([&] { return master_->Stats().ssd_objects == 2; }));
+  std::memset(SegmentBytes(0), 0x5a, kSegment);
+  faults_->corrupt_reads = true;
+  EXPECT_EQ(Get("k"), "");
+  EXPECT_EQ(worker_->tier_agent()->stats().load_failures, 1u);
+  EXPECT_EQ(worker_->tier_agent()->tier_stats().corrupt_records, 1u);
+  EXPECT_EQ(master_->Stats().ssd_objects, 1);
+  // The other record is intact once the device stops lying.
+  faults_->corrupt_reads = false;
+  EXPECT_EQ(Get("other"), Value(7));
+}
+
+// A read error is not a verdict on the record: the LOAD fails, the copy stays,
+// and the next read loads it.
+TEST_F(TierAgentTest, AReadErrorKeepsTheCopyForTheNextRead) {
+  ASSERT_NE(Put("k", Value(8)), 0u);
+  master_->EvictBytes(kObject);
+  ASSERT_TRUE(WaitFor([&] { return master_->Stats().ssd_objects == 1; }));
+  std::memset(SegmentBytes(0), 0x5a, kSegment);
+  faults_->fail_reads_after = 0;
+  proto::GetReplicasRequest req;
+  req.set_key("k");
+  auto r = master_->GetReplicas(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->loading());
+  ASSERT_TRUE(WaitFor([&] { return worker_->tier_agent()->stats().load_failures == 1; }));
+  faults_->fail_reads_after = -1;
+  EXPECT_EQ(master_->Stats().ssd_objects, 1);
+  EXPECT_EQ(Get("k"), Value(8));
+  EXPECT_EQ(worker_->tier_agent()->stats().loads, 1u);
+}
+
+// A write error: the OFFLOAD fails, nothing is acknowledged or stored, the
+// object is evicted as it would be without a tier, and the tier keeps working.
+TEST_F(TierAgentTest, AWriteErrorStoresNothingAndTheTierKeepsWorking) {
+  ASSERT_NE(Put("k", Value(9)), 0u);
+  faults_->fail_writes_after = 0;
+  master_->EvictBytes(kObject);
+  ASSERT_TRUE(WaitFor([&] { return worker_->tier_agent()->stats().offload_failures == 1; }));
+  ASSERT_TRUE(WaitFor([&] { return master_->Stats().objects == 0; }));  // the report landed
+  EXPECT_EQ(worker_->tier_agent()->tier_stats().objects, 0u);
+  EXPECT_GE(worker_->tier_agent()->tier_stats().io_errors, 1u);
+  EXPECT_EQ(master_->Stats().ssd_objects, 0);
+  EXPECT_EQ(Get("k"), "");
+  faults_->fail_writes_after = -1;
+  ASSERT_NE(Put("k2", Value(10)), 0u);
+  master_->EvictBytes(kObject);
+  ASSERT_TRUE(WaitFor([&] { return master_->Stats().ssd_objects == 1; }));
+  std::memset(SegmentBytes(0), 0x5a, kSegment);
+  EXPECT_EQ(Get("k2"), Value(10));
 }
 
 TEST_F(TierAgentTest, RemoveDeletesTheRecord) {

@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -152,6 +153,52 @@ inline absl::StatusOr<OpenFile> CreateFile(const std::string& path, const FileHe
   return f;
 }
 
+// Checks that `path`, which exists, may be replaced by a new SsdTier file:
+// a regular file that starts with the file magic (an SsdTier file, whatever its
+// state) and that no open tier holds (flock). Returns its descriptor, still
+// locked, for the caller to close once the replacement is in place; anything
+// else is refused, so a mistyped path never destroys a file that is not ours.
+inline absl::StatusOr<int> LockReplaceable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return ErrnoStatus(errno, absl::StrCat("stat ", path).c_str());
+  if (!S_ISREG(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " is not a regular file; an SsdTier keeps its records in regular files"));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path).c_str());
+  char magic[sizeof(kFileMagic)] = {};
+  ssize_t n = 0;
+  do {
+    n = ::pread(fd, magic, sizeof(magic), 0);
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(sizeof(magic)) ||
+      std::memcmp(magic, kFileMagic, sizeof(magic)) != 0) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        path,
+        " exists and is not an SsdTier file; refusing to replace it (remove it or name "
+        "another path)"));
+  }
+  // As in OpenLocked: a tier killed a moment ago may hold the lock for a while longer.
+  int rc = ::flock(fd, LOCK_EX | LOCK_NB);
+  for (int tries = 0; rc != 0 && errno == EWOULDBLOCK && tries < 200; ++tries) {
+    ::usleep(5000);
+    rc = ::flock(fd, LOCK_EX | LOCK_NB);
+  }
+  if (rc != 0) {
+    const int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " is in use by another SsdTier (flock); give each tier its own files"));
+    }
+    return ErrnoStatus(err, "flock");
+  }
+  return fd;
+}
+
 // Writes `header` over block 0 and syncs it. The 64 header bytes lie in the
 // block's first sector, which the device writes whole.
 inline absl::Status RewriteFileHeader(int fd, const FileHeader& header) {
@@ -198,8 +245,11 @@ inline absl::StatusOr<OpenFile> OpenExisting(const std::string& path, bool allow
       s.ok() ? DecodeFileHeader(std::span<const std::byte>(block.get(), kBlockBytes))
              : absl::StatusOr<FileHeader>(s);
   struct stat st {};
-  if (h.ok() &&
-      (::fstat(f->fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < h->capacity_bytes)) {
+  const bool stat_ok = ::fstat(f->fd, &st) == 0;
+  if (stat_ok && !S_ISREG(st.st_mode)) {
+    h = absl::FailedPreconditionError(
+        "not a regular file; an SsdTier keeps its records in regular files");
+  } else if (h.ok() && (!stat_ok || static_cast<uint64_t>(st.st_size) < h->capacity_bytes)) {
     h = absl::DataLossError(absl::StrCat(path, " is shorter than its header's capacity"));
   }
   if (!h.ok()) {

@@ -159,6 +159,25 @@ inline absl::Status SsdTier::OpenFiles() {
   const size_t n = options_.paths.size();
   size_t existing = 0;
   for (const std::string& path : options_.paths) existing += ::access(path.c_str(), F_OK) == 0;
+  // start_empty: the old files stay locked until their replacements are in place.
+  struct Locked {
+    std::vector<int> fds;
+    ~Locked() {
+      for (int fd : fds) ::close(fd);
+    }
+  } replaced;
+  if (options_.start_empty) {
+    if (options_.capacity_bytes_per_file == 0) {
+      return absl::InvalidArgumentError(
+          "SsdTierOptions.start_empty needs capacity_bytes_per_file (the new files' size)");
+    }
+    for (const std::string& path : options_.paths) {
+      if (::access(path.c_str(), F_OK) != 0) continue;
+      ASSIGN_OR_RETURN(int fd, tier_internal::LockReplaceable(path));
+      replaced.fds.push_back(fd);
+    }
+    existing = 0;
+  }
   if (existing != 0 && existing != n) {
     return absl::FailedPreconditionError(absl::StrCat(
         "SsdTier: ", existing, " of ", n,
@@ -201,6 +220,7 @@ inline absl::Status SsdTier::OpenFiles() {
     fds_.push_back(f->fd);
     capacity_bytes_ += h.capacity_bytes - tier_internal::kBlockBytes;
   }
+  files_created_ = existing == 0;
   return absl::OkStatus();
 }
 
@@ -216,7 +236,8 @@ inline absl::Status SsdTier::Recover() {
   }
   std::vector<tier_internal::ScannedRecord> all;
   uint64_t corrupt = 0;
-  for (uint32_t i = 0; i < files_.size(); ++i) {
+  // New files hold no record (a fresh inode, preallocated): no need to read them.
+  for (uint32_t i = 0; i < files_.size() && !files_created_; ++i) {
     tier_internal::FileScanner scanner(files_[i].open.fd, files_[i].open.header.capacity_bytes);
     RETURN_IF_ERROR(scanner.Scan(i, all, corrupt));
   }

@@ -135,14 +135,19 @@ inline void SsdTier::Write(std::string_view key, std::span<const std::byte> byte
                      capacity_bytes_)));
   }
   uint64_t sequence = 0;
+  bool exists = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (index_.contains(key) || writing_.contains(key)) {
-      return done(absl::AlreadyExistsError(
-          absl::StrCat("key '", AbslView(key), "' is already stored; remove it first")));
+    exists = index_.contains(key) || writing_.contains(key);
+    if (!exists) {
+      writing_.emplace(key);
+      sequence = next_sequence_++;
     }
-    writing_.emplace(key);
-    sequence = next_sequence_++;
+  }
+  // Callbacks never run under mu_: they may call back into the tier.
+  if (exists) {
+    return done(absl::AlreadyExistsError(
+        absl::StrCat("key '", AbslView(key), "' is already stored; remove it first")));
   }
   BeginOp();
   Op* op = new Op;
@@ -297,24 +302,36 @@ inline void SsdTier::Remove(std::string_view key, WriteDone done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(key);
-    if (it == index_.end()) {
-      return done(
-          absl::NotFoundError(absl::StrCat("key '", AbslView(key), "' is not in the SSD tier")));
+    if (it != index_.end()) {
+      rec = std::move(it->second);
+      index_.erase(it);
     }
-    rec = std::move(it->second);
-    index_.erase(it);
+  }
+  // Callbacks never run under mu_: they may call back into the tier.
+  if (!rec) {
+    return done(
+        absl::NotFoundError(absl::StrCat("key '", AbslView(key), "' is not in the SSD tier")));
   }
   BeginOp();
   Op* op = new Op;
   op->type = OpType::kRemove;
   op->lane = PickLane();
-  op->record = rec;
+  // The op holds the only reference: the extent is free the moment FinishRemove drops it,
+  // which may happen on a reaper before this function returns.
+  op->record = std::move(rec);
   op->write_done = std::move(done);
   op->ios.resize(1);
   op->pending = 1;
-  op->ios[0] = Io{op,       rec->file,         0,
-                  op->lane, zero_block_.get(), static_cast<uint32_t>(tier_internal::kBlockBytes),
-                  0,        rec->DiskOffset(), false};
+  const Record& r = *op->record;
+  op->ios[0] = Io{op,
+                  r.file,
+                  0,
+                  op->lane,
+                  zero_block_.get(),
+                  static_cast<uint32_t>(tier_internal::kBlockBytes),
+                  0,
+                  r.DiskOffset(),
+                  false};
   SubmitIos(op, 0, 1, /*is_write=*/true);
 }
 

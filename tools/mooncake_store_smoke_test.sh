@@ -75,7 +75,7 @@ hits=$(sed -n 's/^mooncake_master_gets_total{result="hit"} //p' <<<"$m")
 [[ ${committed:-0} -gt 0 && ${hits:-0} -ge $committed ]] ||
   fail "demo puts/gets not in metrics (committed=$committed hits=$hits)"
 for family in mooncake_master_capacity_bytes mooncake_master_worker_used_bytes \
-              mooncake_master_segment_fragmentation 'mooncake_rpc_server_latency_seconds{method="PutStart",quantile="0.99"}' \
+              mooncake_master_segment_fragmentation 'mooncake_rpc_server_latency_seconds_bucket{method="PutStart",le="0.001"}' \
               mooncake_worker_segments_mounted mooncake_node_healthy 'mooncake_node_info{role="all"'; do
   grep -qF "$family" <<<"$m" || fail "/metrics lacks $family"
 done

@@ -111,6 +111,18 @@ class LatencyHistogram {
     return Max();  // only reachable while racing writers
   }
 
+  // Observations in the buckets that lie wholly at or below `bound`: the count of values
+  // <= bound, less at most the one bucket that straddles it (values within the relative
+  // error of `bound`). Exact below 128.
+  uint64_t CountAtOrBelow(uint64_t bound) const {
+    uint64_t n = 0;
+    for (size_t i = 0; i < kBucketCount; ++i) {
+      if (BucketLowerBound(i) + (BucketWidth(i) - 1) > bound) break;
+      n += buckets_[i].load(std::memory_order_relaxed);
+    }
+    return n;
+  }
+
   uint64_t P50() const { return Quantile(0.50); }
   uint64_t P90() const { return Quantile(0.90); }
   uint64_t P99() const { return Quantile(0.99); }

@@ -14,11 +14,14 @@
 // (InvalidArgument): a bad metric or label name, a name reused with another
 // type, or a label-name set that differs from the family's.
 //
-// Histograms are rendered as Prometheus summaries: quantiles 0.5, 0.9, 0.99,
-// 0.999 plus _sum and _count, each divided by the family's `divisor` (record
-// nanoseconds, pass divisor 1e9, name the family *_seconds). A summary keeps
-// the exposition small (the log-linear histogram has 3776 buckets) and its
-// quantiles carry the histogram's relative error (<= 0.79%).
+// Histograms are rendered as Prometheus histograms: cumulative _bucket{le="B"}
+// series for the family's bounds (by default kLatencyBoundsSeconds, 10 us to
+// 10 s) and +Inf, then _sum and _count; values are divided by the family's
+// `divisor` (record nanoseconds, pass divisor 1e9, name the family *_seconds).
+// So a scraper can compute recent quantiles (histogram_quantile over rate())
+// and add series up across processes. The log-linear histogram underneath has
+// 3776 buckets; a bound's count leaves out only the one fine bucket that
+// straddles it (values within 0.79% of the bound).
 //
 // Output is deterministic: families sorted by name, series by label values.
 //
@@ -33,6 +36,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -135,7 +139,12 @@ inline std::string FormatValue(double v) {
 
 class MetricsRegistry {
  public:
-  enum class Type { kCounter, kGauge, kSummary };
+  enum class Type { kCounter, kGauge, kHistogram };
+
+  // Default histogram bounds, in the rendered unit (seconds for a divisor of 1e9).
+  static constexpr double kLatencyBoundsSeconds[] = {
+      0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+      0.025,   0.05,     0.1,     0.25,   0.5,     1,      2.5,   5,      10};
 
   MetricsRegistry() = default;
   MetricsRegistry(const MetricsRegistry&) = delete;
@@ -151,14 +160,26 @@ class MetricsRegistry {
     return GetSeries<Gauge>(name, help, labels, Type::kGauge, 1.0);
   }
 
-  // `divisor` divides every rendered quantile and the sum (e.g. 1e9 to render
-  // nanoseconds as seconds). The first registration fixes it.
-  // REQUIRES: divisor > 0.
+  // `divisor` divides the rendered bounds' values and the sum (e.g. 1e9 to render
+  // nanoseconds as seconds); `bounds` are the buckets' upper bounds in the rendered unit,
+  // strictly increasing and positive (empty: kLatencyBoundsSeconds). The first
+  // registration fixes both. REQUIRES: divisor > 0.
   absl::StatusOr<LatencyHistogram*> GetHistogram(std::string_view name, std::string_view help,
                                                  const MetricLabels& labels = {},
-                                                 double divisor = 1.0) {
+                                                 double divisor = 1.0,
+                                                 std::vector<double> bounds = {}) {
     MC_ASSERT(divisor > 0, "histogram divisor must be positive");
-    return GetSeries<LatencyHistogram>(name, help, labels, Type::kSummary, divisor);
+    if (bounds.empty()) {
+      bounds.assign(std::begin(kLatencyBoundsSeconds), std::end(kLatencyBoundsSeconds));
+    }
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      if (!(bounds[i] > 0) || !std::isfinite(bounds[i]) || (i > 0 && bounds[i] <= bounds[i - 1])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "histogram ", AbslView(name), ": bounds must be finite, positive and increasing"));
+      }
+    }
+    return GetSeries<LatencyHistogram>(name, help, labels, Type::kHistogram, divisor,
+                                       std::move(bounds));
   }
 
   std::string RenderPrometheus() const {
@@ -187,7 +208,8 @@ class MetricsRegistry {
     std::string help;
     Type type;
     double divisor;
-    std::vector<std::string> label_names;               // sorted
+    std::vector<double> bounds;            // histograms: the le bounds, in the rendered unit
+    std::vector<std::string> label_names;  // sorted
     std::map<std::vector<std::string>, Series> series;  // key: label values
   };
 
@@ -197,15 +219,16 @@ class MetricsRegistry {
         return "counter";
       case Type::kGauge:
         return "gauge";
-      case Type::kSummary:
-        return "summary";
+      case Type::kHistogram:
+        return "histogram";
     }
     return "untyped";
   }
 
   template <typename M>
   absl::StatusOr<M*> GetSeries(std::string_view name, std::string_view help,
-                               const MetricLabels& labels, Type type, double divisor) {
+                               const MetricLabels& labels, Type type, double divisor,
+                               std::vector<double> bounds = {}) {
     if (!base_internal::IsValidMetricName(name)) {
       return absl::InvalidArgumentError(absl::StrCat("invalid metric name \"", AbslView(name),
                                                      "\": use [a-zA-Z_:][a-zA-Z0-9_:]*"));
@@ -216,7 +239,7 @@ class MetricsRegistry {
     std::vector<std::string> values;
     for (size_t i = 0; i < sorted.size(); ++i) {
       const std::string& label = sorted[i].first;
-      if (!base_internal::IsValidLabelName(label) || label == "quantile") {
+      if (!base_internal::IsValidLabelName(label) || label == "le" || label == "quantile") {
         return absl::InvalidArgumentError(
             absl::StrCat("invalid label name \"", label, "\" on metric ", AbslView(name)));
       }
@@ -235,6 +258,7 @@ class MetricsRegistry {
       family.help = std::string(help);
       family.type = type;
       family.divisor = divisor;
+      family.bounds = std::move(bounds);
       family.label_names = names;
     } else if (family.type != type) {
       return absl::InvalidArgumentError(absl::StrCat("metric ", AbslView(name), " is already a ",
@@ -277,16 +301,24 @@ class MetricsRegistry {
       absl::StrAppend(out, name, LabelText(series.labels), " ", FormatValue((*g)->Value()), "\n");
     } else {
       const LatencyHistogram& h = *std::get<std::unique_ptr<LatencyHistogram>>(series.metric);
-      static constexpr std::pair<double, const char*> kQuantiles[] = {
-          {0.5, "0.5"}, {0.9, "0.9"}, {0.99, "0.99"}, {0.999, "0.999"}};
-      for (const auto& [q, text] : kQuantiles) {
-        const double v = static_cast<double>(h.Quantile(q)) / family.divisor;
-        absl::StrAppend(out, name, LabelText(series.labels, "quantile", text), " ", FormatValue(v),
-                        "\n");
+      // Writers update a bucket before the count: read the count first and keep every
+      // cumulative figure monotonic, so a scrape racing writers stays well-formed.
+      uint64_t total = h.Count();
+      uint64_t cumulative = 0;
+      for (double bound : family.bounds) {
+        const double raw = std::floor(bound * family.divisor);
+        const uint64_t at = raw >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(raw);
+        cumulative = std::max(cumulative, h.CountAtOrBelow(at));
+        const std::string le = absl::StrCat(bound);  // %g, as Go's clients write le
+        absl::StrAppend(out, name, "_bucket", LabelText(series.labels, "le", le.c_str()), " ",
+                        cumulative, "\n");
       }
+      total = std::max(total, cumulative);
+      absl::StrAppend(out, name, "_bucket", LabelText(series.labels, "le", "+Inf"), " ", total,
+                      "\n");
       absl::StrAppend(out, name, "_sum", LabelText(series.labels), " ",
                       FormatValue(static_cast<double>(h.Sum()) / family.divisor), "\n");
-      absl::StrAppend(out, name, "_count", LabelText(series.labels), " ", h.Count(), "\n");
+      absl::StrAppend(out, name, "_count", LabelText(series.labels), " ", total, "\n");
     }
   }
 

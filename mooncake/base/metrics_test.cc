@@ -13,9 +13,10 @@ TEST(MetricsTest, RendersGoldenText) {
   Counter* puts_a = r.GetCounter("mooncake_puts_total", "Objects put.", {{"tenant", "a"}}).value();
   Counter* puts_b = r.GetCounter("mooncake_puts_total", "Objects put.", {{"tenant", "b"}}).value();
   Gauge* used = r.GetGauge("mooncake_bytes_used", "Bytes in use.\nPer segment \\ total.").value();
-  LatencyHistogram* lat = r.GetHistogram("mooncake_get_latency_seconds", "Get latency.",
-                                         {{"op", "get"}, {"path", "shm"}}, 1e9)
-                              .value();
+  LatencyHistogram* lat =
+      r.GetHistogram("mooncake_get_latency_seconds", "Get latency.",
+                     {{"op", "get"}, {"path", "shm"}}, 1e9, {0.00001, 0.00005, 0.0001, 0.001})
+          .value();
   puts_a->Increment(3);
   puts_b->Increment();
   used->Set(1.5);
@@ -26,14 +27,15 @@ TEST(MetricsTest, RendersGoldenText) {
       "# TYPE mooncake_bytes_used gauge\n"
       "mooncake_bytes_used 1.5\n"
       "# HELP mooncake_get_latency_seconds Get latency.\n"
-      "# TYPE mooncake_get_latency_seconds summary\n"
-      // Each quantile is its bucket's midpoint: 50000 ns lies in [49664, 50176)
-      // (width 512), 90000 and 99000 in width-1024 buckets starting at 89088
-      // and 98304, rank 100 (100000 ns) in [99328, 100352).
-      "mooncake_get_latency_seconds{op=\"get\",path=\"shm\",quantile=\"0.5\"} 4.9919e-05\n"
-      "mooncake_get_latency_seconds{op=\"get\",path=\"shm\",quantile=\"0.9\"} 8.9599e-05\n"
-      "mooncake_get_latency_seconds{op=\"get\",path=\"shm\",quantile=\"0.99\"} 9.8815e-05\n"
-      "mooncake_get_latency_seconds{op=\"get\",path=\"shm\",quantile=\"0.999\"} 9.9839e-05\n"
+      "# TYPE mooncake_get_latency_seconds histogram\n"
+      // A bound counts the fine buckets wholly at or below it: 10000 ns lies in
+      // [9984, 10112), 50000 in [49664, 50176), 100000 in [99328, 100352), so each
+      // bound leaves out the one value that sits exactly on it.
+      "mooncake_get_latency_seconds_bucket{op=\"get\",path=\"shm\",le=\"1e-05\"} 9\n"
+      "mooncake_get_latency_seconds_bucket{op=\"get\",path=\"shm\",le=\"5e-05\"} 49\n"
+      "mooncake_get_latency_seconds_bucket{op=\"get\",path=\"shm\",le=\"0.0001\"} 99\n"
+      "mooncake_get_latency_seconds_bucket{op=\"get\",path=\"shm\",le=\"0.001\"} 100\n"
+      "mooncake_get_latency_seconds_bucket{op=\"get\",path=\"shm\",le=\"+Inf\"} 100\n"
       "mooncake_get_latency_seconds_sum{op=\"get\",path=\"shm\"} 0.00505\n"
       "mooncake_get_latency_seconds_count{op=\"get\",path=\"shm\"} 100\n"
       "# HELP mooncake_puts_total Objects put.\n"
@@ -41,6 +43,27 @@ TEST(MetricsTest, RendersGoldenText) {
       "mooncake_puts_total{tenant=\"a\"} 3\n"
       "mooncake_puts_total{tenant=\"b\"} 1\n";
   EXPECT_EQ(r.RenderPrometheus(), expected);
+}
+
+TEST(MetricsTest, HistogramsDefaultToLatencyBoundsAndStayCumulative) {
+  MetricsRegistry r;
+  LatencyHistogram* h = r.GetHistogram("rpc_latency_seconds", "h", {}, 1e9).value();
+  h->Record(3'000);           // 3 us: below every bound
+  h->Record(2'000'000);       // 2 ms
+  h->Record(20'000'000'000);  // 20 s: only +Inf
+  const std::string text = r.RenderPrometheus();
+  EXPECT_NE(text.find("rpc_latency_seconds_bucket{le=\"1e-05\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rpc_latency_seconds_bucket{le=\"0.001\"} 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rpc_latency_seconds_bucket{le=\"0.0025\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rpc_latency_seconds_bucket{le=\"10\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rpc_latency_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("rpc_latency_seconds_count 3\n"), std::string::npos) << text;
+  size_t buckets = 0;
+  for (size_t at = text.find("_bucket{"); at != std::string::npos;
+       at = text.find("_bucket{", at + 1)) {
+    ++buckets;
+  }
+  EXPECT_EQ(buckets, std::size(MetricsRegistry::kLatencyBoundsSeconds) + 1);
 }
 
 TEST(MetricsTest, SameSeriesReturnsSamePointerWhateverTheLabelOrder) {
@@ -68,6 +91,12 @@ TEST(MetricsTest, RejectsBadNamesAndMismatches) {
   EXPECT_EQ(r.GetCounter("ok", "h", {{"a", "1"}, {"a", "2"}}).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(r.GetHistogram("h_seconds", "h", {{"quantile", "1"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.GetHistogram("h_seconds", "h", {{"le", "1"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.GetHistogram("h_seconds", "h", {}, 1e9, {0.1, 0.1}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.GetHistogram("h_seconds", "h", {}, 1e9, {0.0, 1}).status().code(),
             absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(r.GetCounter("m", "h", {{"a", "1"}}).ok());
   EXPECT_EQ(r.GetGauge("m", "h").status().code(), absl::StatusCode::kInvalidArgument);

@@ -97,9 +97,12 @@ TEST(StoreNode, AllRoleServesClientsMetricsAndHealth) {
   EXPECT_EQ(Series(m->body, "mooncake_node_healthy"), 1);
   EXPECT_EQ(Series(m->body, "mooncake_node_info{role=\"all\",version=\"0.1.0\"}"), 1);
   EXPECT_EQ(Series(m->body, "mooncake_rpc_server_calls_total{method=\"PutStart\"}"), 2);
-  EXPECT_GT(
-      Series(m->body, "mooncake_rpc_server_latency_seconds{method=\"PutStart\",quantile=\"0.99\"}"),
-      0);
+  // A Prometheus histogram: both PutStarts took under 10 s, and _count says 2.
+  EXPECT_EQ(
+      Series(m->body, "mooncake_rpc_server_latency_seconds_bucket{method=\"PutStart\",le=\"10\"}"),
+      2);
+  EXPECT_EQ(Series(m->body, "mooncake_rpc_server_latency_seconds_count{method=\"PutStart\"}"), 2);
+  EXPECT_GT(Series(m->body, "mooncake_rpc_server_latency_seconds_sum{method=\"PutStart\"}"), 0);
   EXPECT_EQ(Series(m->body, "mooncake_rpc_client_calls_total{method=\"MountSegment\"}"), 1);
   EXPECT_GT(Series(m->body, "mooncake_master_worker_used_bytes{worker=\"" +
                                 node.worker()->worker_id() + "\"}"),

@@ -159,22 +159,31 @@ inline absl::Status SsdTier::OpenFiles() {
   const size_t n = options_.paths.size();
   size_t existing = 0;
   for (const std::string& path : options_.paths) existing += ::access(path.c_str(), F_OK) == 0;
-  // start_empty: the old files stay locked until their replacements are in place.
-  struct Locked {
-    std::vector<int> fds;
-    ~Locked() {
-      for (int fd : fds) ::close(fd);
-    }
-  } replaced;
   if (options_.start_empty) {
     if (options_.capacity_bytes_per_file == 0) {
       return absl::InvalidArgumentError(
           "SsdTierOptions.start_empty needs capacity_bytes_per_file (the new files' size)");
     }
+    // Every old file is checked and locked before any is touched; then all are unlinked
+    // and closed, so their space is free before the new files claim theirs. (The close is
+    // where the filesystem frees the extents: ~0.6 s per written GiB on the ext4 here,
+    // mounted with discard. Freeing them in the background gains nothing there: the new
+    // files' fallocate waits for it.)
+    struct Locked {
+      std::vector<std::pair<const std::string*, int>> files;
+      ~Locked() {
+        for (const auto& [path, fd] : files) ::close(fd);
+      }
+    } old;
     for (const std::string& path : options_.paths) {
       if (::access(path.c_str(), F_OK) != 0) continue;
       ASSIGN_OR_RETURN(int fd, tier_internal::LockReplaceable(path));
-      replaced.fds.push_back(fd);
+      old.files.emplace_back(&path, fd);
+    }
+    for (const auto& [path, fd] : old.files) {
+      if (::unlink(path->c_str()) != 0 && errno != ENOENT) {
+        return tier_internal::ErrnoStatus(errno, absl::StrCat("unlink ", *path).c_str());
+      }
     }
     existing = 0;
   }

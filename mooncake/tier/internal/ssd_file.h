@@ -156,8 +156,8 @@ inline absl::StatusOr<OpenFile> CreateFile(const std::string& path, const FileHe
 // Checks that `path`, which exists, may be replaced by a new SsdTier file:
 // a regular file that starts with the file magic (an SsdTier file, whatever its
 // state) and that no open tier holds (flock). Returns its descriptor, still
-// locked, for the caller to close once the replacement is in place; anything
-// else is refused, so a mistyped path never destroys a file that is not ours.
+// locked, for the caller to unlink the path and then close it; anything else
+// is refused, so a mistyped path never destroys a file that is not ours.
 inline absl::StatusOr<int> LockReplaceable(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)

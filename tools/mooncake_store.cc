@@ -55,6 +55,9 @@ ABSL_FLAG(std::string, ssd_path, "",
           "the worker's SSD tier: a file (created, or emptied, at start) that evicted objects "
           "are written back to; empty: none");
 ABSL_FLAG(std::string, ssd_bytes, "", "size of the --ssd_path file (suffixes K, M, G, T)");
+ABSL_FLAG(std::string, ssd_offload_min_bytes, "0",
+          "write-back policy (roles all, master): evicted objects smaller than this are dropped "
+          "instead of written to a worker's SSD tier (suffixes K, M, G, T; 0 = write back all)");
 ABSL_FLAG(bool, demo, true,
           "role all: run a short workload against itself and print its figures, then serve");
 ABSL_FLAG(absl::Duration, status_interval, absl::Seconds(10),
@@ -171,6 +174,10 @@ node::StoreNodeOptions OptionsFromFlags() {
     check(b.status());
     o.ssd_bytes = *b;
   }
+  auto min_offload =
+      node::ParseByteSize("ssd_offload_min_bytes", absl::GetFlag(FLAGS_ssd_offload_min_bytes));
+  check(min_offload.status());
+  o.ssd_offload_min_bytes = *min_offload;
   if (absl::GetFlag(FLAGS_status_interval) < absl::ZeroDuration()) {
     BadFlags("--status_interval must be >= 0");
   }

@@ -209,6 +209,27 @@ TEST_F(MasterTierTest, AFailedOffloadEvictsAsWithoutATier) {
   EXPECT_EQ(master_->Tiers()[0].reserved_bytes, 0u);
 }
 
+TEST_F(MasterTierTest, ObjectsBelowTheOffloadMinimumAreDroppedNotWrittenBack) {
+  MasterOptions o;
+  o.tier.offload_min_bytes = kObject + 1;
+  Make(o);
+  Sync({});
+  Put("k");
+  EXPECT_EQ(master_->EvictBytes(kObject).freed_bytes, kObject);  // at once, as without a tier
+  EXPECT_TRUE(Sync({}).empty());                                 // no OFFLOAD
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k")).status()));
+  EXPECT_EQ(master_->Stats().ssd_objects, 0);
+  // At the minimum itself, the object is written back.
+  o.tier.offload_min_bytes = kObject;
+  Make(o);
+  Sync({});
+  Put("k");
+  master_->EvictBytes(kObject);
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD);
+}
+
 TEST_F(MasterTierTest, RemoveDropsTheSsdCopy) {
   Sync({});
   const uint64_t v = PutOnSsdOnly("k");

@@ -58,6 +58,10 @@ struct TierOptions {
   // 4 KiB header block, payload padded to 4 KiB; docs/ssd_format.md).
   uint64_t record_overhead_bytes = 4096;
   uint64_t block_bytes = 4096;  // a power of two
+  // Write-back policy: an evicted object smaller than this is dropped, as without a tier,
+  // instead of written back (a record costs a 4 KiB header and a device round trip, which
+  // small objects may not earn back). 0: every evicted object that fits is written back.
+  uint64_t offload_min_bytes = 0;
 };
 
 // One task, with what the master needs when it ends.

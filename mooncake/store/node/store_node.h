@@ -237,6 +237,7 @@ class StoreNode {
     mo.high_watermark = options_.high_watermark;
     mo.low_watermark = options_.low_watermark;
     mo.tenants = options_.tenants;
+    mo.tier.offload_min_bytes = options_.ssd_offload_min_bytes;
     mo.membership.heartbeat_interval_ms = options_.heartbeat_interval_ms;
     mo.membership.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
     auto m = MasterT::Create(mo, &MonotonicClock::Get(), &metrics_);

@@ -68,6 +68,8 @@ struct StoreNodeOptions {
   // emptied) at start; evicted objects are written back to it. "" = none.
   std::string ssd_path;
   uint64_t ssd_bytes = 0;  // the file's size; required with ssd_path
+  // Evicted objects smaller than this are dropped instead of written back (0: none).
+  uint64_t ssd_offload_min_bytes = 0;
   // Master timing (not flags: the defaults suit a real deployment).
   int64_t tick_interval_ms = 100;
   int64_t heartbeat_interval_ms = 1'000;

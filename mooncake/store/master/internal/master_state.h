@@ -387,6 +387,7 @@ struct MasterState {
   // complete replica's worker, if it has a tier the object can fit in.
   const std::string* OffloadSource(const ObjectMeta& m, int64_t now) {
     if (m.ssd != master::SsdState::kNone || m.Expired(now)) return nullptr;
+    if (m.size_bytes < options.tier.offload_min_bytes) return nullptr;  // the policy drops it
     const uint64_t charge = tiers.ChargeFor(m.size_bytes);
     for (const Replica& rep : m.replicas) {
       if (rep.state == master::ReplicaState::kComplete && tiers.CouldHold(rep.worker_id, charge)) {

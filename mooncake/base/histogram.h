@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 
 #include "mooncake/base/assert.h"
 
@@ -111,16 +112,20 @@ class LatencyHistogram {
     return Max();  // only reachable while racing writers
   }
 
-  // Observations in the buckets that lie wholly at or below `bound`: the count of values
-  // <= bound, less at most the one bucket that straddles it (values within the relative
-  // error of `bound`). Exact below 128.
-  uint64_t CountAtOrBelow(uint64_t bound) const {
+  // Cumulative counts, in one pass: out[k] = observations in the buckets that lie wholly
+  // at or below bounds[k], i.e. the values <= bounds[k] less at most the one bucket that
+  // straddles it (values within the relative error of the bound; exact below 128).
+  // REQUIRES: bounds increasing; out.size() == bounds.size().
+  void CountsAtOrBelow(std::span<const uint64_t> bounds, std::span<uint64_t> out) const {
+    MC_ASSERT(out.size() == bounds.size(), "one count per bound");
+    size_t k = 0;
     uint64_t n = 0;
-    for (size_t i = 0; i < kBucketCount; ++i) {
-      if (BucketLowerBound(i) + (BucketWidth(i) - 1) > bound) break;
+    for (size_t i = 0; i < kBucketCount && k < bounds.size(); ++i) {
+      const uint64_t top = BucketLowerBound(i) + (BucketWidth(i) - 1);
+      while (k < bounds.size() && top > bounds[k]) out[k++] = n;
       n += buckets_[i].load(std::memory_order_relaxed);
     }
-    return n;
+    while (k < bounds.size()) out[k++] = n;
   }
 
   uint64_t P50() const { return Quantile(0.50); }

@@ -129,6 +129,16 @@ TEST(HistogramTest, ResetEmpties) {
   EXPECT_EQ(h.P99(), 0u);
 }
 
+TEST(HistogramTest, CumulativeCountsLeaveOutOnlyTheStraddlingBucket) {
+  H h;
+  for (uint64_t v = 1; v <= 200; ++v) h.Record(v);
+  const std::vector<uint64_t> bounds = {0, 127, 150, 1000, UINT64_MAX};
+  std::vector<uint64_t> out(bounds.size());
+  h.CountsAtOrBelow(bounds, out);
+  // Exact below 128; 150 shares the width-2 bucket [150, 151] with 151, so it is left out.
+  EXPECT_EQ(out, (std::vector<uint64_t>{0, 127, 149, 200, 200}));
+}
+
 TEST(HistogramDeathTest, QuantileOutsideRangeAsserts) {
   H h;
   EXPECT_DEATH((void)h.Quantile(1.5), "quantile outside");

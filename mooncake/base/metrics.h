@@ -239,7 +239,7 @@ class MetricsRegistry {
     std::vector<std::string> values;
     for (size_t i = 0; i < sorted.size(); ++i) {
       const std::string& label = sorted[i].first;
-      if (!base_internal::IsValidLabelName(label) || label == "le" || label == "quantile") {
+      if (!base_internal::IsValidLabelName(label) || label == "le") {
         return absl::InvalidArgumentError(
             absl::StrCat("invalid label name \"", label, "\" on metric ", AbslView(name)));
       }
@@ -301,19 +301,21 @@ class MetricsRegistry {
       absl::StrAppend(out, name, LabelText(series.labels), " ", FormatValue((*g)->Value()), "\n");
     } else {
       const LatencyHistogram& h = *std::get<std::unique_ptr<LatencyHistogram>>(series.metric);
-      // Writers update a bucket before the count: read the count first and keep every
-      // cumulative figure monotonic, so a scrape racing writers stays well-formed.
+      // Writers update a bucket before the count: read the count first, so that +Inf (the
+      // larger of the two) is never below a finite bucket in a scrape racing writers.
       uint64_t total = h.Count();
-      uint64_t cumulative = 0;
-      for (double bound : family.bounds) {
-        const double raw = std::floor(bound * family.divisor);
-        const uint64_t at = raw >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(raw);
-        cumulative = std::max(cumulative, h.CountAtOrBelow(at));
-        const std::string le = absl::StrCat(bound);  // %g, as Go's clients write le
-        absl::StrAppend(out, name, "_bucket", LabelText(series.labels, "le", le.c_str()), " ",
-                        cumulative, "\n");
+      std::vector<uint64_t> raw(family.bounds.size()), counts(family.bounds.size());
+      for (size_t k = 0; k < raw.size(); ++k) {
+        const double v = std::floor(family.bounds[k] * family.divisor);
+        raw[k] = v >= 1.8e19 ? UINT64_MAX : static_cast<uint64_t>(v);
       }
-      total = std::max(total, cumulative);
+      h.CountsAtOrBelow(raw, counts);
+      for (size_t k = 0; k < raw.size(); ++k) {
+        const std::string le = absl::StrCat(family.bounds[k]);  // %g, as Go's clients write le
+        absl::StrAppend(out, name, "_bucket", LabelText(series.labels, "le", le.c_str()), " ",
+                        counts[k], "\n");
+      }
+      if (!counts.empty()) total = std::max(total, counts.back());
       absl::StrAppend(out, name, "_bucket", LabelText(series.labels, "le", "+Inf"), " ", total,
                       "\n");
       absl::StrAppend(out, name, "_sum", LabelText(series.labels), " ",

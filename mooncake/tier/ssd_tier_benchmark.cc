@@ -68,6 +68,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -386,6 +387,8 @@ double LoadAverage() {
   return load[0];
 }
 
+bool IsTrue(std::string_view v) { return v == "true" || v == "1"; }
+
 Flags ParseFlags(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
@@ -426,11 +429,11 @@ Flags ParseFlags(int argc, char** argv) {
     } else if (const char* v = value("paired_write_rounds")) {
       f.paired_write_rounds = std::max(1, std::atoi(v));
     } else if (const char* v = value("paired_control")) {
-      f.paired_control = std::string_view(v) == "true" || std::string_view(v) == "1";
+      f.paired_control = IsTrue(v);
     } else if (const char* v = value("pause_ms")) {
       f.pause_ms = std::max<int64_t>(0, std::strtoll(v, nullptr, 10));
     } else if (const char* v = value("rewrite")) {
-      f.rewrite = std::string_view(v) == "true" || std::string_view(v) == "1";
+      f.rewrite = IsTrue(v);
     } else if (const char* v = value("io_chunk_kib")) {
       f.io_chunk_kib = std::strtoull(v, nullptr, 10);
     } else if (const char* v = value("background_sync_ms")) {
@@ -767,21 +770,20 @@ void PairedWrites(const Flags& flags, const SsdTierInfo& device) {
       const std::vector<std::byte> src = RandomBytes(size);
       const uint64_t region = ops * tier_internal::RecordBytes(size);
       std::vector<double> tier_gbps, fio_gbps, ratio, p50, p99;
+      // Every timed phase starts after the same idle gap.
+      const auto fio_write = [&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(flags.pause_ms));
+        return RunFio(path, "write", size, region, qd, 0);
+      };
       for (int round = 0; round <= 2 * flags.paired_write_rounds; ++round) {
         const bool fio_first = round % 2 == 1;
-        const auto pause = [&] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(flags.pause_ms));
-        };
         double f = 0;
-        if (fio_first) {
-          pause();
-          f = RunFio(path, "write", size, region, qd, 0).gbps;
-        }
-        pause();
+        if (fio_first) f = fio_write().gbps;
         Phase t;
         if (flags.paired_control) {
-          t = RunFio(path, "write", size, region, qd, 0);
+          t = fio_write();
         } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(flags.pause_ms));
           t = RunQd(ops, qd, size, [&](uint64_t i, uint32_t, auto done) {
             tier->Write(absl::StrCat("w", i), src, {},
                         [done = std::move(done)](absl::Status s) mutable { done(s.ok()); });
@@ -794,10 +796,7 @@ void PairedWrites(const Flags& flags, const SsdTierInfo& device) {
             }
           }
         }
-        if (!fio_first) {
-          pause();
-          f = RunFio(path, "write", size, region, qd, 0).gbps;
-        }
+        if (!fio_first) f = fio_write().gbps;
         if (round == 0) continue;  // into fresh extents
         tier_gbps.push_back(t.gbps);
         fio_gbps.push_back(f);

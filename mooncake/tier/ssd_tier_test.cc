@@ -650,6 +650,10 @@ TEST(SsdTierTest, ProcessCrashKeepsAcknowledgedWritesWhenASyncFails) {
   }
 }
 
+// Two boots' ids, for files standing in for /proc/sys/kernel/random/boot_id.
+constexpr char kBootA[] = "4f23e2a1-4ae5-4e88-9cd4-110fc3573321";
+constexpr char kBootB[] = "0badc0de-0000-4000-8000-000000000001";
+
 // A file standing in for /proc/sys/kernel/random/boot_id.
 std::string BootIdFile(const std::string& uuid) {
   const std::string path = TempPath("boot_id");
@@ -689,13 +693,18 @@ void WriteAndDieUnclosed(const SsdTierOptions& o, const std::string& key,
   ASSERT_EQ(WEXITSTATUS(status), 0);
 }
 
-TEST(SsdTierTest, NoSyncSurvivesAProcessCrashAndIsDiscardedAfterAReboot) {
-  const std::string path = TempPath("nosync");
-  const std::string boot_a = BootIdFile("4f23e2a1-4ae5-4e88-9cd4-110fc3573321");
-  const std::string boot_b = BootIdFile("0badc0de-0000-4000-8000-000000000001");
+// An 8 MiB kNoSync tier whose boot id is read from `boot_id_path`.
+SsdTierOptions NoSyncOptions(const std::string& path, const std::string& boot_id_path) {
   SsdTierOptions o = TestOptions(path, 8 << 20);
   o.durability = Durability::kNoSync;
-  o.boot_id_path = boot_a;
+  o.boot_id_path = boot_id_path;
+  return o;
+}
+
+TEST(SsdTierTest, NoSyncSurvivesAProcessCrashAndIsDiscardedAfterAReboot) {
+  const std::string path = TempPath("nosync");
+  const std::string boot_a = BootIdFile(kBootA), boot_b = BootIdFile(kBootB);
+  SsdTierOptions o = NoSyncOptions(path, boot_a);
   const auto x = TestObject("x", 70000), y = TestObject("y", 300000);
   {
     auto t = MustOpen(o);
@@ -753,11 +762,8 @@ TEST(SsdTierTest, NoSyncSurvivesAProcessCrashAndIsDiscardedAfterAReboot) {
 
 TEST(SsdTierTest, AFailedOpenLeavesAnUnsyncedFlagAsItWas) {
   const std::string path = TempPath("failedopen");
-  const std::string boot_a = BootIdFile("4f23e2a1-4ae5-4e88-9cd4-110fc3573321");
-  const std::string boot_b = BootIdFile("0badc0de-0000-4000-8000-000000000001");
-  SsdTierOptions o = TestOptions(path, 8 << 20);
-  o.durability = Durability::kNoSync;
-  o.boot_id_path = boot_a;
+  const std::string boot_a = BootIdFile(kBootA), boot_b = BootIdFile(kBootB);
+  SsdTierOptions o = NoSyncOptions(path, boot_a);
   WriteAndDieUnclosed(o, "k", TestObject("k", 5000));
   // After a reboot, an Open that fails after reading the files (wrong capacity) must not
   // clear the flag: the records were neither discarded nor synced.
@@ -798,7 +804,7 @@ TEST(SsdTierTest, WithoutABootIdNoSyncIsRefusedAndAnUnsyncedFileIsDiscarded) {
   EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kFailedPrecondition);
   o.boot_id_path = BootIdFile("not a uuid");
   EXPECT_EQ(SsdTier::Open(o).status().code(), absl::StatusCode::kFailedPrecondition);
-  o.boot_id_path = BootIdFile("4f23e2a1-4ae5-4e88-9cd4-110fc3573321");
+  o.boot_id_path = BootIdFile(kBootA);
   WriteAndDieUnclosed(o, "k", TestObject("k", 5000));
   o.capacity_bytes_per_file = 0;
   o.durability = Durability::kProcessCrash;

@@ -99,32 +99,39 @@ TYPED_TEST_P(TierConformanceTest, CallbacksMayCallBackIntoTheTier) {
   TypeParam& t = *tier;
   const auto data = TestObject("re", 5000);
   std::vector<std::byte> into(5000), small(10);
-  // Each callback looks at the tier, starts a remove of an absent key from within, and only
-  // then reports its own status.
-  auto reenter = [&t](absl::Status own, std::promise<absl::Status>& done) {
+  // Each callback looks at the tier and starts a remove of an absent key (without waiting
+  // for it: a callback must not block on another operation), then reports its own status;
+  // the caller waits for both.
+  struct Reentry {
+    std::promise<absl::Status> own, nested;
+    absl::Status Wait() {
+      absl::Status s = own.get_future().get();
+      const absl::Status n = nested.get_future().get();
+      return absl::IsNotFound(n) ? s : n;
+    }
+  };
+  auto reenter = [&t](absl::Status own, Reentry& r) {
     (void)t.stats();
     (void)t.Contains("re");
     (void)t.Lookup("re");
     t.ForEach([](const ObjectInfo&) {});
-    std::promise<absl::Status> nested;
-    t.Remove("absent", [&nested](absl::Status s) { nested.set_value(s); });
-    const absl::Status n = nested.get_future().get();
-    done.set_value(absl::IsNotFound(n) ? own : n);
+    t.Remove("absent", [&r](absl::Status s) { r.nested.set_value(s); });
+    r.own.set_value(own);
   };
   auto write = [&](std::string_view key, std::span<const std::byte> bytes) {
-    std::promise<absl::Status> p;
-    t.Write(key, bytes, {}, [&](absl::Status s) { reenter(s, p); });
-    return p.get_future().get();
+    Reentry r;
+    t.Write(key, bytes, {}, [&](absl::Status s) { reenter(s, r); });
+    return r.Wait();
   };
   auto read = [&](std::string_view key, std::span<std::byte> buf) {
-    std::promise<absl::Status> p;
-    t.Read(key, buf, [&](absl::StatusOr<ReadResult> r) { reenter(r.status(), p); });
-    return p.get_future().get();
+    Reentry r;
+    t.Read(key, buf, [&](absl::StatusOr<ReadResult> res) { reenter(res.status(), r); });
+    return r.Wait();
   };
   auto remove = [&](std::string_view key) {
-    std::promise<absl::Status> p;
-    t.Remove(key, [&](absl::Status s) { reenter(s, p); });
-    return p.get_future().get();
+    Reentry r;
+    t.Remove(key, [&](absl::Status s) { reenter(s, r); });
+    return r.Wait();
   };
   EXPECT_TRUE(write("re", data).ok());
   EXPECT_EQ(write("re", data).code(), absl::StatusCode::kAlreadyExists);

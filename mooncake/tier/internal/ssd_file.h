@@ -71,6 +71,25 @@ inline absl::Status PwriteFull(int fd, const std::byte* buf, uint64_t len, uint6
   return absl::OkStatus();
 }
 
+// Takes an exclusive flock on `fd` (the file at `path`), so that two tiers never share a
+// file. A process killed a moment ago may still hold the lock through its io_uring
+// instance, which the kernel tears down asynchronously: retry for up to about a second
+// before calling the file busy.
+inline absl::Status LockExclusive(int fd, const std::string& path) {
+  int rc = ::flock(fd, LOCK_EX | LOCK_NB);
+  for (int tries = 0; rc != 0 && errno == EWOULDBLOCK && tries < 200; ++tries) {
+    ::usleep(5000);
+    rc = ::flock(fd, LOCK_EX | LOCK_NB);
+  }
+  if (rc == 0) return absl::OkStatus();
+  const int err = errno;
+  if (err == EWOULDBLOCK) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " is in use by another SsdTier (flock); give each tier its own files"));
+  }
+  return ErrnoStatus(err, "flock");
+}
+
 // Opens with O_DIRECT, falling back to buffered I/O (logged) where the
 // filesystem refuses it, and takes an exclusive lock so that two tiers never
 // share a file.
@@ -84,22 +103,9 @@ inline absl::StatusOr<OpenFile> OpenLocked(const std::string& path, int extra_fl
     f.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | extra_flags, 0644);
   }
   if (f.fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path).c_str());
-  // A process killed a moment ago may still hold the lock through its
-  // io_uring instance, which the kernel tears down asynchronously: retry for
-  // up to about a second before calling the file busy.
-  int rc = ::flock(f.fd, LOCK_EX | LOCK_NB);
-  for (int tries = 0; rc != 0 && errno == EWOULDBLOCK && tries < 200; ++tries) {
-    ::usleep(5000);
-    rc = ::flock(f.fd, LOCK_EX | LOCK_NB);
-  }
-  if (rc != 0) {
-    const int err = errno;
+  if (absl::Status s = LockExclusive(f.fd, path); !s.ok()) {
     CloseFd(f.fd);
-    if (err == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          path, " is in use by another SsdTier (flock); give each tier its own files"));
-    }
-    return ErrnoStatus(err, "flock");
+    return s;
   }
   return f;
 }
@@ -181,20 +187,9 @@ inline absl::StatusOr<int> LockReplaceable(const std::string& path) {
         " exists and is not an SsdTier file; refusing to replace it (remove it or name "
         "another path)"));
   }
-  // As in OpenLocked: a tier killed a moment ago may hold the lock for a while longer.
-  int rc = ::flock(fd, LOCK_EX | LOCK_NB);
-  for (int tries = 0; rc != 0 && errno == EWOULDBLOCK && tries < 200; ++tries) {
-    ::usleep(5000);
-    rc = ::flock(fd, LOCK_EX | LOCK_NB);
-  }
-  if (rc != 0) {
-    const int err = errno;
+  if (absl::Status s = LockExclusive(fd, path); !s.ok()) {
     ::close(fd);
-    if (err == EWOULDBLOCK) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          path, " is in use by another SsdTier (flock); give each tier its own files"));
-    }
-    return ErrnoStatus(err, "flock");
+    return s;
   }
   return fd;
 }

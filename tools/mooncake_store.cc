@@ -58,6 +58,10 @@ ABSL_FLAG(std::string, ssd_bytes, "", "size of the --ssd_path file (suffixes K, 
 ABSL_FLAG(std::string, ssd_offload_min_bytes, "0",
           "write-back policy (roles all, master): evicted objects smaller than this are dropped "
           "instead of written to a worker's SSD tier (suffixes K, M, G, T; 0 = write back all)");
+ABSL_FLAG(std::string, ssd_compression, "auto",
+          "when the SSD tier compresses float-typed (bf16, fp16, fp32, fp8) objects: auto "
+          "(where it pays at the device's measured bandwidth), always (more objects fit: for "
+          "a tier small against its working set), never");
 ABSL_FLAG(bool, demo, true,
           "role all: run a short workload against itself and print its figures, then serve");
 ABSL_FLAG(absl::Duration, status_interval, absl::Seconds(10),
@@ -178,6 +182,7 @@ node::StoreNodeOptions OptionsFromFlags() {
       node::ParseByteSize("ssd_offload_min_bytes", absl::GetFlag(FLAGS_ssd_offload_min_bytes));
   check(min_offload.status());
   o.ssd_offload_min_bytes = *min_offload;
+  o.ssd_compression = absl::GetFlag(FLAGS_ssd_compression);
   if (absl::GetFlag(FLAGS_status_interval) < absl::ZeroDuration()) {
     BadFlags("--status_interval must be >= 0");
   }
@@ -220,8 +225,8 @@ void PrintBanner(node::StoreNode& n) {
       const auto info = t->tier().info();
       Say(absl::StrCat("  SSD tier     ", o.ssd_path, ", ", node::HumanBytes(o.ssd_bytes),
                        info.direct_io ? " (O_DIRECT" : " (buffered I/O", ", device read ",
-                       absl::SixDigits(info.device_read_bytes_per_s / 1e9),
-                       " GB/s): evicted objects are written back here"));
+                       absl::SixDigits(info.device_read_bytes_per_s / 1e9), " GB/s, compression ",
+                       o.ssd_compression, "): evicted objects are written back here"));
     }
   }
   if (!n.http_address().empty()) {

@@ -198,25 +198,6 @@ struct Flags {
   size_t max_requests = 0;  // 0: the whole trace
 };
 
-std::optional<Compression> ParseCompression(std::string_view name) {
-  if (name == "never") return Compression::kNever;
-  if (name == "auto") return Compression::kAuto;
-  if (name == "always") return Compression::kAlways;
-  return std::nullopt;
-}
-
-const char* CompressionName(Compression c) {
-  switch (c) {
-    case Compression::kNever:
-      return "never";
-    case Compression::kAlways:
-      return "always";
-    case Compression::kAuto:
-      return "auto";
-  }
-  return "?";
-}
-
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
   std::vector<char*> rest = {argv[0]};
@@ -299,7 +280,8 @@ bool RealSsdRun(const std::vector<std::vector<std::string>>& chains, const Flags
   const Result r =
       Replay(chains, fast, **ssd, {.fast_budget_bytes = fast_bytes, .promote_after_hits = 2}, block,
              &payloads);
-  const std::string name = absl::StrCat("real SSD, compression ", CompressionName(compression));
+  const std::string name =
+      absl::StrCat("real SSD, compression ", AbslView(CompressionName(compression)));
   Print(name.c_str(), r);
   const TierStats& s = r.stats.slow;
   const double mib = 1024.0 * 1024;

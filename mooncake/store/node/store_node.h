@@ -41,6 +41,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -66,6 +67,7 @@
 #include "mooncake/store/rpc/tcp_channel.h"
 #include "mooncake/store/rpc/tcp_server.h"
 #include "mooncake/store/worker/worker.h"
+#include "mooncake/tier/ssd_tier.h"
 #include "mooncake/tier/tier.h"
 
 namespace mooncake::node {
@@ -279,6 +281,10 @@ class StoreNode {
       worker::TierAgentOptions t;
       t.tier.paths = {options_.ssd_path};
       t.tier.capacity_bytes_per_file = options_.ssd_bytes;
+      const std::optional<tier::Compression> compression =
+          tier::ParseCompression(options_.ssd_compression);
+      MC_ASSERT(compression.has_value(), "ValidateStoreNodeOptions checks ssd_compression");
+      t.tier.compression = *compression;
       wo.tier = std::move(t);
     }
     auto w = WorkerT::Start(wo, worker_channel_.get());

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/compress/kv_data_testing.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/node/store_node.h"
 #include "mooncake/store/node/testing/node_testing.h"
@@ -47,12 +48,14 @@ struct Cluster {
   std::unique_ptr<StoreClient> client;
 };
 
-Cluster Start(uint64_t ssd_bytes, const std::string& name) {
+Cluster Start(uint64_t ssd_bytes, const std::string& name,
+              const std::string& compression = "auto") {
   Cluster c;
   StoreNodeOptions o = node_testing::TestNodeOptions(Role::kAll);
   o.segment_bytes = 16 * kMiB;
   o.ssd_path = TempPath(name);
   o.ssd_bytes = ssd_bytes;
+  o.ssd_compression = compression;
   std::remove(o.ssd_path.c_str());
   auto n = StoreNode::Start(o);
   EXPECT_TRUE(n.ok()) << n.status();
@@ -164,6 +167,47 @@ TEST(StoreTier, AFullTierDropsItsOldestCopiesAndNeverServesWrongBytes) {
   EXPECT_TRUE(c.node->Shutdown().ok());
 }
 
+// --ssd_compression reaches the worker's tier: with "always" every bf16 object
+// written back is stored compressed (and more of them fit), with "never" none
+// is; both read back byte-exact.
+TEST(StoreTier, SsdCompressionOptionReachesTheWorkersTier) {
+  store::proto::TensorMeta bf16;
+  bf16.set_dtype(store::proto::DTYPE_BF16);
+  constexpr int kObjects = 40;  // 40 MiB into 16 MiB of DRAM
+  std::vector<std::string> values;
+  for (int i = 0; i < kObjects; ++i) {
+    const std::vector<std::byte> kv =
+        compress::SyntheticKvBytes(kMiB, compress::DType::kBFloat16, static_cast<uint64_t>(i) + 1);
+    values.emplace_back(reinterpret_cast<const char*>(kv.data()), kv.size());
+  }
+  for (const std::string compression : {"always", "never"}) {
+    SCOPED_TRACE(compression);
+    Cluster c = Start(64 * kMiB, "tier_compression_" + compression, compression);
+    ASSERT_NE(c.client, nullptr);
+    ASSERT_NE(c.node->worker()->tier_agent(), nullptr);
+    for (int i = 0; i < kObjects; ++i) {
+      const absl::Status s = c.client->Put(absl::StrCat("kv-", i), values[i], {.tensor = &bf16});
+      ASSERT_TRUE(s.ok()) << i << ": " << s;
+    }
+    ASSERT_GT(Counter(*c.node, "offload", "ok"), 0u);
+    const tier::TierStats t = c.node->worker()->tier_agent()->tier().stats();
+    if (compression == "always") {
+      EXPECT_EQ(t.compressed_writes, t.writes);
+      EXPECT_LT(t.used_bytes, t.raw_bytes);  // compressed records: more objects per byte
+    } else {
+      EXPECT_EQ(t.compressed_writes, 0u);
+      EXPECT_GT(t.used_bytes, t.raw_bytes);  // raw records and their header blocks
+    }
+    for (int i = 0; i < kObjects; ++i) {
+      auto got = c.client->Get(absl::StrCat("kv-", i));
+      ASSERT_TRUE(got.ok()) << "kv-" << i << ": " << got.status();
+      ASSERT_TRUE(*got == values[i]) << "wrong bytes for kv-" << i;
+    }
+    EXPECT_EQ(Counter(*c.node, "load", "failed"), 0u);
+    EXPECT_TRUE(c.node->Shutdown().ok());
+  }
+}
+
 TEST(StoreTier, BadSsdOptionsAreInvalidArgument) {
   StoreNodeOptions o = node_testing::TestNodeOptions(Role::kAll);
   o.ssd_path = TempPath("tier_bad");
@@ -174,6 +218,15 @@ TEST(StoreTier, BadSsdOptionsAreInvalidArgument) {
   EXPECT_TRUE(absl::IsInvalidArgument(ValidateStoreNodeOptions(o)));  // not 4K-aligned
   o.ssd_bytes = 64 * kMiB;
   EXPECT_TRUE(ValidateStoreNodeOptions(o).ok());
+  for (const char* c : {"always", "never", "auto"}) {
+    o.ssd_compression = c;
+    EXPECT_TRUE(ValidateStoreNodeOptions(o).ok()) << c;
+  }
+  for (const char* c : {"zstd", "", "Always"}) {
+    o.ssd_compression = c;
+    EXPECT_TRUE(absl::IsInvalidArgument(ValidateStoreNodeOptions(o))) << c;
+  }
+  o.ssd_compression = "auto";
   o.role = Role::kMaster;
   EXPECT_TRUE(absl::IsInvalidArgument(ValidateStoreNodeOptions(o)));
   // A path that cannot be created: the node does not start, and says why.

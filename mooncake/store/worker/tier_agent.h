@@ -370,11 +370,14 @@ class TierAgent {
   // their space is free only once each remove is durable) gets one more try
   // after they end.
   void Offload(Parked p, bool retried) {
-    const store::proto::TierTask& t = p.task;
-    std::span<std::byte> range = p.mem.bytes.subspan(t.offset(), t.length());
-    const std::string key = TierRecordKey(t.version());
-    const uint64_t id = t.task_id(), generation = p.generation;
+    // Everything below reads the task from `parked`, which the callback keeps alive.
+    // (Reading it from `p` after the move read an empty task: every record was
+    // written as kBytes, so the store's tier never compressed.)
     auto parked = std::make_shared<Parked>(std::move(p));
+    const store::proto::TierTask& t = parked->task;
+    std::span<std::byte> range = parked->mem.bytes.subspan(t.offset(), t.length());
+    const std::string key = TierRecordKey(t.version());
+    const uint64_t id = t.task_id(), generation = parked->generation;
     tier_->Write(key, range, tier::ObjectMeta{.dtype = TierDType(t.dtype())},
                  [this, id, generation, retried, parked](absl::Status s) mutable {
                    if (absl::IsResourceExhausted(s) && !retried) {

@@ -1,5 +1,6 @@
 #include "mooncake/store/worker/tier_agent.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -101,9 +102,11 @@ class TierAgentTest : public ::testing::Test {
   // `format`: the writer's checksum format (the chunked one unless a test
   // plays an older or newer client).
   uint64_t Put(const std::string& key, const std::string& value,
-               proto::ChecksumFormat format = proto::CHECKSUM_XXH3_CHUNKED) {
+               proto::ChecksumFormat format = proto::CHECKSUM_XXH3_CHUNKED,
+               proto::DType dtype = proto::DTYPE_UNSPECIFIED) {
     proto::PutStartRequest req;
     req.set_key(key);
+    if (dtype != proto::DTYPE_UNSPECIFIED) req.mutable_tensor()->set_dtype(dtype);
     req.set_size_bytes(value.size());
     req.set_checksum(format == proto::CHECKSUM_XXH3_WHOLE
                          ? StableHash64(value.data(), value.size())
@@ -162,6 +165,27 @@ TEST_F(TierAgentTest, OffloadsAndLoadsBackExactBytes) {
   EXPECT_EQ(st.offloads, 8u);
   EXPECT_EQ(st.loads, 8u);
   EXPECT_EQ(st.offload_failures + st.load_failures, 0u);
+}
+
+// The writer's dtype reaches the tier with each record (the tier compresses
+// float types by it): bf16 and fp16 objects are stored as such, one without a
+// TensorMeta as bytes.
+TEST_F(TierAgentTest, TheObjectsDTypeReachesTheTier) {
+  ASSERT_NE(Put("bf16", Value(1), proto::CHECKSUM_XXH3_CHUNKED, proto::DTYPE_BF16), 0u);
+  ASSERT_NE(Put("fp16", Value(2), proto::CHECKSUM_XXH3_CHUNKED, proto::DTYPE_FP16), 0u);
+  ASSERT_NE(Put("bytes", Value(3)), 0u);
+  master_->EvictBytes(3 * kObject);
+  ASSERT_TRUE(WaitFor([&] { return master_->Stats().ssd_objects == 3; }));
+  std::vector<compress::DType> dtypes;
+  worker_->tier_agent()->tier().ForEach(
+      [&](const tier::ObjectInfo& o) { dtypes.push_back(o.meta.dtype); });
+  std::sort(dtypes.begin(), dtypes.end());
+  EXPECT_EQ(dtypes,
+            (std::vector<compress::DType>{compress::DType::kBytes, compress::DType::kBFloat16,
+                                          compress::DType::kFloat16}));
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_EQ(Get(i == 1 ? "bf16" : i == 2 ? "fp16" : "bytes"), Value(i)) << i;
+  }
 }
 
 // Objects an older client put (whole-value XXH3) offload and load like any;

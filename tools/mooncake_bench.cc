@@ -86,6 +86,9 @@ ABSL_FLAG(int, store_tcp_slice_kib,
 ABSL_FLAG(bool, store_verify_checksums, mooncake::client::ClientOptions{}.verify_checksums,
           "store client: verify every value read against its checksum (ClientOptions; off only "
           "to measure what the check costs)");
+ABSL_FLAG(std::string, value_data, "random",
+          "what values hold: random (incompressible bytes) or bf16 (synthetic bf16 KV "
+          "activations; the store's puts declare dtype bf16, so its SSD tier may compress them)");
 ABSL_FLAG(std::string, store_evictions_metric, "mooncake_master_evictions_total",
           "the store's /metrics counter of evicted objects");
 ABSL_FLAG(std::string, log_dir, "", "where server logs go; default a new directory in /tmp");
@@ -194,6 +197,9 @@ absl::StatusOr<Config> LoadConfig(const char* argv0) {
   ASSIGN_OR_RETURN(c.fill_value_bytes, ParseSize(absl::GetFlag(FLAGS_fill_value)));
   if (absl::GetFlag(FLAGS_fill_ssd_mb) < 0) {
     return absl::InvalidArgumentError("--fill_ssd_mb must be >= 0");
+  }
+  if (const std::string d = absl::GetFlag(FLAGS_value_data); d != "random" && d != "bf16") {
+    return absl::InvalidArgumentError("--value_data must be random or bf16");
   }
   c.fill_ssd_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_fill_ssd_mb)) * kMiB;
   if (c.reps < 1 || c.get_duration <= absl::ZeroDuration() || c.working_set_bytes == 0 ||
@@ -437,6 +443,7 @@ Factory<StoreDriver> StoreFactory(const Server& s, bool shm) {
     o.tcp_spread_min_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_store_tcp_spread_min_kib))
                              << 10;
     o.verify_checksums = absl::GetFlag(FLAGS_store_verify_checksums);
+    if (absl::GetFlag(FLAGS_value_data) == "bf16") o.dtype = store::proto::DTYPE_BF16;
     ASSIGN_OR_RETURN(auto d, StoreDriver::Connect(o));
     static std::atomic<uint64_t> serial{0};
     const std::string key = absl::StrCat("mb/warm/", getpid(), "/", serial.fetch_add(1));
@@ -671,6 +678,7 @@ void WriteConfigJson(JsonWriter& w, const Config& c) {
   w.Field("fill_clients", static_cast<uint64_t>(c.fill_clients));
   w.Field("store_binary", c.store_binary);
   w.Field("store_verify_checksums", absl::GetFlag(FLAGS_store_verify_checksums));
+  w.Field("value_data", absl::GetFlag(FLAGS_value_data));
   w.EndObject();
 }
 
@@ -720,7 +728,8 @@ void SortRows(std::vector<Row>& rows) {
 absl::Status Run(const Config& c) {
   const size_t max_value =
       std::max(*std::max_element(c.sizes.begin(), c.sizes.end()), c.fill_value_bytes);
-  const ValuePool pool(max_value);
+  const ValuePool pool(max_value, absl::GetFlag(FLAGS_value_data) == "bf16" ? ValueData::kBf16Kv
+                                                                            : ValueData::kRandom);
   Servers servers;
   RETURN_IF_ERROR(StartServers(c, max_value, servers));
   std::vector<SystemRun> systems = MakeSystems(c, servers);
@@ -733,7 +742,9 @@ absl::Status Run(const Config& c) {
                     absl::GetFlag(FLAGS_progress_s));
   Results results;
   Context ctx{c, pool, progress, results};
-  std::printf("mooncake_bench on %s; logs in %s\n", Machine().c_str(), c.log_dir.c_str());
+  std::printf(
+      "mooncake_bench on %s; logs in %s; values %s\n", Machine().c_str(), c.log_dir.c_str(),
+      pool.data() == ValueData::kBf16Kv ? "bf16 KV (dtype declared to the store)" : "random bytes");
   if (!absl::GetFlag(FLAGS_store_verify_checksums)) {
     std::printf(
         "NOTE: --store_verify_checksums=false: the store client does not verify what it reads "

@@ -40,6 +40,9 @@ struct StoreOptions {
   uint32_t tcp_slice_bytes = client::ClientOptions{}.tcp_slice_bytes;
   uint64_t tcp_spread_min_bytes = client::ClientOptions{}.tcp_spread_min_bytes;
   bool verify_checksums = client::ClientOptions{}.verify_checksums;
+  // Puts declare this dtype (TensorMeta.dtype; UNSPECIFIED: none), which lets
+  // the store's SSD tier compress float data.
+  store::proto::DType dtype = store::proto::DTYPE_UNSPECIFIED;
   int64_t timeout_ms = 10'000;
 };
 
@@ -62,8 +65,13 @@ class StoreDriver {
     co.rpc_timeout_ms = o.timeout_ms;
     co.transfer_timeout_ms = o.timeout_ms;
     ASSIGN_OR_RETURN(auto client, Client::Create(co, channel.get()));
-    return std::unique_ptr<StoreDriver>(
+    auto d = std::unique_ptr<StoreDriver>(
         new StoreDriver(std::move(channel), std::move(client), o.use_shm, o.max_value_bytes));
+    if (o.dtype != store::proto::DTYPE_UNSPECIFIED) {
+      d->tensor_.set_dtype(o.dtype);
+      d->put_options_.tensor = &d->tensor_;
+    }
+    return d;
   }
 
   StoreDriver(const StoreDriver&) = delete;
@@ -75,7 +83,7 @@ class StoreDriver {
   std::string_view system() const { return shm_ ? "store-shm" : "store-tcp"; }
 
   absl::Status Put(std::string_view key, std::string_view value) {
-    return client_->Put(key, value);
+    return client_->Put(key, value, put_options_);
   }
 
   absl::StatusOr<std::string_view> Get(std::string_view key) {
@@ -132,6 +140,8 @@ class StoreDriver {
   size_t slot_bytes_;
   std::vector<char> buffer_;
   std::vector<client::GetIntoItem> items_;
+  store::proto::TensorMeta tensor_;
+  client::PutOptions put_options_;  // .tensor points at tensor_ when a dtype is given
 };
 static_assert(KvDriver<StoreDriver>);
 

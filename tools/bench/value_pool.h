@@ -11,6 +11,11 @@
 //   - full: every byte (tests; --verify=full).
 // Two keys share an offset with probability 64 / kSpreadBytes (1 in 65536).
 //
+// The pool is random bytes (ValueData::kRandom: no system can compress it), or
+// synthetic bf16 KV activations (kBf16Kv, compress/synthetic_kv.h: what a
+// KV-cache store holds, and what the store's SSD tier compresses). Offsets are
+// multiples of 64 bytes, so every value starts on a bf16 element.
+//
 // Thread-safety: immutable after construction; Verify may run concurrently.
 #ifndef MOONCAKE_TOOLS_BENCH_VALUE_POOL_H_
 #define MOONCAKE_TOOLS_BENCH_VALUE_POOL_H_
@@ -28,18 +33,28 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/hash.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/compress/synthetic_kv.h"
 
 namespace mooncake::bench {
 
 enum class VerifyMode { kSampled, kFull };
+enum class ValueData { kRandom, kBf16Kv };
 
 class ValuePool {
  public:
   static constexpr size_t kSpreadBytes = size_t{4} << 20;
   static constexpr size_t kWindowBytes = 64;
 
-  explicit ValuePool(size_t max_value_bytes) : max_value_bytes_(max_value_bytes) {
+  explicit ValuePool(size_t max_value_bytes, ValueData data = ValueData::kRandom)
+      : max_value_bytes_(max_value_bytes), data_(data) {
     MC_ASSERT(max_value_bytes > 0, "empty values");
+    if (data == ValueData::kBf16Kv) {
+      const std::vector<std::byte> kv =
+          compress::SyntheticKvBytes(max_value_bytes + kSpreadBytes, compress::DType::kBFloat16);
+      bytes_.resize(kv.size());
+      std::memcpy(bytes_.data(), kv.data(), kv.size());
+      return;
+    }
     bytes_.resize(max_value_bytes + kSpreadBytes);
     uint64_t x = 0x9E3779B97F4A7C15ULL;  // xorshift64*: fast and fixed across runs
     for (size_t i = 0; i + 8 <= bytes_.size(); i += 8) {
@@ -52,6 +67,7 @@ class ValuePool {
   }
 
   size_t max_value_bytes() const { return max_value_bytes_; }
+  ValueData data() const { return data_; }
 
   // The value stored under `key`. REQUIRES: size <= max_value_bytes().
   std::string_view Value(std::string_view key, size_t size) const {
@@ -94,6 +110,7 @@ class ValuePool {
   }
 
   size_t max_value_bytes_;
+  ValueData data_;
   std::vector<char> bytes_;
 };
 

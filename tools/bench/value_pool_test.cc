@@ -1,11 +1,22 @@
 #include "tools/bench/value_pool.h"
 
+#include <zstd.h>
+
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
 namespace mooncake::bench {
 namespace {
+
+// Compressed size / size at zstd level 1.
+double CompressedFraction(std::string_view v) {
+  std::string out(ZSTD_compressBound(v.size()), '\0');
+  const size_t n = ZSTD_compress(out.data(), out.size(), v.data(), v.size(), 1);
+  EXPECT_FALSE(ZSTD_isError(n));
+  return static_cast<double>(n) / static_cast<double>(v.size());
+}
 
 TEST(ValuePoolTest, ValuesAreDeterministicAndDifferPerKey) {
   ValuePool a(1 << 20), b(1 << 20);
@@ -55,6 +66,30 @@ TEST(ValuePoolTest, OneFlippedByteIsCaughtByFullAndNamed) {
   std::string w(p.Value("k", 100000));
   w[99999] ^= 1;
   EXPECT_TRUE(absl::IsDataLoss(p.Verify("k", 100000, w, VerifyMode::kSampled)));
+}
+
+// kBf16Kv values are slices of synthetic bf16 KV: they start on an element,
+// differ per key, verify like random ones, and compress (the point of them).
+TEST(ValuePoolTest, Bf16KvValuesAreKvSlicesThatCompress) {
+  ValuePool p(1 << 20, ValueData::kBf16Kv);
+  EXPECT_EQ(p.data(), ValueData::kBf16Kv);
+  const std::string_view a = p.Value("a", 1 << 20), b = p.Value("b", 1 << 20);
+  EXPECT_NE(a, b);
+  EXPECT_TRUE(p.Verify("a", 1 << 20, a, VerifyMode::kFull).ok());
+  EXPECT_TRUE(absl::IsDataLoss(p.Verify("a", 1 << 20, b, VerifyMode::kSampled)));
+  // The value is a slice of the KV buffer at a 64-byte (so element) offset.
+  const std::vector<std::byte> kv =
+      compress::SyntheticKvBytes((1 << 20) + ValuePool::kSpreadBytes, compress::DType::kBFloat16);
+  const auto* base = reinterpret_cast<const char*>(kv.data());
+  const std::string_view all(base, kv.size());
+  const size_t at = all.find(a.substr(0, 4096));
+  ASSERT_NE(at, std::string_view::npos);
+  EXPECT_EQ(at % 64, 0u);
+  EXPECT_EQ(all.substr(at, a.size()), a);
+  // Random values never compress; KV values do (zstd level 1 as a yardstick).
+  ValuePool r(1 << 20);
+  EXPECT_LT(CompressedFraction(a), 0.95);
+  EXPECT_GT(CompressedFraction(r.Value("a", 1 << 20)), 0.99);
 }
 
 TEST(ValuePoolDeathTest, ValueLargerThanThePoolAsserts) {

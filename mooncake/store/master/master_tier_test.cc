@@ -42,8 +42,9 @@ class MasterTierTest : public ::testing::Test {
   }
 
   // The worker's TierSync: reports `results`, takes up to 64 tasks.
+  // `stored_bytes`: what each OK result says its record takes (0: not said).
   std::vector<proto::TierTask> Sync(const std::vector<std::pair<uint64_t, absl::Status>>& results,
-                                    const std::string& worker = "w1") {
+                                    const std::string& worker = "w1", uint64_t stored_bytes = 0) {
     proto::TierSyncRequest req;
     req.set_worker_id(worker);
     req.set_capacity_bytes(tier_capacity_);
@@ -53,6 +54,7 @@ class MasterTierTest : public ::testing::Test {
       r->set_task_id(id);
       r->set_code(static_cast<uint32_t>(st.code()));
       r->set_message(std::string(st.message()));
+      if (st.ok()) r->set_stored_bytes(stored_bytes);
     }
     auto resp = master_->TierSync(req);
     EXPECT_TRUE(resp.ok()) << resp.status();
@@ -292,6 +294,53 @@ TEST_F(MasterTierTest, ACorruptRecordIsNeverServedAndTheObjectGoes) {
   EXPECT_EQ(master_->Stats().objects, 0);
   ASSERT_EQ(after.size(), 1u);
   EXPECT_EQ(after[0].kind(), proto::TIER_DROP);
+}
+
+// A compressing tier reports each record's real size; the master charges that
+// (at most the raw record size it reserved), so more copies fit: three
+// compressed records where two raw ones would (an offload still reserves the
+// raw size until the tier answers). A remove gives back exactly the charge,
+// and a size over the reservation (a wrong report) is not believed.
+TEST_F(MasterTierTest, ARecordIsChargedTheSizeTheTierReports) {
+  constexpr uint64_t kRaw = kObject + 4096;  // record size raw (header block)
+  constexpr uint64_t kStored = 4096 + 1024;  // what the tier says it took
+  tier_capacity_ = 2 * kStored + kRaw;  // < 3 raw records
+  Sync({});
+  for (const char* key : {"a", "b", "c"}) {
+    ASSERT_NE(Put(key), 0u);
+    master_->EvictBytes(kObject);
+    auto tasks = Sync({});
+    ASSERT_EQ(tasks.size(), 1u) << key;
+    ASSERT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD) << key;  // no DROP: it fits
+    EXPECT_TRUE(Sync({{tasks[0].task_id(), absl::OkStatus()}}, "w1", kStored).empty());
+  }
+  EXPECT_EQ(master_->Stats().ssd_objects, 3);
+  ASSERT_EQ(master_->Tiers().size(), 1u);
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, 3 * kStored);
+  for (const char* key : {"a", "b", "c"}) {
+    EXPECT_TRUE(master_->GetReplicas(GetReq(key))->loading()) << key;  // on SSD, loading
+  }
+  proto::RemoveRequest rm;
+  rm.set_key("a");
+  ASSERT_TRUE(master_->Remove(rm).ok());
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, 2 * kStored);
+  // A report larger than the raw record is charged the raw record.
+  ASSERT_NE(Put("d"), 0u);
+  master_->EvictBytes(kObject);
+  auto tasks = Sync({});
+  uint64_t offload = 0;
+  for (const proto::TierTask& t : tasks) {
+    if (t.kind() == proto::TIER_OFFLOAD) offload = t.task_id();
+  }
+  ASSERT_NE(offload, 0u);
+  Sync({{offload, absl::OkStatus()}}, "w1", uint64_t{1} << 30);
+  uint64_t stored = 0;
+  for (const char* key : {"b", "c", "d"}) {
+    auto r = master_->GetReplicas(GetReq(key));
+    if (r.ok() && r->loading()) stored += std::string_view(key) == "d" ? kRaw : kStored;
+  }
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, stored);
+  EXPECT_LE(master_->Tiers()[0].reserved_bytes, tier_capacity_);
 }
 
 TEST_F(MasterTierTest, AFullTierDropsItsLeastRecentlyUsedCopy) {

@@ -76,6 +76,9 @@ struct ObjectMeta {
   std::shared_ptr<const store::proto::TensorMeta> tensor;  // null: none given
   SsdState ssd = SsdState::kNone;
   std::string ssd_worker_id;  // set unless ssd == kNone
+  // kStored: what the copy is charged on its worker's tier (the record's size as the
+  // tier reported it, else TierRegistry::ChargeFor(size_bytes)).
+  uint64_t ssd_bytes = 0;
 
   bool committed() const { return state == ObjectState::kCommitted; }
   bool Leased(int64_t now_ns) const { return lease_refs > 0 && now_ns < lease_until_ns; }

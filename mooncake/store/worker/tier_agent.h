@@ -379,7 +379,7 @@ class TierAgent {
     const std::string key = TierRecordKey(t.version());
     const uint64_t id = t.task_id(), generation = parked->generation;
     tier_->Write(key, range, tier::ObjectMeta{.dtype = TierDType(t.dtype())},
-                 [this, id, generation, retried, parked](absl::Status s) mutable {
+                 [this, id, generation, retried, parked, key](absl::Status s) mutable {
                    if (absl::IsResourceExhausted(s) && !retried) {
                      absl::MutexLock lock(&mu_);
                      if (removes_in_flight_ > 0) {
@@ -387,8 +387,16 @@ class TierAgent {
                        return;
                      }
                    }
+                   // What the record takes (compressed, header, padding), so the
+                   // master charges the tier that and not the raw size.
+                   uint64_t stored = 0;
+                   if (s.ok()) {
+                     if (std::optional<tier::ObjectInfo> info = tier_->Lookup(key)) {
+                       stored = info->stored_bytes;
+                     }
+                   }
                    Done(id, generation, s, &TierAgentStats::offloads,
-                        &TierAgentStats::offload_failures);
+                        &TierAgentStats::offload_failures, stored);
                  });
   }
 
@@ -409,12 +417,15 @@ class TierAgent {
   }
 
   // On a reaper thread (or the loop's): counts, then reports at once.
+  // `stored_bytes`: an OFFLOAD's record size on the tier (0: none or unknown).
   void Done(uint64_t task_id, uint64_t generation, const absl::Status& s,
-            uint64_t TierAgentStats::*ok_counter, uint64_t TierAgentStats::*fail_counter) {
+            uint64_t TierAgentStats::*ok_counter, uint64_t TierAgentStats::*fail_counter,
+            uint64_t stored_bytes = 0) {
     store::proto::TierTaskResult result;
     result.set_task_id(task_id);
     result.set_code(static_cast<uint32_t>(s.code()));
     result.set_message(std::string(s.message()));
+    if (s.ok() && stored_bytes > 0) result.set_stored_bytes(stored_bytes);
     bool report = false;
     {
       absl::MutexLock lock(&mu_);

@@ -15,6 +15,7 @@
 #include "mooncake/base/clock.h"
 #include "mooncake/base/hash.h"
 #include "mooncake/base/value_checksum.h"
+#include "mooncake/compress/synthetic_kv.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
 #include "mooncake/store/rpc/inproc_channel.h"
@@ -64,6 +65,7 @@ class TierAgentTest : public ::testing::Test {
     t.tier.device_read_bytes_per_s = 1e9;  // no probe
     t.tier.device_write_bytes_per_s = 1e9;
     t.tier.faults = faults_;
+    t.tier.compression = compression_;
     t.poll_wait_ms = 20;
     wo.tier = t;
     auto w = TestWorker::Start(wo, channel_.get());
@@ -141,6 +143,7 @@ class TierAgentTest : public ::testing::Test {
     return out;
   }
 
+  tier::Compression compression_ = tier::Compression::kAuto;  // set before SetUp
   // The real SsdTier's device, failing or lying on demand (off unless a test says).
   std::shared_ptr<tier::ScriptedFaults> faults_ = std::make_shared<tier::ScriptedFaults>();
   FakeClock clock_{1'000'000'000};
@@ -186,6 +189,37 @@ TEST_F(TierAgentTest, TheObjectsDTypeReachesTheTier) {
   for (int i = 1; i <= 3; ++i) {
     EXPECT_EQ(Get(i == 1 ? "bf16" : i == 2 ? "fp16" : "bytes"), Value(i)) << i;
   }
+}
+
+class TierAgentCompressingTest : public TierAgentTest {
+ protected:
+  void SetUp() override {
+    compression_ = tier::Compression::kAlways;
+    TierAgentTest::SetUp();
+  }
+};
+
+// The master charges the tier what each record takes (the worker reports it
+// with the offload's result), so compressed copies leave room for more.
+TEST_F(TierAgentCompressingTest, TheMasterChargesWhatTheRecordsTake) {
+  std::vector<std::string> values;
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<std::byte> kv = compress::SyntheticKvBytes(
+        kObject, compress::DType::kBFloat16, static_cast<uint64_t>(i) + 1);
+    values.emplace_back(reinterpret_cast<const char*>(kv.data()), kv.size());
+    ASSERT_NE(
+        Put(absl::StrCat("kv", i), values.back(), proto::CHECKSUM_XXH3_CHUNKED, proto::DTYPE_BF16),
+        0u);
+  }
+  master_->EvictBytes(4 * kObject);
+  ASSERT_TRUE(WaitFor([&] { return master_->Stats().ssd_objects == 4; }));
+  const tier::TierStats t = worker_->tier_agent()->tier_stats();
+  EXPECT_EQ(t.compressed_writes, 4u);
+  ASSERT_EQ(master_->Tiers().size(), 1u);
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, t.used_bytes);
+  EXPECT_LT(master_->Tiers()[0].reserved_bytes, 4 * (kObject + 4096));  // < 4 raw records
+  std::memset(SegmentBytes(0), 0x5a, kSegment);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(Get(absl::StrCat("kv", i)), values[i]) << i;
 }
 
 // Objects an older client put (whole-value XXH3) offload and load like any;

@@ -196,7 +196,9 @@ struct MasterState {
   // left alone: its task's end finds the object changed and drops the record).
   std::optional<SsdDrop> TakeSsdCopyLocked(ObjectMeta& m) {
     if (m.ssd != master::SsdState::kStored) return std::nullopt;
-    SsdDrop d{std::move(m.ssd_worker_id), m.version, tiers.ChargeFor(m.size_bytes)};
+    SsdDrop d{std::move(m.ssd_worker_id), m.version,
+              m.ssd_bytes > 0 ? m.ssd_bytes : tiers.ChargeFor(m.size_bytes)};
+    m.ssd_bytes = 0;
     m.ssd = master::SsdState::kNone;
     m.ssd_worker_id.clear();
     ssd_objects.fetch_sub(1, std::memory_order_relaxed);

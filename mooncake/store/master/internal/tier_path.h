@@ -37,8 +37,13 @@ namespace mooncake::master_internal {
 
 namespace proto = ::mooncake::store::proto;
 
+// `stored_bytes`: the record's size on the tier as the worker reported it (0:
+// unknown). The tier is then charged that, at most the raw record size reserved.
 template <typename A, typename P>
-void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl::Status& st) {
+void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl::Status& st,
+                   uint64_t stored_bytes) {
+  const uint64_t charged =
+      stored_bytes > 0 ? std::min(stored_bytes, rec.tier_bytes) : rec.tier_bytes;
   const int64_t now = s.Now();
   s.offloading_bytes.fetch_sub(rec.dram_bytes, std::memory_order_relaxed);
   bool unwanted = false;  // the object changed: this record serves nobody
@@ -58,8 +63,10 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
     ObjectMeta& m = it->second;
     if (st.ok()) {
       m.ssd = master::SsdState::kStored;
+      m.ssd_bytes = charged;
       s.ssd_objects.fetch_add(1, std::memory_order_relaxed);
-      s.tiers.AdmitResident(rec.worker_id, rec.key, rec.tier_bytes);
+      s.tiers.AdmitResident(rec.worker_id, rec.key, charged);
+      s.tiers.Unreserve(rec.worker_id, rec.tier_bytes - charged);
       // It was chosen for eviction: its DRAM goes now unless a read leased it
       // meanwhile (then a later eviction frees it at once, no write needed).
       if (!m.Leased(now) && m.pin != PinLevel::kHard && !m.Loading()) {
@@ -75,6 +82,7 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
     }
     m.ssd = master::SsdState::kNone;
     m.ssd_worker_id.clear();
+    m.ssd_bytes = 0;
     // The tier refused or failed: evict as if it had none (retrying a broken
     // tier would only fail again). With no replica left (its segment went
     // meanwhile) the object is gone whatever leases it has.
@@ -161,10 +169,10 @@ void FinishLoad(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl::S
 
 template <typename A, typename P>
 void FinishTierTask(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl::Status& st,
-                    bool timed_out = false) {
+                    bool timed_out = false, uint64_t stored_bytes = 0) {
   switch (rec.task.kind()) {
     case proto::TIER_OFFLOAD:
-      FinishOffload(s, rec, st);
+      FinishOffload(s, rec, st, stored_bytes);
       return;
     case proto::TIER_LOAD:
       FinishLoad(s, rec, st, timed_out);
@@ -281,6 +289,7 @@ uint64_t DropTierWorker(MasterState<A, P>& s, const std::string& worker) {
       if (m.ssd == master::SsdState::kStored) s.ssd_objects.fetch_sub(1, std::memory_order_relaxed);
       m.ssd = master::SsdState::kNone;
       m.ssd_worker_id.clear();
+      m.ssd_bytes = 0;
       if (m.committed() && m.replicas.empty()) {
         std::string key = it->first;
         lost.emplace_back(std::move(key), s.RetireLocked(sh, it++, now, 0));
@@ -325,7 +334,8 @@ absl::StatusOr<Response> ReportAndTake(MasterState<A, P>& s, const Request& req,
                           : static_cast<absl::StatusCode>(res.code());
     FinishTierTask(
         s, *rec,
-        code == absl::StatusCode::kOk ? absl::OkStatus() : absl::Status(code, res.message()));
+        code == absl::StatusCode::kOk ? absl::OkStatus() : absl::Status(code, res.message()),
+        /*timed_out=*/false, res.stored_bytes());
   }
   for (proto::TierTask& t : s.tiers.Take(req.worker_id(), req.max_tasks(), wait, s.Now())) {
     *resp.add_tasks() = std::move(t);

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -91,7 +92,8 @@ ABSL_FLAG(std::string, value_data, "random",
           "activations; the store's puts declare dtype bf16, so its SSD tier may compress them)");
 ABSL_FLAG(std::string, store_evictions_metric, "mooncake_master_evictions_total",
           "the store's /metrics counter of evicted objects");
-ABSL_FLAG(std::string, log_dir, "", "where server logs go; default a new directory in /tmp");
+ABSL_FLAG(std::string, log_dir, "",
+          "where server logs go (created if missing); default a new directory in /tmp");
 ABSL_FLAG(double, progress_s, 5.0, "seconds between progress lines on stderr (0: none)");
 
 namespace mooncake::bench {
@@ -810,6 +812,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     config->log_dir = tmpl;
+  } else if (std::error_code ec; !std::filesystem::is_directory(config->log_dir, ec) &&
+                                 !std::filesystem::create_directories(config->log_dir, ec)) {
+    std::fprintf(stderr, "mooncake_bench: --log_dir=%s: cannot create it: %s\n",
+                 config->log_dir.c_str(), ec.message().c_str());
+    return 2;
   }
   const absl::Status s = mooncake::bench::Run(*config);
   std::fflush(stdout);

@@ -252,13 +252,15 @@ class Master {
     m.used_bytes->Set(static_cast<double>(st.used_bytes));
     m.capacity_bytes->Set(static_cast<double>(st.capacity_bytes));
     m.tier_objects->Set(static_cast<double>(st.ssd_objects));
-    double tier_capacity = 0, tier_reserved = 0;
+    double tier_capacity = 0, tier_reserved = 0, tier_shortfall = 0;
     for (const TierWorkerView& t : s_.tiers.Snapshot()) {
       tier_capacity += static_cast<double>(t.capacity_bytes);
       tier_reserved += static_cast<double>(t.reserved_bytes);
+      tier_shortfall += static_cast<double>(t.shortfall_bytes);
     }
     m.tier_capacity_bytes->Set(tier_capacity);
     m.tier_reserved_bytes->Set(tier_reserved);
+    m.tier_shortfall_bytes->Set(tier_shortfall);
     absl::flat_hash_map<std::string, double> per_worker;
     for (const SegmentView& v : s_.pool.Snapshot()) {
       per_worker[v.worker_id] += static_cast<double>(v.used_bytes);

@@ -71,7 +71,11 @@ class MasterMetrics {
         C("tier_quarantined_bytes_total", "DRAM bytes of timed-out loads kept out of use.", {});
     tier_objects = G("tier_objects", "Objects with a copy on a worker's SSD tier.");
     tier_capacity_bytes = G("tier_capacity_bytes", "SSD tier bytes the workers reported.");
-    tier_reserved_bytes = G("tier_reserved_bytes", "Raw bytes of SSD copies, stored or storing.");
+    tier_reserved_bytes =
+        G("tier_reserved_bytes", "Bytes charged for SSD copies, stored or storing.");
+    tier_shortfall_bytes = G("tier_shortfall_bytes",
+                             "SSD tier capacity not counted on after tiers refused records for "
+                             "space (fragmentation).");
   }
 
   Gauge* PerWorker(std::string_view worker_id) {
@@ -98,7 +102,7 @@ class MasterMetrics {
   Counter *evictions, *evicted_bytes, *removes, *expired;
   Counter *tier_offloads, *tier_offload_failures, *tier_loads, *tier_load_failures, *tier_drops,
       *tier_drop_failures, *tier_ssd_evictions, *tier_quarantined_bytes;
-  Gauge *tier_objects, *tier_capacity_bytes, *tier_reserved_bytes;
+  Gauge *tier_objects, *tier_capacity_bytes, *tier_reserved_bytes, *tier_shortfall_bytes;
 
  private:
   Gauge* G(std::string_view name, std::string_view help) {

@@ -304,7 +304,7 @@ TEST_F(MasterTierTest, ACorruptRecordIsNeverServedAndTheObjectGoes) {
 TEST_F(MasterTierTest, ARecordIsChargedTheSizeTheTierReports) {
   constexpr uint64_t kRaw = kObject + 4096;  // record size raw (header block)
   constexpr uint64_t kStored = 4096 + 1024;  // what the tier says it took
-  tier_capacity_ = 2 * kStored + kRaw;  // < 3 raw records
+  tier_capacity_ = 2 * kStored + kRaw;       // < 3 raw records
   Sync({});
   for (const char* key : {"a", "b", "c"}) {
     ASSERT_NE(Put(key), 0u);
@@ -341,6 +341,43 @@ TEST_F(MasterTierTest, ARecordIsChargedTheSizeTheTierReports) {
   }
   EXPECT_EQ(master_->Tiers()[0].reserved_bytes, stored);
   EXPECT_LE(master_->Tiers()[0].reserved_bytes, tier_capacity_);
+}
+
+// A tier that refuses, for space, a record the charges said fits (its free
+// space is fragmented) is counted on for that much less: the next offload
+// drops the least recently used copy first instead of failing as well.
+TEST_F(MasterTierTest, ATierThatRefusesForSpaceIsCountedOnForLess) {
+  constexpr uint64_t kRaw = kObject + 4096;
+  ASSERT_EQ(tier_capacity_ % kRaw, 0u);
+  const uint64_t fit = tier_capacity_ / kRaw;
+  Sync({});
+  for (uint64_t i = 0; i + 1 < fit; ++i) ASSERT_NE(PutOnSsdOnly(absl::StrCat("k", i)), 0u);
+  // Room for one more record by the charges; the tier says no.
+  ASSERT_NE(Put("x"), 0u);
+  master_->EvictBytes(kObject);
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  ASSERT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD);
+  EXPECT_TRUE(Sync({{tasks[0].task_id(), absl::ResourceExhaustedError("no free extent")}}).empty());
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("x")).status()));  // as without a tier
+  ASSERT_EQ(master_->Tiers().size(), 1u);
+  EXPECT_EQ(master_->Tiers()[0].shortfall_bytes, kRaw);
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, (fit - 1) * kRaw);
+  // The next offload makes room first: the least recently used copy goes.
+  ASSERT_NE(Put("y"), 0u);
+  master_->EvictBytes(kObject);
+  tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_DROP);
+  EXPECT_EQ(tasks[1].kind(), proto::TIER_OFFLOAD);
+  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k0")).status()));
+  // Other failures are not about space: no more shortfall.
+  EXPECT_TRUE(Sync({{tasks[1].task_id(), absl::UnavailableError("I/O error")}}).empty());
+  EXPECT_EQ(master_->Tiers()[0].shortfall_bytes, kRaw);
+  master_->RefreshMetrics();
+  auto g = master_->metrics()->GetGauge("mooncake_master_tier_shortfall_bytes", "", {});
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ((*g)->Value(), static_cast<double>(kRaw));
 }
 
 TEST_F(MasterTierTest, AFullTierDropsItsLeastRecentlyUsedCopy) {

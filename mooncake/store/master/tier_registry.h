@@ -82,8 +82,9 @@ struct TierWorkerView {
   std::string worker_id;
   uint64_t capacity_bytes = 0;
   uint64_t reported_used_bytes = 0;
-  uint64_t reserved_bytes = 0;  // raw bytes of copies stored or being stored
-  uint64_t resident = 0;        // copies in the LRU
+  uint64_t reserved_bytes = 0;   // raw bytes of copies stored or being stored
+  uint64_t shortfall_bytes = 0;  // capacity not counted on (NoteRefused)
+  uint64_t resident = 0;         // copies in the LRU
   size_t queued = 0;
   size_t in_flight = 0;
 };
@@ -123,8 +124,7 @@ class TierRegistry {
   bool Reserve(std::string_view worker_id, uint64_t bytes) {
     absl::MutexLock lock(&mu_);
     Worker* w = FindLocked(worker_id);
-    if (w == nullptr || bytes > w->capacity_bytes - std::min(w->capacity_bytes, w->reserved_bytes))
-      return false;
+    if (w == nullptr || bytes > Usable(*w) - std::min(Usable(*w), w->reserved_bytes)) return false;
     w->reserved_bytes += bytes;
     return true;
   }
@@ -142,14 +142,27 @@ class TierRegistry {
     const Worker* w = FindLocked(worker_id);
     if (w == nullptr) return false;
     const uint64_t pinned = w->reserved_bytes - std::min(w->reserved_bytes, w->resident.charged());
-    return bytes <= w->capacity_bytes - std::min(w->capacity_bytes, pinned);
+    return bytes <= Usable(*w) - std::min(Usable(*w), pinned);
+  }
+
+  // The tier refused, for want of space, a record of `bytes` that the charges
+  // said fits: its free space is fragmented (records of different sizes left
+  // holes no new record fits in). From now on that much of its capacity is not
+  // counted on, so later offloads first drop old copies to make room instead
+  // of failing, and dropping their objects, one by one. At most an eighth of
+  // the capacity; it lasts as long as the worker's tier registration.
+  void NoteRefused(std::string_view worker_id, uint64_t bytes) {
+    absl::MutexLock lock(&mu_);
+    if (Worker* w = FindLocked(worker_id); w != nullptr) {
+      w->shortfall_bytes = std::min(w->shortfall_bytes + bytes, w->capacity_bytes / 8);
+    }
   }
 
   // Bytes still free for reservations (0 for a worker without a tier).
   uint64_t Unreserved(std::string_view worker_id) const {
     absl::MutexLock lock(&mu_);
     const Worker* w = FindLocked(worker_id);
-    return w == nullptr ? 0 : w->capacity_bytes - std::min(w->capacity_bytes, w->reserved_bytes);
+    return w == nullptr ? 0 : Usable(*w) - std::min(Usable(*w), w->reserved_bytes);
   }
 
   // ---- The LRU of SSD copies, per worker --------------------------------------
@@ -314,7 +327,7 @@ class TierRegistry {
     std::vector<TierWorkerView> out;
     for (const auto& [id, w] : workers_) {
       out.push_back({id, w.capacity_bytes, w.reported_used_bytes, w.reserved_bytes,
-                     w.resident.size(), w.queue.size(), w.in_flight});
+                     w.shortfall_bytes, w.resident.size(), w.queue.size(), w.in_flight});
     }
     return out;
   }
@@ -332,10 +345,16 @@ class TierRegistry {
     uint64_t capacity_bytes = 0;
     uint64_t reported_used_bytes = 0;
     uint64_t reserved_bytes = 0;
+    uint64_t shortfall_bytes = 0;
     std::deque<uint64_t> queue;  // task ids, oldest first
     size_t in_flight = 0;
     index::LruPolicy<std::string, ObjectKeyHash> resident;
   };
+
+  // Capacity the charges may use.
+  static uint64_t Usable(const Worker& w) {
+    return w.capacity_bytes - std::min(w.capacity_bytes, w.shortfall_bytes);
+  }
 
   Worker* FindLocked(std::string_view worker_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = workers_.find(AbslView(worker_id));

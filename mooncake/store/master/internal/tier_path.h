@@ -102,6 +102,8 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
     }
   } else if (!st.ok()) {
     s.tiers.Unreserve(rec.worker_id, rec.tier_bytes);
+    // Refused for space although the charges said it fits: fragmentation.
+    if (absl::IsResourceExhausted(st)) s.tiers.NoteRefused(rec.worker_id, rec.tier_bytes);
   }
   if (!to_free.empty()) {
     s.FreeReplicas(to_free);

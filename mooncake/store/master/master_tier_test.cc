@@ -48,6 +48,7 @@ class MasterTierTest : public ::testing::Test {
     proto::TierSyncRequest req;
     req.set_worker_id(worker);
     req.set_capacity_bytes(tier_capacity_);
+    req.set_used_bytes(tier_used_);
     req.set_max_tasks(64);
     for (const auto& [id, st] : results) {
       proto::TierTaskResult* r = req.add_results();
@@ -98,6 +99,7 @@ class MasterTierTest : public ::testing::Test {
   std::unique_ptr<Master<>> master_;
   uint64_t segment_ = 0;
   uint64_t tier_capacity_ = 64 * kObject;  // what Sync reports
+  uint64_t tier_used_ = 0;                 // and the tier's own use
 };
 
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MasterConformance);
@@ -299,16 +301,18 @@ TEST_F(MasterTierTest, ACorruptRecordIsNeverServedAndTheObjectGoes) {
 // A compressing tier reports each record's real size; the master charges that
 // (at most the raw record size it reserved), so more copies fit: three
 // compressed records where two raw ones would (an offload still reserves the
-// raw size until the tier answers). A remove gives back exactly the charge,
-// and a size over the reservation (a wrong report) is not believed.
+// raw size until the tier answers). A remove gives back exactly the charge; a
+// size over the reservation, or under the smallest record there is (a wrong
+// report), is not believed.
 TEST_F(MasterTierTest, ARecordIsChargedTheSizeTheTierReports) {
-  constexpr uint64_t kRaw = kObject + 4096;  // record size raw (header block)
-  constexpr uint64_t kStored = 4096 + 1024;  // what the tier says it took
-  tier_capacity_ = 2 * kStored + kRaw;       // < 3 raw records
+  constexpr uint64_t kSize = 4 * kObject;
+  constexpr uint64_t kRaw = kSize + 4096;           // record size raw (header block)
+  constexpr uint64_t kStored = 2 * kObject + 4096;  // what the tier says it took
+  tier_capacity_ = 2 * kStored + kRaw;              // < 3 raw records
   Sync({});
   for (const char* key : {"a", "b", "c"}) {
-    ASSERT_NE(Put(key), 0u);
-    master_->EvictBytes(kObject);
+    ASSERT_NE(Put(key, kSize), 0u);
+    master_->EvictBytes(kSize);
     auto tasks = Sync({});
     ASSERT_EQ(tasks.size(), 1u) << key;
     ASSERT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD) << key;  // no DROP: it fits
@@ -321,63 +325,85 @@ TEST_F(MasterTierTest, ARecordIsChargedTheSizeTheTierReports) {
     EXPECT_TRUE(master_->GetReplicas(GetReq(key))->loading()) << key;  // on SSD, loading
   }
   proto::RemoveRequest rm;
-  rm.set_key("a");
+  for (const char* key : {"a", "b"}) {
+    rm.set_key(key);
+    ASSERT_TRUE(master_->Remove(rm).ok());
+  }
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, kStored);
+  rm.set_key("c");
   ASSERT_TRUE(master_->Remove(rm).ok());
-  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, 2 * kStored);
-  // A report larger than the raw record is charged the raw record.
-  ASSERT_NE(Put("d"), 0u);
-  master_->EvictBytes(kObject);
-  auto tasks = Sync({});
-  uint64_t offload = 0;
-  for (const proto::TierTask& t : tasks) {
-    if (t.kind() == proto::TIER_OFFLOAD) offload = t.task_id();
+  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, 0u);
+  // Reports larger than the raw record, or smaller than one block and a
+  // header, are charged the raw record and one block and a header.
+  uint64_t want = 0;
+  for (const auto& [key, report, charge] :
+       {std::tuple<const char*, uint64_t, uint64_t>{"d", uint64_t{1} << 30, kRaw},
+        std::tuple<const char*, uint64_t, uint64_t>{"e", 1, 2 * 4096}}) {
+    ASSERT_NE(Put(key, kSize), 0u);
+    master_->EvictBytes(kSize);
+    uint64_t offload = 0;  // (the reads above started LOADs, the removes DROPs)
+    for (const proto::TierTask& t : Sync({})) {
+      if (t.kind() == proto::TIER_OFFLOAD) offload = t.task_id();
+    }
+    ASSERT_NE(offload, 0u) << key;
+    Sync({{offload, absl::OkStatus()}}, "w1", report);
+    want += charge;
+    EXPECT_EQ(master_->Tiers()[0].reserved_bytes, want) << key;
   }
-  ASSERT_NE(offload, 0u);
-  Sync({{offload, absl::OkStatus()}}, "w1", uint64_t{1} << 30);
-  uint64_t stored = 0;
-  for (const char* key : {"b", "c", "d"}) {
-    auto r = master_->GetReplicas(GetReq(key));
-    if (r.ok() && r->loading()) stored += std::string_view(key) == "d" ? kRaw : kStored;
-  }
-  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, stored);
-  EXPECT_LE(master_->Tiers()[0].reserved_bytes, tier_capacity_);
 }
 
-// A tier that refuses, for space, a record the charges said fits (its free
-// space is fragmented) is counted on for that much less: the next offload
-// drops the least recently used copy first instead of failing as well.
+// A tier that refuses, for space its own report says it has, a record the
+// charges said fits (its free space is fragmented) is counted on for that much
+// less: the next offload drops the least recently used copy first instead of
+// failing as well. A refusal from a tier that reported itself full is not
+// fragmentation, and every offload the tier takes eases the shortfall.
 TEST_F(MasterTierTest, ATierThatRefusesForSpaceIsCountedOnForLess) {
   constexpr uint64_t kRaw = kObject + 4096;
   ASSERT_EQ(tier_capacity_ % kRaw, 0u);
   const uint64_t fit = tier_capacity_ / kRaw;
   Sync({});
   for (uint64_t i = 0; i + 1 < fit; ++i) ASSERT_NE(PutOnSsdOnly(absl::StrCat("k", i)), 0u);
-  // Room for one more record by the charges; the tier says no.
-  ASSERT_NE(Put("x"), 0u);
-  master_->EvictBytes(kObject);
-  auto tasks = Sync({});
-  ASSERT_EQ(tasks.size(), 1u);
-  ASSERT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD);
-  EXPECT_TRUE(Sync({{tasks[0].task_id(), absl::ResourceExhaustedError("no free extent")}}).empty());
-  EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("x")).status()));  // as without a tier
-  ASSERT_EQ(master_->Tiers().size(), 1u);
-  EXPECT_EQ(master_->Tiers()[0].shortfall_bytes, kRaw);
-  EXPECT_EQ(master_->Tiers()[0].reserved_bytes, (fit - 1) * kRaw);
+  // Room for one more record by the charges; the tier says no, twice.
+  for (const bool reported_full : {true, false}) {
+    tier_used_ = reported_full ? tier_capacity_ : (fit - 1) * kRaw;
+    const std::string key = reported_full ? "x" : "x2";
+    ASSERT_NE(Put(key), 0u);
+    master_->EvictBytes(kObject);
+    auto tasks = Sync({});
+    ASSERT_EQ(tasks.size(), 1u) << key;
+    ASSERT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD) << key;
+    EXPECT_TRUE(
+        Sync({{tasks[0].task_id(), absl::ResourceExhaustedError("no free extent")}}).empty());
+    EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq(key)).status()));  // as without a tier
+    ASSERT_EQ(master_->Tiers().size(), 1u);
+    EXPECT_EQ(master_->Tiers()[0].shortfall_bytes, reported_full ? 0 : kRaw) << key;
+    EXPECT_EQ(master_->Tiers()[0].reserved_bytes, (fit - 1) * kRaw) << key;
+  }
   // The next offload makes room first: the least recently used copy goes.
   ASSERT_NE(Put("y"), 0u);
   master_->EvictBytes(kObject);
-  tasks = Sync({});
+  auto tasks = Sync({});
   ASSERT_EQ(tasks.size(), 2u);
   EXPECT_EQ(tasks[0].kind(), proto::TIER_DROP);
   EXPECT_EQ(tasks[1].kind(), proto::TIER_OFFLOAD);
   EXPECT_TRUE(absl::IsNotFound(master_->GetReplicas(GetReq("k0")).status()));
-  // Other failures are not about space: no more shortfall.
-  EXPECT_TRUE(Sync({{tasks[1].task_id(), absl::UnavailableError("I/O error")}}).empty());
-  EXPECT_EQ(master_->Tiers()[0].shortfall_bytes, kRaw);
   master_->RefreshMetrics();
   auto g = master_->metrics()->GetGauge("mooncake_master_tier_shortfall_bytes", "", {});
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ((*g)->Value(), static_cast<double>(kRaw));
+  // The tier takes it: the shortfall eases by 1/32 of a record.
+  EXPECT_TRUE(Sync({{tasks[1].task_id(), absl::OkStatus()}}).empty());
+  EXPECT_EQ(master_->Tiers()[0].shortfall_bytes, kRaw - kRaw / 32);
+  // Other failures are not about space: no more shortfall.
+  ASSERT_NE(Put("z"), 0u);
+  master_->EvictBytes(kObject);
+  uint64_t offload = 0;
+  for (const proto::TierTask& t : Sync({})) {
+    if (t.kind() == proto::TIER_OFFLOAD) offload = t.task_id();
+  }
+  ASSERT_NE(offload, 0u);
+  EXPECT_TRUE(Sync({{offload, absl::UnavailableError("I/O error")}}).empty());
+  EXPECT_EQ(master_->Tiers()[0].shortfall_bytes, kRaw - kRaw / 32);
 }
 
 TEST_F(MasterTierTest, AFullTierDropsItsLeastRecentlyUsedCopy) {

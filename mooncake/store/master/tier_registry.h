@@ -10,10 +10,12 @@
 // finished by Complete with the worker's result; the master's paths
 // (internal/tier_path.h) own the object-level steps on both ends.
 //
-// Space. The registry charges each worker's tier the record size of every
-// object stored or being stored there (`ChargeFor`, `Reserve`); an offload is
-// started only where it fits, so a compressing tier is charged at most what
-// it holds. The
+// Space. The registry charges each worker's tier the raw record size of every
+// object being stored there (`ChargeFor`, `Reserve`); an offload is started
+// only where that fits. Once stored, a copy is charged what the tier reports
+// its record takes (`Stored`: compressed records leave room for more). A tier
+// that refuses a record for space its charges said it had is fragmented: that
+// much is then not counted on (`NoteRefused`). The
 // SSD copies of each worker are kept in LRU order (`resident`): when a new
 // offload does not fit, the master drops the least recently used copies.
 //
@@ -82,7 +84,7 @@ struct TierWorkerView {
   std::string worker_id;
   uint64_t capacity_bytes = 0;
   uint64_t reported_used_bytes = 0;
-  uint64_t reserved_bytes = 0;   // raw bytes of copies stored or being stored
+  uint64_t reserved_bytes = 0;   // charges: copies stored (their size), being stored (raw)
   uint64_t shortfall_bytes = 0;  // capacity not counted on (NoteRefused)
   uint64_t resident = 0;         // copies in the LRU
   size_t queued = 0;
@@ -151,11 +153,18 @@ class TierRegistry {
   // counted on, so later offloads first drop old copies to make room instead
   // of failing, and dropping their objects, one by one. At most an eighth of
   // the capacity; it lasts as long as the worker's tier registration.
+  // Only a refusal the tier's own last report had room for counts (a tier that
+  // was simply full, e.g. a DROP meant to make room not done yet, is not
+  // fragmented). Each offload the tier then takes gives back 1/32 of a record's
+  // charge, so a passing cause does not keep the capacity down.
   void NoteRefused(std::string_view worker_id, uint64_t bytes) {
     absl::MutexLock lock(&mu_);
-    if (Worker* w = FindLocked(worker_id); w != nullptr) {
-      w->shortfall_bytes = std::min(w->shortfall_bytes + bytes, w->capacity_bytes / 8);
+    Worker* w = FindLocked(worker_id);
+    if (w == nullptr ||
+        w->capacity_bytes - std::min(w->capacity_bytes, w->reported_used_bytes) < bytes) {
+      return;
     }
+    w->shortfall_bytes = std::min(w->shortfall_bytes + bytes, w->capacity_bytes / 8);
   }
 
   // Bytes still free for reservations (0 for a worker without a tier).
@@ -167,16 +176,22 @@ class TierRegistry {
 
   // ---- The LRU of SSD copies, per worker --------------------------------------
 
+  // A finished offload: the copy enters the LRU charged `charged` bytes, the
+  // rest of its `reserved` bytes are given back, and the shortfall eases.
+  void Stored(std::string_view worker_id, const std::string& key, uint64_t reserved,
+              uint64_t charged) {
+    absl::MutexLock lock(&mu_);
+    Worker* w = FindLocked(worker_id);
+    if (w == nullptr) return;
+    AdmitResidentLocked(*w, key, charged);
+    MC_DASSERT(w->reserved_bytes >= reserved - charged, "unreserving more than was reserved");
+    w->reserved_bytes -= std::min(w->reserved_bytes, reserved - charged);
+    w->shortfall_bytes -= std::min(w->shortfall_bytes, reserved / 32);
+  }
+
   void AdmitResident(std::string_view worker_id, const std::string& key, uint64_t bytes) {
     absl::MutexLock lock(&mu_);
-    if (Worker* w = FindLocked(worker_id); w != nullptr) {
-      std::span<const std::string> one(&key, 1);
-      if (w->resident.Contains(key)) {
-        w->resident.Touch(one);
-      } else {
-        w->resident.Admit(one, 0, bytes);
-      }
-    }
+    if (Worker* w = FindLocked(worker_id); w != nullptr) AdmitResidentLocked(*w, key, bytes);
   }
   void TouchResident(std::string_view worker_id, const std::string& key) {
     absl::MutexLock lock(&mu_);
@@ -350,6 +365,15 @@ class TierRegistry {
     size_t in_flight = 0;
     index::LruPolicy<std::string, ObjectKeyHash> resident;
   };
+
+  static void AdmitResidentLocked(Worker& w, const std::string& key, uint64_t bytes) {
+    std::span<const std::string> one(&key, 1);
+    if (w.resident.Contains(key)) {
+      w.resident.Touch(one);
+    } else {
+      w.resident.Admit(one, 0, bytes);
+    }
+  }
 
   // Capacity the charges may use.
   static uint64_t Usable(const Worker& w) {

@@ -213,6 +213,9 @@ TEST_F(TierAgentCompressingTest, TheMasterChargesWhatTheRecordsTake) {
   }
   master_->EvictBytes(4 * kObject);
   ASSERT_TRUE(WaitFor([&] { return master_->Stats().ssd_objects == 4; }));
+  ASSERT_TRUE(WaitFor([&] {  // the count is published after the charge
+    return master_->Tiers()[0].reserved_bytes == worker_->tier_agent()->tier_stats().used_bytes;
+  }));
   const tier::TierStats t = worker_->tier_agent()->tier_stats();
   EXPECT_EQ(t.compressed_writes, 4u);
   ASSERT_EQ(master_->Tiers().size(), 1u);

@@ -42,8 +42,12 @@ namespace proto = ::mooncake::store::proto;
 template <typename A, typename P>
 void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl::Status& st,
                    uint64_t stored_bytes) {
+  // A report below the smallest record there is (one block and a header) is not
+  // believed either.
   const uint64_t charged =
-      stored_bytes > 0 ? std::min(stored_bytes, rec.tier_bytes) : rec.tier_bytes;
+      stored_bytes > 0
+          ? std::clamp(stored_bytes, std::min(s.tiers.ChargeFor(1), rec.tier_bytes), rec.tier_bytes)
+          : rec.tier_bytes;
   const int64_t now = s.Now();
   s.offloading_bytes.fetch_sub(rec.dram_bytes, std::memory_order_relaxed);
   bool unwanted = false;  // the object changed: this record serves nobody
@@ -64,9 +68,8 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
     if (st.ok()) {
       m.ssd = master::SsdState::kStored;
       m.ssd_bytes = charged;
-      s.ssd_objects.fetch_add(1, std::memory_order_relaxed);
-      s.tiers.AdmitResident(rec.worker_id, rec.key, charged);
-      s.tiers.Unreserve(rec.worker_id, rec.tier_bytes - charged);
+      s.tiers.Stored(rec.worker_id, rec.key, rec.tier_bytes, charged);
+      s.ssd_objects.fetch_add(1, std::memory_order_relaxed);  // last: tests wait on it
       // It was chosen for eviction: its DRAM goes now unless a read leased it
       // meanwhile (then a later eviction frees it at once, no write needed).
       if (!m.Leased(now) && m.pin != PinLevel::kHard && !m.Loading()) {

@@ -152,11 +152,11 @@ class TierRegistry {
   // holes no new record fits in). From now on that much of its capacity is not
   // counted on, so later offloads first drop old copies to make room instead
   // of failing, and dropping their objects, one by one. At most an eighth of
-  // the capacity; it lasts as long as the worker's tier registration.
-  // Only a refusal the tier's own last report had room for counts (a tier that
-  // was simply full, e.g. a DROP meant to make room not done yet, is not
-  // fragmented). Each offload the tier then takes gives back 1/32 of a record's
-  // charge, so a passing cause does not keep the capacity down.
+  // the capacity. Only a refusal the tier's own last report had room for
+  // counts (a tier that was simply full, e.g. a DROP meant to make room not
+  // done yet, is not fragmented). Each offload the tier then takes gives back
+  // 1/32 of a record's charge, so a passing cause does not keep the capacity
+  // down.
   void NoteRefused(std::string_view worker_id, uint64_t bytes) {
     absl::MutexLock lock(&mu_);
     Worker* w = FindLocked(worker_id);

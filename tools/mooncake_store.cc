@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,7 @@
 #include "mooncake/store/node/status_line.h"
 #include "mooncake/store/node/store_node.h"
 #include "mooncake/store/node/store_node_options.h"
+#include "mooncake/tier/tier.h"
 
 // THE FLAG CONTRACT: tools/mooncake_bench and the tests spawn this binary
 // with these names; do not rename them.
@@ -182,7 +184,10 @@ node::StoreNodeOptions OptionsFromFlags() {
       node::ParseByteSize("ssd_offload_min_bytes", absl::GetFlag(FLAGS_ssd_offload_min_bytes));
   check(min_offload.status());
   o.ssd_offload_min_bytes = *min_offload;
-  o.ssd_compression = absl::GetFlag(FLAGS_ssd_compression);
+  const std::optional<tier::Compression> compression =
+      tier::ParseCompression(absl::GetFlag(FLAGS_ssd_compression));
+  if (!compression) BadFlags("--ssd_compression must be auto, always or never");
+  o.ssd_compression = *compression;
   if (absl::GetFlag(FLAGS_status_interval) < absl::ZeroDuration()) {
     BadFlags("--status_interval must be >= 0");
   }
@@ -226,7 +231,8 @@ void PrintBanner(node::StoreNode& n) {
       Say(absl::StrCat("  SSD tier     ", o.ssd_path, ", ", node::HumanBytes(o.ssd_bytes),
                        info.direct_io ? " (O_DIRECT" : " (buffered I/O", ", device read ",
                        absl::SixDigits(info.device_read_bytes_per_s / 1e9), " GB/s, compression ",
-                       o.ssd_compression, "): evicted objects are written back here"));
+                       AbslView(tier::CompressionName(o.ssd_compression)),
+                       "): evicted objects are written back here"));
     }
   }
   if (!n.http_address().empty()) {

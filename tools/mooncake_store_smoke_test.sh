@@ -35,7 +35,8 @@ get() { http "$1" "GET $2 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"; }
 
 # ---- Bad flags: a clear message and exit 2 -----------------------------------
 for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=nocolon" \
-            "--replicas=x" "--low_watermark=0.99" "--tenants=a" "positional"; do
+            "--replicas=x" "--low_watermark=0.99" "--tenants=a" "--ssd_compression=zip" \
+            "positional"; do
   set +e
   msg=$("$bin" $args --http= --demo=false 2>&1)
   rc=$?

@@ -113,32 +113,6 @@
 
 namespace mooncake::tier {
 
-enum class Compression : uint8_t {
-  kNever,   // store raw bytes
-  kAlways,  // compress every float-typed object (stored raw if it does not shrink)
-  kAuto,    // compress when compress::DecideCompression says it pays at the device's bandwidth
-};
-
-// "never", "always", "auto": for flags and logs.
-inline std::string_view CompressionName(Compression c) {
-  switch (c) {
-    case Compression::kNever:
-      return "never";
-    case Compression::kAlways:
-      return "always";
-    case Compression::kAuto:
-      return "auto";
-  }
-  return "unknown";
-}
-
-inline std::optional<Compression> ParseCompression(std::string_view name) {
-  for (Compression c : {Compression::kNever, Compression::kAlways, Compression::kAuto}) {
-    if (name == CompressionName(c)) return c;
-  }
-  return std::nullopt;
-}
-
 // What an acknowledged write survives; see the header comment.
 enum class Durability : uint8_t {
   kPowerLoss,     // acknowledged after an fdatasync covering it completed

@@ -60,6 +60,33 @@
 
 namespace mooncake::tier {
 
+// When a tier that can compress (SsdTier) stores an object compressed.
+enum class Compression : uint8_t {
+  kNever,   // store raw bytes
+  kAlways,  // compress every float-typed object (stored raw if it does not shrink)
+  kAuto,    // compress when compress::DecideCompression says it pays at the device's bandwidth
+};
+
+// "never", "always", "auto": for flags and logs.
+inline std::string_view CompressionName(Compression c) {
+  switch (c) {
+    case Compression::kNever:
+      return "never";
+    case Compression::kAlways:
+      return "always";
+    case Compression::kAuto:
+      return "auto";
+  }
+  return "unknown";
+}
+
+inline std::optional<Compression> ParseCompression(std::string_view name) {
+  for (Compression c : {Compression::kNever, Compression::kAlways, Compression::kAuto}) {
+    if (name == CompressionName(c)) return c;
+  }
+  return std::nullopt;
+}
+
 // Longest key a tier accepts (it is stored in each SSD record header block).
 inline constexpr size_t kMaxKeyBytes = 1024;
 

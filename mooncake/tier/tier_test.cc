@@ -107,6 +107,16 @@ struct NoCapacity {
 };
 static_assert(!Tier<NoCapacity>);
 
+TEST(TierTest, CompressionNamesRoundTripAndOthersAreRefused) {
+  for (Compression c : {Compression::kNever, Compression::kAlways, Compression::kAuto}) {
+    EXPECT_EQ(ParseCompression(CompressionName(c)), c);
+  }
+  EXPECT_EQ(CompressionName(Compression::kAlways), "always");
+  for (std::string_view bad : {"", "zstd", "Always", "auto "}) {
+    EXPECT_FALSE(ParseCompression(bad).has_value()) << bad;
+  }
+}
+
 TEST(TierTest, ObjectMetaComparesByValue) {
   EXPECT_EQ((ObjectMeta{compress::DType::kBFloat16, 3}),
             (ObjectMeta{compress::DType::kBFloat16, 3}));

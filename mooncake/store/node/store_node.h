@@ -41,7 +41,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -281,10 +280,7 @@ class StoreNode {
       worker::TierAgentOptions t;
       t.tier.paths = {options_.ssd_path};
       t.tier.capacity_bytes_per_file = options_.ssd_bytes;
-      const std::optional<tier::Compression> compression =
-          tier::ParseCompression(options_.ssd_compression);
-      MC_ASSERT(compression.has_value(), "ValidateStoreNodeOptions checks ssd_compression");
-      t.tier.compression = *compression;
+      t.tier.compression = options_.ssd_compression;
       wo.tier = std::move(t);
     }
     auto w = WorkerT::Start(wo, worker_channel_.get());

@@ -25,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/store/master/master_options.h"
+#include "mooncake/tier/tier.h"
 
 namespace mooncake::node {
 
@@ -70,11 +71,11 @@ struct StoreNodeOptions {
   uint64_t ssd_bytes = 0;  // the file's size; required with ssd_path
   // Evicted objects smaller than this are dropped instead of written back (0: none).
   uint64_t ssd_offload_min_bytes = 0;
-  // When the SSD tier compresses float-typed objects (tier::Compression by name):
-  // "auto" where reading fewer bytes pays for the decode at the device's measured
-  // bandwidth, "always" (more objects per byte of SSD: a tier small against its
-  // working set hits more often), "never".
-  std::string ssd_compression = "auto";
+  // When the SSD tier compresses float-typed objects: kAuto where reading fewer
+  // bytes pays for the decode at the device's measured bandwidth, kAlways (more
+  // objects per byte of SSD: a tier small against its working set hits more
+  // often), kNever.
+  tier::Compression ssd_compression = tier::Compression::kAuto;
   // Master timing (not flags: the defaults suit a real deployment).
   int64_t tick_interval_ms = 100;
   int64_t heartbeat_interval_ms = 1'000;
@@ -208,10 +209,6 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     if (o.ssd_bytes < (uint64_t{64} << 20) || o.ssd_bytes % 4096 != 0) {
       return bad("--ssd_bytes must be at least 64M and a multiple of 4K");
     }
-  }
-  if (o.ssd_compression != "auto" && o.ssd_compression != "always" &&
-      o.ssd_compression != "never") {
-    return bad("--ssd_compression must be auto, always or never");
   }
   if (o.replicas < 1 || o.replicas > 8) return bad("--replicas must be in [1, 8]");
   if (o.max_object_bytes == 0 || o.max_object_bytes > (uint64_t{1} << 32)) {

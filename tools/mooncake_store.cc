@@ -52,6 +52,9 @@ ABSL_FLAG(int32_t, replicas, 1, "default replicas per object");
 ABSL_FLAG(std::string, max_object_bytes, "64M", "largest object the master accepts");
 ABSL_FLAG(double, high_watermark, 0.99, "eviction starts above this fraction of capacity used");
 ABSL_FLAG(double, low_watermark, 0.97, "eviction frees down to this fraction");
+ABSL_FLAG(std::string, eviction_policy, "lru",
+          "which objects leave DRAM first: lru (least recently used) or s3fifo (S3-FIFO: objects "
+          "read once before objects read again; scan-resistant)");
 ABSL_FLAG(std::string, tenants, "", "name:capacity[:pinned],... (capacities with suffixes)");
 ABSL_FLAG(std::string, ssd_path, "",
           "the worker's SSD tier: a file (created, or emptied, at start) that evicted objects "
@@ -171,6 +174,10 @@ node::StoreNodeOptions OptionsFromFlags() {
   o.max_object_bytes = *max_obj;
   o.high_watermark = absl::GetFlag(FLAGS_high_watermark);
   o.low_watermark = absl::GetFlag(FLAGS_low_watermark);
+  const std::optional<node::EvictionPolicyKind> eviction =
+      node::ParseEvictionPolicy(absl::GetFlag(FLAGS_eviction_policy));
+  if (!eviction) BadFlags("--eviction_policy must be lru or s3fifo");
+  o.eviction_policy = *eviction;
   auto tenants = node::ParseTenants(absl::GetFlag(FLAGS_tenants));
   check(tenants.status());
   o.tenants = *tenants;
@@ -220,7 +227,9 @@ void PrintBanner(node::StoreNode& n) {
                    ": a distributed KV-cache store (role ", AbslView(node::RoleName(o.role)),
                    o.role == node::Role::kAll ? ": master + one worker in this process)" : ")"));
   if (!n.rpc_address().empty()) {
-    Say(absl::StrCat("  master RPC   ", n.rpc_address(), "   (clients and workers connect here)"));
+    Say(absl::StrCat("  master RPC   ", n.rpc_address(),
+                     "   (clients and workers connect here; eviction ",
+                     AbslView(node::EvictionPolicyName(o.eviction_policy)), ")"));
   }
   if (auto* w = n.worker(); w != nullptr) {
     Say(absl::StrCat("  worker       ", o.segments, " x ", node::HumanBytes(o.segment_bytes),

@@ -36,7 +36,7 @@ get() { http "$1" "GET $2 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"; }
 # ---- Bad flags: a clear message and exit 2 -----------------------------------
 for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=nocolon" \
             "--replicas=x" "--low_watermark=0.99" "--tenants=a" "--ssd_compression=zip" \
-            "positional"; do
+            "--eviction_policy=mru" "positional"; do
   set +e
   msg=$("$bin" $args --http= --demo=false 2>&1)
   rc=$?
@@ -48,7 +48,7 @@ echo "ok   bad flags exit 2 with a message"
 
 # ---- Start with the demo -------------------------------------------------------
 "$bin" --listen=127.0.0.1:0 --http=127.0.0.1:0 --segment_bytes=64M --demo \
-  --status_interval=1s --ready_file="$ready" >"$out" 2>&1 &
+  --eviction_policy=s3fifo --status_interval=1s --ready_file="$ready" >"$out" 2>&1 &
 pid=$!
 for _ in $(seq 300); do
   [[ -f $ready ]] && break
@@ -64,6 +64,7 @@ hp=$(sed -n 's/^http=//p' "$ready")
 grep -q '^demo: ok' "$out" || fail "demo did not report ok"
 grep -q '^serving; Ctrl-C to stop' "$out" || fail "no serving line"
 grep -q "master RPC   $rpc" "$out" || fail "banner does not say where the master listens"
+grep -q "eviction s3fifo" "$out" || fail "banner does not name the eviction policy"
 echo "ok   started: rpc=$rpc http=$hp, demo ok"
 
 # ---- /health and /metrics ----------------------------------------------------------

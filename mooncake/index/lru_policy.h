@@ -28,6 +28,14 @@ namespace mooncake::index {
 template <typename K = BlockKey, typename Hash = index_internal::BlockKeyHash>
 class LruPolicy {
  public:
+  // Move-only: map_ holds iterators into list_, which a copy would share
+  // with the original (a move keeps them valid).
+  LruPolicy() = default;
+  LruPolicy(const LruPolicy&) = delete;
+  LruPolicy& operator=(const LruPolicy&) = delete;
+  LruPolicy(LruPolicy&&) = default;
+  LruPolicy& operator=(LruPolicy&&) = default;
+
   using key_type = K;
 
   void Touch(std::span<const K> chain) {

@@ -41,6 +41,12 @@ class S3FifoPolicy {
   explicit S3FifoPolicy(double small_ratio = 0.1) : small_ratio_(small_ratio) {
     MC_ASSERT(small_ratio > 0.0 && small_ratio < 1.0, "small_ratio must be in (0, 1)");
   }
+  // Move-only: map_ holds iterators into the queues, which a copy would
+  // share with the original (a move keeps them valid).
+  S3FifoPolicy(const S3FifoPolicy&) = delete;
+  S3FifoPolicy& operator=(const S3FifoPolicy&) = delete;
+  S3FifoPolicy(S3FifoPolicy&&) = default;
+  S3FifoPolicy& operator=(S3FifoPolicy&&) = default;
 
   void Touch(std::span<const K> chain) {
     for (const K& key : chain) {

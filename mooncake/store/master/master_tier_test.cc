@@ -7,10 +7,14 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/index/lru_policy.h"
+#include "mooncake/index/s3fifo_policy.h"
+#include "mooncake/index/variant_policy.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_testing.h"
 #include "mooncake/store/rpc/master_methods.h"
@@ -27,13 +31,18 @@ using testing_internal::PutReq;
 constexpr uint64_t kObject = 4096;
 constexpr uint64_t kSegment = 16 * kObject;
 
+// LRU (the default) or S3-FIFO, as the store binary offers them.
+using S3Fifo = index::S3FifoPolicy<std::string, ObjectKeyHash>;
+using TestPolicy = index::VariantPolicy<index::LruPolicy<std::string, ObjectKeyHash>, S3Fifo>;
+using TestMaster = Master<alloc::TlsfAllocator, TestPolicy>;
+
 class MasterTierTest : public ::testing::Test {
  protected:
   void SetUp() override { Make(MasterOptions{}); }
 
-  void Make(MasterOptions o) {
+  void Make(MasterOptions o, TestPolicy policy = TestPolicy()) {
     o.shard_count = 4;
-    auto m = Master<>::Create(o, &clock_);
+    auto m = TestMaster::Create(o, &clock_, nullptr, nullptr, std::move(policy));
     ASSERT_TRUE(m.ok()) << m.status();
     master_ = std::move(*m);
     auto seg = master_->MountSegment(MountReq("w1", "seg0", kSegment, "host-a"));
@@ -96,7 +105,7 @@ class MasterTierTest : public ::testing::Test {
   }
 
   FakeClock clock_{1'000'000'000};
-  std::unique_ptr<Master<>> master_;
+  std::unique_ptr<TestMaster> master_;
   uint64_t segment_ = 0;
   uint64_t tier_capacity_ = 64 * kObject;  // what Sync reports
   uint64_t tier_used_ = 0;                 // and the tier's own use
@@ -198,6 +207,37 @@ TEST_F(MasterTierTest, EvictionOffloadsThenAReadLoadsBack) {
   EXPECT_EQ(master_->Stats().used_bytes, 0u);
   EXPECT_TRUE(Sync({}).empty());
   EXPECT_TRUE(master_->GetReplicas(GetReq("k"))->loading());
+}
+
+// Under S3-FIFO a loaded object enters DRAM as a new entry; the client's read
+// once it is loaded (the ask that finds it no longer loading) counts, so new
+// objects nobody read leave before it, and it is not loaded again next time.
+TEST_F(MasterTierTest, UnderS3FifoALoadedObjectReadOnceOutlivesOneShotObjects) {
+  Make(MasterOptions{}, TestPolicy(S3Fifo()));
+  EXPECT_TRUE(Sync({}).empty());
+  PutOnSsdOnly("a");
+  PutOnSsdOnly("b");  // S3-FIFO's ghost now remembers b, not a: a comes back as new
+  ASSERT_TRUE(master_->GetReplicas(GetReq("a"))->loading());
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  ASSERT_EQ(tasks[0].kind(), proto::TIER_LOAD);
+  EXPECT_TRUE(Sync({{tasks[0].task_id(), absl::OkStatus()}}).empty());
+  auto read = master_->GetReplicas(GetReq("a"));  // the client asks again: loaded
+  ASSERT_TRUE(read.ok());
+  ASSERT_FALSE(read->loading());
+  Release(read->lease().lease_id());
+  std::vector<uint64_t> fresh;
+  for (int i = 0; i < 4; ++i) fresh.push_back(Put(absl::StrCat("new", i)));
+
+  EXPECT_EQ(master_->EvictBytes(kObject).victims, 1u);
+  tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u) << "the loaded object went (it has an SSD copy: no write)";
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD);
+  EXPECT_EQ(tasks[0].version(), fresh[0]);
+  auto a = master_->GetReplicas(GetReq("a"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->loading());
+  EXPECT_EQ(a->replicas_size(), 1);
 }
 
 TEST_F(MasterTierTest, AFailedOffloadEvictsAsWithoutATier) {

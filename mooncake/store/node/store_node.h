@@ -1,8 +1,8 @@
 // StoreNode: one store process, assembled for its role (store_node_options.h):
 //
-//   all     Master<> + MasterService + RpcServer on `listen`, and one
+//   all     Master + MasterService + RpcServer on `listen`, and one
 //           Worker<TcpChannel> joined to that server over loopback
-//   master  Master<> + MasterService + RpcServer on `listen`
+//   master  Master + MasterService + RpcServer on `listen`
 //   worker  Worker<TcpChannel> joined to `master`
 //
 // plus, unless http_enabled is false, an HttpServer on `http` serving
@@ -57,6 +57,9 @@
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/index/lru_policy.h"
+#include "mooncake/index/s3fifo_policy.h"
+#include "mooncake/index/variant_policy.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
 #include "mooncake/store/node/http_server.h"
@@ -78,9 +81,25 @@ struct NodeHealth {
   std::string reason;  // "ok" when ok
 };
 
+// The master's policy: any of the ones StoreNodeOptions::eviction names,
+// chosen when the node starts.
+using MasterPolicy = index::VariantPolicy<index::LruPolicy<std::string, master::ObjectKeyHash>,
+                                          index::S3FifoPolicy<std::string, master::ObjectKeyHash>>;
+
+inline MasterPolicy MakeMasterPolicy(EvictionPolicyKind kind) {
+  switch (kind) {
+    case EvictionPolicyKind::kLru:
+      return MasterPolicy(index::LruPolicy<std::string, master::ObjectKeyHash>());
+    case EvictionPolicyKind::kS3Fifo:
+      return MasterPolicy(index::S3FifoPolicy<std::string, master::ObjectKeyHash>());
+  }
+  MC_ASSERT(false, "EvictionPolicyKind out of range (ValidateStoreNodeOptions refuses it)");
+  return MasterPolicy();
+}
+
 class StoreNode {
  public:
-  using MasterT = master::Master<>;
+  using MasterT = master::Master<alloc::TlsfAllocator, MasterPolicy>;
   using WorkerT = worker::Worker<rpc::TcpChannel>;
 
   // Validates `options`, builds the role's pieces and starts serving.
@@ -241,7 +260,8 @@ class StoreNode {
     mo.tier.offload_min_bytes = options_.ssd_offload_min_bytes;
     mo.membership.heartbeat_interval_ms = options_.heartbeat_interval_ms;
     mo.membership.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
-    auto m = MasterT::Create(mo, &MonotonicClock::Get(), &metrics_);
+    auto m = MasterT::Create(mo, &MonotonicClock::Get(), &metrics_, nullptr,
+                             MakeMasterPolicy(options_.eviction_policy));
     if (!m.ok()) return Context("master", m.status());
     master_ = std::move(*m);
     service_ = std::make_unique<master::MasterService<MasterT>>(

@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,31 @@ inline std::string_view RoleName(Role r) {
   return "?";
 }
 
+// The master's eviction policy (mooncake/index), which picks the objects
+// that leave DRAM (for the SSD tier, if there is one): kLru, the least
+// recently used first; kS3Fifo, S3-FIFO: objects read once leave before
+// objects read again, so a scan of one-shot objects does not flush the hot
+// ones (docs/store_binary.md has the trace replay figures for both).
+enum class EvictionPolicyKind { kLru, kS3Fifo };
+
+inline std::string_view EvictionPolicyName(EvictionPolicyKind e) {
+  switch (e) {
+    case EvictionPolicyKind::kLru:
+      return "lru";
+    case EvictionPolicyKind::kS3Fifo:
+      return "s3fifo";
+  }
+  return "?";
+}
+
+// "lru" or "s3fifo"; nullopt for anything else.
+inline std::optional<EvictionPolicyKind> ParseEvictionPolicy(std::string_view name) {
+  for (EvictionPolicyKind e : {EvictionPolicyKind::kLru, EvictionPolicyKind::kS3Fifo}) {
+    if (name == EvictionPolicyName(e)) return e;
+  }
+  return std::nullopt;
+}
+
 struct HostPort {
   std::string host;
   uint16_t port = 0;  // 0: any free port (listening addresses only)
@@ -64,6 +90,7 @@ struct StoreNodeOptions {
   // A KV cache wants its memory full; eviction on the put path covers bursts.
   double high_watermark = 0.99;
   double low_watermark = 0.97;
+  EvictionPolicyKind eviction_policy = EvictionPolicyKind::kLru;
   std::vector<master::TenantConfig> tenants;
   // The worker's SSD tier (docs/tier.md, "In the store"): a file created (or
   // emptied) at start; evicted objects are written back to it. "" = none.
@@ -201,6 +228,8 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     if (o.worker_host.empty()) return bad("--worker_host must not be empty");
   }
   if (o.role == Role::kWorker && o.master.port == 0) return bad("--master needs a port");
+  if (EvictionPolicyName(o.eviction_policy) == "?")
+    return bad("--eviction_policy must be lru or s3fifo");
   if (o.ssd_path.empty() != (o.ssd_bytes == 0)) {
     return bad("--ssd_path and --ssd_bytes go together (an SSD tier needs both)");
   }

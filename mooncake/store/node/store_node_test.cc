@@ -216,6 +216,52 @@ TEST(StoreNode, BadOptionsAreInvalidArgument) {
   EXPECT_TRUE(s.ok() || absl::IsInvalidArgument(s)) << s;
 }
 
+// Hot objects, each read once, then a scan of one-shot objects twice the
+// DRAM: the least recently used go under LRU, the one-shot ones under S3-FIFO.
+// Returns how many hot objects are left.
+int HotObjectsLeftAfterScan(EvictionPolicyKind eviction) {
+  StoreNodeOptions o = TestNodeOptions(Role::kAll);
+  o.segment_bytes = uint64_t{4} << 20;
+  o.eviction_policy = eviction;
+  auto n = StoreNode::Start(o);
+  EXPECT_TRUE(n.ok()) << n.status();
+  if (!n.ok()) return -1;
+  auto ch = rpc::TcpChannel::Connect((*n)->rpc_address());
+  EXPECT_TRUE(ch.ok()) << ch.status();
+  if (!ch.ok()) return -1;
+  client::ClientOptions co;
+  co.use_local = false;
+  co.use_shm = false;
+  co.cache_enabled = false;  // no lease outlives its read: every object may go
+  auto c = StoreClient::Create(co, ch->get());
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return -1;
+  const std::string value(64 << 10, 'v');
+  constexpr int kHot = 8;
+  for (int i = 0; i < kHot; ++i) EXPECT_TRUE((*c)->Put(absl::StrCat("hot/", i), value).ok());
+  for (int i = 0; i < kHot; ++i) EXPECT_TRUE((*c)->Get(absl::StrCat("hot/", i)).ok());
+  for (int i = 0; i < 128; ++i) EXPECT_TRUE((*c)->Put(absl::StrCat("scan/", i), value).ok());
+  int left = 0;
+  for (int i = 0; i < kHot; ++i) {
+    const absl::StatusOr<bool> present = (*c)->Exists(absl::StrCat("hot/", i));
+    EXPECT_TRUE(present.ok()) << present.status();
+    if (!present.ok()) return -1;
+    left += *present;
+  }
+  return left;
+}
+
+TEST(StoreNode, EvictionOptionChoosesTheMastersPolicy) {
+  EXPECT_EQ(HotObjectsLeftAfterScan(EvictionPolicyKind::kLru), 0);
+  EXPECT_EQ(HotObjectsLeftAfterScan(EvictionPolicyKind::kS3Fifo), 8);
+  StoreNodeOptions o = TestNodeOptions(Role::kMaster);
+  o.eviction_policy = static_cast<EvictionPolicyKind>(7);
+  EXPECT_TRUE(absl::IsInvalidArgument(StoreNode::Start(o).status()));
+  EXPECT_EQ(ParseEvictionPolicy("s3fifo"), EvictionPolicyKind::kS3Fifo);
+  EXPECT_EQ(ParseEvictionPolicy("lru"), EvictionPolicyKind::kLru);
+  EXPECT_EQ(ParseEvictionPolicy("LRU"), std::nullopt);
+}
+
 TEST(StoreNode, HttpOffMeansNoAddress) {
   StoreNodeOptions o = TestNodeOptions(Role::kMaster);
   o.http_enabled = false;

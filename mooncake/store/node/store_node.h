@@ -81,7 +81,7 @@ struct NodeHealth {
   std::string reason;  // "ok" when ok
 };
 
-// The master's policy: any of the ones StoreNodeOptions::eviction names,
+// The master's policy: the one StoreNodeOptions::eviction_policy names,
 // chosen when the node starts.
 using MasterPolicy = index::VariantPolicy<index::LruPolicy<std::string, master::ObjectKeyHash>,
                                           index::S3FifoPolicy<std::string, master::ObjectKeyHash>>;

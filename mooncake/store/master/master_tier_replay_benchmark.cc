@@ -22,14 +22,17 @@
 //
 // Run: bazel run -c opt //mooncake/store/master:master_tier_replay --
 //      [--trace=/work/shared/traces/conversation_trace.jsonl] [--block_bytes=65536]
+//      [--dram_tokens=3000000] [--ssd_tokens=30000000]
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/clock.h"
@@ -194,12 +197,12 @@ Result Replay(const std::vector<std::vector<Hash128>>& chains, uint64_t dram_tok
   return res;
 }
 
-void Print(const char* name, const Result& r) {
+void Print(const std::string& name, const Result& r) {
   const double n = static_cast<double>(r.requested);
   std::printf(
       "%-30s DRAM hits %.4f  SSD hits %.4f  total %.4f  | offloads %llu loads %llu SSD evictions "
       "%llu failed puts %llu load waits %llu (gave up %llu)\n",
-      name, r.dram_hits / n, r.ssd_hits / n, (r.dram_hits + r.ssd_hits) / n,
+      name.c_str(), r.dram_hits / n, r.ssd_hits / n, (r.dram_hits + r.ssd_hits) / n,
       static_cast<unsigned long long>(r.offloads), static_cast<unsigned long long>(r.loads),
       static_cast<unsigned long long>(r.ssd_evictions),
       static_cast<unsigned long long>(r.failed_puts), static_cast<unsigned long long>(r.load_waits),
@@ -207,11 +210,32 @@ void Print(const char* name, const Result& r) {
   if (!r.first_error.empty()) std::printf("  first failed put: %s\n", r.first_error.c_str());
 }
 
+// "3M" for whole millions of tokens, else the count.
+std::string Tokens(uint64_t n) {
+  return n % 1'000'000 == 0 ? absl::StrCat(n / 1'000'000, "M") : absl::StrCat(n);
+}
+
 int Main(int argc, char** argv) {
-  const absl::StatusOr<index::TraceReplayFlags> flags =
-      index::ParseTraceReplayFlags(argc, argv, {.block_bytes = 64 << 10}, 64);
-  if (!flags.ok()) {
-    std::fprintf(stderr, "%s\n", std::string(flags.status().message()).c_str());
+  uint64_t dram_tokens = 3'000'000, ssd_tokens = 30'000'000;
+  std::vector<char*> rest = {argv[0]};
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a.substr(0, 14) == "--dram_tokens=") {
+      dram_tokens = std::strtoull(argv[i] + 14, nullptr, 10);
+    } else if (a.substr(0, 13) == "--ssd_tokens=") {
+      ssd_tokens = std::strtoull(argv[i] + 13, nullptr, 10);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  const absl::StatusOr<index::TraceReplayFlags> flags = index::ParseTraceReplayFlags(
+      static_cast<int>(rest.size()), rest.data(), {.block_bytes = 64 << 10}, 64);
+  if (!flags.ok() || dram_tokens < kBlockTokens || ssd_tokens < kBlockTokens) {
+    std::fprintf(
+        stderr, "%s\n",
+        flags.ok() ? "--dram_tokens and --ssd_tokens must be >= 512 (a block)"
+                   : absl::StrCat(flags.status().message(), "; also --dram_tokens=N --ssd_tokens=N")
+                         .c_str());
     return 2;
   }
   const uint64_t block_bytes = flags->block_bytes;
@@ -234,11 +258,17 @@ int Main(int argc, char** argv) {
   const absl::Time t0 = absl::Now();
   using Lru = index::LruPolicy<std::string, ObjectKeyHash>;
   using S3Fifo = index::S3FifoPolicy<std::string, ObjectKeyHash>;
-  Print("store: DRAM 3M over SSD 30M", Replay<Lru>(chains, 3'000'000, 30'000'000, block_bytes));
-  Print("store: DRAM 3M only", Replay<Lru>(chains, 3'000'000, 0, block_bytes));
-  Print("store: DRAM 33M only", Replay<Lru>(chains, 33'000'000, 0, block_bytes));
-  Print("s3fifo: DRAM 3M over SSD 30M", Replay<S3Fifo>(chains, 3'000'000, 30'000'000, block_bytes));
-  Print("s3fifo: DRAM 3M only", Replay<S3Fifo>(chains, 3'000'000, 0, block_bytes));
+  const std::string d = Tokens(dram_tokens), s = Tokens(ssd_tokens);
+  const std::string both = Tokens(dram_tokens + ssd_tokens);
+  Print(absl::StrCat("store: DRAM ", d, " over SSD ", s),
+        Replay<Lru>(chains, dram_tokens, ssd_tokens, block_bytes));
+  Print(absl::StrCat("store: DRAM ", d, " only"), Replay<Lru>(chains, dram_tokens, 0, block_bytes));
+  Print(absl::StrCat("store: DRAM ", both, " only"),
+        Replay<Lru>(chains, dram_tokens + ssd_tokens, 0, block_bytes));
+  Print(absl::StrCat("s3fifo: DRAM ", d, " over SSD ", s),
+        Replay<S3Fifo>(chains, dram_tokens, ssd_tokens, block_bytes));
+  Print(absl::StrCat("s3fifo: DRAM ", d, " only"),
+        Replay<S3Fifo>(chains, dram_tokens, 0, block_bytes));
   std::printf("(%.1f s)\n", absl::ToDoubleSeconds(absl::Now() - t0));
   return 0;
 }

@@ -63,10 +63,6 @@ requires(std::same_as<typename First::key_type, typename Rest::key_type>&&...) c
 
   // Which model it holds: 0 for First, then Rest in order.
   size_t index() const { return policy_.index(); }
-  template <typename P>
-  bool holds() const {
-    return std::holds_alternative<P>(policy_);
-  }
 
  private:
   std::variant<First, Rest...> policy_;

@@ -228,8 +228,9 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     if (o.worker_host.empty()) return bad("--worker_host must not be empty");
   }
   if (o.role == Role::kWorker && o.master.port == 0) return bad("--master needs a port");
-  if (EvictionPolicyName(o.eviction_policy) == "?")
+  if (EvictionPolicyName(o.eviction_policy) == "?") {
     return bad("--eviction_policy must be lru or s3fifo");
+  }
   if (o.ssd_path.empty() != (o.ssd_bytes == 0)) {
     return bad("--ssd_path and --ssd_bytes go together (an SSD tier needs both)");
   }

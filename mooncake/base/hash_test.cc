@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -190,6 +191,73 @@ TEST(FastStableHash64Test, EveryKernelTheCpuHasEqualsStableHash64) {
         k.update(&state, buf.data() + at, std::min(piece, len - at));
       }
       ASSERT_EQ(XXH3_64bits_digest(&state), StableHash64(buf.data(), len)) << k.name << " " << len;
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";
+#else
+  GTEST_SKIP() << "xxHash internals not compiled in";
+#endif
+}
+
+// CopyAndStableHash64 copies exactly [src, src + len) to dst, leaves the bytes
+// around it alone, and returns StableHash64 of the copy: on every length class
+// of XXH3's long path (a stripe, a block, a block plus one stripe, the last
+// stripe at every phase) and unaligned on both sides.
+TEST(CopyAndStableHash64Test, CopiesAndEqualsStableHash64) {
+  const std::vector<uint8_t> src = RandomBytes((1 << 20) + 256, 0x13198A2E03707344ull);
+  std::vector<size_t> lengths;
+  for (size_t len = 0; len <= 1300; ++len) lengths.push_back(len);
+  for (size_t len : {2047, 2048, 2049, 4095, 4096, 4097, 65535, 65536, 65537, 1 << 20}) {
+    lengths.push_back(len);
+  }
+  std::vector<uint8_t> dst((1 << 20) + 512);
+  for (size_t len : lengths) {
+    for (size_t src_off : {0, 1, 63}) {
+      for (size_t dst_off : {64, 65, 100}) {
+        std::fill(dst.begin(), dst.end(), 0xA5);
+        const uint64_t h = CopyAndStableHash64(dst.data() + dst_off, src.data() + src_off, len);
+        ASSERT_EQ(h, StableHash64(src.data() + src_off, len))
+            << "len " << len << " src+" << src_off << " dst+" << dst_off << " kernel "
+            << FastStableHash64Kernel();
+        ASSERT_EQ(std::memcmp(dst.data() + dst_off, src.data() + src_off, len), 0) << len;
+        ASSERT_TRUE(std::all_of(dst.begin(), dst.begin() + dst_off, [](uint8_t b) { return b == 0xA5; }))
+            << "wrote before dst, len " << len;
+        ASSERT_TRUE(std::all_of(dst.begin() + dst_off + len, dst.end(),
+                                [](uint8_t b) { return b == 0xA5; }))
+            << "wrote past dst + len, len " << len;
+      }
+    }
+  }
+}
+
+// Each fused kernel the machine has, called directly (CopyAndStableHash64 uses
+// only the widest).
+TEST(CopyAndStableHash64Test, EveryKernelTheCpuHasCopiesAndEqualsStableHash64) {
+#if defined(MOONCAKE_BASE_XXH3_AVX2)
+  const std::vector<uint8_t> src = RandomBytes((1 << 20) + 64, 0xA4093822299F31D0ull);
+  std::vector<uint8_t> dst((1 << 20) + 128);
+  struct Kernel {
+    const char* name;
+    bool present;
+    uint64_t (*copy_hash)(void*, const void*, size_t);
+  };
+  const Kernel kernels[] = {
+      {"avx2", hash_internal::HasAvx2(), hash_internal::CopyXxh3LongAvx2},
+      {"avx512", hash_internal::HasAvx512(), hash_internal::CopyXxh3LongAvx512},
+  };
+  int ran = 0;
+  for (const Kernel& k : kernels) {
+    if (!k.present) continue;
+    ++ran;
+    for (size_t len : {241, 255, 256, 1023, 1024, 1025, 1088, 1089, 4096, 65537, 1 << 20}) {
+      for (size_t offset : {0, 1, 33}) {
+        std::fill(dst.begin(), dst.end(), 0);
+        ASSERT_EQ(k.copy_hash(dst.data() + offset, src.data() + offset, len),
+                  StableHash64(src.data() + offset, len))
+            << k.name << " len " << len << " offset " << offset;
+        ASSERT_EQ(std::memcmp(dst.data() + offset, src.data() + offset, len), 0) << k.name;
+        ASSERT_EQ(dst[offset + len], 0) << k.name << " wrote past the end, len " << len;
+      }
     }
   }
   if (ran == 0) GTEST_SKIP() << "no AVX2 or AVX-512 on this CPU";

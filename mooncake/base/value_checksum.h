@@ -84,8 +84,10 @@ inline void DigestChunks(const void* data, uint64_t len, uint64_t* digests) {
   }
 }
 
-// memcpy(dst, src, len) a chunk at a time, digesting each chunk of dst while
-// it is still in cache (digests: DigestChunkCount(len) slots, or null).
+// memcpy(dst, src, len) a chunk at a time, digesting each chunk of dst as it
+// is copied (CopyAndStableHash64: one pass where the CPU has AVX2 or AVX-512;
+// digests: DigestChunkCount(len) slots, or null). Each digest is of the bytes
+// dst holds, even if src changes during the copy.
 inline void CopyAndDigest(void* dst, const void* src, uint64_t len, uint64_t* digests) {
   if (digests == nullptr) {
     std::memcpy(dst, src, len);
@@ -95,8 +97,7 @@ inline void CopyAndDigest(void* dst, const void* src, uint64_t len, uint64_t* di
   const auto* s = static_cast<const unsigned char*>(src);
   for (uint64_t off = 0, k = 0; off < len; off += kDigestChunkBytes, ++k) {
     const uint64_t n = std::min(kDigestChunkBytes, len - off);
-    std::memcpy(d + off, s + off, n);
-    digests[k] = ChunkDigest(d + off, n);
+    digests[k] = CopyAndStableHash64(d + off, s + off, n);
   }
 }
 

@@ -111,7 +111,8 @@ __attribute__((target("avx512f"))) inline __m512i Xxh3Accumulate512(__m512i acc,
                                                                     const void* key) {
   const __m512i dk = _mm512_xor_si512(d, _mm512_loadu_si512(key));
   const __m512i product = _mm512_mul_epu32(dk, _mm512_srli_epi64(dk, 32));
-  const __m512i swapped = _mm512_shuffle_epi32(d, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512i swapped =
+      _mm512_shuffle_epi32(d, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2)));
   return _mm512_add_epi64(product, _mm512_add_epi64(acc, swapped));
 }
 
@@ -142,13 +143,31 @@ __attribute__((target("avx2"))) inline __m256i Xxh3Scramble256(__m256i acc, cons
   return _mm256_add_epi64(lo, _mm256_slli_epi64(hi, 32));
 }
 
-// One stripe: prefetch ahead, load, store to dst, accumulate from the register.
-__attribute__((target("avx512f"))) inline __m512i CopyAccumulate512(__m512i acc,
-                                                                    unsigned char* dst,
+// The line kCopyPrefetchBytes ahead of `src`, computed as an integer: it may lie
+// past the end of src (a prefetch never faults), so no pointer is formed there.
+inline void Prefetch(const unsigned char* src) {
+  _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(src) + kCopyPrefetchBytes),
+               _MM_HINT_T0);
+}
+
+// Makes `v` opaque to the optimizer, so the stripe stored to dst and the stripe
+// hashed are one load: without it the compiler may fold a second load of src
+// into the arithmetic (GCC does so for loads of private memory), and a src that
+// changes meanwhile would be hashed as other bytes than dst holds.
+__attribute__((target("avx512f"))) inline void PinRegister(__m512i& v) {
+  asm volatile("" : "+v"(v));
+}
+
+__attribute__((target("avx2"))) inline void PinRegister(__m256i& v) { asm volatile("" : "+x"(v)); }
+
+// One stripe: prefetch ahead, load once, store to dst, accumulate from the
+// register.
+__attribute__((target("avx512f"))) inline __m512i CopyAccumulate512(__m512i acc, unsigned char* dst,
                                                                     const unsigned char* src,
                                                                     const unsigned char* key) {
-  _mm_prefetch(reinterpret_cast<const char*>(src + kCopyPrefetchBytes), _MM_HINT_T0);
-  const __m512i d = _mm512_loadu_si512(src);
+  Prefetch(src);
+  __m512i d = _mm512_loadu_si512(src);
+  PinRegister(d);
   _mm512_storeu_si512(dst, d);
   return Xxh3Accumulate512(acc, d, key);
 }
@@ -157,9 +176,11 @@ __attribute__((target("avx2"))) inline void CopyAccumulate256(__m256i& acc_lo, _
                                                               unsigned char* dst,
                                                               const unsigned char* src,
                                                               const unsigned char* key) {
-  _mm_prefetch(reinterpret_cast<const char*>(src + kCopyPrefetchBytes), _MM_HINT_T0);
-  const __m256i d0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
-  const __m256i d1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
+  Prefetch(src);
+  __m256i d0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+  __m256i d1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
+  PinRegister(d0);
+  PinRegister(d1);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), d0);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32), d1);
   acc_lo = Xxh3Accumulate256(acc_lo, d0, key);
@@ -172,8 +193,8 @@ alignas(64) inline constexpr uint64_t kXxh3InitAcc[8] = {
     XXH_PRIME64_4, XXH_PRIME32_2, XXH_PRIME64_5, XXH_PRIME32_1};
 
 __attribute__((target("avx512f"))) inline uint64_t CopyXxh3LongAvx512(void* dst_v,
-                                                                     const void* src_v,
-                                                                     size_t len) {
+                                                                      const void* src_v,
+                                                                      size_t len) {
   auto* dst = static_cast<unsigned char*>(dst_v);
   const auto* src = static_cast<const unsigned char*>(src_v);
   const auto* secret = reinterpret_cast<const unsigned char*>(XXH3_kSecret);
@@ -192,8 +213,9 @@ __attribute__((target("avx512f"))) inline uint64_t CopyXxh3LongAvx512(void* dst_
     acc = CopyAccumulate512(acc, dst + off, src + off, secret + 8 * s);
   }
   std::memcpy(dst + off, src + off, len - off);  // 1-64 bytes
-  acc = Xxh3Accumulate512(acc, _mm512_loadu_si512(dst + len - kXxh3StripeBytes),
-                          secret + sizeof(XXH3_kSecret) - kXxh3StripeBytes - XXH_SECRET_LASTACC_START);
+  acc = Xxh3Accumulate512(
+      acc, _mm512_loadu_si512(dst + len - kXxh3StripeBytes),
+      secret + sizeof(XXH3_kSecret) - kXxh3StripeBytes - XXH_SECRET_LASTACC_START);
   alignas(64) uint64_t out[8];
   _mm512_store_si512(out, acc);
   _mm256_zeroupper();

@@ -1,6 +1,8 @@
 // StableHash64/128 throughput against memcpy of the same bytes (the memory
 // bandwidth ceiling), same run; and the read path's copy-and-digest out of
 // memory against memcpy alone and against copy-then-digest, with ratios.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -70,7 +72,8 @@ constexpr size_t kRegionBytes = size_t{512} << 20;
 const unsigned char* ColdRegion() {
   static const unsigned char* region = [] {
     auto* r = new unsigned char[kRegionBytes];
-    for (size_t i = 0; i < kRegionBytes; ++i) r[i] = static_cast<unsigned char>(i * 131 + (i >> 12));
+    for (size_t i = 0; i < kRegionBytes; ++i)
+      r[i] = static_cast<unsigned char>(i * 131 + (i >> 12));
     return r;
   }();
   return region;
@@ -119,6 +122,9 @@ BENCHMARK(BM_CopyOut)
 // copy_and_digest against memcpy alone and against copy_then_digest.
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
+  // Colour only on a terminal, so logs and pipes get plain text.
+  RatioReporter() : ConsoleReporter(isatty(STDOUT_FILENO) ? OO_ColorTabular : OO_Tabular) {}
+
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& run : runs) {
       if (run.run_type == Run::RT_Aggregate && run.aggregate_name != "median") continue;
@@ -144,7 +150,9 @@ class RatioReporter : public benchmark::ConsoleReporter {
       const double memcpy_rate = other('0'), then_rate = other('1');
       if (memcpy_rate == 0 || then_rate == 0) continue;
       if (!header) {
-        std::printf("\nSame-run ratios, copy_and_digest (GB/s) against memcpy alone and copy_then_digest:\n");
+        std::printf(
+            "\nSame-run ratios, copy_and_digest (GB/s) against memcpy alone and "
+            "copy_then_digest:\n");
         header = true;
       }
       std::printf("  %-46s %6.2f GB/s  vs memcpy %6.2f (%.3f)  vs copy_then_digest %6.2f (%.3f)\n",

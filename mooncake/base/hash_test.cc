@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -210,23 +211,38 @@ TEST(CopyAndStableHash64Test, CopiesAndEqualsStableHash64) {
   for (size_t len : {2047, 2048, 2049, 4095, 4096, 4097, 65535, 65536, 65537, 1 << 20}) {
     lengths.push_back(len);
   }
+  constexpr size_t kGuard = 128;
   std::vector<uint8_t> dst((1 << 20) + 512);
+  const auto guard_intact = [](const uint8_t* p) {
+    return std::all_of(p, p + kGuard, [](uint8_t b) { return b == 0xA5; });
+  };
   for (size_t len : lengths) {
     for (size_t src_off : {0, 1, 63}) {
-      for (size_t dst_off : {64, 65, 100}) {
-        std::fill(dst.begin(), dst.end(), 0xA5);
-        const uint64_t h = CopyAndStableHash64(dst.data() + dst_off, src.data() + src_off, len);
-        ASSERT_EQ(h, StableHash64(src.data() + src_off, len))
-            << "len " << len << " src+" << src_off << " dst+" << dst_off << " kernel "
-            << FastStableHash64Kernel();
-        ASSERT_EQ(std::memcmp(dst.data() + dst_off, src.data() + src_off, len), 0) << len;
-        ASSERT_TRUE(std::all_of(dst.begin(), dst.begin() + dst_off, [](uint8_t b) { return b == 0xA5; }))
-            << "wrote before dst, len " << len;
-        ASSERT_TRUE(std::all_of(dst.begin() + dst_off + len, dst.end(),
-                                [](uint8_t b) { return b == 0xA5; }))
-            << "wrote past dst + len, len " << len;
+      for (size_t dst_off : {kGuard, kGuard + 1, kGuard + 36}) {
+        uint8_t* out = dst.data() + dst_off;
+        std::fill(out - kGuard, out + len + kGuard, 0xA5);
+        const uint64_t h = CopyAndStableHash64(out, src.data() + src_off, len);
+        ASSERT_EQ(h, StableHash64(out, len)) << "len " << len << " src+" << src_off << " dst+"
+                                             << dst_off << " kernel " << FastStableHash64Kernel();
+        ASSERT_EQ(std::memcmp(out, src.data() + src_off, len), 0) << len;
+        ASSERT_TRUE(guard_intact(out - kGuard)) << "wrote before dst, len " << len;
+        ASSERT_TRUE(guard_intact(out + len)) << "wrote past dst + len, len " << len;
       }
     }
+  }
+}
+
+// Exact-size heap buffers on both sides, so a sanitizer build sees any read
+// past src + len or write past dst + len (apart from the prefetch, which is
+// not an access).
+TEST(CopyAndStableHash64Test, StaysInsideExactSizeBuffers) {
+  const std::vector<uint8_t> bytes = RandomBytes(70000, 0x082EFA98EC4E6C89ull);
+  for (size_t len : {241, 300, 1024, 1025, 4096, 65536, 70000}) {
+    auto src = std::make_unique<uint8_t[]>(len);
+    auto dst = std::make_unique<uint8_t[]>(len);
+    std::memcpy(src.get(), bytes.data(), len);
+    ASSERT_EQ(CopyAndStableHash64(dst.get(), src.get(), len), StableHash64(bytes.data(), len));
+    ASSERT_EQ(std::memcmp(dst.get(), bytes.data(), len), 0) << len;
   }
 }
 
@@ -250,13 +266,17 @@ TEST(CopyAndStableHash64Test, EveryKernelTheCpuHasCopiesAndEqualsStableHash64) {
     if (!k.present) continue;
     ++ran;
     for (size_t len : {241, 255, 256, 1023, 1024, 1025, 1088, 1089, 4096, 65537, 1 << 20}) {
-      for (size_t offset : {0, 1, 33}) {
-        std::fill(dst.begin(), dst.end(), 0);
-        ASSERT_EQ(k.copy_hash(dst.data() + offset, src.data() + offset, len),
-                  StableHash64(src.data() + offset, len))
-            << k.name << " len " << len << " offset " << offset;
-        ASSERT_EQ(std::memcmp(dst.data() + offset, src.data() + offset, len), 0) << k.name;
-        ASSERT_EQ(dst[offset + len], 0) << k.name << " wrote past the end, len " << len;
+      for (size_t src_off : {0, 1, 33}) {
+        for (size_t dst_off : {1, 2, 61}) {
+          uint8_t* out = dst.data() + dst_off;
+          std::fill(out - 1, out + len + 1, 0);
+          ASSERT_EQ(k.copy_hash(out, src.data() + src_off, len),
+                    StableHash64(src.data() + src_off, len))
+              << k.name << " len " << len << " src+" << src_off << " dst+" << dst_off;
+          ASSERT_EQ(std::memcmp(out, src.data() + src_off, len), 0) << k.name;
+          ASSERT_EQ(out[-1], 0) << k.name << " wrote before dst, len " << len;
+          ASSERT_EQ(out[len], 0) << k.name << " wrote past the end, len " << len;
+        }
       }
     }
   }

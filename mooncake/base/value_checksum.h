@@ -90,7 +90,7 @@ inline void DigestChunks(const void* data, uint64_t len, uint64_t* digests) {
 // dst holds, even if src changes during the copy.
 inline void CopyAndDigest(void* dst, const void* src, uint64_t len, uint64_t* digests) {
   if (digests == nullptr) {
-    std::memcpy(dst, src, len);
+    if (len > 0) std::memcpy(dst, src, len);  // an empty value may have null pointers
     return;
   }
   auto* d = static_cast<unsigned char*>(dst);

@@ -10,6 +10,10 @@
 // (whose internals differ) use the library. hash_test.cc checks every kernel the machine
 // has against StableHash64 on every length class.
 //
+// CopyAndStableHash64 copies and hashes in one pass (our own loop over XXH3's accumulate
+// and scramble steps, xxHash's XXH3_mergeAccs at the end), for reads out of memory whose
+// copy must be checksummed: the SHM and local transports' CopyAndDigest.
+//
 // Include order: hash.h first, so its inline functions bind to the library in every
 // translation unit; re-including xxhash.h with XXH_INLINE_ALL then adds static copies
 // under XXH_INLINE_* names (and, from here on in the translation unit, XXH3_* names

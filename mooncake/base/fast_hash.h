@@ -107,7 +107,12 @@ __attribute__((target("avx512f"))) inline void Xxh3UpdateAvx512(XXH3_state_t* st
 inline constexpr size_t kCopyPrefetchBytes = 2048;
 inline constexpr size_t kXxh3StripeBytes = 64;
 inline constexpr size_t kXxh3StripesPerBlock = 16;  // (sizeof(XXH3_kSecret) - 64) / 8
+inline constexpr size_t kXxh3BlockBytes = kXxh3StripeBytes * kXxh3StripesPerBlock;
 static_assert(sizeof(XXH3_kSecret) == 192, "XXH3's default secret");
+// Where in the secret the scramble key and the final stripe's key start.
+inline constexpr size_t kXxh3ScrambleKeyOffset = sizeof(XXH3_kSecret) - kXxh3StripeBytes;
+inline constexpr size_t kXxh3LastStripeKeyOffset =
+    kXxh3ScrambleKeyOffset - XXH_SECRET_LASTACC_START;
 
 // One XXH3 accumulate step over the stripe `d` (lanes in acc[i ^ 1] += d[i],
 // acc[i] += lo32(d[i] ^ key[i]) * hi32(d[i] ^ key[i])).
@@ -203,23 +208,21 @@ __attribute__((target("avx512f"))) inline uint64_t CopyXxh3LongAvx512(void* dst_
   const auto* src = static_cast<const unsigned char*>(src_v);
   const auto* secret = reinterpret_cast<const unsigned char*>(XXH3_kSecret);
   __m512i acc = _mm512_load_si512(kXxh3InitAcc);
-  constexpr size_t kBlock = kXxh3StripeBytes * kXxh3StripesPerBlock;
-  const size_t blocks = (len - 1) / kBlock;
+  const size_t blocks = (len - 1) / kXxh3BlockBytes;
   size_t off = 0;
   for (size_t b = 0; b < blocks; ++b) {
     for (size_t s = 0; s < kXxh3StripesPerBlock; ++s, off += kXxh3StripeBytes) {
       acc = CopyAccumulate512(acc, dst + off, src + off, secret + 8 * s);
     }
-    acc = Xxh3Scramble512(acc, secret + sizeof(XXH3_kSecret) - kXxh3StripeBytes);
+    acc = Xxh3Scramble512(acc, secret + kXxh3ScrambleKeyOffset);
   }
-  const size_t stripes = ((len - 1) - kBlock * blocks) / kXxh3StripeBytes;
+  const size_t stripes = ((len - 1) - kXxh3BlockBytes * blocks) / kXxh3StripeBytes;
   for (size_t s = 0; s < stripes; ++s, off += kXxh3StripeBytes) {
     acc = CopyAccumulate512(acc, dst + off, src + off, secret + 8 * s);
   }
   std::memcpy(dst + off, src + off, len - off);  // 1-64 bytes
-  acc = Xxh3Accumulate512(
-      acc, _mm512_loadu_si512(dst + len - kXxh3StripeBytes),
-      secret + sizeof(XXH3_kSecret) - kXxh3StripeBytes - XXH_SECRET_LASTACC_START);
+  acc = Xxh3Accumulate512(acc, _mm512_loadu_si512(dst + len - kXxh3StripeBytes),
+                          secret + kXxh3LastStripeKeyOffset);
   alignas(64) uint64_t out[8];
   _mm512_store_si512(out, acc);
   _mm256_zeroupper();
@@ -234,10 +237,9 @@ __attribute__((target("avx2"))) inline uint64_t CopyXxh3LongAvx2(void* dst_v, co
   const auto* secret = reinterpret_cast<const unsigned char*>(XXH3_kSecret);
   __m256i acc_lo = _mm256_load_si256(reinterpret_cast<const __m256i*>(kXxh3InitAcc));
   __m256i acc_hi = _mm256_load_si256(reinterpret_cast<const __m256i*>(kXxh3InitAcc + 4));
-  constexpr size_t kBlock = kXxh3StripeBytes * kXxh3StripesPerBlock;
-  const size_t blocks = (len - 1) / kBlock;
+  const size_t blocks = (len - 1) / kXxh3BlockBytes;
   size_t off = 0;
-  const unsigned char* scramble_key = secret + sizeof(XXH3_kSecret) - kXxh3StripeBytes;
+  const unsigned char* scramble_key = secret + kXxh3ScrambleKeyOffset;
   for (size_t b = 0; b < blocks; ++b) {
     for (size_t s = 0; s < kXxh3StripesPerBlock; ++s, off += kXxh3StripeBytes) {
       CopyAccumulate256(acc_lo, acc_hi, dst + off, src + off, secret + 8 * s);
@@ -245,14 +247,13 @@ __attribute__((target("avx2"))) inline uint64_t CopyXxh3LongAvx2(void* dst_v, co
     acc_lo = Xxh3Scramble256(acc_lo, scramble_key);
     acc_hi = Xxh3Scramble256(acc_hi, scramble_key + 32);
   }
-  const size_t stripes = ((len - 1) - kBlock * blocks) / kXxh3StripeBytes;
+  const size_t stripes = ((len - 1) - kXxh3BlockBytes * blocks) / kXxh3StripeBytes;
   for (size_t s = 0; s < stripes; ++s, off += kXxh3StripeBytes) {
     CopyAccumulate256(acc_lo, acc_hi, dst + off, src + off, secret + 8 * s);
   }
   std::memcpy(dst + off, src + off, len - off);  // 1-64 bytes
   const unsigned char* last = dst + len - kXxh3StripeBytes;
-  const unsigned char* last_key =
-      secret + sizeof(XXH3_kSecret) - kXxh3StripeBytes - XXH_SECRET_LASTACC_START;
+  const unsigned char* last_key = secret + kXxh3LastStripeKeyOffset;
   acc_lo = Xxh3Accumulate256(acc_lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(last)),
                              last_key);
   acc_hi = Xxh3Accumulate256(

@@ -44,6 +44,10 @@ ABSL_FLAG(std::string, http, "127.0.0.1:9090",
           "/metrics and /health address; port 0 = any free port; empty = off");
 ABSL_FLAG(std::string, segment_bytes, "1G", "bytes per worker segment (suffixes K, M, G, T)");
 ABSL_FLAG(int32_t, segments, 1, "worker segments");
+ABSL_FLAG(bool, reserve_memory, true,
+          "allocate and map the segments' memory at start: a host without it fails at start, "
+          "not with SIGBUS on a later put, and puts pay no first-touch page faults; false: "
+          "pages come on first write");
 ABSL_FLAG(std::string, worker_host, "127.0.0.1", "where the worker's TCP transport listens");
 ABSL_FLAG(std::string, host_id, "",
           "this host's id for SHM matching (\"\" = hostname); clients with the same id read "
@@ -165,6 +169,7 @@ node::StoreNodeOptions OptionsFromFlags() {
   o.segment_bytes = *seg;
   if (absl::GetFlag(FLAGS_segments) < 1) BadFlags("--segments must be at least 1");
   o.segments = static_cast<size_t>(absl::GetFlag(FLAGS_segments));
+  o.reserve_memory = absl::GetFlag(FLAGS_reserve_memory);
   o.worker_host = absl::GetFlag(FLAGS_worker_host);
   o.host_id = absl::GetFlag(FLAGS_host_id);
   if (absl::GetFlag(FLAGS_replicas) < 1) BadFlags("--replicas must be at least 1");

@@ -1,8 +1,12 @@
 #include "mooncake/transport/shm_transport.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "mooncake/transport/transport_testing.h"
@@ -30,6 +34,45 @@ struct ShmFactory {
   }
 };
 INSTANTIATE_TYPED_TEST_SUITE_P(Shm, TransportConformanceTest, ShmFactory);
+
+// Pages of [addr, addr + length) resident in this process's page tables or
+// the memfd's page cache (mincore).
+size_t ResidentPages(void* addr, uint64_t length) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> vec((length + page - 1) / page);
+  if (::mincore(addr, length, vec.data()) != 0) return 0;
+  size_t n = 0;
+  for (unsigned char v : vec) n += v & 1;
+  return n;
+}
+
+TEST(SharedMemoryTest, ReservedMemoryIsResidentAtCreateLazyIsNot) {
+  constexpr uint64_t kLength = 4 << 20;
+  const size_t pages = kLength / static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  auto lazy = SharedMemory::Create(kLength, Backing::kLazy);
+  ASSERT_TRUE(lazy.ok()) << lazy.status();
+  EXPECT_EQ(ResidentPages(lazy->data(), kLength), 0u);
+  auto reserved = SharedMemory::Create(kLength, Backing::kReserved);
+  ASSERT_TRUE(reserved.ok()) << reserved.status();
+  EXPECT_EQ(ResidentPages(reserved->data(), kLength), pages);
+  // Reserved memory is zeroed like lazy memory and writable.
+  const auto* bytes = static_cast<const unsigned char*>(reserved->data());
+  EXPECT_EQ(bytes[0], 0);
+  EXPECT_EQ(bytes[kLength - 1], 0);
+  std::memset(reserved->data(), 0x5a, kLength);
+  EXPECT_EQ(bytes[kLength / 2], 0x5a);
+}
+
+TEST(SharedMemoryTest, ReservingMoreThanAvailableIsResourceExhaustedNotOom) {
+  const uint64_t avail = shm_internal::AvailableMemoryBytes();
+  ASSERT_GT(avail, 0u) << "no MemAvailable in /proc/meminfo";
+  auto m = SharedMemory::Create(avail + (uint64_t{1} << 30), Backing::kReserved);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted) << m.status();
+  EXPECT_NE(m.status().message().find("available"), std::string::npos) << m.status();
+  // The same size lazily costs nothing until touched.
+  EXPECT_TRUE(SharedMemory::Create(avail + (uint64_t{1} << 30), Backing::kLazy).ok());
+}
 
 TEST(ShmTransportTest, RegistersOnlyWholeSharedMemory) {
   auto t = ShmFactory::Make();

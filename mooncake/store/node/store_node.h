@@ -294,6 +294,7 @@ class StoreNode {
     worker::WorkerOptions wo;
     wo.segment_count = options_.segments;
     wo.segment_bytes = options_.segment_bytes;
+    wo.reserve_memory = options_.reserve_memory;
     wo.host_id = options_.host_id;
     wo.tcp_bind_host = options_.worker_host;
     if (!options_.ssd_path.empty()) {

@@ -83,6 +83,7 @@ struct StoreNodeOptions {
   HostPort http{"127.0.0.1", 9090};  // /metrics and /health
   uint64_t segment_bytes = uint64_t{1} << 30;
   size_t segments = 1;
+  bool reserve_memory = true;             // WorkerOptions::reserve_memory (--reserve_memory)
   std::string worker_host = "127.0.0.1";  // where the worker's TCP transport listens
   std::string host_id;                    // "" = gethostname()
   uint32_t replicas = 1;

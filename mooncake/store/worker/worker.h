@@ -65,8 +65,13 @@ namespace mooncake::worker {
 namespace proto = ::mooncake::store::proto;
 
 struct WorkerOptions {
-  size_t segment_count = 1;                       // in [1, kDirectoryEntriesMax]
-  uint64_t segment_bytes = uint64_t{64} << 20;    // each; > 0
+  size_t segment_count = 1;                     // in [1, kDirectoryEntriesMax]
+  uint64_t segment_bytes = uint64_t{64} << 20;  // each; > 0
+  // Segments' memory allocated and mapped at start (Backing::kReserved): a
+  // host without it fails Start with RESOURCE_EXHAUSTED instead of meeting
+  // the OOM killer mid-serving, and no put pays first-touch page faults.
+  // false: pages come on first write. The store binary sets it (true).
+  bool reserve_memory = false;
   std::string host_id;                            // "" = gethostname() (what SHM matching uses)
   std::string tcp_bind_host = "127.0.0.1";        // where the TCP transport listens
   uint16_t tcp_port = 0;                          // 0: any free port
@@ -309,8 +314,11 @@ class Worker {
   // New memfd for slot i, registered on every transport; the old memory is
   // unregistered (peers' SHM mappings keep it alive for them).
   absl::Status FreshMemoryLocked(size_t i) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    ASSIGN_OR_RETURN(transport::SharedMemory mem,
-                     transport::SharedMemory::Create(options_.segment_bytes));
+    ASSIGN_OR_RETURN(
+        transport::SharedMemory mem,
+        transport::SharedMemory::Create(options_.segment_bytes, options_.reserve_memory
+                                                                    ? transport::Backing::kReserved
+                                                                    : transport::Backing::kLazy));
     ASSIGN_OR_RETURN(
         const transport::SegmentDesc d,
         router_->RegisterMemory(mem.data(), mem.size(), transport::MemoryLocation::SharedMemory()));

@@ -1,8 +1,12 @@
 #include "mooncake/store/worker/worker.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <array>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
@@ -11,6 +15,7 @@
 #include "mooncake/store/rpc/service.h"
 #include "mooncake/store/worker/segment_directory.h"
 #include "mooncake/transport/router.h"
+#include "mooncake/transport/shm_transport.h"
 #include "mooncake/transport/tcp_transport.h"
 
 namespace mooncake::worker {
@@ -167,6 +172,31 @@ TEST(Worker, RejectsBadOptions) {
   o.serve_local = o.serve_shm = o.serve_tcp = false;
   EXPECT_EQ(Worker<rpc::InProcessChannel>::Start(o, env.channel.get()).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Worker, ReservesItsMemoryAtStartWhenAsked) {
+  Env env;
+  WorkerOptions o = Small(2);
+  o.reserve_memory = true;
+  auto w = Worker<rpc::InProcessChannel>::Start(o, env.channel.get());
+  ASSERT_TRUE(w.ok()) << w.status();
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  for (const MountedSegment& s : (*w)->segments()) {
+    std::vector<unsigned char> vec(s.size_bytes / page);
+    ASSERT_EQ(::mincore(s.data, s.size_bytes, vec.data()), 0);
+    size_t resident = 0;
+    for (unsigned char v : vec) resident += v & 1;
+    EXPECT_EQ(resident, vec.size());
+  }
+  // More than the host has: a clear error at Start, nothing mounted.
+  Env env2;
+  o = Small(1);
+  o.reserve_memory = true;
+  o.segment_bytes = transport::shm_internal::AvailableMemoryBytes() + (uint64_t{1} << 30);
+  auto big = Worker<rpc::InProcessChannel>::Start(o, env2.channel.get());
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), absl::StatusCode::kResourceExhausted) << big.status();
+  EXPECT_EQ(env2.master.calls(rpc::MountSegmentMethod::kId), 0u);
 }
 
 TEST(Worker, FailsToStartWithoutAMaster) {

@@ -37,6 +37,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -167,8 +168,40 @@ class MappingCache {
   absl::flat_hash_map<Key, std::weak_ptr<Mapping>> maps_ ABSL_GUARDED_BY(mu_);
 };
 
+// Room left in a cgroup v2 from its memory.max, memory.current and
+// memory.stat texts: the limit less what the cgroup uses beyond page cache it
+// can reclaim (memory.stat's "file" less its "shmem": tmpfs and memfds, which
+// reclaim cannot drop). nullopt when there is no limit or a text is missing.
+inline std::optional<uint64_t> CgroupRoom(std::string_view max, std::string_view current,
+                                          std::string_view stat) {
+  if (max.empty() || current.empty() || max.starts_with("max")) return std::nullopt;
+  const auto number = [](std::string_view text) {
+    uint64_t v = 0;
+    for (char ch : text) {
+      if (ch < '0' || ch > '9') break;
+      v = v * 10 + static_cast<uint64_t>(ch - '0');
+    }
+    return v;
+  };
+  const auto field = [&](std::string_view name) -> uint64_t {
+    for (size_t at = stat.find(name); at != std::string_view::npos; at = stat.find(name, at + 1)) {
+      const size_t end = at + name.size();
+      if ((at == 0 || stat[at - 1] == '\n') && end < stat.size() && stat[end] == ' ') {
+        return number(stat.substr(end + 1));
+      }
+    }
+    return 0;
+  };
+  const uint64_t limit = number(max);
+  uint64_t used = number(current);
+  const uint64_t file = field("file"), shmem = field("shmem");
+  const uint64_t reclaimable = file > shmem ? file - shmem : 0;
+  used = used > reclaimable ? used - reclaimable : 0;
+  return limit > used ? limit - used : 0;
+}
+
 // Bytes this process can still allocate: /proc/meminfo's MemAvailable, and
-// no more than its cgroup v2 memory.max - memory.current. 0 when unknown.
+// no more than its cgroup v2's CgroupRoom. 0 when unknown.
 inline uint64_t AvailableMemoryBytes() {
   auto read = [](const std::string& path) {
     std::string text;
@@ -187,14 +220,10 @@ inline uint64_t AvailableMemoryBytes() {
   }
   const std::string cg = read("/proc/self/cgroup");  // v2: "0::/path\n"
   if (cg.starts_with("0::")) {
-    std::string dir = "/sys/fs/cgroup" + cg.substr(3, cg.find('\n') - 3);
-    const std::string max = read(dir + "/memory.max");
-    const std::string cur = read(dir + "/memory.current");
-    if (!max.empty() && !cur.empty() && !max.starts_with("max")) {
-      const uint64_t m = std::strtoull(max.c_str(), nullptr, 10);
-      const uint64_t c = std::strtoull(cur.c_str(), nullptr, 10);
-      const uint64_t room = m > c ? m - c : 0;
-      avail = avail == 0 ? room : std::min(avail, room);
+    const std::string dir = "/sys/fs/cgroup" + cg.substr(3, cg.find('\n') - 3);
+    if (const std::optional<uint64_t> room = CgroupRoom(
+            read(dir + "/memory.max"), read(dir + "/memory.current"), read(dir + "/memory.stat"))) {
+      avail = avail == 0 ? *room : std::min(avail, *room);
     }
   }
   return avail;

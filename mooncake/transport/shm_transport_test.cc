@@ -63,6 +63,19 @@ TEST(SharedMemoryTest, ReservedMemoryIsResidentAtCreateLazyIsNot) {
   EXPECT_EQ(bytes[kLength / 2], 0x5a);
 }
 
+TEST(SharedMemoryTest, CgroupRoomCountsReclaimablePageCacheAsRoom) {
+  using shm_internal::CgroupRoom;
+  EXPECT_EQ(CgroupRoom("max\n", "1000\n", ""), std::nullopt);
+  EXPECT_EQ(CgroupRoom("", "1000\n", ""), std::nullopt);
+  EXPECT_EQ(CgroupRoom("5000\n", "1000\n", ""), 4000u);
+  // 3000 used, 1500 of it file cache, 500 of that shmem: 1000 reclaimable.
+  EXPECT_EQ(CgroupRoom("5000\n", "3000\n", "anon 1500\nfile 1500\nshmem 500\nfile_mapped 7\n"),
+            3000u);
+  // Only whole field names count ("file_mapped" is not "file").
+  EXPECT_EQ(CgroupRoom("5000\n", "3000\n", "file_mapped 2000\n"), 2000u);
+  EXPECT_EQ(CgroupRoom("5000\n", "6000\n", ""), 0u);  // over the limit
+}
+
 TEST(SharedMemoryTest, ReservingMoreThanAvailableIsResourceExhaustedNotOom) {
   const uint64_t avail = shm_internal::AvailableMemoryBytes();
   ASSERT_GT(avail, 0u) << "no MemAvailable in /proc/meminfo";

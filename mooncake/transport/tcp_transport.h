@@ -177,9 +177,10 @@ class TcpTransport {
       // the claim goes back to the receiver thread.
       const absl::Time give_up = deadline - transport_internal::IoTick(options_.io_timeout);
       if (give_up > absl::Now()) {
-        lane->ReceiveFor([&] { return batches_.Settled(batch); }, give_up);
+        lane->ReceiveFor(
+            batch, [&] { return batches_.Settled(batch); }, give_up);
       } else {
-        lane->DropClaim();
+        lane->DropClaim(batch);
       }
     }
     return batches_.Wait(batch, deadline);
@@ -248,19 +249,12 @@ class TcpTransport {
 
   // Lanes of the peer at `endpoint` that are connected and healthy (tests).
   size_t LiveLanes(std::string_view endpoint) {
-    auto hp = ParseEndpoint(endpoint);
-    if (!hp.ok()) return 0;
-    std::shared_ptr<Peer> peer;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = peers_.find(absl::StrCat(hp->first, ":", hp->second));
-      if (it == peers_.end()) return 0;
-      peer = it->second;
-    }
-    absl::MutexLock lock(&peer->mu);
-    size_t n = 0;
-    for (auto& lane : peer->lanes) n += (lane != nullptr && !lane->dead()) ? 1 : 0;
-    return n;
+    return CountLanes(endpoint, [](const Lane& lane) { return !lane.dead(); });
+  }
+  // Lanes of that peer reserved for a SubmitForWait caller (tests; see
+  // "Reservation" in internal/tcp_lane.h).
+  size_t ReservedLanes(std::string_view endpoint) {
+    return CountLanes(endpoint, [](const Lane& lane) { return lane.reserved(); });
   }
 
  private:
@@ -384,7 +378,7 @@ class TcpTransport {
   }
 
   void DropClaim(BatchId batch) {
-    if (std::shared_ptr<Lane> lane = TakeClaim(batch); lane != nullptr) lane->DropClaim();
+    if (std::shared_ptr<Lane> lane = TakeClaim(batch); lane != nullptr) lane->DropClaim(batch);
   }
 
   // Cuts requests into slices and deals them over each peer's live lanes.
@@ -474,6 +468,23 @@ class TcpTransport {
     }
     for (auto& lane : kicked) lane->Kick();
     return claimed;
+  }
+
+  template <typename Pred>
+  size_t CountLanes(std::string_view endpoint, Pred pred) {
+    auto hp = ParseEndpoint(endpoint);
+    if (!hp.ok()) return 0;
+    std::shared_ptr<Peer> peer;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = peers_.find(absl::StrCat(hp->first, ":", hp->second));
+      if (it == peers_.end()) return 0;
+      peer = it->second;
+    }
+    absl::MutexLock lock(&peer->mu);
+    size_t n = 0;
+    for (auto& lane : peer->lanes) n += (lane != nullptr && pred(*lane)) ? 1 : 0;
+    return n;
   }
 
   static bool AllLive(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(peer.mu) {

@@ -368,7 +368,10 @@ TEST(TcpTransportTest, LateWaitAfterSubmitForWaitStillSucceeds) {
 TEST(TcpTransportTest, ClaimerBlockedInItsOwnSendDoesNotDeadlock) {
   TcpTransport::Options o;
   o.lanes_per_peer = 1;
-  o.io_timeout = absl::Seconds(2);
+  // Long enough that a reservation (io_timeout / 4, taken over on a later
+  // idle wake-up) would overshoot the 2 s bound below: a batch of READs and
+  // WRITEs must get an ordinary claim.
+  o.io_timeout = absl::Seconds(8);
   o.lane_window_bytes = 256 << 20;
   Loopback lb(64 << 20, o);
   std::vector<std::byte> big(lb.mem.size()), small(64 << 10);
@@ -385,6 +388,87 @@ TEST(TcpTransportTest, ClaimerBlockedInItsOwnSendDoesNotDeadlock) {
   ASSERT_TRUE(res.ok()) << res.status();
   EXPECT_TRUE(res->ok()) << res->statuses[0];
   EXPECT_LT(absl::Now() - start, absl::Seconds(2)) << "no request should wait for io_timeout";
+}
+
+// A SubmitForWait of only READs (or only WRITEs) on an idle lane reserves it
+// for the caller, without a claim that wakes the receiver thread; a mixed
+// batch, or one behind other traffic, gets an ordinary claim. The caller's
+// Wait receives either way.
+TEST(TcpTransportTest, IdleLaneIsReservedForAOneKindBatch) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = 1;
+  o.io_timeout = absl::Seconds(20);
+  Loopback lb(4 << 20, o);
+  const std::string ep = lb.owner->LocalEndpoint();
+  std::vector<std::byte> dst(1 << 20), src(64 << 10, std::byte{7});
+  const TransferRequest read{OpCode::kRead, dst.data(), lb.remote.handle, 0, dst.size()};
+  const TransferRequest write{OpCode::kWrite, src.data(), lb.remote.handle, 2 << 20, src.size()};
+  for (const std::vector<TransferRequest>& batch :
+       {std::vector<TransferRequest>{read}, std::vector<TransferRequest>{write, write},
+        std::vector<TransferRequest>{read, write}}) {
+    const bool one_kind = batch.size() == 1 || batch[0].op == batch[1].op;
+    auto id = lb.requester->SubmitForWait(batch);
+    ASSERT_TRUE(id.ok());
+    // The response may already be in; the reservation stays until the Wait.
+    EXPECT_EQ(lb.requester->ReservedLanes(ep), one_kind ? 1u : 0u);
+    auto res = lb.requester->Wait(*id, absl::Now() + absl::Seconds(10));
+    ASSERT_TRUE(res.ok() && res->ok()) << res.status();
+    EXPECT_EQ(lb.requester->ReservedLanes(ep), 0u);
+  }
+  EXPECT_EQ(std::memcmp(dst.data(), lb.mem.data(), dst.size()), 0);
+  EXPECT_EQ(std::memcmp(lb.mem.data() + (2 << 20), src.data(), src.size()), 0);
+}
+
+// Another batch queued behind a reservation turns it into an ordinary claim:
+// the receiver thread takes over after claim_patience (not the reservation's
+// io_timeout / 4 = 5 s here), so the second batch completes at once although
+// the first caller has not Waited yet.
+TEST(TcpTransportTest, BatchBehindAReservationDoesNotWaitForIt) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = 1;
+  o.io_timeout = absl::Seconds(20);
+  Loopback lb(16 << 20, o);
+  std::vector<std::byte> a(8 << 20), b(1 << 20);
+  const TransferRequest ra{OpCode::kRead, a.data(), lb.remote.handle, 0, a.size()};
+  const TransferRequest rb{OpCode::kRead, b.data(), lb.remote.handle, 8 << 20, b.size()};
+  auto ida = lb.requester->SubmitForWait({&ra, 1});
+  ASSERT_TRUE(ida.ok());
+  ASSERT_EQ(lb.requester->ReservedLanes(lb.owner->LocalEndpoint()), 1u);
+  const absl::Time start = absl::Now();
+  auto idb = lb.requester->Submit({&rb, 1});
+  ASSERT_TRUE(idb.ok());
+  auto resb = lb.requester->Wait(*idb, absl::Now() + absl::Seconds(15));
+  ASSERT_TRUE(resb.ok() && resb->ok()) << resb.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_EQ(std::memcmp(b.data(), lb.mem.data() + (8 << 20), b.size()), 0);
+  auto resa = lb.requester->Wait(*ida, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(resa.ok() && resa->ok()) << resa.status();
+  EXPECT_EQ(std::memcmp(a.data(), lb.mem.data(), a.size()), 0);
+}
+
+// Polling a reserved batch instead of Waiting hands the lane to the receiver
+// thread at once (not after io_timeout / 4 = 5 s here).
+TEST(TcpTransportTest, PollingAReservedBatchReleasesTheLane) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = 1;
+  o.io_timeout = absl::Seconds(20);
+  Loopback lb(8 << 20, o);
+  std::vector<std::byte> dst(lb.mem.size());
+  const TransferRequest r{OpCode::kRead, dst.data(), lb.remote.handle, 0, dst.size()};
+  auto id = lb.requester->SubmitForWait({&r, 1});
+  ASSERT_TRUE(id.ok());
+  ASSERT_EQ(lb.requester->ReservedLanes(lb.owner->LocalEndpoint()), 1u);
+  const absl::Time start = absl::Now();
+  for (;;) {
+    auto p = lb.requester->Poll(*id);
+    ASSERT_TRUE(p.ok()) << p.status();
+    if (p->done()) break;
+    ASSERT_LT(absl::Now() - start, absl::Seconds(2)) << "the reservation held the lane";
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  auto res = lb.requester->Wait(*id, absl::InfinitePast());
+  ASSERT_TRUE(res.ok() && res->ok()) << res.status();
+  EXPECT_EQ(std::memcmp(dst.data(), lb.mem.data(), dst.size()), 0);
 }
 
 // A caller receiving its batch stops at its deadline even while frames keep

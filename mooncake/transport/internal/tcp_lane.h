@@ -23,6 +23,19 @@
 // stays in `cursor_` and its new owner goes on from there. Exactly one owner
 // receives at a time (`owner_`).
 //
+// Reservation: a claim on an idle lane (nothing queued, on the wire or being
+// received, no other claim) whose slices are all READs or all WRITEs does not
+// wake the receiver thread at all: the lane is reserved for the caller
+// (Owner::kReserved) until its Wait begins to receive. Such a batch cannot
+// block its caller's own inline send (its requests are READ headers, or its
+// responses are WRITE acks, a few bytes each), and no one else's responses
+// are behind it. The first Enqueue of any other batch turns the reservation
+// into an ordinary claim (claim_patience, the receiver thread woken); a
+// caller that never Waits and is never followed loses it to the receiver
+// thread after `reserve_patience` (io_timeout / 4, checked on the idle
+// thread's periodic wake-up), so the owner's send to this lane stalls for
+// less than half its io_timeout.
+//
 // Failure: any I/O error, stall past io_timeout or protocol violation marks
 // the lane dead, shuts the socket down (waking both threads) and fails every
 // queued and pending slice with that Status. Pending slices are settled only
@@ -140,16 +153,32 @@ class TcpLane {
 
   // Queues slices (true: the caller must Kick() next, and until then the
   // sender thread leaves them to it); a dead lane fails them at once (false).
-  // `claim`: the submitting caller will receive them itself (ReceiveFor).
+  // `claim`: the submitting caller will receive them itself (ReceiveFor with
+  // the slices' batch id).
   bool Enqueue(std::vector<Slice>& slices, bool claim = false) {
     absl::Status dead_status;
     {
       absl::MutexLock lock(&mu_);
       if (!dead_) {
+        const bool idle =
+            queue_.empty() && pending_.empty() && owner_ == Owner::kNone && claims_ == 0;
+        if (owner_ == Owner::kReserved) {
+          // Someone else's slices go behind the reserved batch: the
+          // reservation becomes an ordinary, timed claim.
+          owner_ = Owner::kNone;
+          ++claims_;
+          claim_expiry_ = absl::Now() + limits_.claim_patience;
+        }
+        const bool reserve = claim && idle && !slices.empty() && OneKindOfOp(slices);
+        const BatchId batch = slices.empty() ? 0 : slices.front().batch->id();
         for (Slice& s : slices) queue_.push_back(std::move(s));
         slices.clear();
         ++kicks_;
-        if (claim) {
+        if (reserve) {
+          owner_ = Owner::kReserved;
+          reserved_batch_ = batch;
+          reserve_expiry_ = absl::Now() + ReservePatience();
+        } else if (claim) {
           ++claims_;
           claim_expiry_ = absl::Now() + limits_.claim_patience;
         }
@@ -181,10 +210,14 @@ class TcpLane {
   // middle of a frame if need be). Returns at once if the claim was dropped
   // and the receiver thread took over.
   template <typename Settled>
-  void ReceiveFor(Settled settled, absl::Time give_up) {
+  void ReceiveFor(BatchId batch, Settled settled, absl::Time give_up) {
     {
       absl::MutexLock lock(&mu_);
-      if (claims_ > 0) --claims_;
+      if (owner_ == Owner::kReserved && reserved_batch_ == batch) {
+        owner_ = Owner::kNone;  // the reservation is taken up (or the lane is dead)
+      } else if (claims_ > 0) {
+        --claims_;
+      }
       if (dead_ || owner_ != Owner::kNone) return;
       owner_ = Owner::kCaller;
     }
@@ -202,10 +235,21 @@ class TcpLane {
     ReleaseOwner();
   }
 
-  // Drops a claim whose caller will not receive (it polls or cancels).
-  void DropClaim() {
+  // Drops the claim of `batch`, whose caller will not receive (it polls or
+  // cancels); a reservation goes back to the receiver thread at once.
+  void DropClaim(BatchId batch) {
     absl::MutexLock lock(&mu_);
-    if (claims_ > 0) --claims_;
+    if (owner_ == Owner::kReserved && reserved_batch_ == batch) {
+      owner_ = Owner::kNone;
+    } else if (claims_ > 0) {
+      --claims_;
+    }
+  }
+
+  // True while a reservation holds the lane (tests).
+  bool reserved() const {
+    absl::MutexLock lock(&mu_);
+    return owner_ == Owner::kReserved;
   }
 
   // Settles queued slices of cancelled batches now instead of when sent.
@@ -285,6 +329,18 @@ class TcpLane {
     for (Slice& s : pending) SettleSlice(s, status);
     for (Slice& s : queued) SettleSlice(s, status);
   }
+
+  // All READs (their requests are headers) or all WRITEs (their responses
+  // are acks): a batch that cannot fill the socket in the direction its
+  // caller does not drain while it sends.
+  static bool OneKindOfOp(const std::vector<Slice>& slices) {
+    for (const Slice& s : slices) {
+      if (s.op != slices.front().op) return false;
+    }
+    return true;
+  }
+
+  absl::Duration ReservePatience() const { return limits_.io_timeout / 4; }
 
   bool IsLargeWrite(const Slice& s) const {
     return s.op == OpCode::kWrite && s.length > limits_.inline_write_bytes;
@@ -377,7 +433,9 @@ class TcpLane {
     for (auto& [s, status] : done) SettleSlice(s, status);
   }
 
-  enum class Owner { kNone, kThread, kCaller };
+  // kReserved: no one receives yet; the claiming caller of reserved_batch_
+  // will (see "Reservation" above).
+  enum class Owner { kNone, kThread, kCaller, kReserved };
   enum class StepKind { kFrame, kIdle, kGaveUp, kBroken };
   struct Step {
     StepKind kind = StepKind::kIdle;
@@ -421,7 +479,9 @@ class TcpLane {
   // Sleeps until the thread should receive (true) or the lane is dead. A
   // claim holds it back until claim_expiry_ (a timed wait, so a caller that
   // never Waits, or one stuck sending, delays the lane by claim_patience at
-  // most); the untimed sleep ends when a claim arrives so its timer can start.
+  // most); the idle sleep ends when a claim arrives so its timer can start,
+  // and every reserve_patience, when a reservation past its expiry is taken
+  // over (a reservation does not wake the thread).
   bool AcquireForThreadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return dead_ || (owner_ == Owner::kNone && !pending_.empty() && claims_ == 0);
@@ -431,8 +491,12 @@ class TcpLane {
     };
     for (;;) {
       if (dead_) return false;
-      if (claims_ > 0 && absl::Now() >= claim_expiry_) {
+      const absl::Time now = absl::Now();
+      if (claims_ > 0 && now >= claim_expiry_) {
         claims_ = 0;  // late claimers find the thread receiving and wait on the table
+      }
+      if (owner_ == Owner::kReserved && now >= reserve_expiry_) {
+        owner_ = Owner::kNone;  // so does a late reserver
       }
       if (owner_ == Owner::kNone && !pending_.empty() && claims_ == 0) {
         owner_ = Owner::kThread;
@@ -441,7 +505,7 @@ class TcpLane {
       if (claims_ > 0) {
         mu_.AwaitWithDeadline(absl::Condition(&ready), claim_expiry_);
       } else {
-        mu_.Await(absl::Condition(&ready_or_claimed));
+        mu_.AwaitWithTimeout(absl::Condition(&ready_or_claimed), ReservePatience());
       }
     }
   }
@@ -562,7 +626,9 @@ class TcpLane {
   size_t claims_ ABSL_GUARDED_BY(mu_) = 0;           // callers that will receive
   size_t kicks_ ABSL_GUARDED_BY(mu_) = 0;            // Enqueues whose Kick is to come
   absl::Time claim_expiry_ ABSL_GUARDED_BY(mu_);     // of the newest claim
-  Cursor cursor_;                                    // the receive owner's
+  BatchId reserved_batch_ ABSL_GUARDED_BY(mu_) = 0;  // while owner_ == kReserved
+  absl::Time reserve_expiry_ ABSL_GUARDED_BY(mu_);
+  Cursor cursor_;  // the receive owner's
   // WRITEs the owner answered while their sendmsg was still running.
   std::vector<std::pair<Slice, absl::Status>> answered_ ABSL_GUARDED_BY(mu_);
 };

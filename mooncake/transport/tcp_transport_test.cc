@@ -90,8 +90,23 @@ class FakeOwner {
  public:
   // kSlowRead answers each READ after `delay`; kNoRead stops reading after OPEN.
   // kSplitRead sends each READ_DATA's header and first half at once and the
-  // rest after `delay`.
-  enum class Mode { kClose, kStall, kGarbage, kWrongTag, kSlowRead, kNoRead, kSplitRead };
+  // rest after `delay`. kLateWrite waits `delay` before it reads a
+  // connection's first WRITE payload, then takes WRITEs as an owner does,
+  // checking each byte against WritePattern (bad_bytes()).
+  enum class Mode {
+    kClose,
+    kStall,
+    kGarbage,
+    kWrongTag,
+    kSlowRead,
+    kNoRead,
+    kSplitRead,
+    kLateWrite
+  };
+
+  static char WritePattern(uint64_t offset) { return static_cast<char>(offset * 7 % 251); }
+  uint64_t bad_bytes() const { return bad_bytes_.load(); }
+  uint64_t good_bytes() const { return good_bytes_.load(); }
 
   explicit FakeOwner(Mode mode, absl::Duration delay = absl::ZeroDuration())
       : mode_(mode), delay_(delay) {
@@ -130,6 +145,7 @@ class FakeOwner {
   }
   void Serve(int fd) {
     transport_internal::WireHeader raw;
+    bool first_write = true;
     while (transport_internal::RecvAll(fd, raw.data(), raw.size(), "fake").ok()) {
       auto h = DecodeHeader(raw.data());
       if (!h.ok()) return;
@@ -182,6 +198,19 @@ class FakeOwner {
         }
         case Mode::kNoRead:
           return;
+        case Mode::kLateWrite: {
+          if (h->type != FrameType::kWrite) return;
+          if (first_write) absl::SleepFor(delay_);
+          first_write = false;
+          std::string payload(h->length, '\0');
+          if (!transport_internal::RecvAll(fd, payload.data(), payload.size(), "fake").ok()) return;
+          for (uint64_t i = 0; i < payload.size(); ++i) {
+            (payload[i] == WritePattern(h->offset + i) ? good_bytes_ : bad_bytes_).fetch_add(1);
+          }
+          auto ack = EncodeHeader({FrameType::kWriteAck, 0, h->tag, h->segment, h->offset, 0, 0});
+          if (!transport_internal::SendAll(fd, ack.data(), ack.size(), "fake").ok()) return;
+          continue;
+        }
         case Mode::kWrongTag: {
           auto out = EncodeHeader(
               {FrameType::kReadData, 0, h->tag + 1000, h->segment, h->offset, h->length, 0});
@@ -198,6 +227,7 @@ class FakeOwner {
   transport_internal::Fd listen_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> bad_bytes_{0}, good_bytes_{0};
   std::thread thread_;
 };
 
@@ -469,6 +499,36 @@ TEST(TcpTransportTest, PollingAReservedBatchReleasesTheLane) {
   auto res = lb.requester->Wait(*id, absl::InfinitePast());
   ASSERT_TRUE(res.ok() && res->ok()) << res.status();
   EXPECT_EQ(std::memcmp(dst.data(), lb.mem.data(), dst.size()), 0);
+}
+
+// A reserved batch's large WRITEs go out from Submit itself, for one sendmsg:
+// with an owner that reads nothing for 300 ms the call returns within about
+// one socket tick (50 ms here), the sender thread finishes the frame it left
+// mid-way, and every byte arrives in order.
+TEST(TcpTransportTest, InlineLargeWriteHandsTheRestToTheSender) {
+  FakeOwner fake(FakeOwner::Mode::kLateWrite, absl::Milliseconds(300));
+  TcpTransport::Options o;
+  o.lanes_per_peer = 1;
+  o.io_timeout = absl::Seconds(1);  // tick 50 ms
+  o.lane_window_bytes = 64 << 20;
+  auto t = TcpTransport::Create(o);
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto remote = (*t)->OpenSegment(fake.Endpoint(), 7);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  const uint64_t len = 32 << 20;  // far more than the socket buffers hold
+  std::vector<char> src(len);
+  for (uint64_t i = 0; i < len; ++i) src[i] = FakeOwner::WritePattern(i);
+  const TransferRequest r{OpCode::kWrite, src.data(), remote->handle, 0, len};
+  const absl::Time start = absl::Now();
+  auto id = (*t)->SubmitForWait({&r, 1});
+  const absl::Duration submit_took = absl::Now() - start;
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_LT(submit_took, absl::Milliseconds(250)) << "Submit blocked on the stalled owner";
+  auto res = (*t)->Wait(*id, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(res.ok()) << res.status();
+  ASSERT_TRUE(res->ok()) << res->statuses[0];
+  EXPECT_EQ(fake.good_bytes(), len);
+  EXPECT_EQ(fake.bad_bytes(), 0u);
 }
 
 // A caller receiving its batch stops at its deadline even while frames keep

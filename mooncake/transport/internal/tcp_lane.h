@@ -11,7 +11,11 @@
 //
 // Who sends: Kick() from Submit sends inline when the send lock is free and
 // the work is small (no thread hop on the latency path); otherwise the sender
-// thread does. Lock order: send_mu_ before mu_.
+// thread does. Lock order: send_mu_ before mu_. A reserved batch's large
+// WRITEs (below) are sent inline too, but for one sendmsg only: what that
+// call leaves (the owner reads slowly or not at all; the socket's send
+// timeout is one I/O tick) is handed to the sender thread mid-frame
+// (`handoff_`), so a Submit never blocks for more than a tick.
 //
 // Who receives: the receiver thread, or a caller that claimed the lane when
 // it submitted (SubmitForWait) and now Waits: it receives the responses on
@@ -58,9 +62,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -307,6 +313,7 @@ class TcpLane {
 
   void SettleAllAfterDeath() {
     absl::MutexLock send(&send_mu_);  // no sender is writing from a pending slice now
+    handoff_.reset();                 // never sent on: the lane is dead
     std::deque<Slice> pending, queued;
     std::vector<std::pair<Slice, absl::Status>> answered;
     absl::Status status;
@@ -342,6 +349,13 @@ class TcpLane {
 
   absl::Duration ReservePatience() const { return limits_.io_timeout / 4; }
 
+  // A slice of the batch the lane is reserved for: its caller's Kick sends
+  // it inline even when it is a large WRITE (acks cannot block that send, no
+  // one else's slices wait behind it, and the caller Waits next anyway).
+  bool ReservedForLocked(const Slice& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return owner_ == Owner::kReserved && s.batch->id() == reserved_batch_;
+  }
+
   bool IsLargeWrite(const Slice& s) const {
     return s.op == OpCode::kWrite && s.length > limits_.inline_write_bytes;
   }
@@ -357,27 +371,58 @@ class TcpLane {
         absl::MutexLock lock(&mu_);
         const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           // Slices a Kick is about to send inline are left to it, but not a
-          // large WRITE at the head, which no inline Kick sends.
-          return dead_ || (!queue_.empty() && WindowOpenLocked(queue_.front()) &&
-                           (kicks_ == 0 || IsLargeWrite(queue_.front())));
+          // large WRITE at the head, which an inline Kick sends only for the
+          // batch the lane is reserved for.
+          return dead_ || handoff_pending_ ||
+                 (!queue_.empty() && WindowOpenLocked(queue_.front()) &&
+                  (kicks_ == 0 ||
+                   (IsLargeWrite(queue_.front()) && !ReservedForLocked(queue_.front()))));
         };
         mu_.Await(absl::Condition(&ready));
         if (dead_) return;
       }
       absl::MutexLock send(&send_mu_);
+      if (!FinishHandoff()) return;
       SendSomeLocked(/*inline_mode=*/false);
     }
   }
 
+  // Sends what a Kick left mid-frame (sender thread). False: the lane died.
+  bool FinishHandoff() ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
+    if (!handoff_.has_value()) return true;
+    Handoff h = std::move(*handoff_);
+    handoff_.reset();
+    {
+      absl::MutexLock lock(&mu_);
+      handoff_pending_ = false;
+    }
+    const absl::Status st =
+        SendIovBy(fd_.get(), h.iov.data() + h.at, static_cast<int>(h.iov.size() - h.at),
+                  absl::Now() + limits_.io_timeout, "request frames");
+    if (!st.ok()) {
+      Fail(st);
+      return false;
+    }
+    SettleAnswered(h.last_tag);
+    return true;
+  }
+
   // Moves slices queue -> pending within the window and writes their frames.
   void SendSomeLocked(bool inline_mode) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
+    if (handoff_.has_value()) {  // the socket is mid-frame: only its sender goes on
+      if (inline_mode || !FinishHandoff()) return;
+    }
     for (;;) {
       std::vector<Slice> out, cancelled;
+      bool large = false;  // inline: a reserved batch's large WRITE is in `out`
       {
         absl::MutexLock lock(&mu_);
         while (!dead_ && !queue_.empty() && out.size() < 64 && WindowOpenLocked(queue_.front())) {
           Slice& s = queue_.front();
-          if (inline_mode && IsLargeWrite(s)) break;
+          if (inline_mode && IsLargeWrite(s)) {
+            if (!ReservedForLocked(s)) break;
+            large = true;
+          }
           if (s.batch->cancelled()) {
             cancelled.push_back(std::move(s));
           } else {
@@ -393,6 +438,10 @@ class TcpLane {
         SettleSlice(s, absl::CancelledError("cancelled"));
       }
       if (out.empty()) return;
+      if (large) {
+        if (!SendInlineOrHandOff(out)) return;
+        continue;
+      }
       const absl::Status st = WriteFrames(out);
       if (!st.ok()) {
         Fail(st);
@@ -400,6 +449,60 @@ class TcpLane {
       }
       SettleAnswered(out.back().tag);
     }
+  }
+
+  // One sendmsg of `out`'s frames; what it leaves goes to the sender thread.
+  // True: all sent (the caller may go on sending).
+  bool SendInlineOrHandOff(const std::vector<Slice>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
+    Handoff h;
+    h.headers.resize(out.size());
+    h.iov.reserve(out.size() * 2);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const Slice& s = out[i];
+      h.headers[i] = EncodeHeader({s.op == OpCode::kRead ? FrameType::kRead : FrameType::kWrite, 0,
+                                   s.tag, s.segment, s.offset, s.length, 0});
+      h.iov.push_back({h.headers[i].data(), h.headers[i].size()});
+      if (s.op == OpCode::kWrite) h.iov.push_back({s.local, s.length});
+    }
+    h.last_tag = out.back().tag;
+    const absl::Status st = SendIovOnce(fd_.get(), h.iov.data(), h.iov.size(), &h.at);
+    if (!st.ok()) {
+      Fail(st);
+      return false;
+    }
+    if (h.at == h.iov.size()) {
+      SettleAnswered(h.last_tag);
+      return true;
+    }
+    handoff_ = std::move(h);  // the headers' buffer moves with it: iov stays valid
+    absl::MutexLock lock(&mu_);
+    handoff_pending_ = true;
+    return false;
+  }
+
+  // One sendmsg (at most one socket tick when the peer does not read);
+  // advances `*at` past the iovecs it sent and trims the one it sent part of.
+  static absl::Status SendIovOnce(int fd, iovec* iov, size_t count, size_t* at) {
+    msghdr msg{};
+    msg.msg_iov = iov + *at;
+    msg.msg_iovlen = std::min<size_t>(IOV_MAX, count - *at);
+    ssize_t n;
+    do {
+      n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return absl::OkStatus();  // the tick passed
+      return ErrnoStatus("request frames", errno);
+    }
+    while (*at < count && static_cast<size_t>(n) >= iov[*at].iov_len) {
+      n -= static_cast<ssize_t>(iov[*at].iov_len);
+      ++*at;
+    }
+    if (*at < count && n > 0) {
+      iov[*at].iov_base = static_cast<char*>(iov[*at].iov_base) + n;
+      iov[*at].iov_len -= static_cast<size_t>(n);
+    }
+    return absl::OkStatus();
   }
 
   absl::Status WriteFrames(const std::vector<Slice>& out) {
@@ -627,6 +730,15 @@ class TcpLane {
   size_t kicks_ ABSL_GUARDED_BY(mu_) = 0;            // Enqueues whose Kick is to come
   absl::Time claim_expiry_ ABSL_GUARDED_BY(mu_);     // of the newest claim
   BatchId reserved_batch_ ABSL_GUARDED_BY(mu_) = 0;  // while owner_ == kReserved
+  // Frames a Kick's one sendmsg left unsent, for the sender thread.
+  struct Handoff {
+    std::vector<WireHeader> headers;
+    std::vector<iovec> iov;
+    size_t at = 0;  // first iovec not wholly sent
+    uint64_t last_tag = 0;
+  };
+  std::optional<Handoff> handoff_ ABSL_GUARDED_BY(send_mu_);
+  bool handoff_pending_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time reserve_expiry_ ABSL_GUARDED_BY(mu_);
   Cursor cursor_;  // the receive owner's
   // WRITEs the owner answered while their sendmsg was still running.

@@ -77,7 +77,9 @@ class TcpTransport {
     absl::Duration io_timeout = absl::Seconds(5);
     absl::Duration connect_timeout = absl::Seconds(2);
     // How long a SubmitForWait claim keeps a lane's receiver thread asleep
-    // waiting for the caller's Wait to receive on its own thread.
+    // waiting for the caller's Wait to receive on its own thread. (A claim
+    // on an idle lane is a reservation instead, held for at most
+    // 2 x min(io_timeout / 4, 100 ms): internal/tcp_lane.h.)
     absl::Duration claim_patience = absl::Milliseconds(2);
     size_t max_batches = 1024;
     size_t max_queued_slices = 1 << 16;
@@ -93,9 +95,11 @@ class TcpTransport {
   }
   static absl::StatusOr<std::unique_ptr<TcpTransport>> Create(Options options) {
     if (options.lanes_per_peer < 1 || options.lanes_per_peer > 64 || options.slice_bytes < 4096 ||
-        options.slice_bytes > transport_internal::kMaxSliceBytes) {
+        options.slice_bytes > transport_internal::kMaxSliceBytes ||
+        options.io_timeout <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
-          "TcpTransport options: lanes_per_peer in [1, 64], slice_bytes in [4 KiB, 16 MiB]");
+          "TcpTransport options: lanes_per_peer in [1, 64], slice_bytes in [4 KiB, 16 MiB], "
+          "io_timeout > 0");
     }
     std::unique_ptr<TcpTransport> t(new TcpTransport(std::move(options), 0));
     RETURN_IF_ERROR(t->server_.Listen(t->options_.bind_host, t->options_.port));
@@ -161,7 +165,11 @@ class TcpTransport {
   // receives the responses of the batch's first lane on the calling thread
   // (no receiver-thread wake-up on the latency path). Poll or Cancel instead
   // is fine too; a claim nobody takes up holds that lane's receiver back for
-  // at most Options::claim_patience.
+  // at most Options::claim_patience, or, on an idle lane whose slices are all
+  // READs or all WRITEs (a reservation, no wake-up at all), until another
+  // batch uses the lane or for at most 2 x min(io_timeout / 4, 100 ms). A
+  // reserved batch's large WRITEs start from this call (one sendmsg, at most
+  // one socket tick; the rest goes to the lane's sender thread).
   absl::StatusOr<BatchId> SubmitForWait(std::span<const TransferRequest> requests) {
     return SubmitImpl(requests, /*claim=*/true);
   }
@@ -255,6 +263,16 @@ class TcpTransport {
   // "Reservation" in internal/tcp_lane.h).
   size_t ReservedLanes(std::string_view endpoint) {
     return CountLanes(endpoint, [](const Lane& lane) { return lane.reserved(); });
+  }
+  // Inline large-WRITE sends on that peer's lanes that left frames to the
+  // sender thread (tests).
+  uint64_t InlineHandoffs(std::string_view endpoint) {
+    uint64_t n = 0;
+    CountLanes(endpoint, [&n](const Lane& lane) {
+      n += lane.handoffs();
+      return false;
+    });
+    return n;
   }
 
  private:

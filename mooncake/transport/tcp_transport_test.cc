@@ -91,7 +91,8 @@ class FakeOwner {
   // kSlowRead answers each READ after `delay`; kNoRead stops reading after OPEN.
   // kSplitRead sends each READ_DATA's header and first half at once and the
   // rest after `delay`. kLateWrite waits `delay` before it reads a
-  // connection's first WRITE payload, then takes WRITEs as an owner does,
+  // connection's first WRITE payload of >= 256 KiB, and takes WRITEs as an
+  // owner does,
   // checking each byte against WritePattern (bad_bytes()).
   enum class Mode {
     kClose,
@@ -200,13 +201,18 @@ class FakeOwner {
           return;
         case Mode::kLateWrite: {
           if (h->type != FrameType::kWrite) return;
-          if (first_write) absl::SleepFor(delay_);
-          first_write = false;
+          if (first_write && h->length >= (256u << 10)) {
+            absl::SleepFor(delay_);
+            first_write = false;
+          }
           std::string payload(h->length, '\0');
           if (!transport_internal::RecvAll(fd, payload.data(), payload.size(), "fake").ok()) return;
+          uint64_t good = 0;
           for (uint64_t i = 0; i < payload.size(); ++i) {
-            (payload[i] == WritePattern(h->offset + i) ? good_bytes_ : bad_bytes_).fetch_add(1);
+            good += payload[i] == WritePattern(h->offset + i) ? 1 : 0;
           }
+          good_bytes_.fetch_add(good);
+          bad_bytes_.fetch_add(payload.size() - good);
           auto ack = EncodeHeader({FrameType::kWriteAck, 0, h->tag, h->segment, h->offset, 0, 0});
           if (!transport_internal::SendAll(fd, ack.data(), ack.size(), "fake").ok()) return;
           continue;
@@ -312,6 +318,25 @@ struct Loopback {
   RemoteSegment remote;
 };
 
+// Runs 4 KiB `op` transfers at offset 0 until one reserves the lane to `ep`:
+// a claim reserves only while the lane's receiver thread watches (it starts
+// to once it has run, and goes on for a while after each use).
+void AwaitReservable(TcpTransport& t, const std::string& ep, SegmentHandle handle, OpCode op) {
+  std::vector<char> buf(4096);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = FakeOwner::WritePattern(i);  // for kLateWrite
+  for (int i = 0; i < 2000; ++i) {
+    const TransferRequest r{op, buf.data(), handle, 0, buf.size()};
+    auto id = t.SubmitForWait({&r, 1});
+    MC_ASSERT(id.ok(), "warm-up submit");
+    const bool reserved = t.ReservedLanes(ep) == 1;
+    auto res = t.Wait(*id, absl::Now() + absl::Seconds(10));
+    MC_ASSERT(res.ok() && res->ok(), "warm-up transfer");
+    if (reserved) return;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  MC_ASSERT(false, "the lane never became reservable");
+}
+
 // Chunk digests over two lanes (slices land out of order), through the
 // receiver threads and a waiting caller. 128 KiB slices hold whole chunks:
 // every slot is digested. 96 KiB slices end inside chunks: none is, except
@@ -374,8 +399,10 @@ TEST(TcpTransportTest, ClaimNobodyTakesUpDoesNotStallTheLane) {
 }
 
 // A caller that SubmitForWaits and works for longer than io_timeout before
-// it Waits: the receiver thread takes over after claim_patience, so the
-// owner's send never stalls and the batch is fine when the caller comes.
+// it Waits: the receiver thread takes over (after claim_patience, or, for
+// the reservation a READ on an idle lane gets, within 2 x 100 ms), so the
+// owner's send never stalls past its io_timeout and the batch is fine when
+// the caller comes.
 TEST(TcpTransportTest, LateWaitAfterSubmitForWaitStillSucceeds) {
   TcpTransport::Options o;
   o.lanes_per_peer = 1;
@@ -422,8 +449,7 @@ TEST(TcpTransportTest, ClaimerBlockedInItsOwnSendDoesNotDeadlock) {
 
 // A SubmitForWait of only READs (or only WRITEs) on an idle lane reserves it
 // for the caller, without a claim that wakes the receiver thread; a mixed
-// batch, or one behind other traffic, gets an ordinary claim. The caller's
-// Wait receives either way.
+// batch gets an ordinary claim. The caller's Wait receives either way.
 TEST(TcpTransportTest, IdleLaneIsReservedForAOneKindBatch) {
   TcpTransport::Options o;
   o.lanes_per_peer = 1;
@@ -437,6 +463,7 @@ TEST(TcpTransportTest, IdleLaneIsReservedForAOneKindBatch) {
        {std::vector<TransferRequest>{read}, std::vector<TransferRequest>{write, write},
         std::vector<TransferRequest>{read, write}}) {
     const bool one_kind = batch.size() == 1 || batch[0].op == batch[1].op;
+    AwaitReservable(*lb.requester, ep, lb.remote.handle, OpCode::kRead);
     auto id = lb.requester->SubmitForWait(batch);
     ASSERT_TRUE(id.ok());
     // The response may already be in; the reservation stays until the Wait.
@@ -461,6 +488,7 @@ TEST(TcpTransportTest, BatchBehindAReservationDoesNotWaitForIt) {
   std::vector<std::byte> a(8 << 20), b(1 << 20);
   const TransferRequest ra{OpCode::kRead, a.data(), lb.remote.handle, 0, a.size()};
   const TransferRequest rb{OpCode::kRead, b.data(), lb.remote.handle, 8 << 20, b.size()};
+  AwaitReservable(*lb.requester, lb.owner->LocalEndpoint(), lb.remote.handle, OpCode::kRead);
   auto ida = lb.requester->SubmitForWait({&ra, 1});
   ASSERT_TRUE(ida.ok());
   ASSERT_EQ(lb.requester->ReservedLanes(lb.owner->LocalEndpoint()), 1u);
@@ -485,6 +513,7 @@ TEST(TcpTransportTest, PollingAReservedBatchReleasesTheLane) {
   Loopback lb(8 << 20, o);
   std::vector<std::byte> dst(lb.mem.size());
   const TransferRequest r{OpCode::kRead, dst.data(), lb.remote.handle, 0, dst.size()};
+  AwaitReservable(*lb.requester, lb.owner->LocalEndpoint(), lb.remote.handle, OpCode::kRead);
   auto id = lb.requester->SubmitForWait({&r, 1});
   ASSERT_TRUE(id.ok());
   ASSERT_EQ(lb.requester->ReservedLanes(lb.owner->LocalEndpoint()), 1u);
@@ -509,7 +538,7 @@ TEST(TcpTransportTest, InlineLargeWriteHandsTheRestToTheSender) {
   FakeOwner fake(FakeOwner::Mode::kLateWrite, absl::Milliseconds(300));
   TcpTransport::Options o;
   o.lanes_per_peer = 1;
-  o.io_timeout = absl::Seconds(1);  // tick 50 ms
+  o.io_timeout = absl::Seconds(5);  // tick 50 ms
   o.lane_window_bytes = 64 << 20;
   auto t = TcpTransport::Create(o);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -519,15 +548,18 @@ TEST(TcpTransportTest, InlineLargeWriteHandsTheRestToTheSender) {
   std::vector<char> src(len);
   for (uint64_t i = 0; i < len; ++i) src[i] = FakeOwner::WritePattern(i);
   const TransferRequest r{OpCode::kWrite, src.data(), remote->handle, 0, len};
+  AwaitReservable(**t, fake.Endpoint(), remote->handle, OpCode::kWrite);
   const absl::Time start = absl::Now();
   auto id = (*t)->SubmitForWait({&r, 1});
   const absl::Duration submit_took = absl::Now() - start;
   ASSERT_TRUE(id.ok()) << id.status();
   EXPECT_LT(submit_took, absl::Milliseconds(250)) << "Submit blocked on the stalled owner";
+  EXPECT_EQ((*t)->ReservedLanes(fake.Endpoint()), 1u);
+  EXPECT_EQ((*t)->InlineHandoffs(fake.Endpoint()), 1u) << "the inline send never handed off";
   auto res = (*t)->Wait(*id, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(res.ok()) << res.status();
   ASSERT_TRUE(res->ok()) << res->statuses[0];
-  EXPECT_EQ(fake.good_bytes(), len);
+  EXPECT_GE(fake.good_bytes(), len);  // and the warm-up's
   EXPECT_EQ(fake.bad_bytes(), 0u);
 }
 
@@ -758,6 +790,9 @@ TEST(TcpTransportTest, BadOptionsAreInvalidArgument) {
   o.slice_bytes = 100;
   EXPECT_EQ(TcpTransport::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.slice_bytes = 4096;
+  o.io_timeout = absl::ZeroDuration();
+  EXPECT_EQ(TcpTransport::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.io_timeout = absl::Seconds(1);
   o.bind_host = "not-an-ip";
   EXPECT_EQ(TcpTransport::Create(o).status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -15,7 +15,8 @@
 // WRITEs (below) are sent inline too, but for one sendmsg only: what that
 // call leaves (the owner reads slowly or not at all; the socket's send
 // timeout is one I/O tick) is handed to the sender thread mid-frame
-// (`handoff_`), so a Submit never blocks for more than a tick.
+// (`handoff_`), and so is everything queued after it, so a large WRITE
+// holds its Submit for at most one tick.
 //
 // Who receives: the receiver thread, or a caller that claimed the lane when
 // it submitted (SubmitForWait) and now Waits: it receives the responses on
@@ -28,17 +29,20 @@
 // receives at a time (`owner_`).
 //
 // Reservation: a claim on an idle lane (nothing queued, on the wire or being
-// received, no other claim) whose slices are all READs or all WRITEs does not
-// wake the receiver thread at all: the lane is reserved for the caller
-// (Owner::kReserved) until its Wait begins to receive. Such a batch cannot
-// block its caller's own inline send (its requests are READ headers, or its
-// responses are WRITE acks, a few bytes each), and no one else's responses
-// are behind it. The first Enqueue of any other batch turns the reservation
-// into an ordinary claim (claim_patience, the receiver thread woken); a
-// caller that never Waits and is never followed loses it to the receiver
-// thread after `reserve_patience` (io_timeout / 4, checked on the idle
-// thread's periodic wake-up), so the owner's send to this lane stalls for
-// less than half its io_timeout.
+// received, no other claim) whose slices on that lane are all READs or all
+// WRITEs does not wake the receiver thread at all: the lane is reserved for
+// the caller (Owner::kReserved) until its Wait begins to receive. Such a
+// batch cannot block its caller's own inline send (its requests are READ
+// headers, or its responses are WRITE acks and short errors), and no one
+// else's responses are behind it. Any later Enqueue (another batch, or the
+// same batch's slices moved off a dead lane) turns the reservation into an
+// ordinary claim (claim_patience, the receiver thread woken). A caller that
+// never Waits, and is never followed, loses the lane to the receiver thread
+// within one to two `ReservePatience()` (min(io_timeout / 4, 100 ms)): the
+// thread checks on a timed wake-up. It makes those wake-ups only while it
+// is "watching", for kWatchRounds patience periods after the lane's last
+// activity; a lane idle for longer sleeps untimed, and its next claim is an
+// ordinary one (which wakes the thread, and watching starts again).
 //
 // Failure: any I/O error, stall past io_timeout or protocol violation marks
 // the lane dead, shuts the socket down (waking both threads) and fails every
@@ -166,8 +170,8 @@ class TcpLane {
     {
       absl::MutexLock lock(&mu_);
       if (!dead_) {
-        const bool idle =
-            queue_.empty() && pending_.empty() && owner_ == Owner::kNone && claims_ == 0;
+        const bool idle = watching_ && queue_.empty() && pending_.empty() &&
+                          owner_ == Owner::kNone && claims_ == 0;
         if (owner_ == Owner::kReserved) {
           // Someone else's slices go behind the reserved batch: the
           // reservation becomes an ordinary, timed claim.
@@ -182,6 +186,7 @@ class TcpLane {
         ++kicks_;
         if (reserve) {
           owner_ = Owner::kReserved;
+          ++reservations_;
           reserved_batch_ = batch;
           reserve_expiry_ = absl::Now() + ReservePatience();
         } else if (claim) {
@@ -255,7 +260,12 @@ class TcpLane {
   // True while a reservation holds the lane (tests).
   bool reserved() const {
     absl::MutexLock lock(&mu_);
-    return owner_ == Owner::kReserved;
+    return !dead_ && owner_ == Owner::kReserved;
+  }
+  // Inline sends that left frames to the sender thread (tests).
+  uint64_t handoffs() const {
+    absl::MutexLock lock(&mu_);
+    return handoffs_;
   }
 
   // Settles queued slices of cancelled batches now instead of when sent.
@@ -347,7 +357,12 @@ class TcpLane {
     return true;
   }
 
-  absl::Duration ReservePatience() const { return limits_.io_timeout / 4; }
+  // Short next to any owner's io_timeout (the owner's send to this lane
+  // stalls while a late reserver holds it), long next to a request.
+  absl::Duration ReservePatience() const {
+    return std::clamp(limits_.io_timeout / 4, absl::Milliseconds(1), absl::Milliseconds(100));
+  }
+  static constexpr int kWatchRounds = 10;
 
   // A slice of the batch the lane is reserved for: its caller's Kick sends
   // it inline even when it is a large WRITE (acks cannot block that send, no
@@ -396,12 +411,14 @@ class TcpLane {
       absl::MutexLock lock(&mu_);
       handoff_pending_ = false;
     }
-    const absl::Status st =
-        SendIovBy(fd_.get(), h.iov.data() + h.at, static_cast<int>(h.iov.size() - h.at),
-                  absl::Now() + limits_.io_timeout, "request frames");
-    if (!st.ok()) {
-      Fail(st);
-      return false;
+    const absl::Time deadline = absl::Now() + limits_.io_timeout;
+    for (size_t at = h.at; at < h.iov.size(); at += IOV_MAX) {
+      const int n = static_cast<int>(std::min<size_t>(IOV_MAX, h.iov.size() - at));
+      if (absl::Status st = SendIovBy(fd_.get(), h.iov.data() + at, n, deadline, "request frames");
+          !st.ok()) {
+        Fail(st);
+        return false;
+      }
     }
     SettleAnswered(h.last_tag);
     return true;
@@ -419,13 +436,11 @@ class TcpLane {
         absl::MutexLock lock(&mu_);
         while (!dead_ && !queue_.empty() && out.size() < 64 && WindowOpenLocked(queue_.front())) {
           Slice& s = queue_.front();
-          if (inline_mode && IsLargeWrite(s)) {
-            if (!ReservedForLocked(s)) break;
-            large = true;
-          }
+          if (inline_mode && IsLargeWrite(s) && !ReservedForLocked(s)) break;
           if (s.batch->cancelled()) {
             cancelled.push_back(std::move(s));
           } else {
+            large = large || (inline_mode && IsLargeWrite(s));
             s.tag = next_tag_++;
             inflight_bytes_ += s.length;
             pending_.push_back(s);
@@ -438,9 +453,9 @@ class TcpLane {
         SettleSlice(s, absl::CancelledError("cancelled"));
       }
       if (out.empty()) return;
-      if (large) {
-        if (!SendInlineOrHandOff(out)) return;
-        continue;
+      if (large) {  // one sendmsg, then the sender thread has the rest
+        SendInlineOrHandOff(out);
+        return;
       }
       const absl::Status st = WriteFrames(out);
       if (!st.ok()) {
@@ -452,8 +467,7 @@ class TcpLane {
   }
 
   // One sendmsg of `out`'s frames; what it leaves goes to the sender thread.
-  // True: all sent (the caller may go on sending).
-  bool SendInlineOrHandOff(const std::vector<Slice>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
+  void SendInlineOrHandOff(const std::vector<Slice>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
     Handoff h;
     h.headers.resize(out.size());
     h.iov.reserve(out.size() * 2);
@@ -468,16 +482,16 @@ class TcpLane {
     const absl::Status st = SendIovOnce(fd_.get(), h.iov.data(), h.iov.size(), &h.at);
     if (!st.ok()) {
       Fail(st);
-      return false;
+      return;
     }
     if (h.at == h.iov.size()) {
       SettleAnswered(h.last_tag);
-      return true;
+      return;
     }
     handoff_ = std::move(h);  // the headers' buffer moves with it: iov stays valid
     absl::MutexLock lock(&mu_);
     handoff_pending_ = true;
-    return false;
+    ++handoffs_;
   }
 
   // One sendmsg (at most one socket tick when the peer does not read);
@@ -603,12 +617,26 @@ class TcpLane {
       }
       if (owner_ == Owner::kNone && !pending_.empty() && claims_ == 0) {
         owner_ = Owner::kThread;
+        quiet_rounds_ = 0;
         return true;
       }
       if (claims_ > 0) {
         mu_.AwaitWithDeadline(absl::Condition(&ready), claim_expiry_);
+        quiet_rounds_ = 0;
+      } else if (owner_ == Owner::kReserved) {
+        mu_.AwaitWithDeadline(absl::Condition(&ready_or_claimed), reserve_expiry_);
+        quiet_rounds_ = 0;
+      } else if (quiet_rounds_ < kWatchRounds) {
+        // Watching: new claims may reserve, so wake up to check on them.
+        const uint64_t seen = reservations_;
+        watching_ = true;
+        const bool woke =
+            mu_.AwaitWithTimeout(absl::Condition(&ready_or_claimed), ReservePatience());
+        watching_ = false;
+        quiet_rounds_ = (woke || reservations_ != seen) ? 0 : quiet_rounds_ + 1;
       } else {
-        mu_.AwaitWithTimeout(absl::Condition(&ready_or_claimed), ReservePatience());
+        mu_.Await(absl::Condition(&ready_or_claimed));  // long idle: claims wake it
+        quiet_rounds_ = 0;
       }
     }
   }
@@ -739,6 +767,10 @@ class TcpLane {
   };
   std::optional<Handoff> handoff_ ABSL_GUARDED_BY(send_mu_);
   bool handoff_pending_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t handoffs_ ABSL_GUARDED_BY(mu_) = 0;
+  bool watching_ ABSL_GUARDED_BY(mu_) = false;  // the receiver's timed idle wait
+  int quiet_rounds_ ABSL_GUARDED_BY(mu_) = 0;   // patience periods with nothing to do
+  uint64_t reservations_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time reserve_expiry_ ABSL_GUARDED_BY(mu_);
   Cursor cursor_;  // the receive owner's
   // WRITEs the owner answered while their sendmsg was still running.

@@ -476,6 +476,29 @@ TEST(TcpTransportTest, IdleLaneIsReservedForAOneKindBatch) {
   EXPECT_EQ(std::memcmp(lb.mem.data() + (2 << 20), src.data(), src.size()), 0);
 }
 
+// A lane idle for longer than its receiver thread watches (10 x 100 ms) has
+// the thread in an untimed sleep, which no reservation could end: its next
+// claim is an ordinary one (it wakes the thread), and the claims after that
+// reserve again.
+TEST(TcpTransportTest, LongIdleLaneGivesAnOrdinaryClaimFirst) {
+  TcpTransport::Options o;
+  o.lanes_per_peer = 1;
+  o.io_timeout = absl::Seconds(20);
+  Loopback lb(1 << 20, o);
+  const std::string ep = lb.owner->LocalEndpoint();
+  AwaitReservable(*lb.requester, ep, lb.remote.handle, OpCode::kRead);
+  absl::SleepFor(absl::Milliseconds(1600));
+  std::vector<std::byte> dst(64 << 10);
+  const TransferRequest r{OpCode::kRead, dst.data(), lb.remote.handle, 0, dst.size()};
+  auto id = lb.requester->SubmitForWait({&r, 1});
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(lb.requester->ReservedLanes(ep), 0u) << "reserved while the thread slept untimed";
+  auto res = lb.requester->Wait(*id, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(res.ok() && res->ok()) << res.status();
+  EXPECT_EQ(std::memcmp(dst.data(), lb.mem.data(), dst.size()), 0);
+  AwaitReservable(*lb.requester, ep, lb.remote.handle, OpCode::kRead);  // watching again
+}
+
 // Another batch queued behind a reservation turns it into an ordinary claim:
 // the receiver thread takes over after claim_patience (not the reservation's
 // io_timeout / 4 = 5 s here), so the second batch completes at once although

@@ -224,11 +224,7 @@ class TcpLane {
   void ReceiveFor(BatchId batch, Settled settled, absl::Time give_up) {
     {
       absl::MutexLock lock(&mu_);
-      if (owner_ == Owner::kReserved && reserved_batch_ == batch) {
-        owner_ = Owner::kNone;  // the reservation is taken up (or the lane is dead)
-      } else if (claims_ > 0) {
-        --claims_;
-      }
+      ReleaseClaimLocked(batch);
       if (dead_ || owner_ != Owner::kNone) return;
       owner_ = Owner::kCaller;
     }
@@ -250,11 +246,7 @@ class TcpLane {
   // cancels); a reservation goes back to the receiver thread at once.
   void DropClaim(BatchId batch) {
     absl::MutexLock lock(&mu_);
-    if (owner_ == Owner::kReserved && reserved_batch_ == batch) {
-      owner_ = Owner::kNone;
-    } else if (claims_ > 0) {
-      --claims_;
-    }
+    ReleaseClaimLocked(batch);
   }
 
   // True while a reservation holds the lane (tests).
@@ -347,6 +339,16 @@ class TcpLane {
     for (Slice& s : queued) SettleSlice(s, status);
   }
 
+  // The claim of `batch` ends: its reservation (if it still holds the lane)
+  // or one count of claims_.
+  void ReleaseClaimLocked(BatchId batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (owner_ == Owner::kReserved && reserved_batch_ == batch) {
+      owner_ = Owner::kNone;
+    } else if (claims_ > 0) {
+      --claims_;
+    }
+  }
+
   // All READs (their requests are headers) or all WRITEs (their responses
   // are acks): a batch that cannot fill the socket in the direction its
   // caller does not drain while it sends.
@@ -411,14 +413,12 @@ class TcpLane {
       absl::MutexLock lock(&mu_);
       handoff_pending_ = false;
     }
-    const absl::Time deadline = absl::Now() + limits_.io_timeout;
-    for (size_t at = h.at; at < h.iov.size(); at += IOV_MAX) {
-      const int n = static_cast<int>(std::min<size_t>(IOV_MAX, h.iov.size() - at));
-      if (absl::Status st = SendIovBy(fd_.get(), h.iov.data() + at, n, deadline, "request frames");
-          !st.ok()) {
-        Fail(st);
-        return false;
-      }
+    if (absl::Status st =
+            SendIovBy(fd_.get(), h.iov.data() + h.at, static_cast<int>(h.iov.size() - h.at),
+                      absl::Now() + limits_.io_timeout, "request frames");
+        !st.ok()) {
+      Fail(st);
+      return false;
     }
     SettleAnswered(h.last_tag);
     return true;
@@ -469,22 +469,17 @@ class TcpLane {
   // One sendmsg of `out`'s frames; what it leaves goes to the sender thread.
   void SendInlineOrHandOff(const std::vector<Slice>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
     Handoff h;
-    h.headers.resize(out.size());
-    h.iov.reserve(out.size() * 2);
-    for (size_t i = 0; i < out.size(); ++i) {
-      const Slice& s = out[i];
-      h.headers[i] = EncodeHeader({s.op == OpCode::kRead ? FrameType::kRead : FrameType::kWrite, 0,
-                                   s.tag, s.segment, s.offset, s.length, 0});
-      h.iov.push_back({h.headers[i].data(), h.headers[i].size()});
-      if (s.op == OpCode::kWrite) h.iov.push_back({s.local, s.length});
-    }
+    EncodeFrames(out, &h.headers, &h.iov);
     h.last_tag = out.back().tag;
-    const absl::Status st = SendIovOnce(fd_.get(), h.iov.data(), h.iov.size(), &h.at);
-    if (!st.ok()) {
-      Fail(st);
+    iovec* next = h.iov.data();
+    int left = static_cast<int>(h.iov.size());
+    const absl::StatusOr<bool> sent = SendIovSome(fd_.get(), &next, &left, "request frames");
+    if (!sent.ok()) {
+      Fail(sent.status());
       return;
     }
-    if (h.at == h.iov.size()) {
+    h.at = static_cast<size_t>(next - h.iov.data());
+    if (left == 0) {
       SettleAnswered(h.last_tag);
       return;
     }
@@ -494,48 +489,27 @@ class TcpLane {
     ++handoffs_;
   }
 
-  // One sendmsg (at most one socket tick when the peer does not read);
-  // advances `*at` past the iovecs it sent and trims the one it sent part of.
-  static absl::Status SendIovOnce(int fd, iovec* iov, size_t count, size_t* at) {
-    msghdr msg{};
-    msg.msg_iov = iov + *at;
-    msg.msg_iovlen = std::min<size_t>(IOV_MAX, count - *at);
-    ssize_t n;
-    do {
-      n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return absl::OkStatus();  // the tick passed
-      return ErrnoStatus("request frames", errno);
+  // Request frames of `out`: a header each, a WRITE's payload straight from
+  // the caller's buffer. `iov` points into `headers`.
+  static void EncodeFrames(const std::vector<Slice>& out, std::vector<WireHeader>* headers,
+                           std::vector<iovec>* iov) {
+    headers->resize(out.size());
+    iov->reserve(out.size() * 2);
+    for (size_t i = 0; i < out.size(); ++i) {
+      const Slice& s = out[i];
+      (*headers)[i] = EncodeHeader({s.op == OpCode::kRead ? FrameType::kRead : FrameType::kWrite, 0,
+                                    s.tag, s.segment, s.offset, s.length, 0});
+      iov->push_back({(*headers)[i].data(), (*headers)[i].size()});
+      if (s.op == OpCode::kWrite) iov->push_back({s.local, s.length});
     }
-    while (*at < count && static_cast<size_t>(n) >= iov[*at].iov_len) {
-      n -= static_cast<ssize_t>(iov[*at].iov_len);
-      ++*at;
-    }
-    if (*at < count && n > 0) {
-      iov[*at].iov_base = static_cast<char*>(iov[*at].iov_base) + n;
-      iov[*at].iov_len -= static_cast<size_t>(n);
-    }
-    return absl::OkStatus();
   }
 
   absl::Status WriteFrames(const std::vector<Slice>& out) {
-    std::vector<WireHeader> headers(out.size());
+    std::vector<WireHeader> headers;
     std::vector<iovec> iov;
-    iov.reserve(out.size() * 2);
-    for (size_t i = 0; i < out.size(); ++i) {
-      const Slice& s = out[i];
-      headers[i] = EncodeHeader({s.op == OpCode::kRead ? FrameType::kRead : FrameType::kWrite, 0,
-                                 s.tag, s.segment, s.offset, s.length, 0});
-      iov.push_back({headers[i].data(), headers[i].size()});
-      if (s.op == OpCode::kWrite) iov.push_back({s.local, s.length});
-    }
-    const absl::Time deadline = absl::Now() + limits_.io_timeout;
-    for (size_t at = 0; at < iov.size(); at += IOV_MAX) {
-      const int n = static_cast<int>(std::min<size_t>(IOV_MAX, iov.size() - at));
-      RETURN_IF_ERROR(SendIovBy(fd_.get(), iov.data() + at, n, deadline, "request frames"));
-    }
-    return absl::OkStatus();
+    EncodeFrames(out, &headers, &iov);
+    return SendIovBy(fd_.get(), iov.data(), static_cast<int>(iov.size()),
+                     absl::Now() + limits_.io_timeout, "request frames");
   }
 
   // Every frame up to `tag` is sent (its sendmsg returned): settles the

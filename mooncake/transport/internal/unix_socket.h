@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -166,31 +167,43 @@ inline absl::Status RecvAllBy(int fd, void* buf, size_t len, absl::Time deadline
   return full.ok() ? absl::OkStatus() : full.status();  // never false: no give-up time
 }
 
-// Writes every byte of `iov` (modified in place) before `deadline`.
+// One sendmsg of the first IOV_MAX of `*iovcnt` iovecs at `*iov`: advances
+// both past what it sent and trims the iovec it sent part of. False: the
+// socket's send timeout passed with nothing sent (the caller decides whether
+// to try again).
+inline absl::StatusOr<bool> SendIovSome(int fd, iovec** iov, int* iovcnt, std::string_view what) {
+  msghdr msg{};
+  msg.msg_iov = *iov;
+  msg.msg_iovlen = static_cast<size_t>(std::min(*iovcnt, IOV_MAX));
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+    return ErrnoStatus(what, errno);
+  }
+  while (*iovcnt > 0 && static_cast<size_t>(n) >= (*iov)->iov_len) {
+    n -= static_cast<ssize_t>((*iov)->iov_len);
+    ++*iov;
+    --*iovcnt;
+  }
+  if (*iovcnt > 0) {
+    (*iov)->iov_base = static_cast<char*>((*iov)->iov_base) + n;
+    (*iov)->iov_len -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Writes every byte of `iov` (modified in place; any count) before `deadline`.
 inline absl::Status SendIovBy(int fd, iovec* iov, int iovcnt, absl::Time deadline,
                               std::string_view what) {
   while (iovcnt > 0) {
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(iovcnt);
-    ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoStatus(what, errno);
-      if (absl::Now() >= deadline) {
-        return absl::DeadlineExceededError(
-            absl::StrCat(AbslView(what), ": peer stopped reading past the I/O deadline"));
-      }
-      continue;
-    }
-    while (iovcnt > 0 && static_cast<size_t>(n) >= iov->iov_len) {
-      n -= static_cast<ssize_t>(iov->iov_len);
-      ++iov;
-      --iovcnt;
-    }
-    if (iovcnt > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + n;
-      iov->iov_len -= static_cast<size_t>(n);
+    absl::StatusOr<bool> sent = SendIovSome(fd, &iov, &iovcnt, what);
+    if (!sent.ok()) return sent.status();
+    if (!*sent && absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(AbslView(what), ": peer stopped reading past the I/O deadline"));
     }
   }
   return absl::OkStatus();

@@ -32,15 +32,17 @@ class IoFaults {
                          std::span<std::byte> data, int result) = 0;
 };
 
-// A ready-made hook driven by counters: fail (with -EIO) every I/O of a kind
-// once `*_after` further I/Os of that kind went through, or flip one byte of
-// each read payload. Set the fields at any time; -1 disables a rule.
+// A ready-made hook driven by counters: fail (with -fault_errno, EIO unless
+// set) every I/O of a kind once `*_after` further I/Os of that kind went
+// through, or flip one byte of each read payload. Set the fields at any time;
+// -1 disables a rule.
 class ScriptedFaults final : public IoFaults {
  public:
   std::atomic<int64_t> fail_writes_after{-1};
   std::atomic<int64_t> fail_reads_after{-1};
   std::atomic<int64_t> fail_syncs_after{-1};
   std::atomic<bool> corrupt_reads{false};
+  std::atomic<int> fault_errno{EIO};
   std::atomic<uint64_t> injected{0};
 
   int OnComplete(IoKind kind, uint32_t /*file_index*/, uint64_t /*file_offset*/,
@@ -53,7 +55,7 @@ class ScriptedFaults final : public IoFaults {
     while (left >= 0) {
       if (left == 0) {
         injected.fetch_add(1, std::memory_order_relaxed);
-        return -EIO;
+        return -fault_errno.load(std::memory_order_relaxed);
       }
       if (budget.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) break;
     }

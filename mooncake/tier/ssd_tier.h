@@ -70,8 +70,13 @@
 // header checksum or payload checksum fails (a torn tail, a damaged block) are
 // counted in corrupt_records and skipped, never served.
 //
-// Errors: a full tier is ResourceExhausted; an I/O error fails the operation
-// (Unavailable) and nothing is acknowledged; the extent of a failed write is
+// Errors: a full tier (no free extent for the record) is ResourceExhausted;
+// an I/O error fails the operation (Unavailable, with the kernel's errno text)
+// and nothing is acknowledged. That includes ENOSPC/EDQUOT from the kernel on
+// a write, which a preallocated file never sees and a sparse one (a
+// filesystem without fallocate) can: removing records would free no blocks
+// there, so it is not ResourceExhausted, which callers answer by removing.
+// The extent of a failed write is
 // quarantined (never reused) until the next Open, since its bytes may form a
 // valid record; a read whose checksum fails is DataLoss, the record is dropped
 // from the index and its extent quarantined.

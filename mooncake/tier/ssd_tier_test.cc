@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -22,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "mooncake/compress/kv_data_testing.h"
 #include "mooncake/tier/blocking.h"
@@ -415,6 +417,77 @@ TEST(SsdTierTest, InjectedWriteAndSyncErrorsAcknowledgeNothing) {
   if (t->Contains("doomed")) {
     ASSERT_TRUE(ReadBlocking(*t, "doomed", back).ok());
     EXPECT_EQ(back, TestObject("doomed", 50000));
+  }
+}
+
+// No bandwidths given: Open measures the device in free space, reports the
+// figures in info(), and leaves nothing behind (its zeros are no record). Too
+// small a tier to probe falls back to 1 GB/s; a figure given is kept.
+TEST(SsdTierTest, OpenProbesTheDeviceWhenNoBandwidthIsGiven) {
+  const std::string path = TempPath("probe");
+  SsdTierOptions o = TestOptions(path, 32 << 20);
+  o.device_read_bytes_per_s = 0;
+  o.device_write_bytes_per_s = 0;
+  {
+    auto t = MustOpen(o);
+    ASSERT_NE(t, nullptr);
+    const SsdTierInfo info = t->info();
+    EXPECT_GT(info.device_read_bytes_per_s, 1e6);
+    EXPECT_GT(info.device_write_bytes_per_s, 1e6);
+    EXPECT_NE(info.device_read_bytes_per_s, 1e9) << "measured, not the fallback";
+    EXPECT_NE(info.device_write_bytes_per_s, 1e9) << "measured, not the fallback";
+    EXPECT_EQ(t->stats().objects, 0u);
+    ASSERT_TRUE(WriteBlocking(*t, "k", TestObject("k", 100000)).ok());
+  }
+  o.capacity_bytes_per_file = 0;
+  o.device_write_bytes_per_s = 123e6;
+  {
+    auto t = MustOpen(o);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->info().device_write_bytes_per_s, 123e6);
+    EXPECT_GT(t->info().device_read_bytes_per_s, 1e6);
+    EXPECT_EQ(t->info().recovered_corrupt, 0u) << "the probe's zeros are not a record";
+    std::vector<std::string> keys;
+    t->ForEach([&](const ObjectInfo& i) { keys.push_back(i.key); });
+    EXPECT_EQ(keys, std::vector<std::string>{"k"}) << "the probe left the object alone";
+    std::vector<std::byte> back(100000);
+    ASSERT_TRUE(ReadBlocking(*t, "k", back).ok());
+    EXPECT_EQ(back, TestObject("k", 100000));
+  }
+  const std::string small = TempPath("probe-small");
+  SsdTierOptions tiny = TestOptions(small, 6 << 20);
+  tiny.device_read_bytes_per_s = tiny.device_write_bytes_per_s = 0;
+  auto t = MustOpen(tiny);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->info().device_read_bytes_per_s, 1e9) << "too small to probe: the fallback";
+  EXPECT_EQ(t->info().device_write_bytes_per_s, 1e9);
+}
+
+// A filesystem full under the tier's file (ENOSPC at a write's completion, which
+// a sparse file can see): a clear I/O error naming the cause, not
+// ResourceExhausted (removing records frees no filesystem blocks), nothing
+// acknowledged, and the tier goes on serving and writing.
+TEST(SsdTierTest, KernelNoSpaceOnAWriteIsAnIoErrorAndNothingIsAcknowledged) {
+  const std::string path = TempPath("enospc");
+  SsdTierOptions o = TestOptions(path, 8 << 20);
+  auto faults = std::make_shared<ScriptedFaults>();
+  o.faults = faults;
+  auto t = MustOpen(o);
+  ASSERT_TRUE(WriteBlocking(*t, "before", TestObject("before", 70000)).ok());
+  faults->fault_errno = ENOSPC;
+  faults->fail_writes_after = 0;
+  const absl::Status s = WriteBlocking(*t, "full", TestObject("full", 70000));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), std::strerror(ENOSPC))) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "full")) << s;
+  EXPECT_FALSE(t->Contains("full"));
+  EXPECT_GE(t->stats().io_errors, 1u);
+  faults->fail_writes_after = -1;
+  ASSERT_TRUE(WriteBlocking(*t, "after", TestObject("after", 70000)).ok());
+  for (const char* key : {"before", "after"}) {
+    std::vector<std::byte> back(70000);
+    ASSERT_TRUE(ReadBlocking(*t, key, back).ok()) << key;
+    EXPECT_EQ(back, TestObject(key, 70000)) << key;
   }
 }
 

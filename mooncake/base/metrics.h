@@ -182,6 +182,25 @@ class MetricsRegistry {
                                        std::move(bounds));
   }
 
+  // Drops one series (a departed worker's, an unmounted segment's), so a
+  // long-lived process does not keep a series per peer it ever saw. Returns
+  // whether it existed. The family stays (its HELP/TYPE keep rendering).
+  // REQUIRES: nobody uses a pointer to that series any more.
+  bool RemoveSeries(std::string_view name, const MetricLabels& labels) {
+    MetricLabels sorted = labels;
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<std::string> values;
+    values.reserve(sorted.size());
+    for (const auto& [k, v] : sorted) values.push_back(v);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = families_.find(std::string(name));
+    if (it == families_.end()) return false;
+    auto sit = it->second.series.find(values);
+    if (sit == it->second.series.end() || sit->second.labels != sorted) return false;
+    it->second.series.erase(sit);
+    return true;
+  }
+
   std::string RenderPrometheus() const {
     std::lock_guard<std::mutex> lock(mu_);
     std::string out;

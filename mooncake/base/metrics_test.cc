@@ -102,6 +102,26 @@ TEST(MetricsTest, RejectsBadNamesAndMismatches) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(MetricsTest, RemovedSeriesStopRenderingAndComeBackFresh) {
+  MetricsRegistry r;
+  Gauge* a = *r.GetGauge("peer_bytes", "Bytes per peer.", {{"peer", "a"}});
+  Gauge* b = *r.GetGauge("peer_bytes", "Bytes per peer.", {{"peer", "b"}});
+  a->Set(1);
+  b->Set(2);
+  EXPECT_TRUE(r.RemoveSeries("peer_bytes", {{"peer", "a"}}));
+  EXPECT_FALSE(r.RemoveSeries("peer_bytes", {{"peer", "a"}})) << "already gone";
+  EXPECT_FALSE(r.RemoveSeries("peer_bytes", {{"other", "b"}})) << "other label names";
+  EXPECT_FALSE(r.RemoveSeries("no_such_metric", {}));
+  std::string text = r.RenderPrometheus();
+  EXPECT_EQ(text.find("peer=\"a\""), std::string::npos) << text;
+  EXPECT_NE(text.find("peer_bytes{peer=\"b\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE peer_bytes gauge"), std::string::npos) << text;
+  Gauge* again = *r.GetGauge("peer_bytes", "Bytes per peer.", {{"peer", "a"}});
+  text = r.RenderPrometheus();
+  EXPECT_EQ(again->Value(), 0);
+  EXPECT_NE(text.find("peer_bytes{peer=\"a\"} 0\n"), std::string::npos) << text;
+}
+
 TEST(MetricsTest, GaugeFormatsSpecialValues) {
   MetricsRegistry r;
   Gauge* g = r.GetGauge("g", "h").value();

@@ -39,6 +39,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -262,14 +263,32 @@ class Master {
     m.tier_reserved_bytes->Set(tier_reserved);
     m.tier_shortfall_bytes->Set(tier_shortfall);
     absl::flat_hash_map<std::string, double> per_worker;
+    absl::flat_hash_set<uint64_t> segments;
     for (const SegmentView& v : s_.pool.Snapshot()) {
       per_worker[v.worker_id] += static_cast<double>(v.used_bytes);
       if (std::optional<alloc::AllocatorStats> a = s_.pool.Stats(v.id)) {
         m.PerSegment(v.id)->Set(a->ExternalFragmentation());
+        segments.insert(v.id);
       }
     }
-    for (auto& [worker, gauge] : worker_gauges_) {
-      if (!per_worker.contains(worker)) gauge->Set(0);  // left: its series reads 0
+    // Series of segments and workers gone since the last refresh leave the
+    // registry: a master outliving many worker restarts keeps none of theirs.
+    for (auto it = segment_series_.begin(); it != segment_series_.end();) {
+      if (!segments.contains(*it)) {
+        m.ForgetSegment(*it);
+        segment_series_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+    segment_series_.insert(segments.begin(), segments.end());
+    for (auto it = worker_gauges_.begin(); it != worker_gauges_.end();) {
+      if (!per_worker.contains(it->first)) {
+        m.ForgetWorker(it->first);
+        worker_gauges_.erase(it++);
+      } else {
+        ++it;
+      }
     }
     for (const auto& [worker, used] : per_worker) {
       auto [it, fresh] = worker_gauges_.try_emplace(worker, nullptr);
@@ -296,6 +315,7 @@ class Master {
   master_internal::MasterState<A, P> s_;
   absl::Mutex refresh_mu_;
   absl::flat_hash_map<std::string, Gauge*> worker_gauges_ ABSL_GUARDED_BY(refresh_mu_);
+  absl::flat_hash_set<uint64_t> segment_series_ ABSL_GUARDED_BY(refresh_mu_);
 };
 
 }  // namespace mooncake::master

@@ -15,7 +15,9 @@
 //   worker_used_bytes{worker}, segment_fragmentation{segment} gauges
 //
 // Thread-safety: pointers are set once in the constructor; the series are
-// atomics; PerWorker/PerSegment take the registry's mutex (Tick only).
+// atomics; PerWorker/PerSegment take the registry's mutex (Tick only). A
+// worker's and a segment's series exist while it is mounted: RefreshMetrics
+// drops them when it leaves (unmounted or expired).
 #ifndef MOONCAKE_STORE_MASTER_MASTER_METRICS_H_
 #define MOONCAKE_STORE_MASTER_MASTER_METRICS_H_
 
@@ -84,6 +86,15 @@ class MasterMetrics {
                                  {{"worker", std::string(worker_id)}});
     MC_ASSERT(g.ok(), "metric registration failed");
     return *g;
+  }
+  // Drops a departed worker's / an unmounted segment's series.
+  void ForgetWorker(std::string_view worker_id) {
+    registry_->RemoveSeries("mooncake_master_worker_used_bytes",
+                            {{"worker", std::string(worker_id)}});
+  }
+  void ForgetSegment(uint64_t segment_id) {
+    registry_->RemoveSeries("mooncake_master_segment_fragmentation",
+                            {{"segment", std::to_string(segment_id)}});
   }
   Gauge* PerSegment(uint64_t segment_id) {
     auto g = registry_->GetGauge("mooncake_master_segment_fragmentation",

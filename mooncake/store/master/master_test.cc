@@ -303,5 +303,45 @@ TEST(MasterTest, MetricsReportObjectsUsageAndFragmentation) {
   EXPECT_NE(text.find("mooncake_master_segment_fragmentation{segment=\"1\"}"), std::string::npos);
 }
 
+// A worker's and a segment's series live while they are mounted: a master
+// that outlives many worker restarts keeps no series of the departed.
+TEST(MasterTest, MetricsForgetUnmountedSegmentsAndDepartedWorkers) {
+  FakeClock clock;
+  MetricsRegistry registry;
+  auto m = *Master<>::Create(MasterOptions{}, &clock, &registry);
+  auto w1 = m->MountSegment(MountReq("w1", "s", 1 << 20));
+  auto w2a = m->MountSegment(MountReq("w2", "a", 1 << 20));
+  auto w2b = m->MountSegment(MountReq("w2", "b", 1 << 20));
+  ASSERT_TRUE(w1.ok() && w2a.ok() && w2b.ok());
+  m->Tick();
+  auto has = [&](const std::string& series) {
+    return registry.RenderPrometheus().find(series) != std::string::npos;
+  };
+  const std::string seg_a = absl::StrCat("segment=\"", w2a->segment_id(), "\"");
+  const std::string seg_b = absl::StrCat("segment=\"", w2b->segment_id(), "\"");
+  ASSERT_TRUE(has("worker_used_bytes{worker=\"w2\"}"));
+  ASSERT_TRUE(has(seg_a));
+  ASSERT_TRUE(has(seg_b));
+  proto::UnmountSegmentRequest un;
+  un.set_worker_id("w2");
+  un.set_segment_id(w2a->segment_id());
+  ASSERT_TRUE(m->UnmountSegment(un).ok());
+  m->Tick();
+  EXPECT_FALSE(has(seg_a)) << "an unmounted segment's series is dropped";
+  EXPECT_TRUE(has(seg_b));
+  EXPECT_TRUE(has("worker_used_bytes{worker=\"w2\"}")) << "w2 still has a segment";
+  un.set_segment_id(w2b->segment_id());
+  ASSERT_TRUE(m->UnmountSegment(un).ok());
+  m->Tick();
+  EXPECT_FALSE(has(seg_b));
+  EXPECT_FALSE(has("worker_used_bytes{worker=\"w2\"}")) << "a departed worker's series is dropped";
+  EXPECT_TRUE(has("worker_used_bytes{worker=\"w1\"}"));
+  EXPECT_TRUE(has("# TYPE mooncake_master_worker_used_bytes gauge"));
+  // A worker that comes back gets its series again.
+  ASSERT_TRUE(m->MountSegment(MountReq("w2", "c", 1 << 20)).ok());
+  m->Tick();
+  EXPECT_TRUE(has("worker_used_bytes{worker=\"w2\"} 0"));
+}
+
 }  // namespace
 }  // namespace mooncake::master

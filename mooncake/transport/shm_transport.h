@@ -229,6 +229,35 @@ inline uint64_t AvailableMemoryBytes() {
   return avail;
 }
 
+// The most memory this process could ever have: the host's physical memory,
+// and no more than its cgroup v2's memory.max. 0 when unknown.
+inline uint64_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  uint64_t total =
+      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  std::string cg;
+  if (FILE* f = std::fopen("/proc/self/cgroup", "re")) {
+    char buf[4096];
+    const size_t n = std::fread(buf, 1, sizeof(buf), f);
+    cg.assign(buf, n);
+    std::fclose(f);
+  }
+  if (cg.starts_with("0::")) {
+    const std::string path = "/sys/fs/cgroup" + cg.substr(3, cg.find('\n') - 3) + "/memory.max";
+    if (FILE* f = std::fopen(path.c_str(), "re")) {
+      char buf[64] = {};
+      const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+      std::fclose(f);
+      buf[n] = '\0';
+      if (n > 0 && buf[0] >= '0' && buf[0] <= '9') {  // "max": no limit
+        const uint64_t limit = std::strtoull(buf, nullptr, 10);
+        if (limit > 0) total = total == 0 ? limit : std::min(total, limit);
+      }
+    }
+  }
+  return total;
+}
+
 }  // namespace shm_internal
 
 // How SharedMemory gets its pages.

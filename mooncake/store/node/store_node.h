@@ -40,6 +40,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -71,6 +72,7 @@
 #include "mooncake/store/worker/worker.h"
 #include "mooncake/tier/ssd_tier.h"
 #include "mooncake/tier/tier.h"
+#include "mooncake/transport/shm_transport.h"
 
 namespace mooncake::node {
 
@@ -283,6 +285,23 @@ class StoreNode {
   }
 
   absl::Status StartWorker() {
+    if (!options_.reserve_memory) {
+      // Lazy pages come on first write: a pool larger than the host fills past
+      // its memory before the master's eviction (which counts segment bytes)
+      // starts, and ends in the OOM killer or SIGBUS. Refuse what can never fit.
+      const uint64_t pool =
+          options_.segment_bytes > std::numeric_limits<uint64_t>::max() / options_.segments
+              ? std::numeric_limits<uint64_t>::max()
+              : options_.segment_bytes * options_.segments;
+      const uint64_t host = transport::shm_internal::PhysicalMemoryBytes();
+      if (host != 0 && pool > host) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "--segments x --segment_bytes = ", HumanBytes(pool),
+            " is more than this host's memory (", HumanBytes(host),
+            ", cgroup memory.max included); with --reserve_memory=false the segments would fill "
+            "past memory before eviction starts. Use smaller segments"));
+      }
+    }
     const std::string master = master_address();
     rpc::TcpChannelOptions co;
     co.metrics = &metrics_;

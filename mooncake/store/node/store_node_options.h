@@ -242,6 +242,11 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     }
   }
   if (o.replicas < 1 || o.replicas > 8) return bad("--replicas must be in [1, 8]");
+  if (o.role == Role::kAll && o.replicas > 1) {
+    return bad(absl::StrCat("--replicas=", o.replicas,
+                            ": role all has one worker, so every put would fail; run --role=master "
+                            "and at least that many --role=worker processes"));
+  }
   if (o.max_object_bytes == 0 || o.max_object_bytes > (uint64_t{1} << 32)) {
     return bad("--max_object_bytes must be in [1, 4G]");
   }

@@ -79,6 +79,15 @@ TEST(ValidateStoreNodeOptions, DefaultsAreValidAndRangesChecked) {
                  x.role = Role::kWorker;
                  x.master.port = 0;
                }).ok());
+  // One worker cannot hold two replicas: every put would fail.
+  const absl::Status replicas = with([](StoreNodeOptions& x) { x.replicas = 2; });
+  EXPECT_TRUE(absl::IsInvalidArgument(replicas)) << replicas;
+  EXPECT_NE(replicas.message().find("role all has one worker"), std::string_view::npos)
+      << replicas;
+  EXPECT_TRUE(with([](StoreNodeOptions& x) {
+                x.role = Role::kMaster;
+                x.replicas = 2;
+              }).ok());
   // A master has no segments: their size does not matter.
   EXPECT_TRUE(with([](StoreNodeOptions& x) {
                 x.role = Role::kMaster;

@@ -216,6 +216,22 @@ TEST(StoreNode, BadOptionsAreInvalidArgument) {
   EXPECT_TRUE(s.ok() || absl::IsInvalidArgument(s)) << s;
 }
 
+// Lazy segments larger than the host would fill past its memory before
+// eviction starts: refused at start, naming the sizes and the flag.
+TEST(StoreNode, LazySegmentsLargerThanTheHostAreRefused) {
+  StoreNodeOptions o = TestNodeOptions(Role::kAll);
+  o.reserve_memory = false;
+  o.segments = 4;
+  o.segment_bytes = uint64_t{1} << 50;  // 4 PiB
+  const absl::Status s = StoreNode::Start(o).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "more than this host's memory")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "--reserve_memory=false")) << s;
+  o.segments = 64;
+  o.segment_bytes = ~uint64_t{0} / 8;  // the product overflows 64 bits
+  EXPECT_TRUE(absl::IsFailedPrecondition(StoreNode::Start(o).status()));
+}
+
 // Hot objects, each read once, then a scan of one-shot objects twice the
 // DRAM: the least recently used go under LRU, the one-shot ones under S3-FIFO.
 // Returns how many hot objects are left.

@@ -163,7 +163,12 @@ class HttpServer {
   }
 
   uint16_t port() const { return port_; }
-  std::string address() const { return absl::StrCat(options_.host, ":", port_); }
+  // "host:port", an IPv6 host in brackets (so "http://" + address() is a URL).
+  std::string address() const {
+    const std::string& h = options_.host;
+    return h.find(':') != std::string::npos ? absl::StrCat("[", h, "]:", port_)
+                                            : absl::StrCat(h, ":", port_);
+  }
   HttpServerStats stats() const {
     // relaxed: statistics.
     return {requests_.load(std::memory_order_relaxed), rejected_.load(std::memory_order_relaxed)};

@@ -71,8 +71,11 @@ inline std::optional<EvictionPolicyKind> ParseEvictionPolicy(std::string_view na
 
 struct HostPort {
   std::string host;
-  uint16_t port = 0;  // 0: any free port (listening addresses only)
-  std::string ToString() const { return absl::StrCat(host, ":", port); }
+  uint16_t port = 0;              // 0: any free port (listening addresses only)
+  std::string ToString() const {  // an IPv6 host in brackets
+    return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                               : absl::StrCat(host, ":", port);
+  }
 };
 
 struct StoreNodeOptions {

@@ -36,7 +36,11 @@ TEST(ParseHostPort, ListenAndJoinAddresses) {
   ASSERT_TRUE(hp.ok());
   EXPECT_EQ(hp->host, "::1");
   EXPECT_EQ(hp->port, 7000);
-  EXPECT_EQ(hp->ToString(), "::1:7000");
+  EXPECT_EQ(hp->ToString(), "[::1]:7000");  // bracketed, so it parses back the same
+  auto again = ParseHostPort("master", hp->ToString(), false);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->host, "::1");
+  EXPECT_EQ(again->port, 7000);
   EXPECT_FALSE(ParseHostPort("master", "host:0", false).ok());  // nothing to join at port 0
   for (const char* bad : {"", "nocolon", ":80", "h:", "h:65536", "h:-1", "h:8x"}) {
     auto r = ParseHostPort("listen", bad, true);
@@ -82,8 +86,7 @@ TEST(ValidateStoreNodeOptions, DefaultsAreValidAndRangesChecked) {
   // One worker cannot hold two replicas: every put would fail.
   const absl::Status replicas = with([](StoreNodeOptions& x) { x.replicas = 2; });
   EXPECT_TRUE(absl::IsInvalidArgument(replicas)) << replicas;
-  EXPECT_NE(replicas.message().find("role all has one worker"), std::string_view::npos)
-      << replicas;
+  EXPECT_NE(replicas.message().find("role all has one worker"), std::string_view::npos) << replicas;
   EXPECT_TRUE(with([](StoreNodeOptions& x) {
                 x.role = Role::kMaster;
                 x.replicas = 2;

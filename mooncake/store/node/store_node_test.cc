@@ -216,6 +216,20 @@ TEST(StoreNode, BadOptionsAreInvalidArgument) {
   EXPECT_TRUE(s.ok() || absl::IsInvalidArgument(s)) << s;
 }
 
+// An IPv6 master prints its addresses bracketed ("[::1]:port"), which is what
+// clients connect to and what makes "http://" + address a URL.
+TEST(StoreNode, Ipv6AddressesAreBracketedAndConnectable) {
+  StoreNodeOptions o = TestNodeOptions(Role::kMaster);
+  o.listen = {"::1", 0};
+  o.http = {"::1", 0};
+  auto n = StoreNode::Start(o);
+  if (!n.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << n.status();
+  EXPECT_TRUE(absl::StartsWith((*n)->rpc_address(), "[::1]:")) << (*n)->rpc_address();
+  EXPECT_TRUE(absl::StartsWith((*n)->http_address(), "[::1]:")) << (*n)->http_address();
+  auto ch = rpc::TcpChannel::Connect((*n)->rpc_address());
+  EXPECT_TRUE(ch.ok()) << ch.status();
+}
+
 // Lazy segments larger than the host would fill past its memory before
 // eviction starts: refused at start, naming the sizes and the flag.
 TEST(StoreNode, LazySegmentsLargerThanTheHostAreRefused) {

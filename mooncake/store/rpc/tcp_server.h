@@ -167,7 +167,12 @@ class RpcServer {
   void Stop();
 
   uint16_t port() const { return port_; }
-  std::string address() const { return absl::StrCat(shared_.options.host, ":", port_); }
+  // "host:port", an IPv6 host in brackets ("[::1]:50051"), as Connect takes it.
+  std::string address() const {
+    const std::string& h = shared_.options.host;
+    return h.find(':') != std::string::npos ? absl::StrCat("[", h, "]:", port_)
+                                            : absl::StrCat(h, ":", port_);
+  }
   MetricsRegistry* metrics() const { return shared_.registry->metrics(); }
 
  private:

@@ -1,5 +1,5 @@
 // HttpServer: a small HTTP/1.1 server for a node's operational endpoints
-// (/metrics, /health). Not a general web server: GET only, one request per
+// (/metrics, /health). Not a general web server: GET and HEAD, one request per
 // connection (answers carry "Connection: close"), bodies ignored.
 //
 //   HttpServer http({.host = "127.0.0.1", .port = 0});
@@ -14,7 +14,7 @@
 // `max_connections` connections; handlers run on it, so they must be short
 // (rendering metrics is). Answers:
 //   200.. what the handler returns
-//   400   malformed request head            405  a method other than GET
+//   400   malformed request head            405  a method other than GET/HEAD
 //   404   no handler for the path           408  head not complete in idle_timeout_ms
 //   431   head over limits.max_head_bytes   503  over max_connections
 // After answering, the server half-closes and drains what the peer still
@@ -95,12 +95,16 @@ inline std::string_view HttpReason(int status) {
   }
 }
 
-inline std::string FormatHttpResponse(const HttpResponse& r, bool allow_header = false) {
+// `head`: the answer to a HEAD request (the GET answer's head: its
+// Content-Length, no body).
+inline std::string FormatHttpResponse(const HttpResponse& r, bool allow_header = false,
+                                      bool head = false) {
   std::string out = absl::StrCat("HTTP/1.1 ", r.status, " ", AbslView(HttpReason(r.status)),
                                  "\r\nContent-Type: ", r.content_type,
                                  "\r\nContent-Length: ", r.body.size(), "\r\n");
-  if (allow_header) out += "Allow: GET\r\n";
-  absl::StrAppend(&out, "Connection: close\r\n\r\n", r.body);
+  if (allow_header) out += "Allow: GET, HEAD\r\n";
+  absl::StrAppend(&out, "Connection: close\r\n\r\n");
+  if (!head) out += r.body;
   return out;
 }
 
@@ -181,6 +185,7 @@ class HttpServer {
     std::string out;
     size_t sent = 0;
     bool answered = false;      // `out` holds the whole answer
+    bool head = false;          // a HEAD request: the answer's head only
     bool write_closed = false;  // answer sent, SHUT_WR done; draining input
     int64_t deadline_ns = 0;    // idle (reading) or linger (draining) limit
   };
@@ -257,10 +262,12 @@ class HttpServer {
   }
 
   void Answer(Conn& c, const HttpRequest& req, int64_t now) {
-    if (req.method != "GET") {
-      Reject(c, 405, "only GET is served here\n", now, /*allow_header=*/true);
+    const bool head = req.method == "HEAD";  // RFC 9110 9.3.2: GET's head, no body
+    if (req.method != "GET" && !head) {
+      Reject(c, 405, "only GET and HEAD are served here\n", now, /*allow_header=*/true);
       return;
     }
+    c.head = head;
     auto it = handlers_.find(req.path);
     if (it == handlers_.end()) {
       std::string paths;
@@ -270,14 +277,14 @@ class HttpServer {
     }
     const HttpResponse resp = it->second(req);
     requests_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-    c.out = FormatHttpResponse(resp);
+    c.out = FormatHttpResponse(resp, false, c.head);
     c.answered = true;
     Write(c, now);
   }
 
   void Reject(Conn& c, int status, std::string body, int64_t now, bool allow_header = false) {
     rejected_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-    c.out = FormatHttpResponse({.status = status, .body = std::move(body)}, allow_header);
+    c.out = FormatHttpResponse({.status = status, .body = std::move(body)}, allow_header, c.head);
     c.answered = true;
     Write(c, now);
   }

@@ -52,6 +52,25 @@ TEST_F(HttpServerTest, ServesHandlersWithLengthAndClose) {
   EXPECT_EQ(server_->stats().requests, 2u);
 }
 
+// HEAD gets GET's status and headers (its Content-Length too) and no body,
+// for probes that only look at the status.
+TEST_F(HttpServerTest, HeadAnswersWithTheHeadOnly) {
+  StartServer();
+  auto a = HttpRaw(server_->port(), "HEAD /hello?abc HTTP/1.1\r\nHost: t\r\n\r\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 200);
+  EXPECT_TRUE(absl::StrContains(a->head, "Content-Length: 6")) << a->head;
+  EXPECT_EQ(a->body, "");
+  a = HttpRaw(server_->port(), "HEAD /down HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 503);
+  EXPECT_EQ(a->body, "");
+  a = HttpRaw(server_->port(), "HEAD /nope HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 404);
+  EXPECT_EQ(a->body, "");
+}
+
 TEST_F(HttpServerTest, ErrorAnswers) {
   StartServer({.limits = {.max_head_bytes = 256, .max_headers = 4}});
   auto a = HttpGet(server_->port(), "/nope");
@@ -61,7 +80,7 @@ TEST_F(HttpServerTest, ErrorAnswers) {
   a = HttpRaw(server_->port(), "POST /hello HTTP/1.1\r\n\r\n");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->status, 405);
-  EXPECT_TRUE(absl::StrContains(a->head, "Allow: GET"));
+  EXPECT_TRUE(absl::StrContains(a->head, "Allow: GET, HEAD"));
   a = HttpRaw(server_->port(), "hello there\r\n\r\n");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->status, 400);

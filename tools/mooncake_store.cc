@@ -4,8 +4,9 @@
 //   mooncake_store --role=master --listen=0.0.0.0:50051
 //   mooncake_store --role=worker --master=10.0.0.1:50051 --worker_host=10.0.0.2
 //
-// Exit codes: 0 after a graceful shutdown (SIGINT/SIGTERM), 1 when the node
-// cannot start (a port in use, the master unreachable), 2 for bad flags.
+// Exit codes: 0 after a graceful shutdown (SIGINT, SIGTERM or SIGHUP), 1 when
+// the node cannot start (a port in use, the master unreachable), 2 for bad
+// flags, 128 + the signal when a second signal cuts a shutdown short.
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,12 +18,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -226,6 +229,44 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& tex
   return absl::OkStatus();
 }
 
+const char* SignalName(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+  }
+  return "a signal";
+}
+
+bool IsLoopbackHost(std::string_view host) {
+  return host == "localhost" || host == "::1" || host.starts_with("127.");
+}
+
+// Addresses that work on this host but not for remote peers: said once at
+// start, on stderr, not refused (a single-host setup is fine).
+void WarnAboutAddresses(const node::StoreNodeOptions& o) {
+  auto warn = [](const std::string& line) {
+    std::fprintf(stderr, "mooncake_store: warning: %s\n", line.c_str());
+  };
+  if (o.role == node::Role::kAll && !IsLoopbackHost(o.listen.host) &&
+      IsLoopbackHost(o.worker_host)) {
+    warn(absl::StrCat("--listen=", o.listen.ToString(), " accepts remote clients, but the worker ",
+                      "listens on --worker_host=", o.worker_host,
+                      ": they would reach the master and not the data. Set --worker_host to an "
+                      "address of this host they can reach."));
+  }
+  if (o.role == node::Role::kWorker && !IsLoopbackHost(o.master.host) &&
+      IsLoopbackHost(o.worker_host)) {
+    warn(absl::StrCat("the master is at ", o.master.ToString(),
+                      " but --worker_host=", o.worker_host,
+                      ": clients on other hosts cannot reach this worker's data. Set "
+                      "--worker_host to an address of this host they can reach."));
+  }
+}
+
 void PrintBanner(node::StoreNode& n) {
   const node::StoreNodeOptions& o = n.options();
   Say(absl::StrCat("mooncake_store ", AbslView(node::kStoreVersion),
@@ -290,10 +331,38 @@ int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "the mooncake reference store: --role=all (default), master or worker. "
       "See docs/store_binary.md.");
+  absl::FlagsUsageConfig usage;
+  usage.version_string = [] {
+#ifdef NDEBUG
+    constexpr const char* kBuild = "optimized build";
+#else
+    constexpr const char* kBuild = "debug build (assertions on)";
+#endif
+    return absl::StrCat("mooncake_store ", AbslView(node::kStoreVersion), " (", kBuild, ")\n");
+  };
+  absl::SetFlagsUsageConfig(usage);
   PrecheckFlags(argc, argv);
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  // --only_check_args is handled here, after this binary's own checks (abseil's
+  // would exit before them).
+  bool only_check = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (i > 0 && (a == "--only_check_args" || a == "-only_check_args" ||
+                  a == "--only_check_args=true" || a == "--only_check_args=1")) {
+      only_check = true;
+      continue;
+    }
+    args.push_back(argv[i]);
+  }
+  std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (rest.size() > 1) BadFlags(absl::StrCat("unexpected argument \"", rest[1], "\""));
   const node::StoreNodeOptions options = OptionsFromFlags();
+  if (only_check) {
+    Say("flags ok");
+    return 0;
+  }
+  WarnAboutAddresses(options);
 
   // Signals are taken synchronously by this thread (sigtimedwait); every
   // thread started from here on inherits the mask.
@@ -301,6 +370,7 @@ int Main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -328,23 +398,46 @@ int Main(int argc, char** argv) {
 
   const absl::Duration interval = absl::GetFlag(FLAGS_status_interval);
   node::StatusReporter status;
-  if (interval > absl::ZeroDuration()) status.Line(n.Snapshot());  // the rates' baseline
+  node::EventReporter events;  // membership and trouble, checked every second
+  {
+    const node::NodeSnapshot first = n.Snapshot();
+    if (interval > absl::ZeroDuration()) status.Line(first);  // the rates' baseline
+    events.Events(first);
+  }
   absl::Time next_status = absl::Now() + interval;
+  absl::Time next_events = absl::Now() + absl::Seconds(1);
   int sig = 0;
   for (;;) {
-    const absl::Duration wait = interval > absl::ZeroDuration()
-                                    ? std::max(next_status - absl::Now(), absl::Milliseconds(1))
-                                    : absl::Seconds(3600);
-    const timespec ts = absl::ToTimespec(wait);
+    absl::Time until = next_events;
+    if (interval > absl::ZeroDuration()) until = std::min(until, next_status);
+    const timespec ts = absl::ToTimespec(std::max(until - absl::Now(), absl::Milliseconds(1)));
     sig = sigtimedwait(&stop_signals, nullptr, &ts);
-    if (sig == SIGINT || sig == SIGTERM) break;
-    if (interval > absl::ZeroDuration() && absl::Now() >= next_status) {
-      Say(status.Line(n.Snapshot()));
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) break;
+    const absl::Time now = absl::Now();
+    if (now < next_events && (interval <= absl::ZeroDuration() || now < next_status)) continue;
+    const node::NodeSnapshot snap = n.Snapshot();
+    if (now >= next_events) {
+      for (const std::string& line : events.Events(snap)) Say(line);
+      next_events = now + absl::Seconds(1);
+    }
+    if (interval > absl::ZeroDuration() && now >= next_status) {
+      Say(status.Line(snap));
       next_status += interval;
     }
   }
-  Say(absl::StrCat("received ", sig == SIGINT ? "SIGINT" : "SIGTERM",
-                   ": shutting down (health 503, worker unmount, drain, stop)"));
+  Say(absl::StrCat("received ", SignalName(sig), ": shutting down (health 503, ",
+                   n.worker() != nullptr ? "worker unmount, " : "",
+                   "drain, stop); a second signal exits at once"));
+  // A second signal cuts the shutdown short (an unreachable master can hold the
+  // unmount for its timeout).
+  std::thread([stop_signals, ready_file] {
+    int again = 0;
+    while (sigwait(&stop_signals, &again) != 0) {
+    }
+    Say(absl::StrCat("received ", SignalName(again), " again: exiting now"));
+    if (!ready_file.empty()) std::remove(ready_file.c_str());
+    std::_Exit(128 + again);
+  }).detach();
   const absl::Status s = n.Shutdown();
   if (!s.ok()) Say(absl::StrCat("shutdown: worker unmount: ", s.ToString()));
   if (!ready_file.empty()) std::remove(ready_file.c_str());

@@ -13,8 +13,10 @@
 #define MOONCAKE_STORE_NODE_STATUS_LINE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -33,7 +35,10 @@ struct NodeSnapshot {
   uint64_t gets = 0;
   uint64_t evictions = 0;
   size_t workers = 0;
+  // The master's mounted segments per worker id (what EventReporter compares).
+  std::map<std::string, size_t> worker_segments;
   bool has_worker = false;
+  std::string master_address;  // the master this worker joined
   size_t segments_mounted = 0;
   size_t segments_total = 0;
   uint64_t segment_bytes_total = 0;
@@ -117,6 +122,77 @@ class StatusReporter {
   }
 
   std::optional<NodeSnapshot> prev_;
+};
+
+// EventReporter: lines for what changed between two snapshots, printed as it
+// happens (the binary polls every second), so an operator sees membership and
+// trouble without reading counters:
+//
+//   event: worker joined: tcp://10.0.0.2:41000|shm://... (4 segments)
+//   event: worker left: tcp://10.0.0.2:41000|shm://... (unmounted, or expired after missed
+//   heartbeats) event: master 10.0.0.1:50051 is not answering heartbeats (3 failed); ... event:
+//   master 10.0.0.1:50051 answers heartbeats again; segments remounted (4 of 4 mounted) event: SSD
+//   tier: 2 new I/O errors, 0 new corrupt records
+//
+// The first snapshot only sets the baseline (no events).
+// Thread-safety: thread-compatible.
+class EventReporter {
+ public:
+  std::vector<std::string> Events(const NodeSnapshot& now) {
+    std::vector<std::string> out;
+    if (prev_.has_value()) {
+      const NodeSnapshot& was = *prev_;
+      if (now.has_master) {
+        for (const auto& [id, segments] : now.worker_segments) {
+          if (!was.worker_segments.contains(id)) {
+            out.push_back(absl::StrCat("event: worker joined: ", id, " (", segments,
+                                       segments == 1 ? " segment)" : " segments)"));
+          }
+        }
+        for (const auto& [id, segments] : was.worker_segments) {
+          if (!now.worker_segments.contains(id)) {
+            out.push_back(absl::StrCat("event: worker left: ", id,
+                                       " (unmounted, or expired after missed heartbeats)"));
+          }
+        }
+      }
+      if (now.has_worker && !now.has_master) {
+        const bool failed_more = now.heartbeats_failed > was.heartbeats_failed;
+        const bool ok_more = now.heartbeats_ok > was.heartbeats_ok;
+        if (!failing_ && failed_more && !ok_more) {
+          failing_ = true;
+          out.push_back(absl::StrCat(
+              "event: master ", now.master_address, " is not answering heartbeats (",
+              now.heartbeats_failed - was.heartbeats_failed,
+              " failed); this worker's objects cannot be found through it until it returns"));
+        } else if (failing_ && ok_more) {
+          failing_ = false;
+          out.push_back(
+              absl::StrCat("event: master ", now.master_address, " answers heartbeats again",
+                           now.remounts > was.remounts ? "; segments remounted (" : " (",
+                           now.segments_mounted, " of ", now.segments_total, " mounted)"));
+        } else if (now.segments_mounted != was.segments_mounted && !failing_) {
+          out.push_back(absl::StrCat("event: ", now.segments_mounted, " of ", now.segments_total,
+                                     " segments mounted with the master ", now.master_address));
+        }
+      }
+      if (now.has_tier) {
+        const uint64_t io = now.tier_io_errors - std::min(now.tier_io_errors, was.tier_io_errors);
+        const uint64_t corrupt =
+            now.tier_corrupt_records - std::min(now.tier_corrupt_records, was.tier_corrupt_records);
+        if (io != 0 || corrupt != 0) {
+          out.push_back(absl::StrCat("event: SSD tier: ", io, " new I/O errors, ", corrupt,
+                                     " new corrupt records (dropped, never served)"));
+        }
+      }
+    }
+    prev_ = now;
+    return out;
+  }
+
+ private:
+  std::optional<NodeSnapshot> prev_;
+  bool failing_ = false;
 };
 
 }  // namespace mooncake::node

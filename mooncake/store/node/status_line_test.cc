@@ -73,5 +73,62 @@ TEST(StatusReporter, TheSsdTierAndItsTroubleAreShown) {
   EXPECT_TRUE(absl::StrContains(line, " ssd_io_errors=2 ssd_corrupt=1")) << line;
 }
 
+TEST(EventReporter, MasterSeesWorkersJoinAndLeave) {
+  EventReporter e;
+  NodeSnapshot s;
+  s.has_master = true;
+  s.worker_segments = {{"w1", 2}};
+  EXPECT_TRUE(e.Events(s).empty()) << "the first snapshot is the baseline";
+  EXPECT_TRUE(e.Events(s).empty()) << "nothing changed";
+  s.worker_segments = {{"w1", 2}, {"w2", 1}};
+  EXPECT_EQ(e.Events(s), std::vector<std::string>{"event: worker joined: w2 (1 segment)"});
+  s.worker_segments = {{"w2", 1}};
+  const std::vector<std::string> left = e.Events(s);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_TRUE(left[0].starts_with("event: worker left: w1 (")) << left[0];
+}
+
+TEST(EventReporter, WorkerSaysWhenItsMasterGoesAndComesBack) {
+  EventReporter e;
+  NodeSnapshot s;
+  s.has_worker = true;
+  s.master_address = "10.0.0.1:50051";
+  s.segments_total = s.segments_mounted = 2;
+  s.heartbeats_ok = 10;
+  EXPECT_TRUE(e.Events(s).empty());
+  s.heartbeats_ok = 11;
+  EXPECT_TRUE(e.Events(s).empty()) << "healthy heartbeats say nothing";
+  s.heartbeats_failed = 2;
+  std::vector<std::string> ev = e.Events(s);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_TRUE(ev[0].starts_with("event: master 10.0.0.1:50051 is not answering heartbeats (2 "))
+      << ev[0];
+  s.heartbeats_failed = 5;
+  s.segments_mounted = 0;
+  EXPECT_TRUE(e.Events(s).empty()) << "said once, not every second";
+  s.heartbeats_ok = 12;
+  s.remounts = 1;
+  s.segments_mounted = 2;
+  ev = e.Events(s);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0],
+            "event: master 10.0.0.1:50051 answers heartbeats again; segments remounted (2 of 2 "
+            "mounted)");
+}
+
+TEST(EventReporter, SsdTierTroubleIsAnEvent) {
+  EventReporter e;
+  NodeSnapshot s;
+  s.has_worker = s.has_tier = true;
+  EXPECT_TRUE(e.Events(s).empty());
+  s.tier_io_errors = 3;
+  s.tier_corrupt_records = 1;
+  std::vector<std::string> ev = e.Events(s);
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_TRUE(ev[0].starts_with("event: SSD tier: 3 new I/O errors, 1 new corrupt records"))
+      << ev[0];
+  EXPECT_TRUE(e.Events(s).empty());
+}
+
 }  // namespace
 }  // namespace mooncake::node

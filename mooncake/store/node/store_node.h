@@ -204,9 +204,11 @@ class StoreNode {
       s.gets = CounterValue("mooncake_master_gets_total", {{"result", "hit"}}) +
                CounterValue("mooncake_master_gets_total", {{"result", "miss"}});
       s.evictions = CounterValue("mooncake_master_evictions_total", {});
+      for (const master::SegmentView& v : master_->Segments()) ++s.worker_segments[v.worker_id];
     }
     if (WorkerT* w = worker_.get(); w != nullptr) {
       s.has_worker = true;
+      s.master_address = master_address();
       for (const worker::MountedSegment& m : w->segments()) {
         ++s.segments_total;
         if (m.master_segment_id != 0) {

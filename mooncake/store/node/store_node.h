@@ -239,18 +239,12 @@ class StoreNode {
   explicit StoreNode(StoreNodeOptions options)
       : options_(std::move(options)), started_ns_(MonotonicClock::Get().NowNs()) {}
 
-  // A heartbeat succeeded since the last look: reachable; only failures:
-  // not; neither: the previous verdict (heartbeats are seconds apart).
-  bool MasterReachable(const worker::WorkerStats& ws) const {
-    absl::MutexLock lock(&health_mu_);
-    if (ws.heartbeats_ok > seen_heartbeats_ok_) {
-      master_reachable_ = true;
-    } else if (ws.heartbeats_failed > seen_heartbeats_failed_) {
-      master_reachable_ = false;
-    }
-    seen_heartbeats_ok_ = ws.heartbeats_ok;
-    seen_heartbeats_failed_ = ws.heartbeats_failed;
-    return master_reachable_;
+  // Reachable when the most recent heartbeat got through; before the first
+  // one, when none has failed yet. (Comparing counters between probes said
+  // "ok" for a probe that saw an old success and newer failures.)
+  static bool MasterReachable(const worker::WorkerStats& ws) {
+    if (ws.heartbeats_ok + ws.heartbeats_failed == 0) return true;
+    return ws.last_heartbeat_ok;
   }
 
   absl::Status StartMaster() {
@@ -454,10 +448,6 @@ class StoreNode {
   // worker_ holding it exclusively.
   mutable absl::Mutex life_mu_;
   absl::Mutex refresh_mu_;  // serializes the counter catch-up in RefreshMetrics
-  mutable absl::Mutex health_mu_;
-  mutable uint64_t seen_heartbeats_ok_ ABSL_GUARDED_BY(health_mu_) = 0;
-  mutable uint64_t seen_heartbeats_failed_ ABSL_GUARDED_BY(health_mu_) = 0;
-  mutable bool master_reachable_ ABSL_GUARDED_BY(health_mu_) = true;
   // Series of metrics_, set once in RegisterNodeMetrics.
   Gauge* uptime_ = nullptr;
   Gauge* healthy_ = nullptr;

@@ -178,6 +178,29 @@ TEST(StoreNode, WorkerHealthFailsWhenItsMasterGoes) {
   EXPECT_TRUE(absl::StrContains(health->body, (*m)->options().listen.host)) << health->body;
 }
 
+// The first probe after the master goes is already unhealthy, even when a
+// heartbeat succeeded since the previous probe (an old success, newer failures).
+TEST(StoreNode, FirstHealthProbeAfterTheMasterGoesIsUnhealthy) {
+  auto m = StoreNode::Start(TestNodeOptions(Role::kMaster));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto w = StoreNode::Start(TestNodeOptions(Role::kWorker, (*m)->rpc_address()));
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->Health().ok);  // the previous probe
+  const uint64_t ok_before = (*w)->worker()->stats().heartbeats_ok;
+  for (int i = 0; i < 400 && (*w)->worker()->stats().heartbeats_ok == ok_before; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GT((*w)->worker()->stats().heartbeats_ok, ok_before) << "a success between probes";
+  EXPECT_TRUE((*m)->Shutdown().ok());
+  for (int i = 0; i < 400 && (*w)->worker()->stats().heartbeats_failed == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GT((*w)->worker()->stats().heartbeats_failed, 0u);
+  const NodeHealth h = (*w)->Health();
+  EXPECT_FALSE(h.ok) << "an old success must not hide the newer failure";
+  EXPECT_TRUE(absl::StrContains(h.reason, "heartbeats")) << h.reason;
+}
+
 TEST(StoreNode, WorkerWithoutMasterIsUnavailableNamingIt) {
   const std::string master = absl::StrCat("127.0.0.1:", node_testing::UnusedPort());
   auto w = StoreNode::Start(TestNodeOptions(Role::kWorker, master));

@@ -92,6 +92,7 @@ struct WorkerStats {
   uint64_t heartbeats_failed = 0;
   uint64_t remounts = 0;
   int64_t heartbeat_interval_ms = 0;
+  bool last_heartbeat_ok = false;  // the most recent heartbeat's outcome (false before any)
 };
 
 // One mounted segment as the worker sees it.
@@ -383,9 +384,11 @@ class Worker {
     auto r = rpc::Call<rpc::HeartbeatMethod>(*channel_, req, CallOpts());
     if (!r.ok()) {
       ++stats_.heartbeats_failed;
+      stats_.last_heartbeat_ok = false;
       return r.status();
     }
     ++stats_.heartbeats_ok;
+    stats_.last_heartbeat_ok = true;
     if (r->heartbeat_interval_ms() > 0) {
       stats_.heartbeat_interval_ms = static_cast<int64_t>(r->heartbeat_interval_ms());
     }

@@ -52,6 +52,9 @@ ABSL_FLAG(bool, reserve_memory, true,
           "not with SIGBUS on a later put, and puts pay no first-touch page faults; false: "
           "pages come on first write");
 ABSL_FLAG(std::string, worker_host, "127.0.0.1", "where the worker's TCP transport listens");
+ABSL_FLAG(int32_t, worker_port, 0,
+          "the worker's TCP transport port (for firewalls and container port maps); 0 = any free "
+          "port");
 ABSL_FLAG(std::string, host_id, "",
           "this host's id for SHM matching (\"\" = hostname); clients with the same id read "
           "through shared memory");
@@ -174,6 +177,11 @@ node::StoreNodeOptions OptionsFromFlags() {
   o.segments = static_cast<size_t>(absl::GetFlag(FLAGS_segments));
   o.reserve_memory = absl::GetFlag(FLAGS_reserve_memory);
   o.worker_host = absl::GetFlag(FLAGS_worker_host);
+  if (const int32_t port = absl::GetFlag(FLAGS_worker_port); port < 0 || port > 65535) {
+    BadFlags(absl::StrCat("--worker_port=", port, ": want a port in [0, 65535]"));
+  } else {
+    o.worker_port = static_cast<uint16_t>(port);
+  }
   o.host_id = absl::GetFlag(FLAGS_host_id);
   if (absl::GetFlag(FLAGS_replicas) < 1) BadFlags("--replicas must be at least 1");
   o.replicas = static_cast<uint32_t>(absl::GetFlag(FLAGS_replicas));

@@ -312,6 +312,7 @@ class StoreNode {
     wo.reserve_memory = options_.reserve_memory;
     wo.host_id = options_.host_id;
     wo.tcp_bind_host = options_.worker_host;
+    wo.tcp_port = options_.worker_port;
     if (!options_.ssd_path.empty()) {
       worker::TierAgentOptions t;
       t.tier.paths = {options_.ssd_path};

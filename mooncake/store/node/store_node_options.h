@@ -88,6 +88,7 @@ struct StoreNodeOptions {
   size_t segments = 1;
   bool reserve_memory = true;             // WorkerOptions::reserve_memory (--reserve_memory)
   std::string worker_host = "127.0.0.1";  // where the worker's TCP transport listens
+  uint16_t worker_port = 0;               // its port; 0: any free port
   std::string host_id;                    // "" = gethostname()
   uint32_t replicas = 1;
   uint64_t max_object_bytes = uint64_t{64} << 20;

@@ -253,6 +253,22 @@ TEST(StoreNode, Ipv6AddressesAreBracketedAndConnectable) {
   EXPECT_TRUE(ch.ok()) << ch.status();
 }
 
+// --worker_port fixes the worker's TCP transport port (firewalls, port maps);
+// a port in use is a start error naming it.
+TEST(StoreNode, WorkerPortFixesTheTransportPort) {
+  StoreNodeOptions o = TestNodeOptions(Role::kAll);
+  o.worker_port = node_testing::UnusedPort();
+  auto n = StoreNode::Start(o);
+  ASSERT_TRUE(n.ok()) << n.status();
+  const std::string endpoint = (*n)->worker()->router_endpoint();
+  EXPECT_TRUE(absl::StrContains(endpoint, absl::StrCat("tcp://127.0.0.1:", o.worker_port)))
+      << endpoint;
+  auto again = StoreNode::Start(o);
+  EXPECT_FALSE(again.ok());
+  EXPECT_TRUE(absl::StrContains(again.status().message(), std::to_string(o.worker_port)))
+      << again.status();
+}
+
 // Lazy segments larger than the host would fill past its memory before
 // eviction starts: refused at start, naming the sizes and the flag.
 TEST(StoreNode, LazySegmentsLargerThanTheHostAreRefused) {

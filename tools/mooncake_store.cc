@@ -266,6 +266,16 @@ void WarnAboutAddresses(const node::StoreNodeOptions& o) {
                       ": they would reach the master and not the data. Set --worker_host to an "
                       "address of this host they can reach."));
   }
+  if (o.role == node::Role::kAll) {
+    const uint64_t pool = o.segment_bytes * o.segments;  // validated: <= 64 x segment_bytes
+    for (const master::TenantConfig& t : o.tenants) {
+      if (t.capacity_bytes > pool) {
+        warn(absl::StrCat("--tenants: ", t.name, "'s ", node::HumanBytes(t.capacity_bytes),
+                          " is more than this node's whole pool (", node::HumanBytes(pool),
+                          "): the pool fills first"));
+      }
+    }
+  }
   if (o.role == node::Role::kWorker && !IsLoopbackHost(o.master.host) &&
       IsLoopbackHost(o.worker_host)) {
     warn(absl::StrCat("the master is at ", o.master.ToString(),
@@ -284,6 +294,18 @@ void PrintBanner(node::StoreNode& n) {
     Say(absl::StrCat("  master RPC   ", n.rpc_address(),
                      "   (clients and workers connect here; eviction ",
                      AbslView(node::EvictionPolicyName(o.eviction_policy)), ")"));
+  }
+  if (!o.tenants.empty() && o.role != node::Role::kWorker) {
+    std::string list;
+    for (const master::TenantConfig& t : o.tenants) {
+      absl::StrAppend(&list, list.empty() ? "" : ", ", t.name, " ",
+                      node::HumanBytes(t.capacity_bytes));
+      if (t.pinned_capacity_bytes != 0) {
+        absl::StrAppend(&list, " (pinned ", node::HumanBytes(t.pinned_capacity_bytes), ")");
+      }
+    }
+    Say(absl::StrCat("  tenants      ", list,
+                     "; requests naming no tenant: \"default\", unlimited; other names: refused"));
   }
   if (auto* w = n.worker(); w != nullptr) {
     Say(absl::StrCat("  worker       ", o.segments, " x ", node::HumanBytes(o.segment_bytes),

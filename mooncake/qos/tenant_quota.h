@@ -32,6 +32,8 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -154,6 +156,21 @@ class TenantQuota {
                        a.capacity_bytes.load(std::memory_order_relaxed),
                        a.admitted.load(std::memory_order_relaxed),
                        a.refused.load(std::memory_order_relaxed)};
+  }
+
+  // Every tenant's usage (for metrics), in no particular order.
+  std::vector<std::pair<std::string, TenantUsage>> Snapshot() const {
+    std::shared_lock<std::shared_mutex> lock(mu_);
+    std::vector<std::pair<std::string, TenantUsage>> out;
+    out.reserve(tenants_.size());
+    for (const auto& [name, a] : tenants_) {
+      out.emplace_back(std::string(name),
+                       TenantUsage{a->used_bytes.load(std::memory_order_relaxed),
+                                   a->capacity_bytes.load(std::memory_order_relaxed),
+                                   a->admitted.load(std::memory_order_relaxed),
+                                   a->refused.load(std::memory_order_relaxed)});
+    }
+    return out;
   }
 
   size_t TenantCount() const {

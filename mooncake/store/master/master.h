@@ -295,6 +295,26 @@ class Master {
       if (fresh) it->second = m.PerWorker(worker);
       it->second->Set(used);
     }
+    absl::flat_hash_set<std::string> tenants;
+    for (const auto& [name, usage] : s_.quota.Snapshot()) {
+      tenants.insert(name);
+      auto [it, fresh] = tenant_series_.try_emplace(name);
+      if (fresh) it->second = m.PerTenant(name);
+      it->second.used_bytes->Set(static_cast<double>(usage.used_bytes));
+      it->second.capacity_bytes->Set(static_cast<double>(usage.capacity_bytes));
+      // The quota's total; the counter catches up by the difference.
+      const uint64_t seen = it->second.refused->Value();
+      if (usage.refused_requests > seen)
+        it->second.refused->Increment(usage.refused_requests - seen);
+    }
+    for (auto it = tenant_series_.begin(); it != tenant_series_.end();) {
+      if (!tenants.contains(it->first)) {
+        m.ForgetTenant(it->first);
+        tenant_series_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
   }
 
   MetricsRegistry* metrics() const { return s_.metrics.registry(); }
@@ -316,6 +336,8 @@ class Master {
   absl::Mutex refresh_mu_;
   absl::flat_hash_map<std::string, Gauge*> worker_gauges_ ABSL_GUARDED_BY(refresh_mu_);
   absl::flat_hash_set<uint64_t> segment_series_ ABSL_GUARDED_BY(refresh_mu_);
+  absl::flat_hash_map<std::string, MasterMetrics::TenantSeries> tenant_series_
+      ABSL_GUARDED_BY(refresh_mu_);
 };
 
 }  // namespace mooncake::master

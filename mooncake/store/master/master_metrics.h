@@ -13,6 +13,8 @@
 //   gets_total{result=hit|miss}, prefix_queries_total, prefix_blocks_matched_total,
 //   evictions_total, evicted_bytes_total, removes_total, expired_total
 //   worker_used_bytes{worker}, segment_fragmentation{segment} gauges
+//   tenant_used_bytes{tenant}, tenant_capacity_bytes{tenant} gauges,
+//   tenant_refused_total{tenant}
 //
 // Thread-safety: pointers are set once in the constructor; the series are
 // atomics; PerWorker/PerSegment take the registry's mutex (Tick only). A
@@ -87,6 +89,31 @@ class MasterMetrics {
     MC_ASSERT(g.ok(), "metric registration failed");
     return *g;
   }
+  // Per tenant: bytes charged and its capacity (gauges), puts refused for its
+  // quota (counter). The default tenant's unlimited capacity reads 1.8e19.
+  struct TenantSeries {
+    Gauge* used_bytes;
+    Gauge* capacity_bytes;
+    Counter* refused;
+  };
+  TenantSeries PerTenant(std::string_view tenant) {
+    const MetricLabels l = {{"tenant", std::string(tenant)}};
+    auto used = registry_->GetGauge("mooncake_master_tenant_used_bytes",
+                                    "Segment bytes charged to a tenant (size x replicas).", l);
+    auto cap = registry_->GetGauge("mooncake_master_tenant_capacity_bytes",
+                                   "A tenant's quota in segment bytes.", l);
+    auto refused = registry_->GetCounter("mooncake_master_tenant_refused_total",
+                                         "Requests refused for a tenant's quota.", l);
+    MC_ASSERT(used.ok() && cap.ok() && refused.ok(), "metric registration failed");
+    return {*used, *cap, *refused};
+  }
+  void ForgetTenant(std::string_view tenant) {
+    const MetricLabels l = {{"tenant", std::string(tenant)}};
+    registry_->RemoveSeries("mooncake_master_tenant_used_bytes", l);
+    registry_->RemoveSeries("mooncake_master_tenant_capacity_bytes", l);
+    registry_->RemoveSeries("mooncake_master_tenant_refused_total", l);
+  }
+
   // Drops a departed worker's / an unmounted segment's series.
   void ForgetWorker(std::string_view worker_id) {
     registry_->RemoveSeries("mooncake_master_worker_used_bytes",

@@ -303,6 +303,40 @@ TEST(MasterTest, MetricsReportObjectsUsageAndFragmentation) {
   EXPECT_NE(text.find("mooncake_master_segment_fragmentation{segment=\"1\"}"), std::string::npos);
 }
 
+// Tenants are visible: usage, quota and refusals per tenant.
+TEST(MasterTest, MetricsShowEachTenantsUsageQuotaAndRefusals) {
+  FakeClock clock;
+  MetricsRegistry registry;
+  MasterOptions o;
+  o.tenants = {{"a", 8192, 0}};
+  auto m = *Master<>::Create(o, &clock, &registry);
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", 1 << 20)).ok());
+  proto::PutStartRequest put = PutReq("k", 4096);
+  put.mutable_options()->set_tenant("a");
+  auto s = m->PutStart(put);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE(m->PutEnd(EndReq("k", s->put_id())).ok());
+  proto::PutStartRequest big = PutReq("big", 8192);
+  big.mutable_options()->set_tenant("a");
+  EXPECT_FALSE(m->PutStart(big).ok()) << "over a's quota";
+  m->Tick();
+  const std::string text = registry.RenderPrometheus();
+  EXPECT_NE(text.find("mooncake_master_tenant_used_bytes{tenant=\"a\"} 4096\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mooncake_master_tenant_capacity_bytes{tenant=\"a\"} 8192\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mooncake_master_tenant_refused_total{tenant=\"a\"} 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mooncake_master_tenant_used_bytes{tenant=\"default\"} 0\n"),
+            std::string::npos)
+      << text;
+  m->Tick();
+  EXPECT_NE(registry.RenderPrometheus().find("tenant_refused_total{tenant=\"a\"} 1\n"),
+            std::string::npos)
+      << "a second refresh does not count the refusal again";
+}
+
 // A worker's and a segment's series live while they are mounted: a master
 // that outlives many worker restarts keeps no series of the departed.
 TEST(MasterTest, MetricsForgetUnmountedSegmentsAndDepartedWorkers) {

@@ -64,6 +64,7 @@
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
 #include "mooncake/store/node/http_server.h"
+#include "mooncake/store/node/process_stats.h"
 #include "mooncake/store/node/status_line.h"
 #include "mooncake/store/node/store_node_options.h"
 #include "mooncake/store/rpc/service.h"
@@ -353,6 +354,20 @@ class StoreNode {
                                                 "Seconds since the node started."));
     ASSIGN_OR_RETURN(healthy_, metrics_.GetGauge("mooncake_node_healthy",
                                                  "1 while /health answers 200, else 0."));
+    // The standard process_* families (Prometheus client conventions).
+    ASSIGN_OR_RETURN(p_resident_, metrics_.GetGauge("process_resident_memory_bytes",
+                                                    "Resident memory size in bytes."));
+    ASSIGN_OR_RETURN(p_virtual_, metrics_.GetGauge("process_virtual_memory_bytes",
+                                                   "Virtual memory size in bytes."));
+    ASSIGN_OR_RETURN(p_fds_, metrics_.GetGauge("process_open_fds", "Open file descriptors."));
+    ASSIGN_OR_RETURN(p_max_fds_,
+                     metrics_.GetGauge("process_max_fds", "Limit of open file descriptors."));
+    ASSIGN_OR_RETURN(p_threads_, metrics_.GetGauge("process_threads", "OS threads."));
+    ASSIGN_OR_RETURN(Gauge * start,
+                     metrics_.GetGauge("process_start_time_seconds",
+                                       "Start time of the process since the Unix epoch."));
+    start->Set(absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()) -
+               static_cast<double>(MonotonicClock::Get().NowNs() - started_ns_) / 1e9);
     if (options_.role == Role::kMaster) return absl::OkStatus();
     ASSIGN_OR_RETURN(w_mounted_, metrics_.GetGauge("mooncake_worker_segments_mounted",
                                                    "This worker's segments mounted."));
@@ -395,6 +410,12 @@ class StoreNode {
   void RefreshMetrics() {
     uptime_->Set(static_cast<double>(MonotonicClock::Get().NowNs() - started_ns_) / 1e9);
     healthy_->Set(Health().ok ? 1 : 0);
+    const ProcessStats p = ReadProcessStats();
+    p_resident_->Set(static_cast<double>(p.resident_bytes));
+    p_virtual_->Set(static_cast<double>(p.virtual_bytes));
+    p_fds_->Set(static_cast<double>(p.open_fds));
+    p_max_fds_->Set(static_cast<double>(p.max_fds));
+    p_threads_->Set(static_cast<double>(p.threads));
     if (master_ != nullptr) master_->RefreshMetrics();
     const NodeSnapshot s = Snapshot();
     if (!s.has_worker) return;
@@ -451,6 +472,8 @@ class StoreNode {
   absl::Mutex refresh_mu_;  // serializes the counter catch-up in RefreshMetrics
   // Series of metrics_, set once in RegisterNodeMetrics.
   Gauge* uptime_ = nullptr;
+  Gauge *p_resident_ = nullptr, *p_virtual_ = nullptr, *p_fds_ = nullptr, *p_max_fds_ = nullptr,
+        *p_threads_ = nullptr;
   Gauge* healthy_ = nullptr;
   Gauge* w_mounted_ = nullptr;
   Gauge* w_bytes_ = nullptr;

@@ -96,6 +96,12 @@ TEST(StoreNode, AllRoleServesClientsMetricsAndHealth) {
   EXPECT_EQ(Series(m->body, "mooncake_worker_segment_bytes"), 16 << 20);
   EXPECT_EQ(Series(m->body, "mooncake_node_healthy"), 1);
   EXPECT_EQ(Series(m->body, "mooncake_node_info{role=\"all\",version=\"0.1.0\"}"), 1);
+  // The standard process_* families: the 16 MiB segment is reserved, so resident.
+  EXPECT_GE(Series(m->body, "process_resident_memory_bytes"), 16 << 20);
+  EXPECT_GT(Series(m->body, "process_open_fds"), 3);
+  EXPECT_GT(Series(m->body, "process_max_fds"), 0);
+  EXPECT_GT(Series(m->body, "process_threads"), 1);
+  EXPECT_GT(Series(m->body, "process_start_time_seconds"), 1.7e9);
   EXPECT_EQ(Series(m->body, "mooncake_rpc_server_calls_total{method=\"PutStart\"}"), 2);
   // A Prometheus histogram: both PutStarts took under 10 s, and _count says 2.
   EXPECT_EQ(

@@ -16,7 +16,9 @@
 //   200.. what the handler returns
 //   400   malformed request head            405  a method other than GET/HEAD
 //   404   no handler for the path           408  head not complete in idle_timeout_ms
-//   431   head over limits.max_head_bytes   503  over max_connections
+//   431   head over limits.max_head_bytes   503  over max_connections, none idle
+// A newcomer over max_connections takes the slot of the connection that has
+// waited longest (at least idle_evict_ms) for its head, which gets 408.
 // After answering, the server half-closes and drains what the peer still
 // sends (up to linger_ms) before closing, so the peer reads the whole answer.
 //
@@ -63,7 +65,10 @@ struct HttpServerOptions {
   uint16_t port = 0;  // 0: any free port
   size_t max_connections = 32;
   int64_t idle_timeout_ms = 5'000;  // to send a complete request head
-  int64_t linger_ms = 1'000;        // draining the peer after answering
+  // Over max_connections, a connection waiting this long for its head makes
+  // room for the newcomer (408); newer ones do not (the newcomer gets 503).
+  int64_t idle_evict_ms = 250;
+  int64_t linger_ms = 1'000;  // draining the peer after answering
   HttpLimits limits;
 };
 
@@ -133,9 +138,11 @@ class HttpServer {
   // a port in use), INVALID_ARGUMENT (options), FAILED_PRECONDITION (twice).
   absl::Status Start() {
     if (started_) return absl::FailedPreconditionError("HttpServer::Start called twice");
-    if (options_.max_connections == 0 || options_.idle_timeout_ms <= 0 || options_.linger_ms < 0) {
+    if (options_.max_connections == 0 || options_.idle_timeout_ms <= 0 || options_.linger_ms < 0 ||
+        options_.idle_evict_ms < 0) {
       return absl::InvalidArgumentError(
-          "HttpServerOptions: max_connections and idle_timeout_ms > 0, linger_ms >= 0");
+          "HttpServerOptions: max_connections and idle_timeout_ms > 0, linger_ms and "
+          "idle_evict_ms >= 0");
     }
     auto fd = node_internal::ListenTcp(options_.host, options_.port);
     if (!fd.ok()) return fd.status();
@@ -218,6 +225,27 @@ class HttpServer {
     }
   }
 
+  // Full: the connection that has waited longest for its request head, if it
+  // has waited idle_evict_ms, is answered 408 and closed to make room, so idle
+  // (or slow-loris) connections cannot keep health probes out; busy servers,
+  // whose connections are all fresh, still answer newcomers 503.
+  bool EvictIdle(std::vector<std::unique_ptr<Conn>>* conns, int64_t now) {
+    Conn* oldest = nullptr;
+    for (const auto& c : *conns) {
+      if (!c->answered && c->fd.valid() &&
+          (oldest == nullptr || c->deadline_ns < oldest->deadline_ns)) {
+        oldest = c.get();
+      }
+    }
+    const int64_t waited =
+        oldest == nullptr ? 0 : now - (oldest->deadline_ns - options_.idle_timeout_ms * 1'000'000);
+    if (oldest == nullptr || waited < options_.idle_evict_ms * 1'000'000) return false;
+    Reject(*oldest, 408, "idle for a newer connection; send the request head at once\n", now);
+    oldest->fd.Reset();  // closed now: its slot is the newcomer's
+    std::erase_if(*conns, [](const std::unique_ptr<Conn>& c) { return !c->fd.valid(); });
+    return true;
+  }
+
   void Accept(std::vector<std::unique_ptr<Conn>>* conns, int64_t now) {
     for (;;) {
       const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -225,7 +253,7 @@ class HttpServer {
       auto c = std::make_unique<Conn>();
       c->fd.Reset(fd);
       c->deadline_ns = now + options_.idle_timeout_ms * 1'000'000;
-      if (conns->size() >= options_.max_connections) {
+      if (conns->size() >= options_.max_connections && !EvictIdle(conns, now)) {
         Reject(*c, 503, "too many HTTP connections; retry later\n", now);
         // Best effort, without waiting: a small answer fits the send buffer.
         Write(*c, now);

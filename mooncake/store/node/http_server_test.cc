@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
@@ -122,7 +124,7 @@ TEST_F(HttpServerTest, SlowHeadTimesOutWith408) {
 }
 
 TEST_F(HttpServerTest, OverMaxConnectionsIs503AndRecovers) {
-  StartServer({.max_connections = 1, .idle_timeout_ms = 10'000});
+  StartServer({.max_connections = 1, .idle_timeout_ms = 10'000, .idle_evict_ms = 60'000});
   const int idle = node_testing::ConnectLoopback(server_->port());  // holds the only slot
   ASSERT_GE(idle, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // accepted
@@ -137,6 +139,33 @@ TEST_F(HttpServerTest, OverMaxConnectionsIs503AndRecovers) {
   }
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->status, 200);
+}
+
+// Idle connections filling every slot do not keep a probe out: the one idle
+// longest gives its slot up (408) once it has waited idle_evict_ms.
+TEST_F(HttpServerTest, IdleConnectionsGiveTheirSlotsToNewcomers) {
+  StartServer({.max_connections = 4, .idle_timeout_ms = 10'000, .idle_evict_ms = 50});
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(node_testing::ConnectLoopback(server_->port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // accepted, idle > 50 ms
+  for (int i = 0; i < 6; ++i) {
+    auto a = HttpGet(server_->port(), "/hello");
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->status, 200) << "probe " << i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  }
+  int evicted = 0;
+  for (int fd : idle) {
+    char buf[256];
+    const ssize_t n = ::recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+    if (n > 0) {
+      buf[n] = '\0';
+      evicted += std::string_view(buf).starts_with("HTTP/1.1 408");
+    }
+    ::close(fd);
+  }
+  EXPECT_GE(evicted, 1) << "the idle ones were answered 408";
+  EXPECT_EQ(server_->stats().requests, 6u);
 }
 
 TEST_F(HttpServerTest, PortInUseIsAClearError) {

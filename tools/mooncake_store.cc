@@ -371,6 +371,10 @@ int Main(int argc, char** argv) {
     return absl::StrCat("mooncake_store ", AbslView(node::kStoreVersion), " (", kBuild, ")\n");
   };
   absl::SetFlagsUsageConfig(usage);
+  // -h is --help (abseil knows only the long forms).
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "-h") argv[i] = const_cast<char*>("--help");
+  }
   PrecheckFlags(argc, argv);
   // --only_check_args is handled here, after this binary's own checks (abseil's
   // would exit before them).

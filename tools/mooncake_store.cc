@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/marshalling.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
@@ -266,6 +268,11 @@ void WarnAboutAddresses(const node::StoreNodeOptions& o) {
                       ": they would reach the master and not the data. Set --worker_host to an "
                       "address of this host they can reach."));
   }
+  if (o.role == node::Role::kAll && o.replicas > 1) {
+    warn(absl::StrCat("--replicas=", o.replicas, ": role all has one worker, so puts that take ",
+                      "the default fail until ", o.replicas - 1,
+                      " more --role=worker process(es) join this master"));
+  }
   if (o.role == node::Role::kAll) {
     const uint64_t pool = o.segment_bytes * o.segments;  // validated: <= 64 x segment_bytes
     for (const master::TenantConfig& t : o.tenants) {
@@ -382,21 +389,33 @@ int Main(int argc, char** argv) {
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     const std::string_view a = argv[i];
-    if (i > 0 && (a == "--only_check_args" || a == "-only_check_args" ||
-                  a == "--only_check_args=true" || a == "--only_check_args=1")) {
-      only_check = true;
-      continue;
+    if (i > 0 && (a.starts_with("--only_check_args") || a.starts_with("-only_check_args"))) {
+      std::string_view name = a.substr(a.find_first_not_of('-'));
+      name.remove_prefix(std::string_view("only_check_args").size());
+      if (name.empty()) {
+        only_check = true;
+        continue;
+      }
+      if (name[0] == '=') {
+        bool value = false;
+        std::string error;
+        if (!absl::ParseFlag(std::string(name.substr(1)), &value, &error)) {
+          BadFlags(absl::StrCat("--only_check_args: ", error.empty() ? "not a boolean" : error));
+        }
+        only_check = value;
+        continue;
+      }
     }
     args.push_back(argv[i]);
   }
   std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (rest.size() > 1) BadFlags(absl::StrCat("unexpected argument \"", rest[1], "\""));
   const node::StoreNodeOptions options = OptionsFromFlags();
+  WarnAboutAddresses(options);
   if (only_check) {
     Say("flags ok");
     return 0;
   }
-  WarnAboutAddresses(options);
 
   // Signals are taken synchronously by this thread (sigtimedwait); every
   // thread started from here on inherits the mask.
@@ -404,7 +423,12 @@ int Main(int argc, char** argv) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);
+  // SIGHUP stops the node too, unless it was ignored when we started (nohup,
+  // a supervisor's setting), which is kept.
+  struct sigaction hup = {};
+  if (sigaction(SIGHUP, nullptr, &hup) != 0 || hup.sa_handler != SIG_IGN) {
+    sigaddset(&stop_signals, SIGHUP);
+  }
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -464,16 +488,21 @@ int Main(int argc, char** argv) {
                    "drain, stop); a second signal exits at once"));
   // A second signal cuts the shutdown short (an unreachable master can hold the
   // unmount for its timeout).
+  // `done` keeps a signal that arrives after the shutdown finished from
+  // turning a clean exit into 128 + signal.
+  static std::atomic<bool> done{false};
   std::thread([stop_signals, ready_file] {
     int again = 0;
     while (sigwait(&stop_signals, &again) != 0) {
     }
+    if (done.load(std::memory_order_acquire)) return;
     Say(absl::StrCat("received ", SignalName(again), " again: exiting now"));
     if (!ready_file.empty()) std::remove(ready_file.c_str());
     std::_Exit(128 + again);
   }).detach();
   const absl::Status s = n.Shutdown();
   if (!s.ok()) Say(absl::StrCat("shutdown: worker unmount: ", s.ToString()));
+  done.store(true, std::memory_order_release);
   if (!ready_file.empty()) std::remove(ready_file.c_str());
   Say("stopped");
   return 0;

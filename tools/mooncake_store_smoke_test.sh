@@ -46,6 +46,32 @@ for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=no
 done
 echo "ok   bad flags exit 2 with a message"
 
+# ---- --version, -h, --only_check_args and the start warnings ------------------
+v=$("$bin" --version 2>&1) || fail "--version exited $?"
+[[ $v == "mooncake_store "* ]] || fail "--version: $v"
+set +e
+h=$("$bin" -h 2>&1)
+set -e
+grep -q -- "--segment_bytes" <<<"$h" || fail "-h does not list the flags: $h"
+for arg in --only_check_args --only_check_args=true --only_check_args=yes -only_check_args=1; do
+  msg=$("$bin" $arg --segment_bytes=64M 2>&1) || fail "$arg: exit $?"
+  [[ $msg == "flags ok" ]] || fail "$arg: $msg"
+done
+set +e
+msg=$("$bin" --only_check_args=maybe 2>&1)
+rc=$?
+[[ $rc -eq 2 ]] || fail "--only_check_args=maybe: exit $rc, want 2 ($msg)"
+msg=$("$bin" --only_check_args --role=bogus 2>&1)
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || fail "--only_check_args --role=bogus: exit $rc, want 2"
+msg=$("$bin" --only_check_args --replicas=2 --listen=0.0.0.0:0 2>&1) || fail "warnings: exit $?"
+grep -q "warning: --replicas=2: role all has one worker" <<<"$msg" || fail "no replicas warning: $msg"
+grep -q "warning: --listen=0.0.0.0:0 accepts remote clients" <<<"$msg" ||
+  fail "no loopback worker_host warning: $msg"
+grep -q "^flags ok" <<<"$msg" || fail "warnings: $msg"
+echo "ok   --version, -h, --only_check_args (true/yes/1; maybe is exit 2), start warnings"
+
 # ---- Start with the demo -------------------------------------------------------
 "$bin" --listen=127.0.0.1:0 --http=127.0.0.1:0 --segment_bytes=64M --demo \
   --eviction_policy=s3fifo --status_interval=1s --ready_file="$ready" >"$out" 2>&1 &
@@ -119,3 +145,95 @@ grep -q '^stopped' "$out" || fail "no 'stopped' line"
 [[ ! -e $ready ]] || fail "ready file left behind"
 echo "ok   SIGTERM: exit 0"
 cat "$out"
+
+# ---- Signals: SIGHUP stops it, unless nohup ignored SIGHUP; a second signal ----
+# cuts a slow shutdown short (128 + signal); a worker's join is an event.
+# $1 output file, $2 ready file, the rest the arguments; sets $pid.
+start() {
+  local o=$1 r=$2
+  shift 2
+  rm -f "$r"
+  "$bin" --demo=false --segment_bytes=64M --http= --ready_file="$r" "$@" >"$o" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do
+    [[ -f $r ]] && return 0
+    kill -0 "$pid" 2>/dev/null || { out=$o; fail "the store exited before it was ready"; }
+    sleep 0.1
+  done
+  out=$o
+  fail "no ready file within 30 s"
+}
+# $1 pid: sets $rc to its exit status once it exits, within 10 s.
+await_exit() {
+  for _ in $(seq 100); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$1" 2>/dev/null && fail "pid $1 still running 10 s after the signal"
+  set +e
+  wait "$1"
+  rc=$?
+  set -e
+}
+
+out=$tmp/hup.out
+start "$out" "$tmp/hup.ready" --listen=127.0.0.1:0
+kill -HUP "$pid"
+await_exit "$pid"
+pid=
+[[ $rc -eq 0 ]] || fail "exit $rc after SIGHUP, want 0"
+grep -q '^received SIGHUP: shutting down' "$out" || fail "no SIGHUP line"
+echo "ok   SIGHUP: exit 0"
+
+out=$tmp/nohup.out
+(trap '' HUP && exec "$bin" --demo=false --segment_bytes=64M --http= --listen=127.0.0.1:0 \
+   --ready_file="$tmp/nohup.ready" >"$out" 2>&1) &
+pid=$!
+for _ in $(seq 300); do [[ -f $tmp/nohup.ready ]] && break; sleep 0.1; done
+[[ -f $tmp/nohup.ready ]] || fail "nohup store: no ready file"
+kill -HUP "$pid"
+sleep 1
+kill -0 "$pid" 2>/dev/null || fail "a store started with SIGHUP ignored stopped on SIGHUP"
+kill -TERM "$pid"
+await_exit "$pid"
+pid=
+[[ $rc -eq 0 ]] || fail "nohup store: exit $rc after SIGTERM"
+echo "ok   SIGHUP ignored at start (nohup) stays ignored"
+
+# A master and a worker; the master stopped (SIGSTOP) holds the worker's
+# unmount, and a second SIGTERM ends the worker at once with 143.
+mout=$tmp/master.out
+start "$mout" "$tmp/master.ready" --role=master --listen=127.0.0.1:0
+master_pid=$pid
+mrpc=$(sed -n 's/^rpc=//p' "$tmp/master.ready")
+start "$tmp/worker.out" "$tmp/worker.ready" --role=worker --master="$mrpc"
+worker_pid=$pid
+for _ in $(seq 50); do
+  grep -q '^event: worker joined: ' "$mout" && break
+  sleep 0.1
+done
+out=$mout
+grep -q '^event: worker joined: .*(1 segments\?)' "$mout" || fail "master: no worker-joined event"
+kill -STOP "$master_pid"
+kill -TERM "$worker_pid"
+sleep 0.5
+kill -0 "$worker_pid" 2>/dev/null || {
+  kill -CONT "$master_pid"
+  out=$tmp/worker.out
+  fail "worker exited before its unmount could finish (master stopped)"
+}
+kill -TERM "$worker_pid"
+pid=$worker_pid
+out=$tmp/worker.out
+await_exit "$worker_pid"
+[[ $rc -eq 143 ]] || { kill -CONT "$master_pid"; fail "second SIGTERM: exit $rc, want 143"; }
+grep -q '^received SIGTERM again: exiting now' "$out" || fail "no second-signal line"
+[[ ! -e $tmp/worker.ready ]] || fail "ready file left behind after the second signal"
+kill -CONT "$master_pid"
+pid=$master_pid
+out=$mout
+kill -TERM "$master_pid"
+await_exit "$master_pid"
+pid=
+[[ $rc -eq 0 ]] || fail "master: exit $rc after SIGTERM"
+echo "ok   worker joined event; second SIGTERM during a held shutdown: exit 143"

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +28,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "mooncake/tier/blocking.h"
 #include "mooncake/tier/ssd_tier.h"
@@ -62,9 +65,14 @@ constexpr uint64_t kLiveBudget = kFileBytes / 2;
 
 // The child: keeps 4 operations in flight; removes the object it wrote just
 // before every 5th one (often while that write is still in flight), and the
-// oldest live objects (its predecessors' first) to stay under kLiveBudget;
-// reports "W id" / "R id" after each acknowledgement, "r id" before each
-// remove and "E id code" for a failed write.
+// oldest live objects (its predecessors' first) to stay under kLiveBudget.
+// Reports, one line each:
+//   "W id"       a write acknowledged        "r id"  a remove about to be issued
+//   "R id"       a remove acknowledged       "E id code"  a write that failed
+//   "n id"       a remove that found nothing: it raced its object's write
+//                (the tier indexes an object when its write finishes), so it
+//                had no effect; the writer removes that object again later
+//   "X id code"  a remove that failed otherwise
 [[noreturn]] void Writer(const std::string& path, uint64_t first_id, int fd,
                          Durability durability) {
   auto tier = SsdTier::Open(CrashOptions(path, 0, durability));
@@ -88,27 +96,54 @@ constexpr uint64_t kLiveBudget = kFileBytes / 2;
   });
   std::sort(recovered.begin(), recovered.end());
   std::deque<uint64_t> live(recovered.begin(), recovered.end());
-  absl::flat_hash_set<uint64_t> removed;  // removes issued for ids still in `live`
+  // This thread's bookkeeping: removes issued for ids still in `live`, and the
+  // bytes of what is live less what removes were issued for.
+  absl::flat_hash_set<uint64_t> removed;
   uint64_t live_bytes = 0;
   for (uint64_t id : live) live_bytes += ObjectSize(id);
+  // Removes that found nothing, from the tier's callbacks, taken back by this
+  // thread (each id once: a second miss means its write failed, reported).
+  absl::Mutex missed_mu;
+  std::vector<uint64_t> missed;
+  absl::flat_hash_set<uint64_t> retried;
   auto remove = [&](uint64_t victim) {
     report('r', victim);  // intent first: an unacknowledged remove may still take effect
-    removed.insert(victim);
     live_bytes -= ObjectSize(victim);
     ++inflight;
     (*tier)->Remove(Key(victim), [&, victim](absl::Status s) {
-      if (s.ok()) report('R', victim);
+      if (s.ok()) {
+        report('R', victim);
+      } else if (absl::IsNotFound(s)) {
+        report('n', victim);
+        absl::MutexLock l(&missed_mu);
+        missed.push_back(victim);
+      } else {
+        report('X', victim, static_cast<int>(s.code()));
+      }
       --inflight;
     });
   };
+  auto take_back_missed = [&] {
+    std::vector<uint64_t> ids;
+    {
+      absl::MutexLock l(&missed_mu);
+      ids.swap(missed);
+    }
+    for (uint64_t id : ids) {
+      if (!retried.insert(id).second) continue;
+      live_bytes += ObjectSize(id);
+      // Still queued (the remove's mark is dropped) or already passed over.
+      if (removed.erase(id) == 0) live.push_front(id);
+    }
+  };
   for (uint64_t id = first_id;; ++id) {
+    take_back_missed();
     while (live_bytes + ObjectSize(id) > kLiveBudget && !live.empty()) {
       const uint64_t oldest = live.front();
       live.pop_front();
       if (removed.erase(oldest) == 0) {
         while (inflight.load() >= 4) std::this_thread::yield();
         remove(oldest);
-        removed.erase(oldest);
       }
     }
     while (inflight.load() >= 4) std::this_thread::yield();
@@ -127,6 +162,7 @@ constexpr uint64_t kLiveBudget = kFileBytes / 2;
     if (id % 5 == 0 && id > first_id) {
       while (inflight.load() >= 4) std::this_thread::yield();
       remove(id - 1);
+      removed.insert(id - 1);  // still in `live`: passed over when it reaches the front
     }
   }
 }
@@ -134,10 +170,12 @@ constexpr uint64_t kLiveBudget = kFileBytes / 2;
 struct Expectation {
   // id -> acknowledged present (true) or acknowledged removed (false).
   absl::flat_hash_map<uint64_t, bool> present;
-  // Removes issued and not acknowledged: either outcome is correct.
+  // Removes issued and not yet answered: either outcome is correct.
   absl::flat_hash_set<uint64_t> removing;
-  uint64_t acked = 0;          // 'W' and 'R' lines: acknowledged writes and removes
-  uint64_t failed_writes = 0;  // 'E' lines: a write that returned an error
+  uint64_t acked = 0;           // 'W' and 'R' lines: acknowledged writes and removes
+  uint64_t failed_writes = 0;   // 'E' lines: a write that returned an error
+  uint64_t missed_removes = 0;  // 'n' lines: a remove that raced its object's write
+  uint64_t failed_removes = 0;  // 'X' lines: a remove that failed otherwise
 };
 
 void Apply(const std::string& text, Expectation& e, uint64_t& max_id) {
@@ -157,8 +195,14 @@ void Apply(const std::string& text, Expectation& e, uint64_t& max_id) {
       ++e.acked;
     } else if (kind == 'E') {
       ++e.failed_writes;
+    } else if (kind == 'n') {
+      // Found nothing, so it did nothing: the object is what its write says.
+      e.removing.erase(id);
+      ++e.missed_removes;
+    } else if (kind == 'X') {
+      ++e.failed_removes;  // stays in `removing`: its effect is unknown
     } else {
-      e.removing.insert(id);  // 'r': a remove was issued; until acknowledged, either outcome
+      e.removing.insert(id);  // 'r': a remove was issued; until answered, either outcome
     }
     pos = nl + 1;
   }
@@ -250,10 +294,13 @@ TEST_P(SsdCrashTest, AcknowledgedRecordsSurviveSigkillAtRandomPoints) {
   }
   std::printf(
       "durability %s: crash points %d (kill window %lld ms), %d with acknowledged operations, "
-      "acknowledged ops %llu, failed writes %llu, objects verified %llu, lost %llu, wrong %llu\n",
+      "acknowledged ops %llu, failed writes %llu, removes that raced their write %llu, failed "
+      "removes %llu, objects verified %llu, lost %llu, wrong %llu\n",
       std::string(DurabilityName(durability)).c_str(), points,
       static_cast<long long>(window.count() / 1000), points_with_acks,
       static_cast<unsigned long long>(acks), static_cast<unsigned long long>(expect.failed_writes),
+      static_cast<unsigned long long>(expect.missed_removes),
+      static_cast<unsigned long long>(expect.failed_removes),
       static_cast<unsigned long long>(verified), static_cast<unsigned long long>(lost),
       static_cast<unsigned long long>(wrong));
   EXPECT_EQ(lost, 0u);
@@ -263,6 +310,7 @@ TEST_P(SsdCrashTest, AcknowledgedRecordsSurviveSigkillAtRandomPoints) {
   // nothing; the window is three times the first writer's time to its first
   // acknowledgement, so about two thirds of the kills land after it).
   EXPECT_EQ(expect.failed_writes, 0u);
+  EXPECT_EQ(expect.failed_removes, 0u);
   EXPECT_GE(points_with_acks, points / 3);
 }
 

@@ -32,10 +32,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -43,6 +45,7 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -168,17 +171,21 @@ class MappingCache {
   absl::flat_hash_map<Key, std::weak_ptr<Mapping>> maps_ ABSL_GUARDED_BY(mu_);
 };
 
-// Room left in a cgroup v2 from its memory.max, memory.current and
-// memory.stat texts: the limit less what the cgroup uses beyond page cache it
-// can reclaim (memory.stat's "file" less its "shmem": tmpfs and memfds, which
-// reclaim cannot drop). nullopt when there is no limit or a text is missing.
+// Room left in a cgroup from its limit, usage and memory.stat texts (v2:
+// memory.max, memory.current; v1: memory.limit_in_bytes, memory.usage_in_bytes):
+// the limit less what the cgroup uses beyond page cache it can reclaim
+// (memory.stat's `file_field` -- "file" in v2, "cache" in v1 -- less its
+// "shmem": tmpfs and memfds, which reclaim cannot drop). nullopt when there is
+// no limit or a text is missing.
 inline std::optional<uint64_t> CgroupRoom(std::string_view max, std::string_view current,
-                                          std::string_view stat) {
+                                          std::string_view stat,
+                                          std::string_view file_field = "file") {
   if (max.empty() || current.empty() || max.starts_with("max")) return std::nullopt;
   const auto number = [](std::string_view text) {
     uint64_t v = 0;
     for (char ch : text) {
       if (ch < '0' || ch > '9') break;
+      if (v > (std::numeric_limits<uint64_t>::max() - 9) / 10) return v;  // saturate
       v = v * 10 + static_cast<uint64_t>(ch - '0');
     }
     return v;
@@ -194,66 +201,153 @@ inline std::optional<uint64_t> CgroupRoom(std::string_view max, std::string_view
   };
   const uint64_t limit = number(max);
   uint64_t used = number(current);
-  const uint64_t file = field("file"), shmem = field("shmem");
+  const uint64_t file = field(file_field), shmem = field("shmem");
   const uint64_t reclaimable = file > shmem ? file - shmem : 0;
   used = used > reclaimable ? used - reclaimable : 0;
   return limit > used ? limit - used : 0;
 }
 
-// Bytes this process can still allocate: /proc/meminfo's MemAvailable, and
-// no more than its cgroup v2's CgroupRoom. 0 when unknown.
-inline uint64_t AvailableMemoryBytes() {
-  auto read = [](const std::string& path) {
-    std::string text;
-    if (FILE* f = std::fopen(path.c_str(), "re")) {
-      char buf[4096];
-      size_t n;
-      while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-      std::fclose(f);
+// Where this process's memory cgroup lives, from /proc/self/cgroup's text: the
+// v2 path (the "0::" line, wherever it is: hybrid hosts list v1 hierarchies
+// first) and the v1 memory controller's path (a "N:...memory...:" line).
+struct CgroupPaths {
+  std::optional<std::string> v2;
+  std::optional<std::string> v1_memory;
+};
+
+inline CgroupPaths ParseProcCgroup(std::string_view text) {
+  CgroupPaths out;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    const size_t c1 = line.find(':');
+    if (c1 == std::string_view::npos) continue;
+    const size_t c2 = line.find(':', c1 + 1);
+    if (c2 == std::string_view::npos) continue;
+    const std::string_view id = line.substr(0, c1), controllers = line.substr(c1 + 1, c2 - c1 - 1);
+    const std::string_view path = line.substr(c2 + 1);
+    if (path.empty() || path[0] != '/') continue;
+    if (id == "0" && controllers.empty()) {
+      out.v2 = std::string(path);
+      continue;
     }
-    return text;
+    for (std::string_view rest = controllers; !rest.empty();) {
+      const size_t comma = rest.find(',');
+      if (rest.substr(0, comma) == "memory") out.v1_memory = std::string(path);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  return out;
+}
+
+inline std::string ReadSmallFile(const std::string& path) {
+  std::string text;
+  if (FILE* f = std::fopen(path.c_str(), "re")) {
+    char buf[4096];
+    size_t n;
+    while (text.size() < (1u << 20) && (n = std::fread(buf, 1, sizeof(buf), f)) > 0) {
+      text.append(buf, n);
+    }
+    std::fclose(f);
+  }
+  return text;
+}
+
+// The cgroup directories that limit this process, its own first and then
+// each parent up to `root`'s top: a limit set on a parent binds every child.
+// Uses v2 when /proc/self/cgroup names a v2 path whose directory has memory
+// files, else the v1 memory controller (mounted at root/memory).
+struct CgroupLimitFiles {
+  std::vector<std::string> dirs;
+  bool v1 = false;
+};
+
+inline CgroupLimitFiles FindCgroupLimitFiles(std::string_view proc_self_cgroup,
+                                             const std::string& root) {
+  const CgroupPaths paths = ParseProcCgroup(proc_self_cgroup);
+  CgroupLimitFiles out;
+  const auto walk = [&](const std::string& base, std::string path) {
+    for (;;) {
+      while (path.size() > 1 && path.back() == '/') path.pop_back();
+      out.dirs.push_back(path == "/" ? base : base + path);
+      if (path == "/" || path.empty()) break;
+      const size_t slash = path.rfind('/');
+      path = slash == 0 ? "/" : path.substr(0, slash);
+    }
   };
+  if (paths.v2 && ::access((root + *paths.v2 + "/memory.current").c_str(), R_OK) == 0) {
+    walk(root, *paths.v2);
+  } else if (paths.v1_memory) {
+    out.v1 = true;
+    walk(root + "/memory", *paths.v1_memory);
+  } else if (paths.v2) {
+    walk(root, *paths.v2);  // the root cgroup has no memory.current; nothing limits it
+  }
+  return out;
+}
+
+// Room left under every cgroup limit that binds this process (the smallest),
+// nullopt when none does. `root` is where cgroupfs is mounted.
+inline std::optional<uint64_t> CgroupRoomFor(std::string_view proc_self_cgroup,
+                                             const std::string& root = "/sys/fs/cgroup") {
+  const CgroupLimitFiles files = FindCgroupLimitFiles(proc_self_cgroup, root);
+  std::optional<uint64_t> room;
+  for (const std::string& dir : files.dirs) {
+    const std::optional<uint64_t> r =
+        files.v1
+            ? CgroupRoom(ReadSmallFile(dir + "/memory.limit_in_bytes"),
+                         ReadSmallFile(dir + "/memory.usage_in_bytes"),
+                         ReadSmallFile(dir + "/memory.stat"), "cache")
+            : CgroupRoom(ReadSmallFile(dir + "/memory.max"), ReadSmallFile(dir + "/memory.current"),
+                         ReadSmallFile(dir + "/memory.stat"));
+    if (r) room = room ? std::min(*room, *r) : *r;
+  }
+  return room;
+}
+
+// The smallest memory limit of every cgroup that binds this process (v2
+// memory.max or v1 memory.limit_in_bytes), nullopt when none does. v1 writes
+// "no limit" as a huge number; callers take the min with physical memory.
+inline std::optional<uint64_t> CgroupLimitFor(std::string_view proc_self_cgroup,
+                                              const std::string& root = "/sys/fs/cgroup") {
+  const CgroupLimitFiles files = FindCgroupLimitFiles(proc_self_cgroup, root);
+  std::optional<uint64_t> limit;
+  for (const std::string& dir : files.dirs) {
+    const std::string text =
+        ReadSmallFile(dir + (files.v1 ? "/memory.limit_in_bytes" : "/memory.max"));
+    if (text.empty() || text[0] < '0' || text[0] > '9') continue;  // "max": no limit
+    errno = 0;
+    const uint64_t v = std::strtoull(text.c_str(), nullptr, 10);
+    if (errno != 0 || v == 0) continue;
+    limit = limit ? std::min(*limit, v) : v;
+  }
+  return limit;
+}
+
+// Bytes this process can still allocate: /proc/meminfo's MemAvailable, and
+// no more than the room under its cgroups' limits (CgroupRoomFor). 0 when
+// unknown.
+inline uint64_t AvailableMemoryBytes() {
   uint64_t avail = 0;
-  const std::string meminfo = read("/proc/meminfo");
+  const std::string meminfo = ReadSmallFile("/proc/meminfo");
   if (size_t at = meminfo.find("MemAvailable:"); at != std::string::npos) {
     avail = std::strtoull(meminfo.c_str() + at + 13, nullptr, 10) << 10;  // kB
   }
-  const std::string cg = read("/proc/self/cgroup");  // v2: "0::/path\n"
-  if (cg.starts_with("0::")) {
-    const std::string dir = "/sys/fs/cgroup" + cg.substr(3, cg.find('\n') - 3);
-    if (const std::optional<uint64_t> room = CgroupRoom(
-            read(dir + "/memory.max"), read(dir + "/memory.current"), read(dir + "/memory.stat"))) {
-      avail = avail == 0 ? *room : std::min(avail, *room);
-    }
+  if (const std::optional<uint64_t> room = CgroupRoomFor(ReadSmallFile("/proc/self/cgroup"))) {
+    avail = avail == 0 ? *room : std::min(avail, *room);
   }
   return avail;
 }
 
 // The most memory this process could ever have: the host's physical memory,
-// and no more than its cgroup v2's memory.max. 0 when unknown.
+// and no more than its cgroups' limits (CgroupLimitFor). 0 when unknown.
 inline uint64_t PhysicalMemoryBytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   uint64_t total =
       pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-  std::string cg;
-  if (FILE* f = std::fopen("/proc/self/cgroup", "re")) {
-    char buf[4096];
-    const size_t n = std::fread(buf, 1, sizeof(buf), f);
-    cg.assign(buf, n);
-    std::fclose(f);
-  }
-  if (cg.starts_with("0::")) {
-    const std::string path = "/sys/fs/cgroup" + cg.substr(3, cg.find('\n') - 3) + "/memory.max";
-    if (FILE* f = std::fopen(path.c_str(), "re")) {
-      char buf[64] = {};
-      const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-      std::fclose(f);
-      buf[n] = '\0';
-      if (n > 0 && buf[0] >= '0' && buf[0] <= '9') {  // "max": no limit
-        const uint64_t limit = std::strtoull(buf, nullptr, 10);
-        if (limit > 0) total = total == 0 ? limit : std::min(total, limit);
-      }
-    }
+  if (const std::optional<uint64_t> limit = CgroupLimitFor(ReadSmallFile("/proc/self/cgroup"))) {
+    total = total == 0 ? *limit : std::min(total, *limit);
   }
   return total;
 }

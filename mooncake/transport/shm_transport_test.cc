@@ -1,8 +1,11 @@
 #include "mooncake/transport/shm_transport.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -74,6 +77,88 @@ TEST(SharedMemoryTest, CgroupRoomCountsReclaimablePageCacheAsRoom) {
   // Only whole field names count ("file_mapped" is not "file").
   EXPECT_EQ(CgroupRoom("5000\n", "3000\n", "file_mapped 2000\n"), 2000u);
   EXPECT_EQ(CgroupRoom("5000\n", "6000\n", ""), 0u);  // over the limit
+}
+
+TEST(SharedMemoryTest, ProcCgroupFindsTheV2LineWhereverItIsAndTheV1MemoryController) {
+  using shm_internal::ParseProcCgroup;
+  const auto pure = ParseProcCgroup("0::/user.slice/app.scope\n");
+  EXPECT_EQ(pure.v2, "/user.slice/app.scope");
+  EXPECT_EQ(pure.v1_memory, std::nullopt);
+  // A hybrid host lists its v1 hierarchies first.
+  const auto hybrid = ParseProcCgroup(
+      "12:pids:/a\n7:cpu,cpuacct:/b\n4:memory:/docker/abc\n1:name=systemd:/c\n0::/d\n");
+  EXPECT_EQ(hybrid.v2, "/d");
+  EXPECT_EQ(hybrid.v1_memory, "/docker/abc");
+  EXPECT_EQ(ParseProcCgroup("3:blkio,memory:/x").v1_memory, "/x");  // no final newline
+  EXPECT_EQ(ParseProcCgroup("3:memoryless:/x\n").v1_memory, std::nullopt);
+  const auto junk = ParseProcCgroup("garbage\n::\n0::relative\n\n");
+  EXPECT_EQ(junk.v2, std::nullopt);
+  EXPECT_EQ(junk.v1_memory, std::nullopt);
+}
+
+// A cgroupfs laid out under a temporary directory.
+class FakeCgroupFs {
+ public:
+  FakeCgroupFs()
+      : root_(std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+              "/cgfs" + std::to_string(::getpid()) + "_" + std::to_string(next_++)) {
+    ::mkdir(root_.c_str(), 0755);
+  }
+  void Write(const std::string& rel, const std::string& text) {
+    std::string path = root_ + rel;
+    for (size_t at = root_.size() + 1; (at = path.find('/', at)) != std::string::npos; ++at) {
+      ::mkdir(path.substr(0, at).c_str(), 0755);
+    }
+    FILE* f = std::fopen(path.c_str(), "we");
+    ASSERT_NE(f, nullptr) << path;
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  }
+  const std::string& root() const { return root_; }
+
+ private:
+  static inline int next_ = 0;
+  std::string root_;
+};
+
+TEST(SharedMemoryTest, CgroupLimitsAreTheSmallestOfTheProcessCgroupAndItsParents) {
+  using shm_internal::CgroupLimitFor;
+  using shm_internal::CgroupRoomFor;
+  FakeCgroupFs v2;
+  // The limit is set on the parent slice; the process's own cgroup has none.
+  v2.Write("/memory.stat", "file 0\n");  // the root cgroup: no memory.max
+  v2.Write("/slice/memory.max", "8000\n");
+  v2.Write("/slice/memory.current", "5000\n");
+  v2.Write("/slice/memory.stat", "file 1000\nshmem 0\n");
+  v2.Write("/slice/app/memory.max", "max\n");
+  v2.Write("/slice/app/memory.current", "2000\n");
+  v2.Write("/slice/app/memory.stat", "file 0\n");
+  const std::string hybrid = "4:memory:/ignored\n0::/slice/app\n";
+  EXPECT_EQ(CgroupLimitFor(hybrid, v2.root()), 8000u);
+  EXPECT_EQ(CgroupRoomFor(hybrid, v2.root()), 4000u);  // 8000 - (5000 - 1000)
+  v2.Write("/slice/app/memory.max", "3000\n");
+  EXPECT_EQ(CgroupLimitFor(hybrid, v2.root()), 3000u);
+  EXPECT_EQ(CgroupRoomFor(hybrid, v2.root()), 1000u);
+
+  // v1 only (no v2 line, or a v2 path without memory files): the memory controller.
+  FakeCgroupFs v1;
+  v1.Write("/memory/memory.limit_in_bytes", "9223372036854771712\n");  // v1's "no limit"
+  v1.Write("/memory/memory.usage_in_bytes", "100\n");
+  v1.Write("/memory/docker/abc/memory.limit_in_bytes", "6000\n");
+  v1.Write("/memory/docker/abc/memory.usage_in_bytes", "4000\n");
+  v1.Write("/memory/docker/abc/memory.stat", "cache 1500\nshmem 500\nmapped_file 9\n");
+  v1.Write("/memory/docker/memory.limit_in_bytes", "7000\n");
+  v1.Write("/memory/docker/memory.usage_in_bytes", "4000\n");
+  const std::string v1_only = "7:cpu:/x\n4:memory:/docker/abc\n1:name=systemd:/y\n";
+  EXPECT_EQ(CgroupLimitFor(v1_only, v1.root()), 6000u);
+  EXPECT_EQ(CgroupRoomFor(v1_only, v1.root()), 3000u);  // 6000 - (4000 - 1000)
+  EXPECT_EQ(CgroupLimitFor(v1_only + "0::/\n", v1.root()), 6000u);
+
+  // Nothing readable: no limit.
+  FakeCgroupFs empty;
+  EXPECT_EQ(CgroupLimitFor("0::/a/b\n", empty.root()), std::nullopt);
+  EXPECT_EQ(CgroupRoomFor("0::/a/b\n", empty.root()), std::nullopt);
+  EXPECT_EQ(CgroupLimitFor("", empty.root()), std::nullopt);
 }
 
 TEST(SharedMemoryTest, ReservingMoreThanAvailableIsResourceExhaustedNotOom) {

@@ -72,6 +72,14 @@ inline std::string DemoValue(uint64_t size, size_t i) {
   return v;
 }
 
+// The demo measures this node's own worker: one replica, whatever the
+// master's default (a --replicas=2 node waits for other workers).
+inline client::PutOptions OneReplica() {
+  client::PutOptions o;
+  o.replica_count = 1;
+  return o;
+}
+
 inline absl::StatusOr<node::DemoRow> DemoOneRow(client::Client<rpc::TcpChannel>& c,
                                                 node::DemoTransport t, uint64_t size,
                                                 size_t count) {
@@ -88,7 +96,7 @@ inline absl::StatusOr<node::DemoRow> DemoOneRow(client::Client<rpc::TcpChannel>&
   const int64_t put_start = clock.NowNs();
   for (size_t i = 0; i < count; ++i) {
     const int64_t t0 = clock.NowNs();
-    if (absl::Status s = c.Put(keys[i], value); !s.ok()) {
+    if (absl::Status s = c.Put(keys[i], value, OneReplica()); !s.ok()) {
       return absl::Status(s.code(),
                           absl::StrCat("demo put of ", size, " bytes over ",
                                        AbslView(node::DemoTransportName(t)), ": ", s.message()));
@@ -123,7 +131,7 @@ inline absl::Status DemoWarmUp(client::Client<rpc::TcpChannel>& c, node::DemoTra
   const std::string key =
       absl::StrCat("mooncake-demo/warmup/", AbslView(node::DemoTransportName(t)), "/", ::getpid());
   const std::string value = DemoValue(4096, 0);
-  absl::Status s = c.Put(key, value);
+  absl::Status s = c.Put(key, value, OneReplica());
   if (s.ok()) s = c.Get(key).status();
   c.Remove(key).IgnoreError();
   if (s.ok()) return s;

@@ -312,6 +312,9 @@ class HttpServer {
 
   void Reject(Conn& c, int status, std::string body, int64_t now, bool allow_header = false) {
     rejected_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+    // A HEAD rejected before Answer (a malformed or oversized head, a timeout)
+    // still gets no body.
+    if (!c.head && c.in.starts_with("HEAD ")) c.head = true;
     c.out = FormatHttpResponse({.status = status, .body = std::move(body)}, allow_header, c.head);
     c.answered = true;
     Write(c, now);

@@ -71,6 +71,19 @@ TEST_F(HttpServerTest, HeadAnswersWithTheHeadOnly) {
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->status, 404);
   EXPECT_EQ(a->body, "");
+  // Rejected while parsing: the status, still no body.
+  a = HttpRaw(server_->port(), "HEAD /hello HTTP/1.1\r\nbad header line\r\n\r\n");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 400);
+  EXPECT_EQ(a->body, "");
+  a = HttpRaw(server_->port(), "HEAD /hello HTTP/1.1\r\nX: " + std::string(9000, 'x') + "\r\n\r\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 431);
+  EXPECT_EQ(a->body, "");
+  a = HttpRaw(server_->port(), "GET /hello HTTP/1.1\r\nbad header line\r\n\r\n");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 400);
+  EXPECT_NE(a->body, "");  // GET's rejection says why
 }
 
 TEST_F(HttpServerTest, ErrorAnswers) {

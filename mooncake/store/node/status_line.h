@@ -12,6 +12,7 @@
 #ifndef MOONCAKE_STORE_NODE_STATUS_LINE_H_
 #define MOONCAKE_STORE_NODE_STATUS_LINE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -129,10 +130,12 @@ class StatusReporter {
 // trouble without reading counters:
 //
 //   event: worker joined: tcp://10.0.0.2:41000|shm://... (4 segments)
-//   event: worker left: tcp://10.0.0.2:41000|shm://... (unmounted, or expired after missed
-//   heartbeats) event: master 10.0.0.1:50051 is not answering heartbeats (3 failed); ... event:
-//   master 10.0.0.1:50051 answers heartbeats again; segments remounted (4 of 4 mounted) event: SSD
-//   tier: 2 new I/O errors, 0 new corrupt records
+//   event: worker left: tcp://10.0.0.2:41000|shm://... (unmounted, or expired
+//     after missed heartbeats)
+//   event: master 10.0.0.1:50051 is not answering heartbeats (3 failed); ...
+//   event: master 10.0.0.1:50051 answers heartbeats again; segments remounted
+//     (4 of 4 mounted)
+//   event: SSD tier: 2 new I/O errors, 0 new corrupt records
 //
 // The first snapshot only sets the baseline (no events).
 // Thread-safety: thread-compatible.

@@ -112,6 +112,7 @@ class StoreNode {
   static absl::StatusOr<std::unique_ptr<StoreNode>> Start(StoreNodeOptions options) {
     RETURN_IF_ERROR(ValidateStoreNodeOptions(options));
     std::unique_ptr<StoreNode> n(new StoreNode(std::move(options)));
+    RETURN_IF_ERROR(n->CheckLazyPool());
     RETURN_IF_ERROR(n->RegisterNodeMetrics());
     if (n->options_.role != Role::kWorker) RETURN_IF_ERROR(n->StartMaster());
     if (n->options_.role != Role::kMaster) RETURN_IF_ERROR(n->StartWorker());
@@ -281,24 +282,28 @@ class StoreNode {
     return absl::OkStatus();
   }
 
-  absl::Status StartWorker() {
-    if (!options_.reserve_memory) {
-      // Lazy pages come on first write: a pool larger than the host fills past
-      // its memory before the master's eviction (which counts segment bytes)
-      // starts, and ends in the OOM killer or SIGBUS. Refuse what can never fit.
-      const uint64_t pool =
-          options_.segment_bytes > std::numeric_limits<uint64_t>::max() / options_.segments
-              ? std::numeric_limits<uint64_t>::max()
-              : options_.segment_bytes * options_.segments;
-      const uint64_t host = transport::shm_internal::PhysicalMemoryBytes();
-      if (host != 0 && pool > host) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "--segments x --segment_bytes = ", HumanBytes(pool),
-            " is more than this host's memory (", HumanBytes(host),
-            ", cgroup memory.max included); with --reserve_memory=false the segments would fill "
-            "past memory before eviction starts. Use smaller segments"));
-      }
+  // Before anything starts (a master would otherwise come up and go down).
+  absl::Status CheckLazyPool() const {
+    if (options_.role == Role::kMaster || options_.reserve_memory) return absl::OkStatus();
+    // Lazy pages come on first write: a pool larger than the host fills past
+    // its memory before the master's eviction (which counts segment bytes)
+    // starts, and ends in the OOM killer or SIGBUS. Refuse what can never fit.
+    const uint64_t pool =
+        options_.segment_bytes > std::numeric_limits<uint64_t>::max() / options_.segments
+            ? std::numeric_limits<uint64_t>::max()
+            : options_.segment_bytes * options_.segments;
+    const uint64_t host = transport::shm_internal::PhysicalMemoryBytes();
+    if (host != 0 && pool > host) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--segments x --segment_bytes = ", HumanBytes(pool), " is more than this host's memory (",
+          HumanBytes(host),
+          ", cgroup memory.max included); with --reserve_memory=false the segments would fill "
+          "past memory before eviction starts. Use smaller segments"));
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status StartWorker() {
     const std::string master = master_address();
     rpc::TcpChannelOptions co;
     co.metrics = &metrics_;

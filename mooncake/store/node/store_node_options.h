@@ -12,6 +12,9 @@
 #ifndef MOONCAKE_STORE_NODE_STORE_NODE_OPTIONS_H_
 #define MOONCAKE_STORE_NODE_STORE_NODE_OPTIONS_H_
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -231,6 +234,12 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     if (o.segment_bytes < (uint64_t{1} << 20)) return bad("--segment_bytes must be at least 1M");
     if (o.segments < 1 || o.segments > 64) return bad("--segments must be in [1, 64]");
     if (o.worker_host.empty()) return bad("--worker_host must not be empty");
+    in_addr v4{};
+    if (::inet_pton(AF_INET, o.worker_host.c_str(), &v4) != 1) {
+      return bad(absl::StrCat("--worker_host=", o.worker_host,
+                              ": must be an IPv4 address of this host (the TCP data transport "
+                              "is IPv4 only; the master and HTTP listeners also take IPv6)"));
+    }
   }
   if (o.role == Role::kWorker && o.master.port == 0) return bad("--master needs a port");
   if (EvictionPolicyName(o.eviction_policy) == "?") {
@@ -246,11 +255,6 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     }
   }
   if (o.replicas < 1 || o.replicas > 8) return bad("--replicas must be in [1, 8]");
-  if (o.role == Role::kAll && o.replicas > 1) {
-    return bad(absl::StrCat("--replicas=", o.replicas,
-                            ": role all has one worker, so every put would fail; run --role=master "
-                            "and at least that many --role=worker processes"));
-  }
   if (o.max_object_bytes == 0 || o.max_object_bytes > (uint64_t{1} << 32)) {
     return bad("--max_object_bytes must be in [1, 4G]");
   }

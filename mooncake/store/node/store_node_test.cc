@@ -289,6 +289,17 @@ TEST(StoreNode, LazySegmentsLargerThanTheHostAreRefused) {
   o.segments = 64;
   o.segment_bytes = ~uint64_t{0} / 8;  // the product overflows 64 bits
   EXPECT_TRUE(absl::IsFailedPrecondition(StoreNode::Start(o).status()));
+  // Checked before anything starts: the answer is the size even where the
+  // master's port is taken (a master started first would say ALREADY_EXISTS).
+  auto taken = StoreNode::Start(TestNodeOptions(Role::kMaster));
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  auto listen = ParseHostPort("--listen", (*taken)->rpc_address(), false);
+  ASSERT_TRUE(listen.ok()) << listen.status();
+  o.listen = *listen;
+  o.segments = 4;
+  o.segment_bytes = uint64_t{1} << 50;
+  const absl::Status first = StoreNode::Start(o).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(first)) << first;
 }
 
 // Hot objects, each read once, then a scan of one-shot objects twice the

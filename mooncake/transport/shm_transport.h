@@ -260,7 +260,10 @@ inline std::string ReadSmallFile(const std::string& path) {
 // files, else the v1 memory controller (mounted at root/memory).
 struct CgroupLimitFiles {
   std::vector<std::string> dirs;
-  bool v1 = false;
+  // v2's names; v1's are memory.limit_in_bytes, memory.usage_in_bytes, "cache".
+  const char* limit = "/memory.max";
+  const char* usage = "/memory.current";
+  const char* file_field = "file";  // memory.stat's page cache field
 };
 
 inline CgroupLimitFiles FindCgroupLimitFiles(std::string_view proc_self_cgroup,
@@ -279,7 +282,9 @@ inline CgroupLimitFiles FindCgroupLimitFiles(std::string_view proc_self_cgroup,
   if (paths.v2 && ::access((root + *paths.v2 + "/memory.current").c_str(), R_OK) == 0) {
     walk(root, *paths.v2);
   } else if (paths.v1_memory) {
-    out.v1 = true;
+    out.limit = "/memory.limit_in_bytes";
+    out.usage = "/memory.usage_in_bytes";
+    out.file_field = "cache";
     walk(root + "/memory", *paths.v1_memory);
   } else if (paths.v2) {
     walk(root, *paths.v2);  // the root cgroup has no memory.current; nothing limits it
@@ -295,12 +300,8 @@ inline std::optional<uint64_t> CgroupRoomFor(std::string_view proc_self_cgroup,
   std::optional<uint64_t> room;
   for (const std::string& dir : files.dirs) {
     const std::optional<uint64_t> r =
-        files.v1
-            ? CgroupRoom(ReadSmallFile(dir + "/memory.limit_in_bytes"),
-                         ReadSmallFile(dir + "/memory.usage_in_bytes"),
-                         ReadSmallFile(dir + "/memory.stat"), "cache")
-            : CgroupRoom(ReadSmallFile(dir + "/memory.max"), ReadSmallFile(dir + "/memory.current"),
-                         ReadSmallFile(dir + "/memory.stat"));
+        CgroupRoom(ReadSmallFile(dir + files.limit), ReadSmallFile(dir + files.usage),
+                   ReadSmallFile(dir + "/memory.stat"), files.file_field);
     if (r) room = room ? std::min(*room, *r) : *r;
   }
   return room;
@@ -314,8 +315,7 @@ inline std::optional<uint64_t> CgroupLimitFor(std::string_view proc_self_cgroup,
   const CgroupLimitFiles files = FindCgroupLimitFiles(proc_self_cgroup, root);
   std::optional<uint64_t> limit;
   for (const std::string& dir : files.dirs) {
-    const std::string text =
-        ReadSmallFile(dir + (files.v1 ? "/memory.limit_in_bytes" : "/memory.max"));
+    const std::string text = ReadSmallFile(dir + files.limit);
     if (text.empty() || text[0] < '0' || text[0] > '9') continue;  // "max": no limit
     errno = 0;
     const uint64_t v = std::strtoull(text.c_str(), nullptr, 10);

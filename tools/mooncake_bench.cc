@@ -82,6 +82,10 @@ ABSL_FLAG(int, store_tcp_lanes,
 ABSL_FLAG(int, store_tcp_spread_min_kib,
           static_cast<int>(mooncake::client::ClientOptions{}.tcp_spread_min_bytes >> 10),
           "store client: requests above this many KiB spread over the connections");
+ABSL_FLAG(int, store_tcp_whole_lanes,
+          static_cast<int>(mooncake::client::ClientOptions{}.tcp_whole_request_lanes),
+          "store client: the connections a request up to --store_tcp_spread_min_kib rotates "
+          "over (0: all; ClientOptions)");
 ABSL_FLAG(int, store_tcp_slice_kib,
           static_cast<int>(mooncake::client::ClientOptions{}.tcp_slice_bytes >> 10),
           "store client: TCP slice size in KiB (ClientOptions)");
@@ -443,6 +447,7 @@ Factory<StoreDriver> StoreFactory(const Server& s, bool shm) {
     o.max_value_bytes = value_bytes;
     o.tcp_lanes_per_peer = static_cast<size_t>(absl::GetFlag(FLAGS_store_tcp_lanes));
     o.tcp_slice_bytes = static_cast<uint32_t>(absl::GetFlag(FLAGS_store_tcp_slice_kib)) << 10;
+    o.tcp_whole_request_lanes = static_cast<size_t>(absl::GetFlag(FLAGS_store_tcp_whole_lanes));
     o.tcp_spread_min_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_store_tcp_spread_min_kib))
                              << 10;
     o.verify_checksums = absl::GetFlag(FLAGS_store_verify_checksums);

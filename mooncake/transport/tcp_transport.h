@@ -73,6 +73,12 @@ class TcpTransport {
     // Requests larger than this deal their slices over the lanes; smaller
     // ones go whole to one lane (requests rotate over the lanes).
     uint64_t spread_min_bytes = 2 << 20;
+    // Batches start on one of the first `whole_request_lanes` lanes in turn
+    // (0 or more than lanes_per_peer: any lane), and a batch's requests take
+    // the lanes after its start, one each. So single-request batches keep to
+    // a few connections while a batch of several requests (a value the Router
+    // cut into 1 MiB slices) spreads over all of them.
+    size_t whole_request_lanes = 0;
     uint64_t lane_window_bytes = 8 << 20;  // bytes in flight per lane
     absl::Duration io_timeout = absl::Seconds(5);
     absl::Duration connect_timeout = absl::Seconds(2);
@@ -296,7 +302,11 @@ class TcpTransport {
       : options_(std::move(options)),
         metrics_(options_.metrics, "tcp"),
         batches_(options_.max_batches, &metrics_),
-        server_(options_.io_timeout, options_.max_connections) {}
+        server_(options_.io_timeout, options_.max_connections),
+        whole_lanes_(options_.whole_request_lanes == 0 ||
+                             options_.whole_request_lanes > options_.lanes_per_peer
+                         ? options_.lanes_per_peer
+                         : options_.whole_request_lanes) {}
 
   static absl::StatusOr<std::pair<std::string, uint16_t>> ParseEndpoint(std::string_view ep) {
     const size_t colon = ep.rfind(':');
@@ -409,6 +419,9 @@ class TcpTransport {
     absl::flat_hash_map<Peer*, std::vector<std::vector<Slice>>> per_peer;
     Peer* claim_peer = nullptr;
     size_t claim_lane = 0;
+    // Batches start on one of the first whole_lanes_ lanes, in turn; a
+    // batch's requests then take the lanes after it, one each.
+    size_t next_lane = rr_.fetch_add(1, std::memory_order_relaxed) % whole_lanes_;
     for (size_t i = 0; i < requests.size(); ++i) {
       if (!early[i].ok()) continue;
       Peer* peer = targets[i].peer.get();
@@ -419,7 +432,7 @@ class TcpTransport {
       // one stream that wakes one server thread and one receiver. Larger
       // requests deal their slices over the lanes.
       const bool spread = r.length > options_.spread_min_bytes;
-      size_t lane = rr_.fetch_add(1, std::memory_order_relaxed) % options_.lanes_per_peer;
+      size_t lane = next_lane++ % options_.lanes_per_peer;
       if (claim && claim_peer == nullptr) {
         claim_peer = peer;
         claim_lane = lane;
@@ -536,6 +549,7 @@ class TcpTransport {
   TransportMetrics metrics_;
   transport_internal::BatchTable batches_;
   transport_internal::TcpServer server_;
+  const size_t whole_lanes_;  // lanes a batch can start on
   std::atomic<size_t> rr_{0};
   std::atomic<size_t> queued_slices_{0};
   absl::Mutex mu_;

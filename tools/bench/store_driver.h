@@ -39,6 +39,7 @@ struct StoreOptions {
   size_t tcp_lanes_per_peer = client::ClientOptions{}.tcp_lanes_per_peer;
   uint32_t tcp_slice_bytes = client::ClientOptions{}.tcp_slice_bytes;
   uint64_t tcp_spread_min_bytes = client::ClientOptions{}.tcp_spread_min_bytes;
+  size_t tcp_whole_request_lanes = client::ClientOptions{}.tcp_whole_request_lanes;
   bool verify_checksums = client::ClientOptions{}.verify_checksums;
   // Puts declare this dtype (TensorMeta.dtype; UNSPECIFIED: none), which lets
   // the store's SSD tier compress float data.
@@ -61,6 +62,7 @@ class StoreDriver {
     co.tcp_lanes_per_peer = o.tcp_lanes_per_peer;
     co.tcp_slice_bytes = o.tcp_slice_bytes;
     co.tcp_spread_min_bytes = o.tcp_spread_min_bytes;
+    co.tcp_whole_request_lanes = o.tcp_whole_request_lanes;
     co.verify_checksums = o.verify_checksums;
     co.rpc_timeout_ms = o.timeout_ms;
     co.transfer_timeout_ms = o.timeout_ms;

@@ -26,6 +26,9 @@ struct ClientOptions {
   // (TcpTransport::Options; docs/client.md has the figures behind them).
   size_t tcp_lanes_per_peer = 2;
   uint64_t tcp_spread_min_bytes = 2 << 20;
+  // The connections a request up to tcp_spread_min_bytes rotates over (the
+  // first this many; 0: all of them). Larger requests use every connection.
+  size_t tcp_whole_request_lanes = 0;
   uint32_t tcp_slice_bytes = 512 << 10;
   bool verify_checksums = true;  // the checksum of every value read (docs/client.md)
   bool cache_enabled = true;     // metadata cache with leases (metadata_cache.h)

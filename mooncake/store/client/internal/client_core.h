@@ -131,6 +131,7 @@ class ClientCore {
       to.lanes_per_peer = o.tcp_lanes_per_peer;
       to.slice_bytes = o.tcp_slice_bytes;
       to.spread_min_bytes = o.tcp_spread_min_bytes;
+      to.whole_request_lanes = o.tcp_whole_request_lanes;
       ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create(std::move(to)));
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(
           std::move(tcp)));

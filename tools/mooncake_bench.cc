@@ -84,8 +84,8 @@ ABSL_FLAG(int, store_tcp_spread_min_kib,
           "store client: requests above this many KiB spread over the connections");
 ABSL_FLAG(int, store_tcp_whole_lanes,
           static_cast<int>(mooncake::client::ClientOptions{}.tcp_whole_request_lanes),
-          "store client: the connections a request up to --store_tcp_spread_min_kib rotates "
-          "over (0: all; ClientOptions)");
+          "store client: the connections a transfer batch may start on, in turn; a batch's "
+          "requests take the connections after its start (0: any; ClientOptions)");
 ABSL_FLAG(int, store_tcp_slice_kib,
           static_cast<int>(mooncake::client::ClientOptions{}.tcp_slice_bytes >> 10),
           "store client: TCP slice size in KiB (ClientOptions)");

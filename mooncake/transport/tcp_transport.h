@@ -71,7 +71,7 @@ class TcpTransport {
     size_t lanes_per_peer = 2;         // in [1, 64]
     uint32_t slice_bytes = 512 << 10;  // in [4 KiB, 16 MiB]
     // Requests larger than this deal their slices over the lanes; smaller
-    // ones go whole to one lane (requests rotate over the lanes).
+    // ones go whole to one lane (see whole_request_lanes for which).
     uint64_t spread_min_bytes = 2 << 20;
     // Batches start on one of the first `whole_request_lanes` lanes in turn
     // (0 or more than lanes_per_peer: any lane), and a batch's requests take
@@ -279,6 +279,16 @@ class TcpTransport {
       return false;
     });
     return n;
+  }
+  // Slices ever queued on each of that peer's created lanes, in lane order
+  // (tests).
+  std::vector<uint64_t> EnqueuedPerLane(std::string_view endpoint) {
+    std::vector<uint64_t> out;
+    CountLanes(endpoint, [&out](const Lane& lane) {
+      out.push_back(lane.enqueued());
+      return false;
+    });
+    return out;
   }
 
  private:

@@ -371,6 +371,40 @@ TEST(TcpTransportTest, ChunkDigestsOfSpreadSlices) {
   }
 }
 
+// Which lanes a batch's requests take: a batch starts on one of the first
+// whole_request_lanes lanes in turn, and its requests take the lanes after
+// its start, one each (a value the Router cut into slices spreads over all
+// of them while single requests keep to the first lanes).
+TEST(TcpTransportTest, BatchesStartOnTheFirstWholeRequestLanes) {
+  for (size_t whole : {size_t{0}, size_t{1}, size_t{2}}) {
+    TcpTransport::Options o;
+    o.lanes_per_peer = 4;
+    o.whole_request_lanes = whole;
+    o.slice_bytes = 1 << 20;  // one slice per request
+    Loopback lb(1 << 20, o);
+    const std::string ep = lb.owner->LocalEndpoint();
+    std::vector<std::byte> dst(1 << 20);
+    auto run = [&](size_t requests) {
+      std::vector<TransferRequest> rs;
+      const uint64_t each = dst.size() / requests;
+      for (size_t i = 0; i < requests; ++i) {
+        rs.push_back({OpCode::kRead, dst.data() + i * each, lb.remote.handle, i * each, each});
+      }
+      auto id = lb.requester->Submit(rs);
+      ASSERT_TRUE(id.ok());
+      auto res = lb.requester->Wait(*id, absl::Now() + absl::Seconds(10));
+      ASSERT_TRUE(res.ok() && res->ok()) << res.status();
+    };
+    for (int i = 0; i < 8; ++i) run(1);  // 8 single-request batches
+    const std::vector<std::vector<uint64_t>> singles = {{2, 2, 2, 2}, {8, 0, 0, 0}, {4, 4, 0, 0}};
+    EXPECT_EQ(lb.requester->EnqueuedPerLane(ep), singles[whole]) << "whole " << whole;
+    run(4);  // one batch of 4 requests: one on each lane
+    std::vector<uint64_t> after = singles[whole];
+    for (uint64_t& n : after) ++n;
+    EXPECT_EQ(lb.requester->EnqueuedPerLane(ep), after) << "whole " << whole;
+  }
+}
+
 // A claim whose caller never Waits holds the lane back for claim_patience
 // only: a later batch on the same lane completes, and so does the unclaimed
 // one, collected afterwards.

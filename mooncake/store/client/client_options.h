@@ -26,8 +26,9 @@ struct ClientOptions {
   // (TcpTransport::Options; docs/client.md has the figures behind them).
   size_t tcp_lanes_per_peer = 2;
   uint64_t tcp_spread_min_bytes = 2 << 20;
-  // The connections a request up to tcp_spread_min_bytes rotates over (the
-  // first this many; 0: all of them). Larger requests use every connection.
+  // The connections a transfer batch may start on, in turn (the first this
+  // many; 0: any); the batch's requests take the connections after its start
+  // (TcpTransport::Options::whole_request_lanes).
   size_t tcp_whole_request_lanes = 0;
   uint32_t tcp_slice_bytes = 512 << 10;
   bool verify_checksums = true;  // the checksum of every value read (docs/client.md)

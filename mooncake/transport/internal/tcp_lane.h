@@ -181,6 +181,7 @@ class TcpLane {
         }
         const bool reserve = claim && idle && !slices.empty() && OneKindOfOp(slices);
         const BatchId batch = slices.empty() ? 0 : slices.front().batch->id();
+        enqueued_ += slices.size();
         for (Slice& s : slices) queue_.push_back(std::move(s));
         slices.clear();
         ++kicks_;
@@ -253,6 +254,11 @@ class TcpLane {
   bool reserved() const {
     absl::MutexLock lock(&mu_);
     return !dead_ && owner_ == Owner::kReserved;
+  }
+  // Slices ever queued on this lane (tests).
+  uint64_t enqueued() const {
+    absl::MutexLock lock(&mu_);
+    return enqueued_;
   }
   // Inline sends that left frames to the sender thread (tests).
   uint64_t handoffs() const {
@@ -742,6 +748,7 @@ class TcpLane {
   std::optional<Handoff> handoff_ ABSL_GUARDED_BY(send_mu_);
   bool handoff_pending_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t handoffs_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;
   bool watching_ ABSL_GUARDED_BY(mu_) = false;  // the receiver's timed idle wait
   int quiet_rounds_ ABSL_GUARDED_BY(mu_) = 0;   // patience periods with nothing to do
   uint64_t reservations_ ABSL_GUARDED_BY(mu_) = 0;

@@ -56,10 +56,16 @@ err=$("$bin" --sizes=12Q 2>&1) && fail "bad size accepted"
 echo "$err" | grep -q "sizes" || fail "bad size message: $err"
 err=$("$bin" --systems=mysql 2>&1) && fail "unknown system accepted"
 echo "$err" | grep -q "unknown 'mysql'" || fail "unknown system message: $err"
-for bad in --store_tcp_lanes=0 --store_tcp_lanes=65 --store_tcp_slice_kib=2 \
-  --store_tcp_whole_lanes=-1 --store_tcp_spread_min_kib=-1; do
+# Negative store client options are refused before any run (they would wrap
+# in the unsigned options); out-of-range ones by the transport, in every run.
+for bad in --store_tcp_lanes=-1 --store_tcp_slice_kib=-1 --store_tcp_whole_lanes=-1 \
+  --store_tcp_spread_min_kib=-1; do
   err=$("$bin" --quick --systems=store-tcp "$bad" 2>&1) && fail "$bad accepted"
-  echo "$err" | grep -q -- "${bad%%=*} must be" || fail "$bad message: $err"
+  echo "$err" | grep -q -- "${bad%%=*} must be >= 0" || fail "$bad message: $err"
+done
+for bad in --store_tcp_lanes=0 --store_tcp_lanes=65 --store_tcp_slice_kib=2; do
+  err=$("$bin" --quick --systems=store-tcp --fill=false "$bad" 2>&1) && fail "$bad accepted"
+  echo "$err" | grep -q "lanes_per_peer in \[1, 64\], slice_bytes" || fail "$bad message: $err"
 done
 err=$("$bin" --quick --systems=store-tcp --store_binary=/nonexistent 2>&1) && fail "missing store accepted"
 echo "$err" | grep -q "nonexistent" || fail "missing store message: $err"

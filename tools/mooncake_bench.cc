@@ -359,8 +359,8 @@ struct Context {
 };
 
 template <typename D>
-absl::Status RunRep(const Factory<D>& make, const Clear<D>& clear, Context& ctx, const Cell& cell,
-                    int rep) {
+absl::Status RunRep(const Factory<D>& make, const Clear<D>& clear, pid_t server_pid, Context& ctx,
+                    const Cell& cell, int rep) {
   ASSIGN_OR_RETURN(auto drivers, ConnectAll(make, cell.clients, cell.value_bytes));
   const std::string system(drivers[0]->system());
   const std::span<const std::unique_ptr<D>> ds(drivers);
@@ -368,13 +368,17 @@ absl::Status RunRep(const Factory<D>& make, const Clear<D>& clear, Context& ctx,
   const std::string where = absl::StrCat(SizeName(cell.value_bytes), " x", cell.clients, " ",
                                          system, " rep ", rep + 1, "/", ctx.config.reps);
   ctx.progress.Start(absl::StrCat("put ", where));
-  PhaseResult put = RunPuts(ds, ctx.pool, keys, cell.value_bytes, ctx.progress.ops());
+  PhaseResult put = RunPuts(ds, ctx.pool, keys, cell.value_bytes, ctx.progress.ops(), server_pid);
   ctx.results.Add(system, Op::kPut, cell, 1, std::move(put));
   for (size_t batch : ctx.config.batches) {
     if (batch > cell.keys) continue;
     ctx.progress.Start(absl::StrCat("get b=", batch, " ", where));
-    GetSpec spec{cell.value_bytes, batch, ctx.config.get_duration, ctx.config.verify,
-                 cell.index * 100 + static_cast<uint64_t>(rep)};
+    GetSpec spec{cell.value_bytes,
+                 batch,
+                 ctx.config.get_duration,
+                 ctx.config.verify,
+                 cell.index * 100 + static_cast<uint64_t>(rep),
+                 server_pid};
     ctx.results.Add(system, Op::kGet, cell, batch,
                     RunGets(ds, ctx.pool, keys, spec, ctx.progress.ops()));
   }
@@ -388,10 +392,10 @@ struct SystemRun {
 };
 
 template <typename D>
-SystemRun MakeSystem(std::string name, Factory<D> make, Clear<D> clear) {
-  return {std::move(name), [make = std::move(make), clear = std::move(clear)](
-                               Context& ctx, const Cell& cell, int rep) {
-            return RunRep<D>(make, clear, ctx, cell, rep);
+SystemRun MakeSystem(std::string name, Factory<D> make, Clear<D> clear, const Server& server) {
+  return {std::move(name), [make = std::move(make), clear = std::move(clear),
+                            pid = server.process.pid()](Context& ctx, const Cell& cell, int rep) {
+            return RunRep<D>(make, clear, pid, ctx, cell, rep);
           }};
 }
 
@@ -479,7 +483,7 @@ std::vector<SystemRun> MakeSystems(const Config& c, const Servers& s) {
       if (c.memcached_protocol != "both" && binary != (c.memcached_protocol == "binary")) continue;
       out.push_back(MakeSystem<MemcachedDriver>(binary ? "memcached-bin" : "memcached",
                                                 MemcachedFactory(*s.memcached, binary),
-                                                FlushClear<MemcachedDriver>()));
+                                                FlushClear<MemcachedDriver>(), *s.memcached));
     }
   }
   if (s.redis) {
@@ -488,13 +492,13 @@ std::vector<SystemRun> MakeSystems(const Config& c, const Servers& s) {
       o.port = port;
       return RedisDriver::Connect(o);
     };
-    out.push_back(MakeSystem<RedisDriver>("redis", make, FlushClear<RedisDriver>()));
+    out.push_back(MakeSystem<RedisDriver>("redis", make, FlushClear<RedisDriver>(), *s.redis));
   }
   for (bool shm : {false, true}) {
     if (!s.store || !Has(c, shm ? "store-shm" : "store-tcp")) continue;
-    out.push_back(
-        MakeSystem<StoreDriver>(shm ? "store-shm" : "store-tcp", StoreFactory(*s.store, shm),
-                                [](auto ds, const KeySpace& k) { return RemoveAll(ds, k); }));
+    out.push_back(MakeSystem<StoreDriver>(
+        shm ? "store-shm" : "store-tcp", StoreFactory(*s.store, shm),
+        [](auto ds, const KeySpace& k) { return RemoveAll(ds, k); }, *s.store));
   }
   return out;
 }
@@ -784,6 +788,10 @@ absl::Status Run(const Config& c) {
       "every system back to back)\n",
       c.reps);
   PrintTable(stdout, rows);
+  std::printf(
+      "\nwhere the CPU went (cores in use over each phase, medians; server = the system's "
+      "process, clients = this benchmark's; cpu us/item = server + clients)\n");
+  PrintCpuTable(stdout, rows);
   if (!fill_results.empty()) {
     std::printf("\nfill past capacity: %s values, %.1fx capacity, %zu clients\n",
                 SizeName(c.fill_value_bytes).c_str(), c.fill_factor, c.fill_clients);

@@ -18,6 +18,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 cat "$TEST_TMPDIR/stdout"
 grep -q "^progress: " "$TEST_TMPDIR/stderr" || fail "no progress line on stderr"
 grep -q "^targets" "$TEST_TMPDIR/stdout" || fail "no targets table"
+grep -q "^where the CPU went" "$TEST_TMPDIR/stdout" || fail "no CPU table"
 
 python3 - "$out" <<'PY' || fail "JSON check"
 import json, sys
@@ -37,6 +38,10 @@ for s in systems:
 for r in rows:
     if r["system"].startswith("store"):
         assert r["vs_memcached"] is not None and r["vs_redis"] is not None, r
+    # --quick phases are shorter than the 0.5 s CPU window floor: figures may
+    # be null (unset), never negative.
+    for k in ("server_cores", "client_cores", "idle_cores", "steal_cores", "cpu_us_per_item"):
+        assert r[k] is None or r[k] >= 0, (k, r)
 fill = {f["system"]: f for f in doc["fill"]}
 for s in ("memcached", "redis", "store-tcp"):
     assert s in fill, f"no fill result for {s}"

@@ -39,6 +39,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/histogram.h"
+#include "tools/bench/cpu_usage.h"
 #include "tools/bench/kv_driver.h"
 #include "tools/bench/value_pool.h"
 
@@ -66,6 +67,7 @@ struct PhaseResult {
   uint64_t verify_failures = 0;  // items whose bytes were wrong
   std::string first_error;       // the first error or verify failure, for the log
   double p50_us = 0, p99_us = 0, p999_us = 0;
+  CpuUsage cpu;  // from the clients' release to the last one's end (cpu_usage.h)
 
   double items_per_s() const { return seconds > 0 ? static_cast<double>(items) / seconds : 0; }
   double gb_per_s() const { return seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0; }
@@ -114,10 +116,11 @@ inline PhaseResult Merge(std::vector<ClientTally>& tallies, double seconds) {
 }
 
 // Runs body(client_index, tally) on one thread per driver, all released at
-// once; returns the merged tallies and the wall time from release to the
-// last thread's end.
+// once; returns the merged tallies, the wall time from release to the last
+// thread's end, and the CPU used meanwhile by `server_pid` (<= 0: none), by
+// this process and by nobody (idle).
 template <typename Body>
-PhaseResult RunClients(size_t clients, Body body) {
+PhaseResult RunClients(size_t clients, Body body, pid_t server_pid = 0) {
   MC_ASSERT(clients > 0, "no clients");
   std::vector<ClientTally> tallies(clients);
   std::latch ready(static_cast<std::ptrdiff_t>(clients) + 1);
@@ -129,38 +132,46 @@ PhaseResult RunClients(size_t clients, Body body) {
       body(c, tallies[c]);
     });
   }
+  const CpuSample before = CpuSample::Take(server_pid);
   const int64_t t0 = MonotonicClock::Get().NowNs();
   ready.arrive_and_wait();
   for (std::thread& t : threads) t.join();
   const double seconds = static_cast<double>(MonotonicClock::Get().NowNs() - t0) / 1e9;
-  return Merge(tallies, seconds);
+  PhaseResult out = Merge(tallies, seconds);
+  out.cpu = CpuUsage::Between(before, CpuSample::Take(server_pid));
+  return out;
 }
 
 }  // namespace bench_internal
 
 template <KvDriver D>
 PhaseResult RunPuts(std::span<const std::unique_ptr<D>> drivers, const ValuePool& pool,
-                    const KeySpace& keys, size_t value_bytes, std::atomic<uint64_t>* progress) {
+                    const KeySpace& keys, size_t value_bytes, std::atomic<uint64_t>* progress,
+                    pid_t server_pid = 0) {
   MC_ASSERT(!drivers.empty() && keys.count > 0, "nothing to run");
   const size_t clients = drivers.size();
-  return bench_internal::RunClients(clients, [&](size_t c, bench_internal::ClientTally& t) {
-    D& d = *drivers[c];
-    for (size_t i = c; i < keys.count; i += clients) {
-      const std::string key = keys.Key(i);
-      const std::string_view value = pool.Value(key, value_bytes);
-      const int64_t start = MonotonicClock::Get().NowNs();
-      const absl::Status s = d.Put(key, value);
-      t.latency->Record(static_cast<uint64_t>(MonotonicClock::Get().NowNs() - start));
-      ++t.r.requests;
-      if (s.ok()) {
-        ++t.r.items;
-        t.r.bytes += value_bytes;
-      } else {
-        t.Fail(s);
-      }
-      if (progress != nullptr) progress->fetch_add(1, std::memory_order_relaxed);  // display only
-    }
-  });
+  return bench_internal::RunClients(
+      clients,
+      [&](size_t c, bench_internal::ClientTally& t) {
+        D& d = *drivers[c];
+        for (size_t i = c; i < keys.count; i += clients) {
+          const std::string key = keys.Key(i);
+          const std::string_view value = pool.Value(key, value_bytes);
+          const int64_t start = MonotonicClock::Get().NowNs();
+          const absl::Status s = d.Put(key, value);
+          t.latency->Record(static_cast<uint64_t>(MonotonicClock::Get().NowNs() - start));
+          ++t.r.requests;
+          if (s.ok()) {
+            ++t.r.items;
+            t.r.bytes += value_bytes;
+          } else {
+            t.Fail(s);
+          }
+          if (progress != nullptr)
+            progress->fetch_add(1, std::memory_order_relaxed);  // display only
+        }
+      },
+      server_pid);
 }
 
 struct GetSpec {
@@ -168,7 +179,8 @@ struct GetSpec {
   size_t batch = 1;  // keys per request, <= kMaxBatchKeys
   absl::Duration duration = absl::Seconds(1);
   VerifyMode verify = VerifyMode::kSampled;
-  uint64_t seed = 1;  // per-client key orders derive from it
+  uint64_t seed = 1;     // per-client key orders derive from it
+  pid_t server_pid = 0;  // whose CPU the phase reports (PhaseResult::cpu); <= 0: none
 };
 
 template <KvDriver D>
@@ -184,42 +196,46 @@ PhaseResult RunGets(std::span<const std::unique_ptr<D>> drivers, const ValuePool
     for (size_t i = 0; i < keys.count; ++i) orders[c][i] = keys.Key(i);
     std::shuffle(orders[c].begin(), orders[c].end(), std::mt19937_64(spec.seed * 1000003 + c));
   }
-  return bench_internal::RunClients(drivers.size(), [&](size_t c, bench_internal::ClientTally& t) {
-    D& d = *drivers[c];
-    const std::vector<std::string>& order = orders[c];
-    std::vector<std::string_view> batch(std::min(spec.batch, keys.count));
-    std::vector<absl::StatusOr<std::string_view>> out;
-    const int64_t end = MonotonicClock::Get().NowNs() + duration_ns;
-    size_t next = 0;
-    uint64_t salt = c << 40;
-    while (MonotonicClock::Get().NowNs() < end) {
-      for (std::string_view& k : batch) k = order[next++ % order.size()];
-      const int64_t start = MonotonicClock::Get().NowNs();
-      if (batch.size() == 1) {
-        out.clear();
-        out.push_back(d.Get(batch[0]));
-      } else {
-        d.BatchGet(batch, out);
-      }
-      t.latency->Record(static_cast<uint64_t>(MonotonicClock::Get().NowNs() - start));
-      ++t.r.requests;
-      MC_ASSERT(out.size() == batch.size(), "a driver answered a different number of keys");
-      for (size_t i = 0; i < batch.size(); ++i) {
-        if (!out[i].ok()) {
-          t.Fail(out[i].status());
-          continue;
+  return bench_internal::RunClients(
+      drivers.size(),
+      [&](size_t c, bench_internal::ClientTally& t) {
+        D& d = *drivers[c];
+        const std::vector<std::string>& order = orders[c];
+        std::vector<std::string_view> batch(std::min(spec.batch, keys.count));
+        std::vector<absl::StatusOr<std::string_view>> out;
+        const int64_t end = MonotonicClock::Get().NowNs() + duration_ns;
+        size_t next = 0;
+        uint64_t salt = c << 40;
+        while (MonotonicClock::Get().NowNs() < end) {
+          for (std::string_view& k : batch) k = order[next++ % order.size()];
+          const int64_t start = MonotonicClock::Get().NowNs();
+          if (batch.size() == 1) {
+            out.clear();
+            out.push_back(d.Get(batch[0]));
+          } else {
+            d.BatchGet(batch, out);
+          }
+          t.latency->Record(static_cast<uint64_t>(MonotonicClock::Get().NowNs() - start));
+          ++t.r.requests;
+          MC_ASSERT(out.size() == batch.size(), "a driver answered a different number of keys");
+          for (size_t i = 0; i < batch.size(); ++i) {
+            if (!out[i].ok()) {
+              t.Fail(out[i].status());
+              continue;
+            }
+            if (absl::Status v =
+                    pool.Verify(batch[i], spec.value_bytes, *out[i], spec.verify, ++salt);
+                !v.ok()) {
+              t.Fail(v, /*verify=*/true);
+              continue;
+            }
+            ++t.r.items;
+            t.r.bytes += spec.value_bytes;
+          }
+          if (progress != nullptr) progress->fetch_add(batch.size(), std::memory_order_relaxed);
         }
-        if (absl::Status v = pool.Verify(batch[i], spec.value_bytes, *out[i], spec.verify, ++salt);
-            !v.ok()) {
-          t.Fail(v, /*verify=*/true);
-          continue;
-        }
-        ++t.r.items;
-        t.r.bytes += spec.value_bytes;
-      }
-      if (progress != nullptr) progress->fetch_add(batch.size(), std::memory_order_relaxed);
-    }
-  });
+      },
+      spec.server_pid);
 }
 
 // Removes every key of `keys` (NOT_FOUND is fine); the first other error.

@@ -36,6 +36,8 @@ struct Row {
   double items_per_s = 0, gb_per_s = 0, p50_us = 0, p99_us = 0, p999_us = 0;
   uint64_t errors = 0, misses = 0, verify_failures = 0;
   std::string first_error;
+  // Medians over the reps that read them (PhaseResult::cpu); unset if none did.
+  std::optional<double> server_cores, client_cores, idle_cores, steal_cores, cpu_us_per_item;
   // Store rows: this row's items_per_s over the baseline's, same cell.
   std::optional<double> vs_memcached, vs_redis;
 
@@ -51,6 +53,16 @@ inline double Median(std::vector<double> v) {
   return v[(v.size() - 1) / 2];
 }
 
+// The median of the values present; unset if none is.
+inline std::optional<double> MedianOfPresent(const std::vector<std::optional<double>>& v) {
+  std::vector<double> present;
+  for (const std::optional<double>& x : v) {
+    if (x.has_value()) present.push_back(*x);
+  }
+  if (present.empty()) return std::nullopt;
+  return Median(std::move(present));
+}
+
 // Fills the medians and sums from row.reps.
 inline void Summarize(Row& row) {
   MC_ASSERT(!row.reps.empty(), "a row without repetitions");
@@ -64,6 +76,17 @@ inline void Summarize(Row& row) {
   row.p50_us = median_of([](const PhaseResult& r) { return r.p50_us; });
   row.p99_us = median_of([](const PhaseResult& r) { return r.p99_us; });
   row.p999_us = median_of([](const PhaseResult& r) { return r.p999_us; });
+  auto cpu_median = [&](auto field) {
+    std::vector<std::optional<double>> v;
+    for (const PhaseResult& r : row.reps) v.push_back(field(r));
+    return MedianOfPresent(v);
+  };
+  row.server_cores = cpu_median([](const PhaseResult& r) { return r.cpu.server_cores; });
+  row.client_cores = cpu_median([](const PhaseResult& r) { return r.cpu.client_cores; });
+  row.idle_cores = cpu_median([](const PhaseResult& r) { return r.cpu.idle_cores; });
+  row.steal_cores = cpu_median([](const PhaseResult& r) { return r.cpu.steal_cores; });
+  row.cpu_us_per_item =
+      cpu_median([](const PhaseResult& r) { return r.cpu.CpuUsPerItem(r.items); });
   row.errors = row.misses = row.verify_failures = 0;
   for (const PhaseResult& r : row.reps) {
     row.errors += r.errors;
@@ -162,6 +185,36 @@ inline void PrintTable(std::FILE* out, const std::vector<Row>& rows) {
   }
 }
 
+inline std::string CoresText(const std::optional<double>& c) {
+  return c.has_value() ? absl::StrFormat("%.2f", *c) : std::string("-");
+}
+
+// Where each row's CPU went (medians over its repetitions): cores in use by
+// the server process, by the benchmark's client threads, idle and stolen, and
+// server plus client CPU microseconds per item. A server near 1.00 core with
+// idle left is single-thread bound; idle near 0 means the machine was full.
+inline void PrintCpuTable(std::FILE* out, const std::vector<Row>& rows) {
+  std::fprintf(out, "%-4s %-8s %4s %5s  %-14s %8s %8s %8s %8s %12s\n", "op", "value", "cli",
+               "batch", "system", "server", "clients", "idle", "steal", "cpu us/item");
+  const Row* prev = nullptr;
+  for (const Row& r : rows) {
+    if (prev != nullptr && !prev->SameCell(r)) std::fprintf(out, "\n");
+    prev = &r;
+    std::fprintf(out, "%-4s %-8s %4zu %5zu  %-14s %8s %8s %8s %8s %12s\n",
+                 std::string(OpName(r.op)).c_str(), SizeName(r.value_bytes).c_str(), r.clients,
+                 r.batch, r.system.c_str(), CoresText(r.server_cores).c_str(),
+                 CoresText(r.client_cores).c_str(), CoresText(r.idle_cores).c_str(),
+                 CoresText(r.steal_cores).c_str(),
+                 r.cpu_us_per_item ? absl::StrFormat("%.1f", *r.cpu_us_per_item).c_str() : "-");
+  }
+}
+
+inline void WriteOptionalField(JsonWriter& w, std::string_view key,
+                               const std::optional<double>& v) {
+  w.Key(key);
+  v ? w.Double(*v) : w.Null();
+}
+
 inline void WriteRowJson(JsonWriter& w, const Row& r) {
   w.BeginObject();
   w.Field("system", r.system);
@@ -182,6 +235,11 @@ inline void WriteRowJson(JsonWriter& w, const Row& r) {
   w.Field("misses", r.misses);
   w.Field("verify_failures", r.verify_failures);
   w.Field("first_error", r.first_error);
+  WriteOptionalField(w, "server_cores", r.server_cores);
+  WriteOptionalField(w, "client_cores", r.client_cores);
+  WriteOptionalField(w, "idle_cores", r.idle_cores);
+  WriteOptionalField(w, "steal_cores", r.steal_cores);
+  WriteOptionalField(w, "cpu_us_per_item", r.cpu_us_per_item);
   w.Key("reps");
   w.BeginArray();
   for (const PhaseResult& p : r.reps) {
@@ -194,6 +252,11 @@ inline void WriteRowJson(JsonWriter& w, const Row& r) {
     w.Field("p50_us", p.p50_us);
     w.Field("p99_us", p.p99_us);
     w.Field("p999_us", p.p999_us);
+    WriteOptionalField(w, "server_cores", p.cpu.server_cores);
+    WriteOptionalField(w, "client_cores", p.cpu.client_cores);
+    WriteOptionalField(w, "idle_cores", p.cpu.idle_cores);
+    WriteOptionalField(w, "steal_cores", p.cpu.steal_cores);
+    WriteOptionalField(w, "cpu_us_per_item", p.cpu.CpuUsPerItem(p.items));
     w.EndObject();
   }
   w.EndArray();

@@ -108,6 +108,56 @@ TEST(ReportTest, TableAndJsonHaveEveryRow) {
   EXPECT_NE(json.find(R"("vs_memcached":null)"), std::string::npos) << json;
 }
 
+TEST(ReportTest, CpuColumnsAreMediansOfTheRepsThatReadThem) {
+  auto with_cpu = [](double items_per_s, double server, double clients) {
+    PhaseResult p = Phase(items_per_s, 10);
+    p.cpu.server_cores = server;
+    p.cpu.client_cores = clients;
+    p.cpu.idle_cores = 0.25;
+    p.cpu.steal_cores = 0;
+    p.cpu.seconds = p.seconds;
+    p.cpu.cpus = 2;
+    return p;
+  };
+  // The middle rep did not read /proc: the medians come from the other two
+  // (lower middle of an even count).
+  Row r = MakeRow("store-tcp", Op::kGet, kMiB,
+                  {with_cpu(1000, 1.5, 0.5), Phase(900, 10), with_cpu(2000, 1.0, 0.5)});
+  ASSERT_TRUE(r.server_cores.has_value());
+  EXPECT_DOUBLE_EQ(*r.server_cores, 1.0);
+  EXPECT_DOUBLE_EQ(*r.client_cores, 0.5);
+  // (1.5 + 0.5) cores * 1 s / 1000 items = 2000 us; (1.0 + 0.5) / 2000 = 750 us.
+  EXPECT_DOUBLE_EQ(*r.cpu_us_per_item, 750);
+  Row none = MakeRow("redis", Op::kGet, kMiB, {Phase(500, 10)});
+  EXPECT_FALSE(none.server_cores.has_value());
+  EXPECT_FALSE(none.cpu_us_per_item.has_value());
+
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  PrintCpuTable(f, {none, r});
+  std::fclose(f);
+  const std::string table(buf, len);
+  std::free(buf);
+  EXPECT_NE(table.find("cpu us/item"), std::string::npos) << table;
+  EXPECT_NE(table.find("750.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("1.00     0.50     0.25     0.00"), std::string::npos) << table;
+  EXPECT_NE(table.find("redis                 -        -        -        -            -"),
+            std::string::npos)
+      << table;
+
+  JsonWriter w;
+  w.BeginArray();
+  WriteRowJson(w, none);
+  WriteRowJson(w, r);
+  w.EndArray();
+  const std::string json = w.Take();
+  EXPECT_NE(json.find(R"("server_cores":null)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("server_cores":1,)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("cpu_us_per_item":750)"), std::string::npos) << json;
+  EXPECT_NE(json.find(R"("cpu_us_per_item":2000)"), std::string::npos) << json;  // per rep
+}
+
 TEST(TargetsTest, MetMissedAndNotMeasured) {
   std::vector<Row> rows = {
       MakeRow("memcached", Op::kGet, kMiB, {Phase(1000, 100)}),

@@ -83,6 +83,9 @@ ABSL_FLAG(bool, demo, true,
           "role all: run a short workload against itself and print its figures, then serve");
 ABSL_FLAG(absl::Duration, status_interval, absl::Seconds(10),
           "print a one-line status this often; 0 = off");
+ABSL_FLAG(bool, log_timestamps, true,
+          "start each line from \"serving\" on (status, events, shutdown) with its UTC time, "
+          "2026-12-04T14:30:05.123Z; false for a supervisor that stamps lines itself");
 ABSL_FLAG(std::string, ready_file, "",
           "when serving, atomically write rpc=<host:port>, http=<host:port>, pid=<pid> here");
 
@@ -95,6 +98,12 @@ constexpr int kExitBadFlags = 2;
 void Say(const std::string& line) {
   std::fputs((line + "\n").c_str(), stdout);
   std::fflush(stdout);
+}
+
+// A running line: status, an event, the shutdown's steps.
+void Log(const std::string& line) {
+  if (!absl::GetFlag(FLAGS_log_timestamps)) return Say(line);
+  Say(absl::StrCat(node::LogTimestamp(absl::Now()), " ", line));
 }
 
 [[noreturn]] void BadFlags(std::string_view why) {
@@ -452,7 +461,7 @@ int Main(int argc, char** argv) {
       return kExitCannotStart;
     }
   }
-  Say("serving; Ctrl-C to stop");
+  Log("serving; Ctrl-C to stop");
 
   const absl::Duration interval = absl::GetFlag(FLAGS_status_interval);
   node::StatusReporter status;
@@ -475,15 +484,15 @@ int Main(int argc, char** argv) {
     if (now < next_events && (interval <= absl::ZeroDuration() || now < next_status)) continue;
     const node::NodeSnapshot snap = n.Snapshot();
     if (now >= next_events) {
-      for (const std::string& line : events.Events(snap)) Say(line);
+      for (const std::string& line : events.Events(snap)) Log(line);
       next_events = now + absl::Seconds(1);
     }
     if (interval > absl::ZeroDuration() && now >= next_status) {
-      Say(status.Line(snap));
+      Log(status.Line(snap));
       next_status += interval;
     }
   }
-  Say(absl::StrCat("received ", SignalName(sig), ": shutting down (health 503, ",
+  Log(absl::StrCat("received ", SignalName(sig), ": shutting down (health 503, ",
                    n.worker() != nullptr ? "worker unmount, " : "",
                    "drain, stop); a second signal exits at once"));
   // A second signal cuts the shutdown short (an unreachable master can hold the
@@ -496,15 +505,15 @@ int Main(int argc, char** argv) {
     while (sigwait(&stop_signals, &again) != 0) {
     }
     if (done.load(std::memory_order_acquire)) return;
-    Say(absl::StrCat("received ", SignalName(again), " again: exiting now"));
+    Log(absl::StrCat("received ", SignalName(again), " again: exiting now"));
     if (!ready_file.empty()) std::remove(ready_file.c_str());
     std::_Exit(128 + again);
   }).detach();
   const absl::Status s = n.Shutdown();
-  if (!s.ok()) Say(absl::StrCat("shutdown: worker unmount: ", s.ToString()));
+  if (!s.ok()) Log(absl::StrCat("shutdown: worker unmount: ", s.ToString()));
   done.store(true, std::memory_order_release);
   if (!ready_file.empty()) std::remove(ready_file.c_str());
-  Say("stopped");
+  Log("stopped");
   return 0;
 }
 

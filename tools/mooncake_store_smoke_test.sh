@@ -32,6 +32,8 @@ http() {
   printf '%s\n%s' "${status_line%% *}" "${resp#*$'\r\n\r\n'}"
 }
 get() { http "$1" "GET $2 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"; }
+# The UTC time that starts each running line (--log_timestamps, the default).
+ts='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z '
 
 # ---- Bad flags: a clear message and exit 2 -----------------------------------
 for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=nocolon" \
@@ -88,7 +90,7 @@ hp=$(sed -n 's/^http=//p' "$ready")
 [[ $rpc == 127.0.0.1:* && ${rpc#*:} != 0 ]] || fail "ready file rpc=$rpc"
 [[ $hp == 127.0.0.1:* && ${hp#*:} != 0 ]] || fail "ready file http=$hp"
 grep -q '^demo: ok' "$out" || fail "demo did not report ok"
-grep -q '^serving; Ctrl-C to stop' "$out" || fail "no serving line"
+grep -qE "^${ts}serving; Ctrl-C to stop" "$out" || fail "no serving line (with its time)"
 grep -q "master RPC   $rpc" "$out" || fail "banner does not say where the master listens"
 grep -q "eviction s3fifo" "$out" || fail "banner does not name the eviction policy"
 echo "ok   started: rpc=$rpc http=$hp, demo ok"
@@ -128,7 +130,7 @@ echo "ok   port in use: exit 1 ($msg)"
 
 # ---- Status line, then SIGTERM -> exit 0 within 10 s -------------------------------
 sleep 1.2
-grep -q '^status: objects=' "$out" || fail "no status line"
+grep -qE "^${ts}status: objects=" "$out" || fail "no status line (with its time)"
 kill -TERM "$pid"
 for _ in $(seq 100); do
   kill -0 "$pid" 2>/dev/null || break
@@ -141,7 +143,7 @@ rc=$?
 set -e
 pid=
 [[ $rc -eq 0 ]] || fail "exit $rc after SIGTERM, want 0"
-grep -q '^stopped' "$out" || fail "no 'stopped' line"
+grep -qE "^${ts}stopped" "$out" || fail "no 'stopped' line (with its time)"
 [[ ! -e $ready ]] || fail "ready file left behind"
 echo "ok   SIGTERM: exit 0"
 cat "$out"
@@ -177,13 +179,13 @@ await_exit() {
 }
 
 out=$tmp/hup.out
-start "$out" "$tmp/hup.ready" --listen=127.0.0.1:0
+start "$out" "$tmp/hup.ready" --listen=127.0.0.1:0 --log_timestamps=false
 kill -HUP "$pid"
 await_exit "$pid"
 pid=
 [[ $rc -eq 0 ]] || fail "exit $rc after SIGHUP, want 0"
-grep -q '^received SIGHUP: shutting down' "$out" || fail "no SIGHUP line"
-echo "ok   SIGHUP: exit 0"
+grep -q '^received SIGHUP: shutting down' "$out" || fail "no SIGHUP line (unstamped)"
+echo "ok   SIGHUP: exit 0; --log_timestamps=false leaves lines unstamped"
 
 out=$tmp/nohup.out
 (trap '' HUP && exec "$bin" --demo=false --segment_bytes=64M --http= --listen=127.0.0.1:0 \
@@ -194,11 +196,12 @@ for _ in $(seq 300); do [[ -f $tmp/nohup.ready ]] && break; sleep 0.1; done
 kill -HUP "$pid"
 sleep 1
 kill -0 "$pid" 2>/dev/null || fail "a store started with SIGHUP ignored stopped on SIGHUP"
-kill -TERM "$pid"
+kill -INT "$pid"
 await_exit "$pid"
 pid=
-[[ $rc -eq 0 ]] || fail "nohup store: exit $rc after SIGTERM"
-echo "ok   SIGHUP ignored at start (nohup) stays ignored"
+[[ $rc -eq 0 ]] || fail "nohup store: exit $rc after SIGINT, want 0"
+grep -qE "^${ts}received SIGINT: shutting down" "$out" || fail "no SIGINT line"
+echo "ok   SIGHUP ignored at start (nohup) stays ignored; SIGINT: exit 0"
 
 # A master and a worker; the master stopped (SIGSTOP) holds the worker's
 # unmount, and a second SIGTERM ends the worker at once with 143.
@@ -209,11 +212,11 @@ mrpc=$(sed -n 's/^rpc=//p' "$tmp/master.ready")
 start "$tmp/worker.out" "$tmp/worker.ready" --role=worker --master="$mrpc"
 worker_pid=$pid
 for _ in $(seq 50); do
-  grep -q '^event: worker joined: ' "$mout" && break
+  grep -qE "^${ts}event: worker joined: " "$mout" && break
   sleep 0.1
 done
 out=$mout
-grep -q '^event: worker joined: .*(1 segments\?)' "$mout" || fail "master: no worker-joined event"
+grep -qE "^${ts}event: worker joined: .*\(1 segments?\)" "$mout" || fail "master: no worker-joined event"
 kill -STOP "$master_pid"
 kill -TERM "$worker_pid"
 sleep 0.5
@@ -227,7 +230,7 @@ pid=$worker_pid
 out=$tmp/worker.out
 await_exit "$worker_pid"
 [[ $rc -eq 143 ]] || { kill -CONT "$master_pid"; fail "second SIGTERM: exit $rc, want 143"; }
-grep -q '^received SIGTERM again: exiting now' "$out" || fail "no second-signal line"
+grep -qE "^${ts}received SIGTERM again: exiting now" "$out" || fail "no second-signal line"
 [[ ! -e $tmp/worker.ready ]] || fail "ready file left behind after the second signal"
 kill -CONT "$master_pid"
 pid=$master_pid

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -23,6 +24,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/host_port.h"
 
 namespace mooncake::bench {
 
@@ -30,14 +32,13 @@ inline constexpr size_t kMaxTextReplyBytes = size_t{16} << 20;
 
 // Splits "host:port". INVALID_ARGUMENT when malformed.
 inline absl::StatusOr<std::pair<std::string, int>> SplitHostPort(std::string_view address) {
-  const size_t colon = address.rfind(':');
+  const std::optional<HostPortText> split = mooncake::SplitHostPort(address);
   int port = 0;
-  if (colon == std::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(AbslView(address.substr(colon + 1)), &port) || port <= 0 || port > 65535) {
+  if (!split || !absl::SimpleAtoi(AbslView(split->port), &port) || port <= 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("address '", AbslView(address), "' is not host:port"));
   }
-  return std::pair{std::string(address.substr(0, colon)), port};
+  return std::pair{std::string(split->host), port};
 }
 
 // Sends `request` to address (an IPv4 host:port), reads until `done(reply)`

@@ -47,6 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/host_port.h"
 #include "mooncake/store/node/http_request.h"
 #include "mooncake/store/node/internal/socket.h"
 
@@ -175,11 +176,7 @@ class HttpServer {
 
   uint16_t port() const { return port_; }
   // "host:port", an IPv6 host in brackets (so "http://" + address() is a URL).
-  std::string address() const {
-    const std::string& h = options_.host;
-    return h.find(':') != std::string::npos ? absl::StrCat("[", h, "]:", port_)
-                                            : absl::StrCat(h, ":", port_);
-  }
+  std::string address() const { return JoinHostPort(options_.host, port_); }
   HttpServerStats stats() const {
     // relaxed: statistics.
     return {requests_.load(std::memory_order_relaxed), rejected_.load(std::memory_order_relaxed)};

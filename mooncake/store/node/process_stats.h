@@ -24,7 +24,9 @@ struct ProcessStats {
   uint64_t resident_bytes = 0;
   uint64_t virtual_bytes = 0;
   uint64_t open_fds = 0;
-  uint64_t max_fds = 0;  // the soft RLIMIT_NOFILE
+  // The soft RLIMIT_NOFILE; unlimited reads as RLIM_INFINITY (2^64 - 1), as
+  // the Prometheus Go client reports it, never as 0.
+  uint64_t max_fds = 0;
   uint64_t threads = 0;
 };
 
@@ -58,7 +60,7 @@ inline ProcessStats ReadProcessStats() {
     p.open_fds = n > 0 ? n - 1 : 0;  // less the directory's own descriptor
   }
   rlimit r{};
-  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY) p.max_fds = r.rlim_cur;
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0) p.max_fds = static_cast<uint64_t>(r.rlim_cur);
   return p;
 }
 

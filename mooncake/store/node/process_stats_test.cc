@@ -1,6 +1,7 @@
 #include "mooncake/store/node/process_stats.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <thread>
@@ -31,6 +32,18 @@ TEST(ProcessStats, ReadsThisProcess) {
   for (int fd : fds) ::close(fd);
   EXPECT_EQ(ReadProcessStats().open_fds, before.open_fds);
   EXPECT_EQ(touched[touched.size() / 2], 1);
+}
+
+TEST(ProcessStats, MaxFdsIsTheSoftLimit) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  EXPECT_EQ(ReadProcessStats().max_fds, static_cast<uint64_t>(saved.rlim_cur));
+  // Lowering the soft limit needs no privilege; the figure follows it.
+  rlimit lower = saved;
+  lower.rlim_cur = 200;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lower), 0);
+  EXPECT_EQ(ReadProcessStats().max_fds, 200u);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 
 namespace mooncake::node {
@@ -55,6 +56,14 @@ struct NodeSnapshot {
   uint64_t tier_failed_syncs = 0;
   uint64_t tier_corrupt_records = 0;
 };
+
+// The time at the start of the binary's running lines (serving, status,
+// events, shutdown): RFC 3339 in UTC with milliseconds,
+// "2026-12-04T14:30:05.123Z", so lines from hosts in several time zones
+// sort together.
+inline std::string LogTimestamp(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
+}
 
 // "812.0MiB" (binary units, one decimal).
 inline std::string HumanBytes(uint64_t bytes) {

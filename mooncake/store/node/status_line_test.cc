@@ -6,6 +6,13 @@
 namespace mooncake::node {
 namespace {
 
+TEST(LogTimestamp, Rfc3339UtcWithMilliseconds) {
+  // 2026-12-04 14:30:05.123456 UTC.
+  const absl::Time t = absl::FromUnixMicros(1796394605123456);
+  EXPECT_EQ(LogTimestamp(t), "2026-12-04T14:30:05.123Z");
+  EXPECT_EQ(LogTimestamp(absl::UnixEpoch()), "1970-01-01T00:00:00.000Z");
+}
+
 TEST(HumanBytes, BinaryUnits) {
   EXPECT_EQ(HumanBytes(0), "0B");
   EXPECT_EQ(HumanBytes(1023), "1023B");

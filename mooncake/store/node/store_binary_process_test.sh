@@ -78,7 +78,7 @@ echo "ok   24 objects x 2 replicas on both workers, read back over TCP and SHM"
 
 kill -TERM "${pids[1]}"
 wait "${pids[1]}" || fail "worker 1 exit $? after SIGTERM"
-grep -q '^stopped' "$tmp/worker1.out" || fail "worker 1 did not say stopped"
+grep -qE '^[0-9T:.-]+Z stopped' "$tmp/worker1.out" || fail "worker 1 did not say stopped"
 m=$(get "$master_http" /metrics)
 [[ $(metric "$m" mooncake_master_segments) == 1 ]] || fail "worker 1's segment still mounted"
 "$client" get "$master" obj 24 200000 tcp || fail "gets after worker 1 left"

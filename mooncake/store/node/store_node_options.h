@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/host_port.h"
 #include "mooncake/store/master/master_options.h"
 #include "mooncake/tier/tier.h"
 
@@ -74,11 +75,8 @@ inline std::optional<EvictionPolicyKind> ParseEvictionPolicy(std::string_view na
 
 struct HostPort {
   std::string host;
-  uint16_t port = 0;              // 0: any free port (listening addresses only)
-  std::string ToString() const {  // an IPv6 host in brackets
-    return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
-                                               : absl::StrCat(host, ":", port);
-  }
+  uint16_t port = 0;  // 0: any free port (listening addresses only)
+  std::string ToString() const { return JoinHostPort(host, port); }  // IPv6 in brackets
 };
 
 struct StoreNodeOptions {
@@ -173,18 +171,15 @@ inline absl::StatusOr<uint64_t> ParseByteSize(std::string_view flag, std::string
 // "host:port"; `port_zero_ok` allows port 0 (listen on any free port).
 inline absl::StatusOr<HostPort> ParseHostPort(std::string_view flag, std::string_view text,
                                               bool port_zero_ok) {
-  const size_t colon = text.rfind(':');
   auto bad = [&](std::string_view why) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", AbslView(flag), "=", AbslView(text), ": ", AbslView(why)));
   };
-  if (colon == std::string_view::npos || colon == 0) return bad("want host:port");
-  std::string_view host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  const std::optional<HostPortText> split = SplitHostPort(text);
+  if (!split) return bad("want host:port");
+  const std::string_view host = split->host;
   uint32_t port = 0;
-  const std::string_view digits = text.substr(colon + 1);
+  const std::string_view digits = split->port;
   if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos ||
       !absl::SimpleAtoi(AbslView(digits), &port) || port > 65535) {
     return bad("the port must be a number in [0, 65535]");

@@ -60,6 +60,7 @@
 #include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/server_connection.h"
@@ -168,11 +169,7 @@ class RpcServer {
 
   uint16_t port() const { return port_; }
   // "host:port", an IPv6 host in brackets ("[::1]:50051"), as Connect takes it.
-  std::string address() const {
-    const std::string& h = shared_.options.host;
-    return h.find(':') != std::string::npos ? absl::StrCat("[", h, "]:", port_)
-                                            : absl::StrCat(h, ":", port_);
-  }
+  std::string address() const { return JoinHostPort(shared_.options.host, port_); }
   MetricsRegistry* metrics() const { return shared_.registry->metrics(); }
 
  private:

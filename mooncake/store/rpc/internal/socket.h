@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,6 +31,7 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/host_port.h"
 
 namespace mooncake::rpc_internal {
 
@@ -109,17 +111,14 @@ struct HostPort {
 
 // "host:port" or "[v6]:port". Errors: INVALID_ARGUMENT.
 inline absl::StatusOr<HostPort> ParseHostPort(std::string_view address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0 || colon + 1 == address.size()) {
+  const std::optional<HostPortText> split = SplitHostPort(address);
+  if (!split || split->port.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("address \"", AbslView(address), "\" is not host:port"));
   }
-  std::string_view host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  const std::string_view host = split->host;
   uint32_t port = 0;
-  if (!absl::SimpleAtoi(AbslView(address.substr(colon + 1)), &port) || port == 0 || port > 65535) {
+  if (!absl::SimpleAtoi(AbslView(split->port), &port) || port == 0 || port > 65535) {
     return absl::InvalidArgumentError(
         absl::StrCat("address \"", AbslView(address), "\" has no valid port (1..65535)"));
   }
@@ -156,12 +155,12 @@ inline std::string SockaddrToString(const sockaddr_storage& ss) {
   if (ss.ss_family == AF_INET) {
     const auto* v4 = reinterpret_cast<const sockaddr_in*>(&ss);
     ::inet_ntop(AF_INET, &v4->sin_addr, buf, sizeof(buf));
-    return absl::StrCat(buf, ":", ntohs(v4->sin_port));
+    return JoinHostPort(buf, ntohs(v4->sin_port));
   }
   if (ss.ss_family == AF_INET6) {
     const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&ss);
     ::inet_ntop(AF_INET6, &v6->sin6_addr, buf, sizeof(buf));
-    return absl::StrCat("[", buf, "]:", ntohs(v6->sin6_port));
+    return JoinHostPort(buf, ntohs(v6->sin6_port));
   }
   return "unknown";
 }

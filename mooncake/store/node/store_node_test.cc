@@ -348,6 +348,49 @@ TEST(StoreNode, EvictionOptionChoosesTheMastersPolicy) {
   EXPECT_EQ(ParseEvictionPolicy("LRU"), std::nullopt);
 }
 
+// --replicas and the watermarks reach the master: a put that names no replica
+// count gets the node's default, and filling past the high watermark evicts
+// down towards the low one.
+TEST(StoreNode, DefaultReplicasAndWatermarksReachTheMaster) {
+  StoreNodeOptions mo = TestNodeOptions(Role::kMaster);
+  mo.replicas = 2;
+  mo.high_watermark = 0.5;
+  mo.low_watermark = 0.25;
+  auto m = StoreNode::Start(mo);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto w1 = StoreNode::Start(TestNodeOptions(Role::kWorker, (*m)->rpc_address()));
+  ASSERT_TRUE(w1.ok()) << w1.status();
+  auto w2 = StoreNode::Start(TestNodeOptions(Role::kWorker, (*m)->rpc_address()));
+  ASSERT_TRUE(w2.ok()) << w2.status();
+  ClientAndChannel c = Connect((*m)->rpc_address(), /*shm=*/false);
+  ASSERT_NE(c.client, nullptr);
+
+  // One object, no replica count: a copy on each worker.
+  ASSERT_TRUE(c.client->Put("first", std::string(1 << 20, 'f')).ok());
+  for (const auto& seg : (*m)->master()->Segments()) {
+    EXPECT_GE(seg.used_bytes, uint64_t{1} << 20) << seg.worker_id;
+  }
+
+  // 32 MiB of segments; 24 objects of 1 MiB x 2 replicas ask for 48 MiB.
+  for (int i = 0; i < 24; ++i) {
+    const absl::Status put = c.client->Put(absl::StrCat("fill/", i), std::string(1 << 20, 'a' + i));
+    ASSERT_TRUE(put.ok()) << i << ": " << put;
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // a few master ticks
+  const master::MasterStats st = (*m)->master()->Stats();
+  ASSERT_EQ(st.capacity_bytes, uint64_t{32} << 20);
+  // Never above the high watermark by more than the put that crossed it.
+  EXPECT_LE(st.used_bytes, st.capacity_bytes / 2 + (uint64_t{2} << 20)) << st.used_bytes;
+  EXPECT_LT(st.objects, 13) << "no eviction: 25 objects would need 50 MiB";
+  auto metrics = HttpGet(HttpPort(**m), "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_GE(Series(metrics->body, "mooncake_master_evictions_total"), 12);
+  // The newest object is still there, with its two copies readable.
+  auto got = c.client->Get("fill/23", {.bypass_cache = true});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, std::string(1 << 20, 'a' + 23));
+}
+
 TEST(StoreNode, HttpOffMeansNoAddress) {
   StoreNodeOptions o = TestNodeOptions(Role::kMaster);
   o.http_enabled = false;

@@ -53,7 +53,9 @@ ABSL_FLAG(bool, reserve_memory, true,
           "allocate and map the segments' memory at start: a host without it fails at start, "
           "not with SIGBUS on a later put, and puts pay no first-touch page faults; false: "
           "pages come on first write");
-ABSL_FLAG(std::string, worker_host, "127.0.0.1", "where the worker's TCP transport listens");
+ABSL_FLAG(std::string, worker_host, "127.0.0.1",
+          "where the worker's TCP transport listens: a numeric IPv4 or IPv6 address that clients "
+          "can reach (advertised as is)");
 ABSL_FLAG(int32_t, worker_port, 0,
           "the worker's TCP transport port (for firewalls and container port maps); 0 = any free "
           "port");

@@ -27,7 +27,8 @@
 // payload (16 MiB). No data is buffered: payloads move between sockets and the
 // caller's or the segment's memory.
 //
-// Endpoint: "tcp://<ipv4>:<port>".
+// Endpoint: "tcp://<ipv4>:<port>" or "tcp://[<ipv6>]:<port>" (bind_host is a
+// numeric address of either family).
 // Thread-safety: every method may be called concurrently.
 #ifndef MOONCAKE_TRANSPORT_TCP_TRANSPORT_H_
 #define MOONCAKE_TRANSPORT_TCP_TRANSPORT_H_
@@ -35,6 +36,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,6 +54,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
@@ -122,7 +125,7 @@ class TcpTransport {
 
   std::string_view Name() const { return "tcp"; }
   std::string LocalEndpoint() const {
-    return absl::StrCat("tcp://", options_.bind_host, ":", server_.port());
+    return absl::StrCat("tcp://", JoinHostPort(options_.bind_host, server_.port()));
   }
   TransportMetrics& metrics() { return metrics_; }
 
@@ -319,14 +322,15 @@ class TcpTransport {
                          : options_.whole_request_lanes) {}
 
   static absl::StatusOr<std::pair<std::string, uint16_t>> ParseEndpoint(std::string_view ep) {
-    const size_t colon = ep.rfind(':');
+    std::optional<HostPortText> hp;
     uint32_t port = 0;
-    if (!ep.starts_with("tcp://") || colon == std::string_view::npos || colon < 6 ||
-        !absl::SimpleAtoi(AbslView(ep.substr(colon + 1)), &port) || port == 0 || port > 65535) {
+    if (ep.starts_with("tcp://")) hp = SplitHostPort(ep.substr(6));
+    if (!hp || !absl::SimpleAtoi(AbslView(hp->port), &port) || port == 0 || port > 65535) {
       return absl::InvalidArgumentError(
-          absl::StrCat("bad tcp endpoint \"", AbslView(ep), "\"; expected tcp://<ipv4>:<port>"));
+          absl::StrCat("bad tcp endpoint \"", AbslView(ep),
+                       "\"; expected tcp://<ipv4>:<port> or tcp://[<ipv6>]:<port>"));
     }
-    return std::make_pair(std::string(ep.substr(6, colon - 6)), static_cast<uint16_t>(port));
+    return std::make_pair(std::string(hp->host), static_cast<uint16_t>(port));
   }
 
   absl::StatusOr<RemoteSegment> ExchangeOpen(int fd, SegmentId id, absl::Time deadline) {

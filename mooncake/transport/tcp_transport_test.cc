@@ -712,6 +712,48 @@ TEST(TcpTransportTest, UnreachablePeerIsUnavailable) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// An owner bound to an IPv6 address advertises a bracketed endpoint, and a
+// requester bound to IPv4 reads and writes through it; endpoint text without
+// a port is refused.
+TEST(TcpTransportTest, Ipv6OwnerServesThroughABracketedEndpoint) {
+  TcpTransport::Options o6 = SmallSlices(2);
+  o6.bind_host = "::1";
+  auto owner = TcpTransport::Create(o6);
+  if (!owner.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << owner.status();
+  const std::string ep = (*owner)->LocalEndpoint();
+  ASSERT_TRUE(ep.starts_with("tcp://[::1]:")) << ep;
+  std::vector<std::byte> mem(1 << 20);
+  transport_testing_internal::FillPattern(mem.data(), mem.size(), 9);
+  auto seg = (*owner)->RegisterMemory(mem.data(), mem.size(), MemoryLocation::HostDram());
+  ASSERT_TRUE(seg.ok()) << seg.status();
+  auto requester = TcpTransport::Create(SmallSlices(2));
+  ASSERT_TRUE(requester.ok());
+  auto remote = (*requester)->OpenSegment(ep, seg->id);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+
+  std::vector<std::byte> got(mem.size());
+  const TransferRequest read{OpCode::kRead, got.data(), remote->handle, 0, got.size()};
+  auto id = (*requester)->Submit({&read, 1});
+  ASSERT_TRUE(id.ok());
+  auto res = (*requester)->Wait(*id, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(res.ok() && res->ok()) << (res.ok() ? res->statuses[0] : res.status());
+  EXPECT_EQ(got, mem);
+
+  std::vector<std::byte> put(256 << 10, std::byte{0x5a});
+  const TransferRequest write{OpCode::kWrite, put.data(), remote->handle, 4096, put.size()};
+  id = (*requester)->Submit({&write, 1});
+  ASSERT_TRUE(id.ok());
+  res = (*requester)->Wait(*id, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(res.ok() && res->ok());
+  EXPECT_TRUE(std::equal(put.begin(), put.end(), mem.begin() + 4096));
+
+  for (std::string_view bad : {"tcp://[::1]", "tcp://[::1]:", "tcp://[::1]:0", "tcp://[]:5"}) {
+    EXPECT_EQ((*requester)->OpenSegment(bad, seg->id).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 TEST(TcpTransportTest, OpensEveryLaneAndReconnectsAfterOwnerRestart) {
   TcpTransport::Options o;
   o.lanes_per_peer = 3;

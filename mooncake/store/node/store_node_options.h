@@ -230,10 +230,12 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     if (o.segments < 1 || o.segments > 64) return bad("--segments must be in [1, 64]");
     if (o.worker_host.empty()) return bad("--worker_host must not be empty");
     in_addr v4{};
-    if (::inet_pton(AF_INET, o.worker_host.c_str(), &v4) != 1) {
+    in6_addr v6{};
+    if (::inet_pton(AF_INET, o.worker_host.c_str(), &v4) != 1 &&
+        ::inet_pton(AF_INET6, o.worker_host.c_str(), &v6) != 1) {
       return bad(absl::StrCat("--worker_host=", o.worker_host,
-                              ": must be an IPv4 address of this host (the TCP data transport "
-                              "is IPv4 only; the master and HTTP listeners also take IPv6)"));
+                              ": must be a numeric IPv4 or IPv6 address of this host (it is "
+                              "advertised to clients as is; no names)"));
     }
   }
   if (o.role == Role::kWorker && o.master.port == 0) return bad("--master needs a port");

@@ -257,6 +257,24 @@ TEST(StoreNode, Ipv6AddressesAreBracketedAndConnectable) {
   EXPECT_TRUE(absl::StartsWith((*n)->http_address(), "[::1]:")) << (*n)->http_address();
   auto ch = rpc::TcpChannel::Connect((*n)->rpc_address());
   EXPECT_TRUE(ch.ok()) << ch.status();
+
+  // A worker whose TCP data transport listens on IPv6 serves gets over it.
+  StoreNodeOptions wo = TestNodeOptions(Role::kWorker, (*n)->rpc_address());
+  wo.worker_host = "::1";
+  auto w = StoreNode::Start(wo);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ClientAndChannel c = Connect((*n)->rpc_address(), /*shm=*/false);
+  ASSERT_NE(c.client, nullptr);
+  const std::string value(700'000, 'v');
+  ASSERT_TRUE(c.client->Put("v6", value).ok());
+  auto got = c.client->Get("v6", {.bypass_cache = true});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, value);
+  bool advertised_v6 = false;
+  for (const auto& seg : (*n)->master()->Segments()) {
+    advertised_v6 |= absl::StrContains(seg.worker_id, "tcp://[::1]:");
+  }
+  EXPECT_TRUE(advertised_v6) << "no segment advertises the bracketed IPv6 TCP endpoint";
 }
 
 // --worker_port fixes the worker's TCP transport port (firewalls, port maps);

@@ -83,6 +83,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
@@ -107,16 +108,12 @@ struct Slice {
 // Connects to host:port before `deadline` (non-blocking connect + poll).
 inline absl::StatusOr<Fd> ConnectTcp(const std::string& host, uint16_t port, absl::Time deadline,
                                      absl::Duration io_timeout) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("host \"", host, "\" is not IPv4"));
-  }
-  Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  socklen_t addr_len = 0;
+  ASSIGN_OR_RETURN(const sockaddr_storage addr, NumericSockaddr(host, port, &addr_len));
+  Fd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd.valid()) return ErrnoStatus("socket", errno);
-  const std::string who = absl::StrCat("connect to ", host, ":", port);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  const std::string who = absl::StrCat("connect to ", JoinHostPort(host, port));
+  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0) {
     if (errno != EINPROGRESS) return ErrnoStatus(who, errno);
     if (!PollUntil(fd.get(), POLLOUT, deadline)) {
       return absl::DeadlineExceededError(absl::StrCat(who, ": timed out"));

@@ -42,6 +42,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_wire.h"
@@ -70,23 +71,22 @@ class TcpServer {
   TcpServer& operator=(const TcpServer&) = delete;
 
   absl::Status Listen(const std::string& host, uint16_t port) {
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    if (::inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("bind host \"", host, "\" is not IPv4"));
-    }
-    listen_ = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    socklen_t addr_len = 0;
+    absl::StatusOr<sockaddr_storage> addr = NumericSockaddr(host, port, &addr_len);
+    if (!addr.ok())
+      return absl::InvalidArgumentError(absl::StrCat("bind: ", addr.status().message()));
+    listen_ = Fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!listen_.valid()) return ErrnoStatus("socket", errno);
     const int one = 1;
     ::setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(listen_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      return ErrnoStatus(absl::StrCat("bind ", host, ":", port), errno);
+    if (::bind(listen_.get(), reinterpret_cast<const sockaddr*>(&*addr), addr_len) != 0) {
+      return ErrnoStatus(absl::StrCat("bind ", JoinHostPort(host, port)), errno);
     }
     if (::listen(listen_.get(), 128) != 0) return ErrnoStatus("listen", errno);
-    socklen_t len = sizeof(addr);
-    ::getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
+    sockaddr_storage bound{};
+    socklen_t len = sizeof(bound);
+    ::getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&bound), &len);
+    port_ = SockaddrPort(bound);
     wake_ = Fd(::eventfd(0, EFD_CLOEXEC));
     if (!wake_.valid()) return ErrnoStatus("eventfd", errno);
     acceptor_ = std::thread([this] { AcceptLoop(); });

@@ -364,7 +364,7 @@ class TcpTransport {
     std::shared_ptr<Peer> peer;
     {
       absl::MutexLock lock(&mu_);
-      auto& slot = peers_[absl::StrCat(host, ":", port)];
+      auto& slot = peers_[JoinHostPort(host, port)];
       if (slot == nullptr) {
         slot = std::make_shared<Peer>();
         slot->host = host;
@@ -498,8 +498,8 @@ class TcpTransport {
         if (lane == nullptr) {
           for (Slice& s : lanes[l]) {
             batches_.Settle(*s.batch, s.index,
-                            absl::UnavailableError(
-                                absl::StrCat("no connection to ", peer.host, ":", peer.port)));
+                            absl::UnavailableError(absl::StrCat(
+                                "no connection to ", JoinHostPort(peer.host, peer.port))));
             // relaxed: a soft bound (see Submit).
             queued_slices_.fetch_sub(1, std::memory_order_relaxed);
           }

@@ -147,7 +147,7 @@ inline absl::StatusOr<Server> StartStore(const StoreConfig& c, const std::string
     if (!p.Running()) return absl::UnavailableError(absl::StrCat("store exited: ", p.Describe()));
     std::map<std::string, std::string> kv = ReadReadyFile(ready_file);
     if (!kv.empty()) {
-      ASSIGN_OR_RETURN(auto hp, SplitHostPort(kv["rpc"]));
+      ASSIGN_OR_RETURN(auto hp, HostAndPort(kv["rpc"]));
       return Server{std::move(p), kv["rpc"], kv["http"], hp.second};
     }
     absl::SleepFor(absl::Milliseconds(10));

@@ -31,7 +31,7 @@ namespace mooncake::bench {
 inline constexpr size_t kMaxTextReplyBytes = size_t{16} << 20;
 
 // Splits "host:port". INVALID_ARGUMENT when malformed.
-inline absl::StatusOr<std::pair<std::string, int>> SplitHostPort(std::string_view address) {
+inline absl::StatusOr<std::pair<std::string, int>> HostAndPort(std::string_view address) {
   const std::optional<HostPortText> split = mooncake::SplitHostPort(address);
   int port = 0;
   if (!split || !absl::SimpleAtoi(AbslView(split->port), &port) || port <= 0 || port > 65535) {
@@ -47,7 +47,7 @@ inline absl::StatusOr<std::pair<std::string, int>> SplitHostPort(std::string_vie
 template <typename Done>
 absl::StatusOr<std::string> TextExchange(std::string_view address, std::string_view request,
                                          Done done, int timeout_ms = 5'000) {
-  auto hp = SplitHostPort(address);
+  auto hp = HostAndPort(address);
   if (!hp.ok()) return hp.status();
   sockaddr_in addr{};
   addr.sin_family = AF_INET;

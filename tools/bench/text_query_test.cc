@@ -31,13 +31,13 @@ TEST(PrometheusValueTest, ReadsPlainAndSumsLabelledSamples) {
   EXPECT_TRUE(absl::IsInternal(PrometheusValue("m x\n", "m").status()));
 }
 
-TEST(SplitHostPortTest, AcceptsHostPortOnly) {
-  auto hp = SplitHostPort("127.0.0.1:9090");
+TEST(HostAndPortTest, AcceptsHostPortOnly) {
+  auto hp = HostAndPort("127.0.0.1:9090");
   ASSERT_TRUE(hp.ok());
   EXPECT_EQ(hp->first, "127.0.0.1");
   EXPECT_EQ(hp->second, 9090);
   for (const char* bad : {"", "127.0.0.1", ":80", "h:0", "h:65536", "h:x"}) {
-    EXPECT_TRUE(absl::IsInvalidArgument(SplitHostPort(bad).status())) << bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(HostAndPort(bad).status())) << bad;
   }
 }
 

@@ -229,13 +229,32 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     if (o.segment_bytes < (uint64_t{1} << 20)) return bad("--segment_bytes must be at least 1M");
     if (o.segments < 1 || o.segments > 64) return bad("--segments must be in [1, 64]");
     if (o.worker_host.empty()) return bad("--worker_host must not be empty");
+    // Clients connect to exactly this text (the worker advertises it), so it
+    // must be an address they can reach: no names, no wildcard, no scope.
+    const std::string flag = absl::StrCat("--worker_host=", o.worker_host, ": ");
+    if (o.worker_host.find('%') != std::string::npos) {
+      return bad(absl::StrCat(flag,
+                              "a scoped IPv6 address cannot be advertised (a client's scope "
+                              "differs); give a global or unique-local address"));
+    }
     in_addr v4{};
     in6_addr v6{};
-    if (::inet_pton(AF_INET, o.worker_host.c_str(), &v4) != 1 &&
-        ::inet_pton(AF_INET6, o.worker_host.c_str(), &v6) != 1) {
-      return bad(absl::StrCat("--worker_host=", o.worker_host,
-                              ": must be a numeric IPv4 or IPv6 address of this host (it is "
-                              "advertised to clients as is; no names)"));
+    const bool is_v4 = ::inet_pton(AF_INET, o.worker_host.c_str(), &v4) == 1;
+    const bool is_v6 = !is_v4 && ::inet_pton(AF_INET6, o.worker_host.c_str(), &v6) == 1;
+    if (!is_v4 && !is_v6) {
+      return bad(absl::StrCat(flag,
+                              "must be a numeric IPv4 or IPv6 address of this host (it is "
+                              "advertised to clients as is; no names, no brackets)"));
+    }
+    if ((is_v4 && v4.s_addr == htonl(INADDR_ANY)) || (is_v6 && IN6_IS_ADDR_UNSPECIFIED(&v6))) {
+      return bad(absl::StrCat(flag,
+                              "the wildcard address would be advertised to clients, who cannot "
+                              "reach it; give the address of this host they should use"));
+    }
+    if (is_v6 && IN6_IS_ADDR_LINKLOCAL(&v6)) {
+      return bad(absl::StrCat(flag,
+                              "a link-local address needs a scope that clients on other links "
+                              "do not share; give a global or unique-local address"));
     }
   }
   if (o.role == Role::kWorker && o.master.port == 0) return bad("--master needs a port");

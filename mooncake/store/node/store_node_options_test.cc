@@ -96,6 +96,12 @@ TEST(ValidateStoreNodeOptions, DefaultsAreValidAndRangesChecked) {
   EXPECT_TRUE(absl::IsInvalidArgument(name)) << name;
   EXPECT_NE(name.message().find("numeric IPv4 or IPv6"), std::string_view::npos) << name;
   EXPECT_FALSE(with([](StoreNodeOptions& x) { x.worker_host = "[::1]"; }).ok());
+  // Advertised as is, so nothing a client cannot connect to: the wildcard, a
+  // link-local address, a scope.
+  for (const char* unreachable : {"0.0.0.0", "::", "fe80::1", "fe80::1%eth0"}) {
+    const absl::Status st = with([&](StoreNodeOptions& x) { x.worker_host = unreachable; });
+    EXPECT_TRUE(absl::IsInvalidArgument(st)) << unreachable << ": " << st;
+  }
   EXPECT_TRUE(with([](StoreNodeOptions& x) {
                 x.role = Role::kMaster;
                 x.replicas = 2;

@@ -130,7 +130,7 @@ inline absl::Status SendAll(int fd, const void* buf, size_t len, std::string_vie
   return absl::OkStatus();
 }
 
-// A numeric IPv4 ("10.0.0.2") or IPv6 ("::1", "fe80::1") host and a port as
+// A numeric IPv4 ("10.0.0.2") or IPv6 ("::1", "2001:db8::7") host and a port as
 // a socket address (no name lookup: the TCP transport's endpoints carry
 // literals). INVALID_ARGUMENT for anything else.
 inline absl::StatusOr<sockaddr_storage> NumericSockaddr(std::string_view host, uint16_t port,

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "mooncake/base/host_port.h"
 
 namespace mooncake::node_internal {
 
@@ -60,7 +61,7 @@ inline absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port
         absl::StrCat("cannot resolve listen host \"", host, "\": ", ::gai_strerror(rc)));
   }
   UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  const std::string where = absl::StrCat(host, ":", port);
+  const std::string where = JoinHostPort(host, port);
   if (!fd.valid()) {
     ::freeaddrinfo(res);
     return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));

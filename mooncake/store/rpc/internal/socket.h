@@ -175,7 +175,7 @@ inline absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port
   int one = 1;
   (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), len) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("bind ", host, ":", port));
+    return ErrnoStatus(errno, absl::StrCat("bind ", JoinHostPort(host, port)));
   }
   if (::listen(fd.get(), backlog) != 0) return ErrnoStatus(errno, "listen");
   return fd;

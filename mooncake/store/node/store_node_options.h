@@ -178,6 +178,9 @@ inline absl::StatusOr<HostPort> ParseHostPort(std::string_view flag, std::string
   const std::optional<HostPortText> split = SplitHostPort(text);
   if (!split) return bad("want host:port");
   const std::string_view host = split->host;
+  if (host.find(':') != std::string_view::npos && !text.starts_with('[')) {
+    return bad("an IPv6 host goes in brackets, e.g. [::1]:50051");  // "::1" is not ":" port 1
+  }
   uint32_t port = 0;
   const std::string_view digits = split->port;
   if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos ||

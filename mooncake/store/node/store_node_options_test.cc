@@ -42,7 +42,8 @@ TEST(ParseHostPort, ListenAndJoinAddresses) {
   EXPECT_EQ(again->host, "::1");
   EXPECT_EQ(again->port, 7000);
   EXPECT_FALSE(ParseHostPort("master", "host:0", false).ok());  // nothing to join at port 0
-  for (const char* bad : {"", "nocolon", ":80", "h:", "h:65536", "h:-1", "h:8x"}) {
+  for (const char* bad :
+       {"", "nocolon", ":80", "h:", "h:65536", "h:-1", "h:8x", "::1", "::1:50051", "[::1]"}) {
     auto r = ParseHostPort("listen", bad, true);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_TRUE(absl::StrContains(r.status().message(), "--listen=")) << r.status();

@@ -34,6 +34,18 @@ http() {
 get() { http "$1" "GET $2 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"; }
 # The UTC time that starts each running line (--log_timestamps, the default).
 ts='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z '
+# $1 pid: sets $rc to its exit status once it exits, within 10 s.
+await_exit() {
+  for _ in $(seq 100); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -0 "$1" 2>/dev/null && fail "pid $1 still running 10 s after the signal"
+  set +e
+  wait "$1"
+  rc=$?
+  set -e
+}
 
 # ---- Bad flags: a clear message and exit 2 -----------------------------------
 for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=nocolon" \
@@ -132,15 +144,7 @@ echo "ok   port in use: exit 1 ($msg)"
 sleep 1.2
 grep -qE "^${ts}status: objects=" "$out" || fail "no status line (with its time)"
 kill -TERM "$pid"
-for _ in $(seq 100); do
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-kill -0 "$pid" 2>/dev/null && fail "still running 10 s after SIGTERM"
-set +e
-wait "$pid"
-rc=$?
-set -e
+await_exit "$pid"
 pid=
 [[ $rc -eq 0 ]] || fail "exit $rc after SIGTERM, want 0"
 grep -qE "^${ts}stopped" "$out" || fail "no 'stopped' line (with its time)"
@@ -175,15 +179,7 @@ else
   h=$(get 127.0.0.1:9090 /health)
   [[ $h == $'200\nok' ]] || fail "no-flag start: /health on 9090: $h"
   kill -INT "$pid"
-  for _ in $(seq 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$pid" 2>/dev/null && fail "no-flag start: still running 10 s after SIGINT"
-  set +e
-  wait "$pid"
-  rc=$?
-  set -e
+  await_exit "$pid"
   pid=
   [[ $rc -eq 0 ]] || fail "no-flag start: exit $rc after SIGINT, want 0"
   grep -qE "^${ts}received SIGINT: shutting down" "$out" || fail "no-flag start: no SIGINT line"
@@ -206,18 +202,6 @@ start() {
   done
   out=$o
   fail "no ready file within 30 s"
-}
-# $1 pid: sets $rc to its exit status once it exits, within 10 s.
-await_exit() {
-  for _ in $(seq 100); do
-    kill -0 "$1" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$1" 2>/dev/null && fail "pid $1 still running 10 s after the signal"
-  set +e
-  wait "$1"
-  rc=$?
-  set -e
 }
 
 out=$tmp/hup.out

@@ -33,6 +33,16 @@ for s in systems:
             assert r["items_per_s"] > 0, f"{s} {op} moved nothing: {r}"
             assert r["verify_failures"] == 0, f"{s} returned wrong bytes: {r}"
             assert r["errors"] == 0, f"{s} {op} errors: {r['first_error']}"
+            # The columns agree with each other and with the repetitions.
+            want_gb = r["items_per_s"] * r["value_bytes"] / 1e9
+            assert abs(r["gb_per_s"] - want_gb) <= 0.01 * want_gb + 1e-6, (want_gb, r)
+            assert 0 < r["p50_us"] <= r["p99_us"] <= r["p999_us"], f"percentiles out of order: {r}"
+            reps = r["reps"]
+            assert reps and all(p["bytes"] == p["items"] * r["value_bytes"] for p in reps), r
+            for p in reps:
+                assert abs(p["items"] / p["seconds"] - p["items_per_s"]) <= 0.01 * p["items_per_s"], p
+            rates = [p["items_per_s"] for p in reps]
+            assert min(rates) <= r["items_per_s"] <= max(rates), (rates, r["items_per_s"])
     cells = {(r["value_bytes"], r["clients"], r["batch"]) for r in rows if r["system"] == s}
     assert len(cells) >= 2 * 2 * 2 - 0, f"{s}: cells {sorted(cells)}"
 for r in rows:

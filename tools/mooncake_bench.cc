@@ -177,6 +177,20 @@ std::string FindStoreBinary(const char* argv0) {
   return "";
 }
 
+// The store client's settings from the --store_* flags (negative values are
+// refused in LoadConfig first: they would wrap in the unsigned fields).
+StoreOptions StoreOptionsFromFlags() {
+  StoreOptions o;
+  o.tcp_lanes_per_peer = static_cast<size_t>(absl::GetFlag(FLAGS_store_tcp_lanes));
+  o.tcp_slice_bytes = static_cast<uint32_t>(absl::GetFlag(FLAGS_store_tcp_slice_kib)) << 10;
+  o.tcp_whole_request_lanes = static_cast<size_t>(absl::GetFlag(FLAGS_store_tcp_whole_lanes));
+  o.tcp_spread_min_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_store_tcp_spread_min_kib))
+                           << 10;
+  o.verify_checksums = absl::GetFlag(FLAGS_store_verify_checksums);
+  if (absl::GetFlag(FLAGS_value_data) == "bf16") o.dtype = store::proto::DTYPE_BF16;
+  return o;
+}
+
 absl::StatusOr<Config> LoadConfig(const char* argv0) {
   Config c;
   ASSIGN_OR_RETURN(c.sizes,
@@ -218,6 +232,11 @@ absl::StatusOr<Config> LoadConfig(const char* argv0) {
       return absl::InvalidArgumentError(
           absl::StrCat("--", absl::GetFlagReflectionHandle(*flag).Name(), " must be >= 0"));
     }
+  }
+  // The ranges are the client's and its transport's to say: asked here, so a
+  // bad value stops the bench before any server starts.
+  if (absl::Status st = StoreDriver::CheckOptions(StoreOptionsFromFlags()); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--store_tcp_*: ", st.message()));
   }
   if (c.reps < 1 || c.get_duration <= absl::ZeroDuration() || c.working_set_bytes == 0 ||
       c.fill_clients < 1 || c.fill_factor <= 1 || c.fill_capacity_bytes == 0) {
@@ -455,17 +474,10 @@ Factory<MemcachedDriver> MemcachedFactory(const Server& s, bool binary) {
 Factory<StoreDriver> StoreFactory(const Server& s, bool shm) {
   return [address = s.address,
           shm](size_t value_bytes) -> absl::StatusOr<std::unique_ptr<StoreDriver>> {
-    StoreOptions o;
+    StoreOptions o = StoreOptionsFromFlags();
     o.master_address = address;
     o.use_shm = shm;
     o.max_value_bytes = value_bytes;
-    o.tcp_lanes_per_peer = static_cast<size_t>(absl::GetFlag(FLAGS_store_tcp_lanes));
-    o.tcp_slice_bytes = static_cast<uint32_t>(absl::GetFlag(FLAGS_store_tcp_slice_kib)) << 10;
-    o.tcp_whole_request_lanes = static_cast<size_t>(absl::GetFlag(FLAGS_store_tcp_whole_lanes));
-    o.tcp_spread_min_bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_store_tcp_spread_min_kib))
-                             << 10;
-    o.verify_checksums = absl::GetFlag(FLAGS_store_verify_checksums);
-    if (absl::GetFlag(FLAGS_value_data) == "bf16") o.dtype = store::proto::DTYPE_BF16;
     ASSIGN_OR_RETURN(auto d, StoreDriver::Connect(o));
     static std::atomic<uint64_t> serial{0};
     const std::string key = absl::StrCat("mb/warm/", getpid(), "/", serial.fetch_add(1));

@@ -72,15 +72,20 @@ echo "$err" | grep -q "sizes" || fail "bad size message: $err"
 err=$("$bin" --systems=mysql 2>&1) && fail "unknown system accepted"
 echo "$err" | grep -q "unknown 'mysql'" || fail "unknown system message: $err"
 # Negative store client options are refused before any run (they would wrap
-# in the unsigned options); out-of-range ones by the transport, in every run.
+# in the unsigned options), and so are out-of-range ones, in the client's and
+# its transport's words: exit 2, before any server starts.
 for bad in --store_tcp_lanes=-1 --store_tcp_slice_kib=-1 --store_tcp_whole_lanes=-1 \
   --store_tcp_spread_min_kib=-1; do
   err=$("$bin" --quick --systems=store-tcp "$bad" 2>&1) && fail "$bad accepted"
   echo "$err" | grep -q -- "${bad%%=*} must be >= 0" || fail "$bad message: $err"
 done
 for bad in --store_tcp_lanes=0 --store_tcp_lanes=65 --store_tcp_slice_kib=2; do
-  err=$("$bin" --quick --systems=store-tcp --fill=false "$bad" 2>&1) && fail "$bad accepted"
-  echo "$err" | grep -q "lanes_per_peer in \[1, 64\], slice_bytes" || fail "$bad message: $err"
+  err=$("$bin" --quick --systems=store-tcp --fill=false "$bad" 2>&1)
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "$bad: exit $rc, want 2 (before any run): $err"
+  echo "$err" | grep -q -- "--store_tcp_\*: TcpTransport options: lanes_per_peer in \[1, 64\]" ||
+    fail "$bad message: $err"
+  echo "$err" | grep -q "^progress" && fail "$bad: a run started: $err"
 done
 err=$("$bin" --quick --systems=store-tcp --store_binary=/nonexistent 2>&1) && fail "missing store accepted"
 echo "$err" | grep -q "nonexistent" || fail "missing store message: $err"

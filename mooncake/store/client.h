@@ -102,6 +102,12 @@ template <rpc::RpcChannel C>
 class Client {
  public:
   // `channel` reaches the master and must outlive the client.
+  // What Create would refuse in `options` (INVALID_ARGUMENT), checked without
+  // a master or a transport: for a program that validates its flags first.
+  static absl::Status CheckOptions(const ClientOptions& options) {
+    return client_internal::CheckClientOptions(options);
+  }
+
   static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options, C* channel) {
     MC_ASSERT(channel != nullptr, "a client needs a channel to the master");
     ASSIGN_OR_RETURN(auto core,

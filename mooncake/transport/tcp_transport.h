@@ -102,7 +102,9 @@ class TcpTransport {
     const absl::Status s = server_.Listen(options_.bind_host, options_.port);
     MC_ASSERT(s.ok(), "TcpTransport could not listen");
   }
-  static absl::StatusOr<std::unique_ptr<TcpTransport>> Create(Options options) {
+  // What Create refuses in `options` before it binds anything, for a caller
+  // that wants to say so up front. Errors: INVALID_ARGUMENT.
+  static absl::Status CheckOptions(const Options& options) {
     if (options.lanes_per_peer < 1 || options.lanes_per_peer > 64 || options.slice_bytes < 4096 ||
         options.slice_bytes > transport_internal::kMaxSliceBytes ||
         options.io_timeout <= absl::ZeroDuration()) {
@@ -110,6 +112,11 @@ class TcpTransport {
           "TcpTransport options: lanes_per_peer in [1, 64], slice_bytes in [4 KiB, 16 MiB], "
           "io_timeout > 0");
     }
+    return absl::OkStatus();
+  }
+
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> Create(Options options) {
+    RETURN_IF_ERROR(CheckOptions(options));
     std::unique_ptr<TcpTransport> t(new TcpTransport(std::move(options), 0));
     RETURN_IF_ERROR(t->server_.Listen(t->options_.bind_host, t->options_.port));
     return t;

@@ -51,9 +51,27 @@ class StoreDriver {
  public:
   using Client = client::Client<rpc::TcpChannel>;
 
-  static absl::StatusOr<std::unique_ptr<StoreDriver>> Connect(const StoreOptions& o) {
+  // What Connect would refuse in `o` without a master: for a check before
+  // any server starts. Errors: INVALID_ARGUMENT.
+  static absl::Status CheckOptions(const StoreOptions& o) {
     if (o.max_value_bytes == 0) return absl::InvalidArgumentError("max_value_bytes must be > 0");
+    return Client::CheckOptions(ToClientOptions(o));
+  }
+
+  static absl::StatusOr<std::unique_ptr<StoreDriver>> Connect(const StoreOptions& o) {
+    RETURN_IF_ERROR(CheckOptions(o));
     ASSIGN_OR_RETURN(auto channel, rpc::TcpChannel::Connect(o.master_address));
+    ASSIGN_OR_RETURN(auto client, Client::Create(ToClientOptions(o), channel.get()));
+    auto d = std::unique_ptr<StoreDriver>(
+        new StoreDriver(std::move(channel), std::move(client), o.use_shm, o.max_value_bytes));
+    if (o.dtype != store::proto::DTYPE_UNSPECIFIED) {
+      d->tensor_.set_dtype(o.dtype);
+      d->put_options_.tensor = &d->tensor_;
+    }
+    return d;
+  }
+
+  static client::ClientOptions ToClientOptions(const StoreOptions& o) {
     client::ClientOptions co;
     co.use_local = false;
     co.use_shm = o.use_shm;
@@ -66,14 +84,7 @@ class StoreDriver {
     co.verify_checksums = o.verify_checksums;
     co.rpc_timeout_ms = o.timeout_ms;
     co.transfer_timeout_ms = o.timeout_ms;
-    ASSIGN_OR_RETURN(auto client, Client::Create(co, channel.get()));
-    auto d = std::unique_ptr<StoreDriver>(
-        new StoreDriver(std::move(channel), std::move(client), o.use_shm, o.max_value_bytes));
-    if (o.dtype != store::proto::DTYPE_UNSPECIFIED) {
-      d->tensor_.set_dtype(o.dtype);
-      d->put_options_.tensor = &d->tensor_;
-    }
-    return d;
+    return co;
   }
 
   StoreDriver(const StoreDriver&) = delete;

@@ -97,5 +97,20 @@ TEST(StoreDriverTest, BadAddressIsAnError) {
   EXPECT_TRUE(absl::IsInvalidArgument(StoreDriver::Connect(o).status()));
 }
 
+TEST(StoreDriverTest, CheckOptionsNeedsNoMaster) {
+  StoreOptions o;  // no master_address: nothing is connected
+  EXPECT_TRUE(StoreDriver::CheckOptions(o).ok());
+  o.tcp_lanes_per_peer = 0;
+  const absl::Status lanes = StoreDriver::CheckOptions(o);
+  EXPECT_TRUE(absl::IsInvalidArgument(lanes)) << lanes;
+  EXPECT_NE(lanes.message().find("lanes_per_peer"), std::string_view::npos) << lanes;
+  o.tcp_lanes_per_peer = 2;
+  o.tcp_slice_bytes = 1024;
+  EXPECT_TRUE(absl::IsInvalidArgument(StoreDriver::CheckOptions(o)));
+  o.tcp_slice_bytes = 64 << 10;
+  o.max_value_bytes = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(StoreDriver::CheckOptions(o)));
+}
+
 }  // namespace
 }  // namespace mooncake::bench

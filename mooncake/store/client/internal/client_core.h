@@ -90,19 +90,36 @@ inline absl::Status Annotate(const absl::Status& s, std::string_view op, std::st
       s.code(), absl::StrCat(AbslView(op), " '", absl::CEscape(AbslView(key)), "': ", s.message()));
 }
 
+// The client's TCP transport settings (ClientOptions::tcp_*).
+inline transport::TcpTransport::Options TcpOptionsFor(const client::ClientOptions& o) {
+  transport::TcpTransport::Options to;
+  to.lanes_per_peer = o.tcp_lanes_per_peer;
+  to.slice_bytes = o.tcp_slice_bytes;
+  to.spread_min_bytes = o.tcp_spread_min_bytes;
+  to.whole_request_lanes = o.tcp_whole_request_lanes;
+  return to;
+}
+
+// What ClientCore::Create refuses in `o` before it opens anything.
+inline absl::Status CheckClientOptions(const client::ClientOptions& o) {
+  if (!o.use_local && !o.use_shm && !o.use_tcp) {
+    return absl::InvalidArgumentError("ClientOptions: enable at least one transport");
+  }
+  if (o.rpc_timeout_ms <= 0 || o.transfer_timeout_ms <= 0 || o.lease_margin_ms < 0 ||
+      o.cache_max_entries == 0 || o.max_object_bytes == 0 || o.clock == nullptr) {
+    return absl::InvalidArgumentError(
+        "ClientOptions: timeouts, cache_max_entries and max_object_bytes must be > 0, "
+        "lease_margin_ms >= 0, clock set");
+  }
+  if (o.use_tcp) return transport::TcpTransport::CheckOptions(TcpOptionsFor(o));
+  return absl::OkStatus();
+}
+
 template <rpc::RpcChannel C>
 class ClientCore {
  public:
   static absl::StatusOr<std::unique_ptr<ClientCore>> Create(client::ClientOptions o, C* channel) {
-    if (!o.use_local && !o.use_shm && !o.use_tcp) {
-      return absl::InvalidArgumentError("ClientOptions: enable at least one transport");
-    }
-    if (o.rpc_timeout_ms <= 0 || o.transfer_timeout_ms <= 0 || o.lease_margin_ms < 0 ||
-        o.cache_max_entries == 0 || o.max_object_bytes == 0 || o.clock == nullptr) {
-      return absl::InvalidArgumentError(
-          "ClientOptions: timeouts, cache_max_entries and max_object_bytes must be > 0, "
-          "lease_margin_ms >= 0, clock set");
-    }
+    RETURN_IF_ERROR(CheckClientOptions(o));
     char host[256] = {};
     ::gethostname(host, sizeof(host) - 1);
     if (o.host_id.empty()) o.host_id = host;
@@ -127,12 +144,7 @@ class ClientCore {
           std::move(shm)));
     }
     if (o.use_tcp) {
-      transport::TcpTransport::Options to;
-      to.lanes_per_peer = o.tcp_lanes_per_peer;
-      to.slice_bytes = o.tcp_slice_bytes;
-      to.spread_min_bytes = o.tcp_spread_min_bytes;
-      to.whole_request_lanes = o.tcp_whole_request_lanes;
-      ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create(std::move(to)));
+      ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create(TcpOptionsFor(o)));
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(
           std::move(tcp)));
     }

@@ -6,9 +6,10 @@
 //   JoinHostPort("::1", 9090)        -> "[::1]:9090"
 //   SplitHostPort("[::1]:9090")      -> {host "::1", port "9090"}
 //
-// SplitHostPort splits at the last colon and leaves the port's text for the
-// caller to check (its own range and error message); an unbracketed IPv6
-// literal ("::1:9090") splits the same way.
+// SplitHostPort leaves the port's text for the caller to check (its own
+// range and error message). A bracketed host ends at its "]", which must be
+// followed by ":"; an unbracketed one ends at the last colon, so "::1:9090"
+// splits as host "::1" (callers that want brackets for IPv6 check for them).
 //
 // Thread-safety: pure functions.
 #ifndef MOONCAKE_BASE_HOST_PORT_H_
@@ -39,14 +40,23 @@ struct HostPortText {
   std::string_view port;  // unchecked, possibly empty
 };
 
-// Splits at the last colon; nullopt when there is none or the host part is
-// empty. A host of the form "[...]" loses its brackets.
+// nullopt when there is no colon after the host, the host is empty, or a
+// "[" has no "]:" to close it.
 inline std::optional<HostPortText> SplitHostPort(std::string_view address) {
-  const size_t colon = address.rfind(':');
-  if (colon == std::string_view::npos || colon == 0) return std::nullopt;
-  std::string_view host = address.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
+  std::string_view host;
+  size_t colon;
+  if (address.starts_with('[')) {
+    const size_t close = address.find(']');
+    if (close == std::string_view::npos || close + 1 >= address.size() ||
+        address[close + 1] != ':') {
+      return std::nullopt;
+    }
+    host = address.substr(1, close - 1);
+    colon = close + 1;
+  } else {
+    colon = address.rfind(':');
+    if (colon == std::string_view::npos) return std::nullopt;
+    host = address.substr(0, colon);
   }
   if (host.empty()) return std::nullopt;
   return HostPortText{host, address.substr(colon + 1)};

@@ -38,6 +38,10 @@ TEST(HostPortTest, SplitRefusesWhatHasNoHost) {
   EXPECT_FALSE(SplitHostPort("50051").has_value());
   EXPECT_FALSE(SplitHostPort(":50051").has_value());
   EXPECT_FALSE(SplitHostPort("[]:50051").has_value());
+  EXPECT_FALSE(SplitHostPort("[::1]").has_value());      // no port after the bracket
+  EXPECT_FALSE(SplitHostPort("[::1]9090").has_value());  // no colon after it
+  EXPECT_FALSE(SplitHostPort("[::1:9090").has_value());  // never closed
+  EXPECT_FALSE(SplitHostPort("[::1]x:9090").has_value());
 }
 
 TEST(HostPortTest, JoinedAddressesSplitBack) {

@@ -24,8 +24,8 @@ struct ProcessStats {
   uint64_t resident_bytes = 0;
   uint64_t virtual_bytes = 0;
   uint64_t open_fds = 0;
-  // The soft RLIMIT_NOFILE; unlimited reads as RLIM_INFINITY (2^64 - 1), as
-  // the Prometheus Go client reports it, never as 0.
+  // The soft RLIMIT_NOFILE as getrlimit gives it: an unlimited one (not
+  // possible on Linux, where nr_open caps it) would read RLIM_INFINITY, not 0.
   uint64_t max_fds = 0;
   uint64_t threads = 0;
 };

@@ -72,14 +72,12 @@ class TcpServer {
 
   absl::Status Listen(const std::string& host, uint16_t port) {
     socklen_t addr_len = 0;
-    absl::StatusOr<sockaddr_storage> addr = NumericSockaddr(host, port, &addr_len);
-    if (!addr.ok())
-      return absl::InvalidArgumentError(absl::StrCat("bind: ", addr.status().message()));
-    listen_ = Fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    ASSIGN_OR_RETURN(const sockaddr_storage addr, NumericSockaddr(host, port, &addr_len));
+    listen_ = Fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!listen_.valid()) return ErrnoStatus("socket", errno);
     const int one = 1;
     ::setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(listen_.get(), reinterpret_cast<const sockaddr*>(&*addr), addr_len) != 0) {
+    if (::bind(listen_.get(), reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0) {
       return ErrnoStatus(absl::StrCat("bind ", JoinHostPort(host, port)), errno);
     }
     if (::listen(listen_.get(), 128) != 0) return ErrnoStatus("listen", errno);

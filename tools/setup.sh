@@ -13,6 +13,7 @@ packages=(
   libhiredis-dev libmemcached-dev
   # baselines and tools the benchmarks and tests start
   memcached redis-server fio iproute2
+  python3-matplotlib  # docs/img plots: /usr/bin/python3 tools/plots/make_plots.py
 )
 
 missing=()

@@ -9,18 +9,30 @@
 //   INVALID_ARGUMENT          malformed (answer 400)
 //   RESOURCE_EXHAUSTED        the head exceeds `max_head_bytes` or has more
 //                             than `max_headers` headers (answer 431)
-// The method is not checked here (the server answers 405 to non-GET).
+// The method is not checked here (the server answers 405 to methods a path
+// does not take).
+//
+// RequestBodyBytes reads what the head says about a body (RFC 9112 6.3):
+//   std::nullopt              no Content-Length: no body
+//   n                         Content-Length: n (several equal ones count once)
+//   UNIMPLEMENTED             Transfer-Encoding (chunked bodies are not read:
+//                             answer 501)
+//   INVALID_ARGUMENT          a malformed or conflicting Content-Length (400)
 //
 // Accepted syntax (RFC 9112, strict): `METHOD SP target SP HTTP/1.x CRLF`,
 // headers `name: value CRLF` (name a token, no space before the colon, value
 // without control bytes), an empty line. A bare LF ends a line too (as most
 // servers accept). Obsolete line folding is rejected.
 //
-// Thread-safety: a pure function.
+// UrlDecode and QueryParameter read the request target's query (the
+// metadata store's ?key=...).
+//
+// Thread-safety: pure functions.
 #ifndef MOONCAKE_STORE_NODE_HTTP_REQUEST_H_
 #define MOONCAKE_STORE_NODE_HTTP_REQUEST_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +60,7 @@ struct HttpRequest {
   int minor_version = 1;                                     // HTTP/1.<minor>
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased
   size_t head_bytes = 0;                                     // bytes of input the head used
+  std::string body;  // the Content-Length body (filled by the server, for paths that take one)
 
   // First header named `name` (lower case), or nullptr.
   const std::string* Header(std::string_view name) const {
@@ -182,9 +195,81 @@ inline absl::StatusOr<std::optional<HttpRequest>> ParseHttpRequest(std::string_v
   return std::optional<HttpRequest>(std::move(r));
 }
 
+inline absl::StatusOr<std::optional<uint64_t>> RequestBodyBytes(const HttpRequest& r) {
+  std::optional<uint64_t> length;
+  for (const auto& [name, value] : r.headers) {
+    if (name == "transfer-encoding") {
+      return absl::UnimplementedError(
+          "Transfer-Encoding is not supported here; send the body with a Content-Length");
+    }
+    if (name != "content-length") continue;
+    // At most 19 digits: every such number fits in uint64_t.
+    if (value.empty() || value.size() > 19 ||
+        value.find_first_not_of("0123456789") != std::string::npos) {
+      return node_internal::Malformed("Content-Length must be a decimal byte count");
+    }
+    uint64_t n = 0;
+    for (char c : value) n = n * 10 + static_cast<uint64_t>(c - '0');
+    if (length.has_value() && *length != n) {
+      return node_internal::Malformed("conflicting Content-Length headers");
+    }
+    length = n;
+  }
+  return length;
+}
+
+// %XX escapes and '+' (a space, as forms and Go's and Python's query
+// parsers have it) decoded. INVALID_ARGUMENT for a '%' without two hex digits.
+inline absl::StatusOr<std::string> UrlDecode(std::string_view text) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out += ' ';
+    } else if (text[i] != '%') {
+      out += text[i];
+    } else if (i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      out += static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2]));
+      i += 2;
+    } else {
+      return node_internal::Malformed("a '%' in the query is not followed by two hex digits");
+    }
+  }
+  MC_DASSERT(out.size() <= text.size(), "decoding never grows the text");
+  return out;
+}
+
+// The first parameter called `name` (after decoding) in a query string
+// ("a=1&b=2"), decoded; std::nullopt when there is none. A parameter without
+// '=' has the value "". Errors: those of UrlDecode.
+inline absl::StatusOr<std::optional<std::string>> QueryParameter(std::string_view query,
+                                                                 std::string_view name) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    const size_t eq = pair.find('=');
+    absl::StatusOr<std::string> key = UrlDecode(pair.substr(0, eq));
+    if (!key.ok()) return key.status();
+    if (*key != name) continue;
+    absl::StatusOr<std::string> value =
+        UrlDecode(eq == std::string_view::npos ? std::string_view() : pair.substr(eq + 1));
+    if (!value.ok()) return value.status();
+    return std::optional<std::string>(std::move(*value));
+  }
+  return std::optional<std::string>();
+}
+
 // The HTTP status a parse error gets.
 inline int HttpStatusForParseError(const absl::Status& s) {
-  return absl::IsResourceExhausted(s) ? 431 : 400;
+  if (absl::IsResourceExhausted(s)) return 431;
+  return absl::IsUnimplemented(s) ? 501 : 400;
 }
 
 }  // namespace mooncake::node

@@ -105,5 +105,48 @@ TEST(HttpRequest, MethodIsNotJudgedHere) {
   EXPECT_EQ(MustParse("DELETE /x HTTP/1.1\r\n\r\n").method, "DELETE");
 }
 
+TEST(HttpRequest, BodyBytesFromContentLength) {
+  EXPECT_EQ(*RequestBodyBytes(MustParse("PUT /x HTTP/1.1\r\n\r\n")), std::nullopt);
+  EXPECT_EQ(*RequestBodyBytes(MustParse("PUT /x HTTP/1.1\r\nContent-Length: 0\r\n\r\n")), 0u);
+  EXPECT_EQ(*RequestBodyBytes(MustParse("PUT /x HTTP/1.1\r\ncontent-length:  42 \r\n\r\n")), 42u);
+  // Equal duplicates count once (RFC 9112 6.3); different ones are an error.
+  EXPECT_EQ(*RequestBodyBytes(
+                MustParse("PUT /x HTTP/1.1\r\nContent-Length: 7\r\nContent-Length: 7\r\n\r\n")),
+            7u);
+  for (const char* bad : {"PUT /x HTTP/1.1\r\nContent-Length: 7\r\nContent-Length: 8\r\n\r\n",
+                          "PUT /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+                          "PUT /x HTTP/1.1\r\nContent-Length: 1 2\r\n\r\n",
+                          "PUT /x HTTP/1.1\r\nContent-Length:\r\n\r\n",
+                          "PUT /x HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n"}) {
+    auto r = RequestBodyBytes(MustParse(bad));
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(HttpStatusForParseError(r.status()), 400) << bad;
+  }
+  EXPECT_EQ(*RequestBodyBytes(
+                MustParse("PUT /x HTTP/1.1\r\nContent-Length: 9999999999999999999\r\n\r\n")),
+            9999999999999999999u);
+  auto chunked =
+      RequestBodyBytes(MustParse("PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  ASSERT_FALSE(chunked.ok());
+  EXPECT_EQ(HttpStatusForParseError(chunked.status()), 501);
+}
+
+TEST(HttpRequest, UrlDecodeAndQueryParameter) {
+  EXPECT_EQ(*UrlDecode("a%2Fb+c%20d%41%7e"), "a/b c dA~");
+  EXPECT_EQ(*UrlDecode(""), "");
+  EXPECT_EQ(*UrlDecode("%00"), std::string(1, '\0'));
+  for (const char* bad : {"%", "%4", "%zz", "a%g1"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(UrlDecode(bad).status())) << bad;
+  }
+  EXPECT_EQ(**QueryParameter("key=a%2Fb", "key"), "a/b");
+  EXPECT_EQ(**QueryParameter("x=1&key=v&key=w", "key"), "v");  // the first
+  EXPECT_EQ(**QueryParameter("k%65y=v", "key"), "v");          // names decode too
+  EXPECT_EQ(**QueryParameter("key", "key"), "");
+  EXPECT_EQ(**QueryParameter("key=", "key"), "");
+  EXPECT_EQ(*QueryParameter("keys=1&&k=2", "key"), std::nullopt);
+  EXPECT_EQ(*QueryParameter("", "key"), std::nullopt);
+  EXPECT_FALSE(QueryParameter("key=%zz", "key").ok());
+}
+
 }  // namespace
 }  // namespace mooncake::node

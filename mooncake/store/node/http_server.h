@@ -1,6 +1,10 @@
 // HttpServer: a small HTTP/1.1 server for a node's operational endpoints
-// (/metrics, /health). Not a general web server: GET and HEAD, one request per
-// connection (answers carry "Connection: close"), bodies ignored.
+// (/metrics, /health) and the transfer-engine metadata store (/metadata). Not
+// a general web server: one request per connection (answers carry
+// "Connection: close"); GET and HEAD everywhere, PUT and DELETE only on the
+// paths registered with HttpRoute::writes, whose requests may carry a
+// Content-Length body of at most HttpRoute::max_body_bytes (other paths
+// ignore bodies).
 //
 //   HttpServer http({.host = "127.0.0.1", .port = 0});
 //   RETURN_IF_ERROR(http.Handle("/health", [](const HttpRequest&) {
@@ -14,9 +18,15 @@
 // `max_connections` connections; handlers run on it, so they must be short
 // (rendering metrics is). Answers:
 //   200.. what the handler returns
-//   400   malformed request head            405  a method other than GET/HEAD
-//   404   no handler for the path           408  head not complete in idle_timeout_ms
-//   431   head over limits.max_head_bytes   503  over max_connections, none idle
+//   400   malformed request head            405  a method the path does not take
+//   404   no handler for the path           408  no progress for idle_timeout_ms
+//   411   PUT without Content-Length        413  body over the path's max_body_bytes
+//   431   head over limits.max_head_bytes   501  Transfer-Encoding (chunked) body
+//   503   over max_connections, none idle
+// A request with "Expect: 100-continue" whose body will be read gets
+// "100 Continue" first. Memory: a connection holds at most its head, its body
+// and one read (64 KiB), so at most max_connections x (max_head_bytes +
+// max_body_bytes + 64 KiB) for all.
 // A newcomer over max_connections takes the slot of the connection that has
 // waited longest (at least idle_evict_ms) for its head, which gets 408.
 // After answering, the server half-closes and drains what the peer still
@@ -38,12 +48,15 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
@@ -60,6 +73,12 @@ struct HttpResponse {
 };
 
 using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
+
+// What a path takes besides GET and HEAD.
+struct HttpRoute {
+  bool writes = false;        // PUT and DELETE too, with a Content-Length body
+  size_t max_body_bytes = 0;  // larger bodies: 413 (writes only)
+};
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
@@ -90,25 +109,34 @@ inline std::string_view HttpReason(int status) {
       return "Method Not Allowed";
     case 408:
       return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
     case 431:
       return "Request Header Fields Too Large";
     case 500:
       return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
     case 503:
       return "Service Unavailable";
+    case 507:
+      return "Insufficient Storage";
     default:
       return "Status";
   }
 }
 
-// `head`: the answer to a HEAD request (the GET answer's head: its
-// Content-Length, no body).
-inline std::string FormatHttpResponse(const HttpResponse& r, bool allow_header = false,
+// `allow`: the methods an Allow header lists ("" for none). `head`: the
+// answer to a HEAD request (the GET answer's head: its Content-Length, no
+// body).
+inline std::string FormatHttpResponse(const HttpResponse& r, std::string_view allow = {},
                                       bool head = false) {
   std::string out = absl::StrCat("HTTP/1.1 ", r.status, " ", AbslView(HttpReason(r.status)),
                                  "\r\nContent-Type: ", r.content_type,
                                  "\r\nContent-Length: ", r.body.size(), "\r\n");
-  if (allow_header) out += "Allow: GET, HEAD\r\n";
+  if (!allow.empty()) absl::StrAppend(&out, "Allow: ", AbslView(allow), "\r\n");
   absl::StrAppend(&out, "Connection: close\r\n\r\n");
   if (!head) out += r.body;
   return out;
@@ -121,15 +149,17 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
   ~HttpServer() { Stop(); }
 
-  // Serves `path` (exact match, query ignored). Errors: INVALID_ARGUMENT (path
-  // not starting with '/'), ALREADY_EXISTS, FAILED_PRECONDITION (started).
-  absl::Status Handle(std::string path, HttpHandler handler) {
+  // Serves `path` (exact match, query ignored) with GET and HEAD, and PUT and
+  // DELETE too when route.writes. Errors: INVALID_ARGUMENT (path not starting
+  // with '/'), ALREADY_EXISTS, FAILED_PRECONDITION (started).
+  absl::Status Handle(std::string path, HttpHandler handler, HttpRoute route = {}) {
     if (started_) return absl::FailedPreconditionError("HttpServer::Handle after Start");
     if (path.empty() || path.front() != '/') {
       return absl::InvalidArgumentError(absl::StrCat("HTTP path \"", path, "\" must start with /"));
     }
     MC_ASSERT(handler != nullptr, "a null HTTP handler");
-    if (!handlers_.emplace(path, std::move(handler)).second) {
+    MC_ASSERT(route.writes || route.max_body_bytes == 0, "a body limit on a read-only path");
+    if (!handlers_.emplace(path, Route{std::move(handler), route}).second) {
       return absl::AlreadyExistsError(absl::StrCat("HTTP path ", path, " registered twice"));
     }
     return absl::OkStatus();
@@ -183,9 +213,18 @@ class HttpServer {
   }
 
  private:
+  struct Route {
+    HttpHandler handler;
+    HttpRoute options;
+  };
+
   struct Conn {
     node_internal::UniqueFd fd;
     std::string in;
+    // Set once the head is in and a body is awaited: `body_bytes` of it.
+    std::optional<HttpRequest> request;
+    const Route* route = nullptr;
+    uint64_t body_bytes = 0;
     std::string out;
     size_t sent = 0;
     bool answered = false;      // `out` holds the whole answer
@@ -193,6 +232,8 @@ class HttpServer {
     bool write_closed = false;  // answer sent, SHUT_WR done; draining input
     int64_t deadline_ns = 0;    // idle (reading) or linger (draining) limit
   };
+
+  static constexpr size_t kReadBytes = 64 * 1024;
 
   void Run() {
     std::vector<std::unique_ptr<Conn>> conns;
@@ -212,7 +253,7 @@ class HttpServer {
         const short re = fds[i + 2].revents;
         if (re != 0) Service(*conns[i], re, now);
         if (!conns[i]->answered && now >= conns[i]->deadline_ns) {
-          Reject(*conns[i], 408, "the request head did not arrive in time\n", now);
+          Reject(*conns[i], 408, "the request did not arrive in time\n", now);
         }
       }
       std::erase_if(conns, [&](const std::unique_ptr<Conn>& c) {
@@ -269,29 +310,37 @@ class HttpServer {
       if (revents & (POLLOUT | POLLERR | POLLHUP)) Write(c, now);
       return;
     }
-    char buf[4096];
-    const ssize_t r = ::recv(c.fd.get(), buf, sizeof(buf), 0);
+    // A body is read in one go as far as the socket has it; a head in small
+    // reads (it is re-parsed after each).
+    const size_t want = c.request.has_value() ? kReadBytes : 4096;
+    const size_t old_size = c.in.size();
+    c.in.resize(old_size + want);
+    const ssize_t r = ::recv(c.fd.get(), c.in.data() + old_size, want, 0);
+    c.in.resize(old_size + static_cast<size_t>(std::max<ssize_t>(r, 0)));
     if (r < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (r <= 0) {
-      c.fd.Reset();  // the peer left before asking anything
+      c.fd.Reset();  // the peer left before its request was complete
       return;
     }
-    c.in.append(buf, static_cast<size_t>(r));
+    if (c.request.has_value()) {
+      c.deadline_ns = now + options_.idle_timeout_ms * 1'000'000;  // progress
+      MaybeAnswerWithBody(c, now);
+      return;
+    }
     auto parsed = ParseHttpRequest(c.in, options_.limits);
     if (!parsed.ok()) {
       Reject(c, HttpStatusForParseError(parsed.status()),
              absl::StrCat(parsed.status().message(), "\n"), now);
     } else if (parsed->has_value()) {
-      Answer(c, **parsed, now);
+      OnHead(c, std::move(**parsed), now);
     }
   }
 
-  void Answer(Conn& c, const HttpRequest& req, int64_t now) {
+  static constexpr std::string_view kReadMethods = "GET, HEAD";
+  static constexpr std::string_view kWriteMethods = "GET, HEAD, PUT, DELETE";
+
+  void OnHead(Conn& c, HttpRequest req, int64_t now) {
     const bool head = req.method == "HEAD";  // RFC 9110 9.3.2: GET's head, no body
-    if (req.method != "GET" && !head) {
-      Reject(c, 405, "only GET and HEAD are served here\n", now, /*allow_header=*/true);
-      return;
-    }
     c.head = head;
     auto it = handlers_.find(req.path);
     if (it == handlers_.end()) {
@@ -300,19 +349,76 @@ class HttpServer {
       Reject(c, 404, absl::StrCat("no such path; served:", paths, "\n"), now);
       return;
     }
-    const HttpResponse resp = it->second(req);
+    const Route& route = it->second;
+    const bool write = req.method == "PUT" || req.method == "DELETE";
+    if (req.method != "GET" && !head && !(write && route.options.writes)) {
+      const std::string_view allow = route.options.writes ? kWriteMethods : kReadMethods;
+      Reject(c, 405, absl::StrCat("only ", AbslView(allow), " are served here\n"), now, allow);
+      return;
+    }
+    if (!route.options.writes) {  // bodies ignored
+      Answer(c, route, req, now);
+      return;
+    }
+    auto length = RequestBodyBytes(req);
+    if (!length.ok()) {
+      Reject(c, HttpStatusForParseError(length.status()),
+             absl::StrCat(length.status().message(), "\n"), now);
+      return;
+    }
+    if (!length->has_value() && req.method == "PUT") {
+      Reject(c, 411, "PUT needs a Content-Length\n", now);
+      return;
+    }
+    const uint64_t bytes = length->value_or(0);
+    if (bytes > route.options.max_body_bytes) {
+      Reject(c, 413,
+             absl::StrCat("the body is ", bytes, " bytes; this path takes at most ",
+                          route.options.max_body_bytes, "\n"),
+             now);
+      return;
+    }
+    const std::string* expect = req.Header("expect");
+    if (expect != nullptr && absl::EqualsIgnoreCase(*expect, "100-continue") && bytes > 0 &&
+        c.in.size() == req.head_bytes) {
+      // Best effort without waiting: 25 bytes fit a fresh socket's buffer; a
+      // peer that does not read them loses nothing (it sends after a delay).
+      constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      (void)!::send(c.fd.get(), kContinue.data(), kContinue.size(), MSG_NOSIGNAL);
+    }
+    c.route = &route;
+    c.body_bytes = bytes;
+    c.request = std::move(req);
+    c.deadline_ns = now + options_.idle_timeout_ms * 1'000'000;
+    MaybeAnswerWithBody(c, now);
+  }
+
+  // Answers once the whole body is in; bytes after it are ignored (one
+  // request per connection).
+  void MaybeAnswerWithBody(Conn& c, int64_t now) {
+    MC_DASSERT(c.request.has_value() && c.route != nullptr, "no request awaiting a body");
+    const size_t start = c.request->head_bytes;
+    if (c.in.size() - start < c.body_bytes) return;
+    c.request->body = c.in.substr(start, c.body_bytes);
+    c.in.clear();
+    c.in.shrink_to_fit();
+    Answer(c, *c.route, *c.request, now);
+  }
+
+  void Answer(Conn& c, const Route& route, const HttpRequest& req, int64_t now) {
+    const HttpResponse resp = route.handler(req);
     requests_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
-    c.out = FormatHttpResponse(resp, false, c.head);
+    c.out = FormatHttpResponse(resp, {}, c.head);
     c.answered = true;
     Write(c, now);
   }
 
-  void Reject(Conn& c, int status, std::string body, int64_t now, bool allow_header = false) {
+  void Reject(Conn& c, int status, std::string body, int64_t now, std::string_view allow = {}) {
     rejected_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
     // A HEAD rejected before Answer (a malformed or oversized head, a timeout)
     // still gets no body.
     if (!c.head && c.in.starts_with("HEAD ")) c.head = true;
-    c.out = FormatHttpResponse({.status = status, .body = std::move(body)}, allow_header, c.head);
+    c.out = FormatHttpResponse({.status = status, .body = std::move(body)}, allow, c.head);
     c.answered = true;
     Write(c, now);
   }
@@ -351,7 +457,7 @@ class HttpServer {
   }
 
   const HttpServerOptions options_;
-  std::map<std::string, HttpHandler> handlers_;  // fixed after Start
+  std::map<std::string, Route> handlers_;  // fixed after Start (Conn::route points in)
   node_internal::UniqueFd listen_;
   node_internal::UniqueFd wake_read_;
   node_internal::UniqueFd wake_write_;

@@ -77,8 +77,6 @@
 
 namespace mooncake::node {
 
-inline constexpr std::string_view kStoreVersion = "0.1.0";
-
 struct NodeHealth {
   bool ok = false;
   std::string reason;  // "ok" when ok
@@ -256,6 +254,8 @@ class StoreNode {
     mo.max_replica_count = std::max<uint32_t>(8, options_.replicas);
     mo.high_watermark = options_.high_watermark;
     mo.low_watermark = options_.low_watermark;
+    mo.default_lease_ms = options_.default_lease_ms;
+    mo.max_lease_ms = std::max(mo.max_lease_ms, options_.default_lease_ms);
     mo.tenants = options_.tenants;
     mo.tier.offload_min_bytes = options_.ssd_offload_min_bytes;
     mo.membership.heartbeat_interval_ms = options_.heartbeat_interval_ms;

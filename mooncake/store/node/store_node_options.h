@@ -34,6 +34,9 @@
 
 namespace mooncake::node {
 
+// The store's version, which its programs print (--version, the banner).
+inline constexpr std::string_view kStoreVersion = "0.1.0";
+
 enum class Role { kAll, kMaster, kWorker };
 
 inline std::string_view RoleName(Role r) {
@@ -109,6 +112,10 @@ struct StoreNodeOptions {
   // objects per byte of SSD: a tier small against its working set hits more
   // often), kNever.
   tier::Compression ssd_compression = tier::Compression::kAuto;
+  // The read lease a get takes when it names none (MasterOptions::
+  // default_lease_ms; mooncake_master --default_kv_lease_ttl). The master's
+  // longest lease is 60 s, or this if longer.
+  int64_t default_lease_ms = 5'000;
   // Master timing (not flags: the defaults suit a real deployment).
   int64_t tick_interval_ms = 100;
   int64_t heartbeat_interval_ms = 1'000;
@@ -225,6 +232,9 @@ inline absl::StatusOr<std::vector<master::TenantConfig>> ParseTenants(std::strin
   return out;
 }
 
+// A day: a longer default lease would pin space that no reader still uses.
+inline constexpr int64_t kMaxDefaultLeaseMs = 86'400'000;
+
 // Checks what the parsers cannot see alone (ranges, combinations).
 inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
   auto bad = [](std::string_view why) { return absl::InvalidArgumentError(AbslView(why)); };
@@ -279,6 +289,10 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
   }
   if (!(o.low_watermark > 0 && o.low_watermark < o.high_watermark && o.high_watermark <= 1.0)) {
     return bad("watermarks: need 0 < --low_watermark < --high_watermark <= 1");
+  }
+  if (o.default_lease_ms < 1 || o.default_lease_ms > kMaxDefaultLeaseMs) {
+    return bad(absl::StrCat("the default read lease (mooncake_master --default_kv_lease_ttl) ",
+                            "must be in [1, ", kMaxDefaultLeaseMs, "] ms"));
   }
   if (o.tick_interval_ms <= 0 || o.heartbeat_interval_ms <= 0 ||
       o.heartbeat_timeout_ms <= o.heartbeat_interval_ms || o.drain_ms < 0) {

@@ -415,6 +415,32 @@ TEST(StoreNode, DefaultReplicasAndWatermarksReachTheMaster) {
   EXPECT_EQ(*got, std::string(1 << 20, 'a' + 23));
 }
 
+// The default read lease (mooncake_master --default_kv_lease_ttl) reaches the
+// master: a get naming no lease gets it, and a lease longer than the
+// master's usual 60 s cap is not clamped below it.
+TEST(StoreNode, DefaultLeaseReachesTheMaster) {
+  for (const int64_t lease_ms : {int64_t{1'234}, int64_t{90'000}}) {
+    StoreNodeOptions o = TestNodeOptions(Role::kAll);
+    o.default_lease_ms = lease_ms;
+    auto n = StoreNode::Start(o);
+    ASSERT_TRUE(n.ok()) << n.status();
+    ClientAndChannel c = Connect((*n)->rpc_address(), /*shm=*/false);
+    ASSERT_NE(c.client, nullptr);
+    ASSERT_TRUE(c.client->Put("leased", "value").ok());
+    store::proto::GetReplicasRequest req;
+    req.set_key("leased");
+    auto got = (*n)->master()->GetReplicas(req);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_NE(got->lease().lease_id(), 0u);
+    EXPECT_EQ(got->lease().expires_in_ms(), static_cast<uint64_t>(lease_ms));
+  }
+  StoreNodeOptions o = TestNodeOptions(Role::kMaster);
+  for (const int64_t bad : {int64_t{0}, int64_t{-1}, kMaxDefaultLeaseMs + 1}) {
+    o.default_lease_ms = bad;
+    EXPECT_TRUE(absl::IsInvalidArgument(StoreNode::Start(o).status())) << bad;
+  }
+}
+
 TEST(StoreNode, HttpOffMeansNoAddress) {
   StoreNodeOptions o = TestNodeOptions(Role::kMaster);
   o.http_enabled = false;

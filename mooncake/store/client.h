@@ -9,15 +9,17 @@
 // (PutStart), writes every replica straight from the caller's bytes over the
 // transports and commits (PutEnd); a get asks for the replicas and a read
 // lease (GetReplicas) and reads the nearest complete replica straight into
-// the destination, falling back to the next replica when one fails. Objects
-// are immutable (re-putting a key is ALREADY_EXISTS; Remove first).
+// the destination, falling back to the next replica when one fails. A
+// committed version is immutable: re-putting a key is ALREADY_EXISTS unless
+// PutOptions::replace asks to replace it (a new version in new space; the old
+// one stays readable until the new one commits).
 //
 // Metadata cache (client/metadata_cache.h has the safety argument): the
 // answer and lease of a get are kept, so repeated gets of a hot key make no
 // master RPC until the lease nears its end. A cached get returns exactly the
 // bytes of the version cached, verified by checksum; this client's own Remove
-// and Put drop the entry first; another client's Remove shows here within one
-// lease (GetOptions::bypass_cache reads through the master).
+// and Put drop the entry first; another client's Remove or replace shows here
+// within one lease (GetOptions::bypass_cache reads through the master).
 //
 // Errors (absl::Status, canonical codes):
 //   INVALID_ARGUMENT    empty key or value, key over 4096 bytes, a key whose
@@ -25,13 +27,17 @@
 //                       value over max_object_bytes (here or at the master),
 //                       unknown tenant, MatchPrefix of an empty chain
 //   NOT_FOUND           no such object (never put, removed, evicted, expired)
-//   ALREADY_EXISTS      put of a key that exists or is being put
+//   ALREADY_EXISTS      put of a key that exists (without replace) or is
+//                       being put or replaced by another call
 //   RESOURCE_EXHAUSTED  no space left after eviction, tenant quota
 //   OUT_OF_RANGE        GetInto's buffer is smaller than the object
 //   DEADLINE_EXCEEDED   the master or a transfer took longer than its timeout
 //   UNAVAILABLE         the master or every worker holding the object is gone
 //   DATA_LOSS           every replica's bytes failed the checksum
 //   FAILED_PRECONDITION remove of a pinned object without force
+//   ABORTED             remove with refuse_if_leased of an object another
+//                       reader holds a lease on; a keep_pin put whose
+//                       replaced object changed meanwhile (retry)
 //
 // Blocks and prefix queries: a KV block is an object stored under
 // rpc::BlockObjectKey(block key) (0x00 'b' + the 16 bytes of the
@@ -139,6 +145,19 @@ class Client {
 
   absl::Status Remove(std::string_view key, const RemoveOptions& options = {}) {
     return BatchRemove(std::span<const std::string_view>(&key, 1), options).front();
+  }
+
+  // Removes every object of the tenant whose key matches options.key_regex
+  // and returns how many went. Skipped (not counted): objects with a live
+  // read lease (this client's own cached leases are released first), puts
+  // not yet committed, and pinned objects unless options.force. One RemoveAll
+  // RPC per rpc::kRemoveAllObjectsPerCall objects the master looks at (it
+  // walks its shards one lock at a time, O(objects) in all). Clears this
+  // client's metadata cache (every tenant's entries), before and after.
+  // Errors: INVALID_ARGUMENT (bad regex, unknown tenant), those of the RPC
+  // (objects removed by earlier calls of the walk stay removed).
+  absl::StatusOr<uint64_t> RemoveAll(const RemoveAllOptions& options = {}) {
+    return core_->RemoveAll(options);
   }
 
   absl::StatusOr<bool> Exists(std::string_view key, std::string_view tenant = {}) {

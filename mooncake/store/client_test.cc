@@ -531,6 +531,20 @@ class RealStore {
     client_ = std::move(*c);
   }
   TestClient& client() { return *client_; }
+  // Another worker of the same master.
+  std::unique_ptr<TestWorker> AddWorker(worker::WorkerOptions wo) {
+    wo.heartbeat_thread = false;
+    auto w = TestWorker::Start(wo, inproc_.get());
+    EXPECT_TRUE(w.ok()) << w.status();
+    return std::move(*w);
+  }
+  // Another client of the same master (its own channel).
+  std::unique_ptr<TestClient> NewClient() {
+    extra_channels_.push_back(std::make_unique<Channel>(inproc_.get()));
+    auto c = TestClient::Create({}, extra_channels_.back().get());
+    EXPECT_TRUE(c.ok()) << c.status();
+    return std::move(*c);
+  }
   master::Master<>& master() { return *master_; }
   TestWorker& worker() { return *worker_; }
   uint64_t prefix_queries() const { return channel_->calls(rpc::PrefixQueryMethod::kId); }
@@ -544,6 +558,7 @@ class RealStore {
   std::unique_ptr<rpc::InProcessChannel> inproc_;
   std::unique_ptr<TestWorker> worker_;
   std::unique_ptr<Channel> channel_;
+  std::vector<std::unique_ptr<Channel>> extra_channels_;
   std::unique_ptr<TestClient> client_;
 };
 
@@ -703,6 +718,117 @@ TEST(ClientBlocks, BadInputGetsClearErrors) {
   EXPECT_NE(st.message().find("block keys"), std::string_view::npos) << st;
   EXPECT_EQ(c.Put(rpc::BlockObjectKey(chain[2]).substr(0, 17), "v").code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// ---- Replace, pins and removal, against the real master -----------------------
+
+TEST(ClientReplace, ReplaceOverwritesAndTheWritersCacheSeesTheNewVersion) {
+  RealStore s;
+  TestClient& c = s.client();
+  ASSERT_TRUE(c.Put("k", Value(1000, 'a')).ok());
+  ASSERT_EQ(*c.Get("k"), Value(1000, 'a'));  // cached
+  EXPECT_EQ(c.Put("k", Value(2000, 'b')).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(c.Put("k", Value(2000, 'b'), {.replace = true}).ok());
+  EXPECT_EQ(*c.Get("k"), Value(2000, 'b'));
+  ASSERT_TRUE(c.Put("fresh", Value(10, 'c'), {.replace = true}).ok());
+  EXPECT_EQ(*c.Get("fresh"), Value(10, 'c'));
+}
+
+TEST(ClientReplace, AnotherClientsCachedVersionStaysIntactUntilItReadsThrough) {
+  RealStore s;
+  TestClient& writer = s.client();
+  auto reader = s.NewClient();
+  ASSERT_TRUE(writer.Put("k", Value(4096, 'a')).ok());
+  ASSERT_EQ(*reader->Get("k"), Value(4096, 'a'));  // cached with a lease
+  ASSERT_TRUE(writer.Put("k", Value(4096, 'b'), {.replace = true}).ok());
+  // The old version's space is held for the reader's lease: never other bytes.
+  EXPECT_EQ(*reader->Get("k"), Value(4096, 'a'));
+  EXPECT_EQ(*reader->Get("k", {.bypass_cache = true}), Value(4096, 'b'));
+  EXPECT_EQ(s.master().Stats().objects, 1);
+}
+
+TEST(ClientReplace, KeepPinCarriesASoftPinAcrossAReplace) {
+  RealStore s;
+  TestClient& c = s.client();
+  ASSERT_TRUE(c.Put("k", "v1", {.pin = store::proto::PIN_SOFT, .pin_ttl_ms = 60'000}).ok());
+  ASSERT_TRUE(c.Put("k", "v2", {.replace = true, .keep_pin = true}).ok());
+  EXPECT_EQ(c.Remove("k").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(c.Remove("k", {.force = true}).ok());
+  EXPECT_EQ(c.Put("h", "v", {.pin = store::proto::PIN_HARD, .pin_ttl_ms = 1}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ClientRemove, RefuseIfLeasedIsAbortedWhileAnotherClientHoldsALease) {
+  RealStore s;
+  TestClient& c = s.client();
+  auto other = s.NewClient();
+  ASSERT_TRUE(c.Put("k", "v").ok());
+  ASSERT_TRUE(other->Get("k").ok());  // its cache keeps the lease
+  const absl::Status refused = c.Remove("k", {.refuse_if_leased = true});
+  EXPECT_EQ(refused.code(), absl::StatusCode::kAborted) << refused;
+  EXPECT_NE(refused.message().find("has a live read lease"), std::string_view::npos);
+  EXPECT_TRUE(*c.Exists("k"));
+  EXPECT_TRUE(c.Remove("k", {.force = true, .refuse_if_leased = true}).ok());
+  EXPECT_FALSE(*c.Exists("k"));
+}
+
+TEST(ClientRemove, RefuseIfLeasedIsNotRefusedByTheCallersOwnCachedLease) {
+  RealStore s;
+  TestClient& c = s.client();
+  ASSERT_TRUE(c.Put("k", "v").ok());
+  ASSERT_TRUE(c.Get("k").ok());
+  ASSERT_EQ(c.cached_objects(), 1u);
+  EXPECT_TRUE(c.Remove("k", {.refuse_if_leased = true}).ok());
+  EXPECT_EQ(c.Get("k").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ClientPlacement, PreferredSegmentNamesPlaceTheFirstReplica) {
+  RealStore s;
+  worker::WorkerOptions wo;
+  wo.segment_bytes = 1 << 20;
+  wo.segment_name = "beta";
+  auto beta = s.AddWorker(wo);
+  const uint64_t beta_id = beta->segments()[0].master_segment_id;
+  TestClient& c = s.client();
+  for (int i = 0; i < 4; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    ASSERT_TRUE(c.Put(key, Value(1000, 'a'), {.preferred_segment_names = {"gamma", "beta"}}).ok());
+    store::proto::GetReplicasRequest g;
+    g.set_key(key);
+    auto r = s.master().GetReplicas(g);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->replicas(0).segment_id(), beta_id) << key;
+    EXPECT_EQ(*c.Get(key), Value(1000, 'a'));
+  }
+}
+
+TEST(ClientRemove, RemoveAllRemovesMatchingKeysAndClearsTheCache) {
+  RealStore s;
+  TestClient& c = s.client();
+  for (const char* k : {"a/1", "a/2", "b/1"}) ASSERT_TRUE(c.Put(k, "v").ok()) << k;
+  ASSERT_TRUE(c.Put("pinned", "v", {.pin = store::proto::PIN_HARD}).ok());
+  ASSERT_TRUE(c.Put("theirs", "v", {.tenant = "known"}).ok());
+  ASSERT_TRUE(c.Get("a/1").ok());  // cached: our own lease must not keep it
+  auto some = c.RemoveAll({.key_regex = "a/[0-9]"});
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_EQ(*some, 2u);
+  EXPECT_EQ(c.cached_objects(), 0u);
+  EXPECT_EQ(c.Get("a/1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(c.RemoveAll({.key_regex = "(bad"}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*c.RemoveAll({.force = false}), 1u) << "b/1; the pinned object stays";
+  EXPECT_EQ(*c.RemoveAll(), 1u) << "force (the default) takes the pinned one";
+  EXPECT_TRUE(*c.Exists("theirs", "known")) << "another tenant's";
+}
+
+TEST(ClientRemove, RemoveAllSkipsObjectsAnotherClientHoldsALeaseOn) {
+  RealStore s;
+  TestClient& c = s.client();
+  auto reader = s.NewClient();
+  ASSERT_TRUE(c.Put("k1", "v").ok());
+  ASSERT_TRUE(c.Put("k2", "v").ok());
+  ASSERT_TRUE(reader->Get("k1").ok());
+  EXPECT_EQ(*c.RemoveAll(), 1u);
+  EXPECT_TRUE(*c.Exists("k1"));
 }
 
 }  // namespace

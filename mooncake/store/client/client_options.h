@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "mooncake/base/clock.h"
@@ -62,6 +63,24 @@ struct PutOptions {
   uint64_t ttl_ms = 0;                               // 0 = no expiry
   std::string tenant;                                // "" = ClientOptions::tenant
   const store::proto::TensorMeta* tensor = nullptr;  // optional; copied
+  // Upsert: a key of this tenant that exists is replaced. Readers see the old
+  // version until the new one commits; the old one's space is then freed
+  // like a Remove's (after its read leases end). A key being put or replaced
+  // by another call is still ALREADY_EXISTS (whichever PutStart came second
+  // gets it). A key that does not exist: a plain put.
+  bool replace = false;
+  // With pin == PIN_SOFT: the pin lapses this long after the put commits (the
+  // object then evicts like an unpinned one). 0 = never. With PIN_HARD it
+  // must be 0 (INVALID_ARGUMENT).
+  uint64_t pin_ttl_ms = 0;
+  // With replace: the new version takes the replaced object's pin level and
+  // pin expiry instead of `pin` and `pin_ttl_ms` (a new key gets no pin).
+  bool keep_pin = false;
+  // The first replica goes to the first of these names that has a mounted
+  // segment with room (WorkerOptions::segment_name; any segment of that name),
+  // before preferred_segment_id; then placement as usual. At most
+  // rpc::kMaxPreferredSegmentNames (64) names.
+  std::vector<std::string> preferred_segment_names;
 };
 
 struct GetOptions {
@@ -72,6 +91,22 @@ struct GetOptions {
 struct RemoveOptions {
   std::string tenant;  // "" = ClientOptions::tenant
   bool force = false;  // also remove pinned objects
+  // Without force: an object with a live read lease is not removed (ABORTED,
+  // "has a live read lease") instead of being removed with its space freed
+  // when the lease ends. This client's own cached lease on the key is handed
+  // back first; another client's cached get holds its lease until its cache
+  // entry drops (up to the master's lease, 5 s by default).
+  bool refuse_if_leased = false;
+};
+
+struct RemoveAllOptions {
+  std::string tenant;  // "" = ClientOptions::tenant
+  // "" = every key of the tenant, block objects included. Else an ECMAScript
+  // std::regex that must match the whole key (std::regex_match); it never
+  // matches a block object (keys starting with 0x00). A bad pattern is
+  // INVALID_ARGUMENT.
+  std::string key_regex;
+  bool force = true;  // also remove pinned objects
 };
 
 struct PutItem {

@@ -13,9 +13,10 @@
 //     (master.proto, Lease), and never evicts a leased object. So while the
 //     lease is valid, the bytes at the cached replica are the bytes of the
 //     cached version: never another object's bytes and never torn.
-//   - Objects are immutable: a put of an existing key is ALREADY_EXISTS
-//     (master.proto), so a key's bytes change only through Remove + Put, which
-//     yields a new version in new space.
+//   - Versions are immutable: a key's bytes change only through a new commit
+//     (Remove + Put, or a replacing Put, master.proto PutOptions.replace),
+//     which yields a new version in new space; the old version's space is not
+//     reused while leased.
 //   - This client's own Remove and Put erase the entry first, so it always
 //     reads its own writes. Another client's Remove becomes visible here when
 //     the lease ends (at most lease_ms); GetOptions::bypass_cache reads

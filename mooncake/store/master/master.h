@@ -172,6 +172,10 @@ class Master {
   absl::StatusOr<proto::RemoveResponse> Remove(const proto::RemoveRequest& r) {
     return master_internal::Remove(s_, r);
   }
+  // Walks shards under their locks one at a time: bind it to a handler thread.
+  absl::StatusOr<proto::RemoveAllResponse> RemoveAll(const proto::RemoveAllRequest& r) {
+    return master_internal::RemoveAll(s_, r);
+  }
   absl::StatusOr<proto::ExistsResponse> Exists(const proto::ExistsRequest& r) {
     return master_internal::Exists(s_, r);
   }

@@ -16,7 +16,8 @@
 // MasterOptions::inline_put_evictions objects (the steady state of a full
 // cache: a put evicts about its own size); one that must evict more moves to
 // the worker pool (ExecutionMode::kInlineFirst). MountSegment and
-// UnmountSegment (may walk every object) run on the worker pool.
+// UnmountSegment (may walk every object), RemoveAll (walks the shards) and
+// TierSync (a long poll) run on the worker pool.
 //
 // Thread-safety: Register before the registry serves; StartTicker/Stop from
 // the owning thread. Handlers run concurrently (Master is thread-safe).
@@ -56,7 +57,7 @@ class MasterService {
   MasterService& operator=(const MasterService&) = delete;
   ~MasterService() { StopTicker(); }
 
-  // Registers all fifteen methods. Errors: those of ServiceRegistry::Register.
+  // Registers all sixteen methods. Errors: those of ServiceRegistry::Register.
   absl::Status Register(rpc::ServiceRegistry* registry) {
     const rpc::HandlerOptions fast{.mode = options_.inline_metadata_calls
                                                ? rpc::ExecutionMode::kInline
@@ -103,6 +104,7 @@ class MasterService {
     MOONCAKE_BIND_(DescribeSegments, fast)
     MOONCAKE_BIND_(TierSync, slow)  // a long poll: never on an I/O thread
     MOONCAKE_BIND_(TierReport, fast)
+    MOONCAKE_BIND_(RemoveAll, slow)  // walks every shard
 #undef MOONCAKE_BIND_
     return absl::OkStatus();
   }

@@ -10,6 +10,11 @@
 //   Remove / eviction / TTL / a dead worker's last replica -> gone; its space
 //   is freed at once, or deferred while read leases are live (DeferredFree).
 //
+// A replacing put (PutOptions.replace of a committed key) is pending under
+// ReplacementKey(key) beside the committed object, in the same shard
+// (ShardKey); its PutEnd retires the old object like a Remove and moves the
+// new one under `key` in one step under the shard lock.
+//
 // Ids: put ids and versions come from one counter (IdSource), so they never
 // collide, and a version names one commit of one key for the life of the
 // master: a key removed and put again gets a new, larger version.
@@ -65,6 +70,8 @@ struct ObjectMeta {
   uint64_t version = 0;          // 0 while pending; unique across keys once committed
   std::string tenant;
   PinLevel pin = PinLevel::kNone;
+  uint64_t pin_ttl_ms = 0;   // pending: a soft pin's pin_until_ns at commit (0 = never lapses)
+  int64_t pin_until_ns = 0;  // committed: a soft pin lapses at this time; 0 = never
   std::vector<Replica> replicas;
   int64_t put_deadline_ns = 0;  // pending: revoked after this
   uint64_t ttl_ms = 0;          // pending: becomes expire_at_ns at commit
@@ -85,6 +92,13 @@ struct ObjectMeta {
   bool Expired(int64_t now_ns) const { return expire_at_ns != 0 && now_ns >= expire_at_ns; }
   // What reads see: committed and not past its TTL.
   bool Visible(int64_t now_ns) const { return committed() && !Expired(now_ns); }
+  // The pin eviction and Remove honour now: a soft pin past pin_until_ns is none.
+  PinLevel EffectivePin(int64_t now_ns) const {
+    if (pin == PinLevel::kSoft && pin_until_ns != 0 && now_ns >= pin_until_ns) {
+      return PinLevel::kNone;
+    }
+    return pin;
+  }
   // Bytes of segment space the object holds (and its tenant is charged).
   uint64_t ChargeBytes() const { return size_bytes * replicas.size(); }
   // A committed object whose DRAM copy is being loaded from the SSD tier.
@@ -132,6 +146,21 @@ class IdSource {
 // A block object key (rpc::BlockObjectKey): 0x00, 'b', 16 bytes.
 inline bool IsBlockObjectKey(std::string_view key) {
   return key.size() == 18 && key[0] == '\0' && key[1] == 'b';
+}
+
+// Where a replacing put of `key` waits for its PutEnd: 0x00 'r' + key. No
+// request names such a key (ValidateObjectKey refuses it), so it never meets
+// a client's key; ShardKey puts it in `key`'s shard.
+inline constexpr std::string_view kReplacementPrefix("\0r", 2);
+inline std::string ReplacementKey(std::string_view key) {
+  std::string out(kReplacementPrefix);
+  out.append(key);
+  return out;
+}
+inline bool IsReplacementKey(std::string_view key) { return key.starts_with(kReplacementPrefix); }
+// The part of a table key that chooses its shard: the client's key.
+inline std::string_view ShardKey(std::string_view key) {
+  return IsReplacementKey(key) ? key.substr(kReplacementPrefix.size()) : key;
 }
 
 // Accepts user keys (rpc::ValidateUserKey) and well-formed block object keys.

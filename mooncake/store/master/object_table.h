@@ -1,9 +1,10 @@
 // ObjectTable: key -> ObjectMeta, sharded so that requests for different keys
 // rarely meet on one lock.
 //
-// A key's shard is chosen by StableHash64 of the key (independent of the
-// SwissTable's own hash, so the shard bits do not thin out the table's
-// buckets). Each shard holds its objects and the DeferredFree records of
+// A key's shard is chosen by StableHash64 of ShardKey(key), so a pending
+// replacement shares its key's shard (object_meta.h); that hash is
+// independent of the SwissTable's own, so the shard bits do not thin out the
+// table's buckets. Each shard holds its objects and the DeferredFree records of
 // objects that left it while leased, keyed by version (or put id).
 //
 //   table.With(key, [&](ObjectTable::Shard& s) { ... s.objects.find(...) ... });
@@ -55,7 +56,7 @@ class ObjectTable {
   ObjectTable& operator=(const ObjectTable&) = delete;
 
   size_t shard_count() const { return mask_ + 1; }
-  size_t ShardIndex(std::string_view key) const { return StableHash64(key) & mask_; }
+  size_t ShardIndex(std::string_view key) const { return StableHash64(ShardKey(key)) & mask_; }
 
   // Runs f(Shard&) under the key's shard lock; returns what f returns.
   template <typename F>
@@ -63,6 +64,14 @@ class ObjectTable {
     Shard& shard = shards_[ShardIndex(key)];
     absl::MutexLock lock(&shard.mu);
     return f(shard);
+  }
+
+  // Runs f(Shard&) under the lock of shard `index` (< shard_count()).
+  template <typename F>
+  decltype(auto) WithShard(size_t index, F&& f) {
+    MC_DASSERT(index <= mask_, "shard index out of range");
+    absl::MutexLock lock(&shards_[index].mu);
+    return f(shards_[index]);
   }
 
   // Runs f(Shard&) on every shard in turn, each under its own lock.

@@ -11,6 +11,9 @@
 //   kLeastLoaded      ascending used/capacity, ties by id;
 //   kClientLocalFirst segments on the client's host first, then least-loaded.
 // A preferred segment, if given and mounted, goes first under every strategy.
+// Preferred segment names come before that: the first replica goes to the
+// first name with a mounted segment (any of that name, in the strategy's
+// order) that has room; the other replicas follow the strategy's order.
 //
 // Errors: UNAVAILABLE (nothing mounted), RESOURCE_EXHAUSTED (fewer distinct
 // workers with a segment large enough than replicas asked: eviction cannot
@@ -48,9 +51,10 @@ struct PlacementRequest {
   uint64_t size_bytes = 0;
   uint32_t replica_count = 1;
   uint64_t alignment_bytes = 64;
-  uint64_t preferred_segment_id = 0;  // 0: none
-  std::string_view client_host_id;    // empty: unknown
-  uint64_t seed = 0;                  // kRandom's order
+  uint64_t preferred_segment_id = 0;                          // 0: none
+  std::span<const std::string_view> preferred_segment_names;  // the first replica's, in order
+  std::string_view client_host_id;                            // empty: unknown
+  uint64_t seed = 0;                                          // kRandom's order
 };
 
 // Indexes into `segments`, best first. Segments smaller than the object are
@@ -122,14 +126,24 @@ absl::StatusOr<std::vector<Replica>> PlaceReplicas(SegmentPool<A>& pool,
   }
   std::vector<Replica> placed;
   absl::flat_hash_set<std::string_view> used_workers;
-  for (size_t i : OrderCandidates(segments, req, strategy)) {
-    if (placed.size() == req.replica_count) break;
-    const SegmentView& s = segments[i];
-    if (used_workers.contains(std::string_view(s.worker_id))) continue;
+  auto try_place = [&](const SegmentView& s) {
+    if (used_workers.contains(std::string_view(s.worker_id))) return false;
     std::optional<alloc::Allocation> a = pool.Allocate(s.id, req.size_bytes, req.alignment_bytes);
-    if (!a.has_value()) continue;
+    if (!a.has_value()) return false;
     used_workers.insert(std::string_view(s.worker_id));
     placed.push_back(Replica{s.id, s.worker_id, s.host_id, *a, ReplicaState::kAllocated});
+    return true;
+  };
+  const std::vector<size_t> order = OrderCandidates(segments, req, strategy);
+  // O(names x segments): both are bounded (kMaxPreferredSegmentNames).
+  for (size_t n = 0; n < req.preferred_segment_names.size() && placed.empty(); ++n) {
+    for (size_t i : order) {
+      if (segments[i].name == req.preferred_segment_names[n] && try_place(segments[i])) break;
+    }
+  }
+  for (size_t i : order) {
+    if (placed.size() == req.replica_count) break;
+    try_place(segments[i]);
   }
   if (placed.size() == req.replica_count) return placed;
   for (const Replica& r : placed) pool.Free(r.segment_id, r.allocation);

@@ -31,6 +31,11 @@ inline constexpr size_t kMaxChainBlocks = 16384;
 inline constexpr size_t kMaxDescribeSegments = 4096;
 // TierSync tasks per answer and results per report.
 inline constexpr size_t kMaxTierTasks = 4096;
+// RemoveAll: objects one call looks at before it answers `more` (it finishes
+// the shard it is in).
+inline constexpr size_t kRemoveAllObjectsPerCall = 65536;
+// PutOptions.preferred_segment_names per put.
+inline constexpr size_t kMaxPreferredSegmentNames = 64;
 
 #define MOONCAKE_MASTER_METHOD_(Type, Id, Name)                              \
   struct Type##Method {                                                      \
@@ -56,6 +61,7 @@ MOONCAKE_MASTER_METHOD_(PrefixQuery, PREFIX_QUERY, "PrefixQuery");
 MOONCAKE_MASTER_METHOD_(DescribeSegments, DESCRIBE_SEGMENTS, "DescribeSegments");
 MOONCAKE_MASTER_METHOD_(TierSync, TIER_SYNC, "TierSync");
 MOONCAKE_MASTER_METHOD_(TierReport, TIER_REPORT, "TierReport");
+MOONCAKE_MASTER_METHOD_(RemoveAll, REMOVE_ALL, "RemoveAll");
 
 #undef MOONCAKE_MASTER_METHOD_
 

@@ -21,8 +21,9 @@ TEST(MasterMethodsTest, IdsMatchTheProtoEnum) {
   EXPECT_EQ(DescribeSegmentsMethod::kId, 13);
   EXPECT_EQ(TierSyncMethod::kId, 14);
   EXPECT_EQ(TierReportMethod::kId, 15);
-  // Every enum value but UNSPECIFIED has a method type (15 methods).
-  EXPECT_EQ(proto::MasterMethodId_MAX, 15);
+  EXPECT_EQ(RemoveAllMethod::kId, 16);
+  // Every enum value but UNSPECIFIED has a method type (16 methods).
+  EXPECT_EQ(proto::MasterMethodId_MAX, 16);
 }
 
 TEST(MasterMethodsTest, BlockObjectKeyLayout) {

@@ -65,7 +65,12 @@ namespace mooncake::worker {
 namespace proto = ::mooncake::store::proto;
 
 struct WorkerOptions {
-  size_t segment_count = 1;                     // in [1, kDirectoryEntriesMax]
+  size_t segment_count = 1;  // in [1, kDirectoryEntriesMax]
+  // The name the segments are mounted under (what PutOptions::
+  // preferred_segment_names matches): segment 0 takes it as is, segment i > 0
+  // takes name + "#" + i. Workers may share a name. "" = "seg-<i>-g<n>" (n:
+  // the remount generation).
+  std::string segment_name;
   uint64_t segment_bytes = uint64_t{64} << 20;  // each; > 0
   // Segments' memory allocated and mapped at start (Backing::kReserved): a
   // host without it fails Start with RESOURCE_EXHAUSTED instead of meeting
@@ -331,6 +336,12 @@ class Worker {
     return absl::OkStatus();
   }
 
+  std::string SegmentName(size_t i) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (options_.segment_name.empty()) return absl::StrCat("seg-", i, "-g", generation_);
+    if (i == 0) return options_.segment_name;
+    return absl::StrCat(options_.segment_name, "#", i);
+  }
+
   absl::Status MountAllLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     absl::Status status;
     for (size_t i = 0; i < slots_.size(); ++i) {
@@ -339,7 +350,7 @@ class Worker {
       proto::MountSegmentRequest req;
       proto::SegmentDescriptor* d = req.mutable_segment();
       d->set_worker_id(worker_id_);
-      d->set_name(absl::StrCat("seg-", i, "-g", generation_));
+      d->set_name(SegmentName(i));
       d->set_size_bytes(s.memory->size());
       d->mutable_endpoint()->set_host_id(options_.host_id);
       if (tcp_endpoint_.starts_with("tcp://")) {

@@ -206,5 +206,27 @@ TEST(Worker, FailsToStartWithoutAMaster) {
             absl::StatusCode::kUnimplemented);
 }
 
+TEST(Worker, SegmentNameNamesTheMountedSegments) {
+  Env env;
+  WorkerOptions o = Small(3);
+  o.segment_name = "alpha";
+  auto w = Worker<rpc::InProcessChannel>::Start(o, env.channel.get());
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto other = Worker<rpc::InProcessChannel>::Start(o, env.channel.get());
+  ASSERT_TRUE(other.ok()) << other.status() << ": names may repeat across workers";
+  auto plain = Worker<rpc::InProcessChannel>::Start(Small(1), env.channel.get());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  proto::DescribeSegmentsRequest req;
+  for (const MountedSegment& s : (*w)->segments()) req.add_segment_ids(s.master_segment_id);
+  req.add_segment_ids((*plain)->segments()[0].master_segment_id);
+  auto d = env.master.DescribeSegments(req);
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->segments_size(), 4);
+  EXPECT_EQ(d->segments(0).segment().name(), "alpha");
+  EXPECT_EQ(d->segments(1).segment().name(), "alpha#1");
+  EXPECT_EQ(d->segments(2).segment().name(), "alpha#2");
+  EXPECT_EQ(d->segments(3).segment().name(), "seg-0-g0");
+}
+
 }  // namespace
 }  // namespace mooncake::worker

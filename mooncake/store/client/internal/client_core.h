@@ -232,6 +232,7 @@ class ClientCore {
                                          const std::string& tenant);
   std::vector<absl::Status> RemoveMany(std::span<const std::string_view> keys,
                                        const client::RemoveOptions& o);
+  absl::StatusOr<uint64_t> RemoveAll(const client::RemoveAllOptions& o);
 
   client::ClientStats stats() const {
     auto l = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
@@ -286,6 +287,18 @@ class ClientCore {
     Add(stats_.master_rpcs);
     // Best effort: an unreleased lease just runs out.
     rpc::CallAsync<rpc::ReleaseLeasesMethod>(*channel_, req, CallOpts(), [](auto) {});
+  }
+
+  // Empties the cache; its live leases are released before this returns
+  // (best effort: an unreleased lease just runs out).
+  void ClearCacheNow() {
+    const std::vector<uint64_t> leases = cache_.Clear();
+    for (size_t begin = 0; begin < leases.size(); begin += rpc::kMaxBatchKeys) {
+      proto::ReleaseLeasesRequest req;
+      const size_t end = std::min(leases.size(), begin + rpc::kMaxBatchKeys);
+      for (size_t i = begin; i < end; ++i) req.add_lease_ids(leases[i]);
+      CallMaster<rpc::ReleaseLeasesMethod>(req).IgnoreError();
+    }
   }
 
   void Invalidate(const std::string& tenant, std::string_view key) {

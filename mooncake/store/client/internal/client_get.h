@@ -382,17 +382,31 @@ std::vector<absl::Status> ClientCore<C>::RemoveMany(std::span<const std::string_
   std::vector<absl::Status> st(keys.size());
   std::vector<proto::RemoveRequest> reqs;
   std::vector<size_t> who;
+  std::vector<uint64_t> own;  // refuse_if_leased: our own leases must not refuse us
   for (size_t i = 0; i < keys.size(); ++i) {
     if (absl::Status s = ValidateObjectKey(keys[i]); !s.ok()) {
       st[i] = Annotate(s, "Remove", keys[i]);
       continue;
     }
-    Invalidate(tenant, keys[i]);  // before the master forgets it: read-your-removes
+    // Before the master forgets it: read-your-removes.
+    if (o.refuse_if_leased && !o.force) {
+      if (auto lease = cache_.Erase(tenant, keys[i]); lease.has_value()) own.push_back(*lease);
+    } else {
+      Invalidate(tenant, keys[i]);
+    }
     proto::RemoveRequest& r = reqs.emplace_back();
     r.set_key(std::string(keys[i]));
     r.set_tenant(tenant);
     r.set_force(o.force);
+    r.set_refuse_if_leased(o.refuse_if_leased);
     who.push_back(i);
+  }
+  // Settled before the removes are sent; a lost release only means ABORTED.
+  for (size_t begin = 0; begin < own.size(); begin += rpc::kMaxBatchKeys) {
+    proto::ReleaseLeasesRequest rel;
+    const size_t end = std::min(own.size(), begin + rpc::kMaxBatchKeys);
+    for (size_t i = begin; i < end; ++i) rel.add_lease_ids(own[i]);
+    CallMaster<rpc::ReleaseLeasesMethod>(rel).IgnoreError();
   }
   auto answers = CallMany<rpc::RemoveMethod>(reqs);
   for (size_t j = 0; j < who.size(); ++j) {
@@ -401,6 +415,36 @@ std::vector<absl::Status> ClientCore<C>::RemoveMany(std::span<const std::string_
     st[who[j]] = Annotate(answers[j].status(), "Remove", keys[who[j]]);
   }
   return st;
+}
+
+template <rpc::RpcChannel C>
+absl::StatusOr<uint64_t> ClientCore<C>::RemoveAll(const client::RemoveAllOptions& o) {
+  ClearCacheNow();  // our own leases must not keep our objects
+  proto::RemoveAllRequest req;
+  req.set_tenant(Tenant(o.tenant));
+  req.set_key_regex(o.key_regex);
+  req.set_force(o.force);
+  uint64_t removed = 0;
+  absl::Status status;
+  for (;;) {
+    auto resp = CallMaster<rpc::RemoveAllMethod>(req);
+    if (!resp.ok()) {
+      status =
+          absl::Status(resp.status().code(), absl::StrCat("RemoveAll: ", resp.status().message()));
+      break;
+    }
+    removed += resp->removed();
+    if (!resp->more()) break;
+    // Each answer walks at least one shard: the loop ends within shard_count calls.
+    if (resp->next_shard() <= req.start_shard()) {
+      status = absl::InternalError("RemoveAll: the master's walk did not advance");
+      break;
+    }
+    req.set_start_shard(resp->next_shard());
+  }
+  ClearCacheNow();  // a get of ours that raced the walk may have cached a removed object
+  if (!status.ok()) return status;
+  return removed;
 }
 
 }  // namespace mooncake::client_internal

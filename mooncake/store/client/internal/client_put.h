@@ -113,6 +113,12 @@ std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem
     r.mutable_options()->set_pin(o.pin);
     r.mutable_options()->set_ttl_ms(o.ttl_ms);
     r.mutable_options()->set_tenant(tenant);
+    r.mutable_options()->set_replace(o.replace);
+    r.mutable_options()->set_pin_ttl_ms(o.pin_ttl_ms);
+    r.mutable_options()->set_keep_pin(o.keep_pin);
+    for (const std::string& name : o.preferred_segment_names) {
+      r.mutable_options()->add_preferred_segment_names(name);
+    }
     if (o.tensor != nullptr) *r.mutable_tensor() = *o.tensor;
     r.set_client_id(options_.client_id);
     r.set_client_host_id(options_.host_id);
@@ -153,6 +159,8 @@ std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem
   for (size_t k = 0; k < end_who.size(); ++k) {
     const size_t i = end_who[k];
     if (end_answers[k].ok()) {
+      // A get of ours while the replace was pending may have cached the old version.
+      if (o.replace) Invalidate(tenant, items[i].key);
       Add(stats_.bytes_written, items[i].value.size());
       if (buffers_.Contains(items[i].value.data(), items[i].value.size())) {
         Add(stats_.registered_bytes_moved, items[i].value.size());

@@ -78,6 +78,9 @@ class FakeMaster {
   absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(const proto::PrefixQueryRequest& r);
   absl::StatusOr<proto::DescribeSegmentsResponse> DescribeSegments(
       const proto::DescribeSegmentsRequest& r);
+  // UNIMPLEMENTED here; so is PutStart with options.replace of a committed
+  // key. Remove honours refuse_if_leased; no pins.
+  absl::StatusOr<proto::RemoveAllResponse> RemoveAll(const proto::RemoveAllRequest& r);
 
   // Test hooks.
   // Evicts `key` (default tenant) like the master's evictor: refuses

@@ -26,6 +26,7 @@ inline absl::Status FakeMaster::RegisterOn(rpc::ServiceRegistry* registry) {
   MOONCAKE_FAKE_REGISTER_(BatchExists);
   MOONCAKE_FAKE_REGISTER_(PrefixQuery);
   MOONCAKE_FAKE_REGISTER_(DescribeSegments);
+  MOONCAKE_FAKE_REGISTER_(RemoveAll);
 #undef MOONCAKE_FAKE_REGISTER_
   return absl::OkStatus();
 }
@@ -277,7 +278,11 @@ inline absl::StatusOr<proto::PutStartResponse> FakeMaster::PutStart(
   RETURN_IF_ERROR(CheckTenant(tenant));
   SweepLocked();
   const std::string mk = MapKey(tenant, r.key());
-  if (objects_.contains(mk)) {
+  if (auto it = objects_.find(mk); it != objects_.end()) {
+    if (r.options().replace() && it->second.committed()) {
+      return absl::UnimplementedError(
+          "the fake master does not replace objects (master::Master does)");
+    }
     return absl::AlreadyExistsError(absl::StrCat("key '", r.key(), "' exists or is being put"));
   }
   const uint32_t n = r.options().replica_count() == 0 ? options_.default_replica_count
@@ -426,8 +431,17 @@ inline absl::StatusOr<proto::RemoveResponse> FakeMaster::Remove(const proto::Rem
   if (it == objects_.end() || !it->second.committed()) {
     return absl::NotFoundError(absl::StrCat("key '", r.key(), "' not found"));
   }
+  if (r.refuse_if_leased() && !r.force() && it->second.leases > 0) {
+    return absl::AbortedError(absl::StrCat("key '", r.key(), "' has a live read lease"));
+  }
   RetireLocked(mk);
   return proto::RemoveResponse();
+}
+
+inline absl::StatusOr<proto::RemoveAllResponse> FakeMaster::RemoveAll(
+    const proto::RemoveAllRequest&) {
+  Count(rpc::RemoveAllMethod::kId);
+  return absl::UnimplementedError("the fake master has no RemoveAll (master::Master does)");
 }
 
 inline absl::StatusOr<proto::ExistsResponse> FakeMaster::Exists(const proto::ExistsRequest& r) {

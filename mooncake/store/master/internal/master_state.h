@@ -278,7 +278,8 @@ struct MasterState {
     // Busy with the SSD tier: an OFFLOAD or a LOAD is in flight.
     if (m.ssd == master::SsdState::kOffloading || m.Loading()) return false;
     if (m.Expired(now)) return true;
-    return m.pin == PinLevel::kNone || (allow_soft_pinned && m.pin == PinLevel::kSoft);
+    const PinLevel pin = m.EffectivePin(now);  // a lapsed soft pin evicts like none
+    return pin == PinLevel::kNone || (allow_soft_pinned && pin == PinLevel::kSoft);
   }
 
   // Frees at least `target_bytes` of replica space if it can: unpinned

@@ -3,10 +3,19 @@
 // Concurrent puts of one key: the first PutStart reserves the key (a pending
 // entry, invisible to reads); every other PutStart of that key gets
 // ALREADY_EXISTS until that put ends (then the key is committed: still
-// ALREADY_EXISTS, there is no implicit overwrite; Remove first) or is revoked
-// (then the next PutStart wins). A pending put past its deadline, or a
-// committed object past its TTL, no longer blocks a PutStart: it is retired
-// on the spot.
+// ALREADY_EXISTS unless the put asks to replace it) or is revoked (then the
+// next PutStart wins). A pending put past its deadline, or a committed object
+// past its TTL, no longer blocks a PutStart: it is retired on the spot.
+//
+// Replace (PutOptions.replace) of a committed key of the same tenant: the new
+// put waits under ReplacementKey(key) while reads keep seeing the committed
+// version; its PutEnd retires that version like a Remove (space deferred
+// while leased) and moves the new one under `key`, both under the shard lock,
+// so a reader sees the old version or the new one, never neither. One put per
+// key at a time still holds: while a replace is pending, every other PutStart
+// of the key (replace or not) is ALREADY_EXISTS, and the replace itself is
+// ALREADY_EXISTS while a plain put of the key is pending. Until it commits
+// both versions are charged to the tenant.
 #ifndef MOONCAKE_STORE_MASTER_INTERNAL_PUT_PATH_H_
 #define MOONCAKE_STORE_MASTER_INTERNAL_PUT_PATH_H_
 
@@ -25,6 +34,7 @@
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/master/internal/master_state.h"
 #include "mooncake/store/master/placement.h"
+#include "mooncake/store/rpc/master_methods.h"
 
 namespace mooncake::master_internal {
 
@@ -106,35 +116,89 @@ inline absl::Status KeyTaken(const std::string& key, const ObjectMeta& m) {
                                                "); retry after that put ends or is revoked"));
 }
 
-// Inserts the pending entry for `put_id`; retires a stale occupant first.
+// The pin a put asked for, as ReserveKey records it.
+struct PinChoice {
+  PinLevel level = PinLevel::kNone;
+  uint64_t ttl_ms = 0;  // a soft pin lapses this long after commit; 0 = never
+  bool keep = false;    // replace: take the replaced object's pin (`level` is what was seen)
+};
+
+// The pin level a keep_pin put takes: the committed object's under `key` of
+// `tenant` (none if there is none). ReserveKey checks it again under the lock.
 template <typename A, typename P>
-absl::Status ReserveKey(MasterState<A, P>& s, const proto::PutStartRequest& req,
-                        std::string_view tenant, PinLevel pin, uint64_t put_id, int64_t now) {
-  std::optional<Retired> stale;
-  absl::Status status = s.table.With(req.key(), [&](ObjectTable::Shard& sh) -> absl::Status {
-    auto it = sh.objects.find(req.key());
-    if (it != sh.objects.end()) {
+PinLevel PinToKeep(MasterState<A, P>& s, const std::string& key, std::string_view tenant,
+                   int64_t now) {
+  return s.table.With(key, [&](ObjectTable::Shard& sh) {
+    const ObjectMeta* m = sh.Find(key);
+    if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return PinLevel::kNone;
+    return m->EffectivePin(now);
+  });
+}
+
+// Inserts the pending entry for `put_id` under the key, or under
+// ReplacementKey(key) when it replaces a committed object; returns which.
+// Retires stale occupants (a timed-out put, an expired object) first.
+template <typename A, typename P>
+absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutStartRequest& req,
+                                       std::string_view tenant, const PinChoice& pin,
+                                       uint64_t put_id, int64_t now) {
+  const std::string& key = req.key();
+  const bool replace = req.options().replace();
+  std::vector<std::pair<std::string, Retired>> stale;
+  std::string slot = key;
+  absl::Status status = s.table.With(key, [&](ObjectTable::Shard& sh) -> absl::Status {
+    // Takes a stale entry out; false if the entry is live.
+    auto retire_stale = [&](decltype(sh.objects.begin()) it) {
       const ObjectMeta& m = it->second;
       const bool timed_out = !m.committed() && now > m.put_deadline_ns;
-      if (!timed_out && !m.Expired(now)) return KeyTaken(req.key(), m);
-      stale = s.RetireLocked(sh, it, now,
-                             timed_out ? now + s.options.timed_out_put_hold_ms * kNsPerMs : 0);
+      if (!timed_out && !m.Expired(now)) return false;
+      std::string k = it->first;
+      stale.emplace_back(
+          std::move(k),
+          s.RetireLocked(sh, it, now,
+                         timed_out ? now + s.options.timed_out_put_hold_ms * kNsPerMs : 0));
+      return true;
+    };
+    PinLevel level = pin.keep ? PinLevel::kNone : pin.level;
+    int64_t pin_until_ns = 0;
+    auto it = sh.objects.find(key);
+    if (it != sh.objects.end() && !retire_stale(it)) {
+      const ObjectMeta& old = it->second;
+      if (!replace || !old.committed() || old.tenant != tenant) return KeyTaken(key, old);
+      slot = master::ReplacementKey(key);
+      if (pin.keep) {
+        level = old.EffectivePin(now);
+        if (level != PinLevel::kNone) pin_until_ns = old.pin_until_ns;
+      }
     }
-    ObjectMeta& m = sh.objects[req.key()];
+    if (pin.keep && level != pin.level) {
+      return absl::AbortedError(absl::StrCat("key '", absl::CEscape(key),
+                                             "' changed while the put started; start again"));
+    }
+    const std::string replacement = slot == key ? master::ReplacementKey(key) : slot;
+    if (auto r = sh.objects.find(replacement); r != sh.objects.end() && !retire_stale(r)) {
+      return absl::AlreadyExistsError(absl::StrCat("key '", absl::CEscape(key),
+                                                   "' is being replaced (put ", r->second.put_id,
+                                                   "); retry after that put ends or is revoked"));
+    }
+    ObjectMeta& m = sh.objects[slot];
     m.size_bytes = req.size_bytes();
     m.checksum = req.checksum();
     m.checksum_format = static_cast<uint32_t>(req.checksum_format());
     m.put_id = put_id;
     m.tenant = std::string(tenant);
-    m.pin = pin;
+    m.pin = level;
+    m.pin_ttl_ms = pin.keep || level != PinLevel::kSoft ? 0 : pin.ttl_ms;
+    m.pin_until_ns = pin_until_ns;
     m.put_deadline_ns = now + s.options.put_timeout_ms * kNsPerMs;
     m.ttl_ms = req.options().ttl_ms();
     if (req.has_tensor()) m.tensor = std::make_shared<const proto::TensorMeta>(req.tensor());
     return absl::OkStatus();
   });
-  if (stale.has_value()) s.FinishRetired(*stale, req.key(), /*erase_from_evictor=*/true);
-  if (status.ok()) s.pending_puts.fetch_add(1, std::memory_order_relaxed);
-  return status;
+  for (auto& [k, r] : stale) s.FinishRetired(r, k, /*erase_from_evictor=*/true);
+  if (!status.ok()) return status;
+  s.pending_puts.fetch_add(1, std::memory_order_relaxed);
+  return slot;
 }
 
 // Drops the pending entry of `put_id` if it is still there (its charge goes
@@ -167,31 +231,48 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
     return absl::InvalidArgumentError(absl::StrCat(
         "replica_count ", replicas, " exceeds the limit of ", s.options.max_replica_count));
   }
-  ASSIGN_OR_RETURN(const PinLevel pin, master::PinFromProto(po.pin()));
+  if (static_cast<size_t>(po.preferred_segment_names_size()) > rpc::kMaxPreferredSegmentNames) {
+    return absl::InvalidArgumentError(absl::StrCat(po.preferred_segment_names_size(),
+                                                   " preferred segment names exceed the limit of ",
+                                                   rpc::kMaxPreferredSegmentNames));
+  }
+  ASSIGN_OR_RETURN(PinLevel pin, master::PinFromProto(po.pin()));
+  const bool keep_pin = po.replace() && po.keep_pin();
+  if (pin == PinLevel::kHard && po.pin_ttl_ms() != 0 && !keep_pin) {
+    return absl::InvalidArgumentError(
+        "pin_ttl_ms applies to soft pins only; a hard pin lasts until the object is removed");
+  }
   ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(po.tenant()));
+  const int64_t now = s.Now();
+  if (keep_pin) pin = PinToKeep(s, req.key(), tenant, now);
   const uint64_t charge = req.size_bytes() * replicas;  // no overflow: both are bounded
   RETURN_IF_ERROR(s.AdmitCharge(tenant, pin, charge));
   const uint64_t put_id = s.ids.Next();
-  const int64_t now = s.Now();
-  if (absl::Status st = ReserveKey(s, req, tenant, pin, put_id, now); !st.ok()) {
+  absl::StatusOr<std::string> reserved =
+      ReserveKey(s, req, tenant, PinChoice{pin, po.pin_ttl_ms(), keep_pin}, put_id, now);
+  if (!reserved.ok()) {
     s.ReleaseCharge(tenant, pin, charge);
     s.metrics.puts_failed->Increment();
-    return st;
+    return reserved.status();
   }
+  const std::string& slot = *reserved;  // the key, or its ReplacementKey
   // Once placed, the entry carries the charge (ChargeBytes: size x replicas):
   // whoever retires it releases it. Until then it carries none, so a put that
   // fails before its replicas are set releases the charge here.
-  s.put_deadlines.Push(now + s.options.put_timeout_ms * kNsPerMs, put_id, req.key());
+  s.put_deadlines.Push(now + s.options.put_timeout_ms * kNsPerMs, put_id, slot);
+  const std::vector<std::string_view> names(po.preferred_segment_names().begin(),
+                                            po.preferred_segment_names().end());
   const master::PlacementRequest preq{.size_bytes = req.size_bytes(),
                                       .replica_count = replicas,
                                       .alignment_bytes = s.options.alignment_bytes,
                                       .preferred_segment_id = po.preferred_segment_id(),
+                                      .preferred_segment_names = names,
                                       .client_host_id = req.client_host_id(),
                                       .seed = put_id};
   PlaceOutcome outcome;
   absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq, budget, &outcome);
   if (!placed.ok()) {
-    AbandonPut(s, req.key(), put_id, 0);
+    AbandonPut(s, slot, put_id, 0);
     s.ReleaseCharge(tenant, pin, charge);
     if (outcome.over_budget) return std::nullopt;
     if (outcome.tier_busy) {
@@ -203,8 +284,8 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
     return placed.status();
   }
   proto::PutStartResponse resp;
-  const bool ours = s.table.With(req.key(), [&](ObjectTable::Shard& sh) {
-    ObjectMeta* m = sh.Find(req.key());
+  const bool ours = s.table.With(slot, [&](ObjectTable::Shard& sh) {
+    ObjectMeta* m = sh.Find(slot);
     if (m == nullptr || m->committed() || m->put_id != put_id) return false;
     m->replicas = *placed;
     for (const Replica& r : m->replicas) master::ToProto(r, resp.add_replicas());
@@ -238,7 +319,8 @@ struct EndOutcome {
   std::string tenant;
   PinLevel pin = PinLevel::kNone;
   std::optional<Retired> retired;
-  uint64_t admit_charge = 0;  // > 0: newly committed
+  std::optional<Retired> replaced;  // the version a replace retired at commit
+  uint64_t admit_charge = 0;        // > 0: newly committed
   int64_t expire_at_ns = 0;
   uint64_t version = 0;
 };
@@ -272,10 +354,37 @@ void CommitLocked(MasterState<A, P>& s, ObjectMeta& m, const proto::PutEndReques
   m.state = master::ObjectState::kCommitted;
   m.version = s.ids.Next();
   m.expire_at_ns = m.ttl_ms == 0 ? 0 : now + static_cast<int64_t>(m.ttl_ms) * kNsPerMs;
+  if (m.pin_ttl_ms != 0) m.pin_until_ns = now + static_cast<int64_t>(m.pin_ttl_ms) * kNsPerMs;
   master::ToProto(m, out.resp.mutable_object());
   out.admit_charge = m.ChargeBytes();
   out.expire_at_ns = m.expire_at_ns;
   out.version = m.version;
+}
+
+// The entry of put `put_id` of `key`: under the key, else its pending
+// replacement; else the key's entry (or end) for the caller's error.
+inline auto FindPutLocked(ObjectTable::Shard& sh, const std::string& key, uint64_t put_id) {
+  auto it = sh.objects.find(key);
+  if (it == sh.objects.end() || it->second.put_id != put_id) {
+    auto r = sh.objects.find(master::ReplacementKey(key));
+    if (r != sh.objects.end() && r->second.put_id == put_id) return r;
+  }
+  return it;
+}
+
+// A replace just committed under ReplacementKey(key) at `rit`: retires the
+// version it replaces (if any is left) and moves the new one under `key`.
+template <typename A, typename P>
+void SwapInLocked(MasterState<A, P>& s, ObjectTable::Shard& sh, const std::string& key,
+                  decltype(sh.objects.begin()) rit, int64_t now, EndOutcome& out) {
+  MC_DASSERT(rit->second.committed(), "only a committed replacement is swapped in");
+  if (auto old = sh.objects.find(key); old != sh.objects.end()) {
+    MC_DASSERT(old->second.committed(), "a key being replaced has no other put pending");
+    out.replaced = s.RetireLocked(sh, old, now, 0);  // leased: the free waits (deferred)
+  }
+  ObjectMeta moved = std::move(rit->second);
+  sh.objects.erase(rit);
+  sh.objects.emplace(key, std::move(moved));
 }
 
 template <typename A, typename P>
@@ -285,7 +394,7 @@ absl::StatusOr<proto::PutEndResponse> PutEnd(MasterState<A, P>& s,
   const int64_t now = s.Now();
   EndOutcome out;
   s.table.With(req.key(), [&](ObjectTable::Shard& sh) {
-    auto it = sh.objects.find(req.key());
+    auto it = FindPutLocked(sh, req.key(), req.put_id());
     if (it == sh.objects.end()) {
       out.status = absl::NotFoundError(absl::StrCat("no put of key '", absl::CEscape(req.key()),
                                                     "' in flight: it was revoked, timed out ",
@@ -308,9 +417,15 @@ absl::StatusOr<proto::PutEndResponse> PutEnd(MasterState<A, P>& s,
         out.status = absl::AbortedError(absl::StrCat(
             "put ", req.put_id(), " aborted: no replica was written (all failed or their ",
             "workers left); nothing was stored"));
+      } else if (master::IsReplacementKey(it->first)) {
+        SwapInLocked(s, sh, req.key(), it, now, out);
       }
     }
   });
+  if (out.replaced.has_value()) {
+    s.FinishRetired(*out.replaced, req.key(), /*erase_from_evictor=*/true);
+    s.metrics.removes->Increment();
+  }
   s.FreeReplicas(out.to_free);
   if (out.retired.has_value()) {
     s.ReleaseCharge(out.tenant, out.pin, out.released_charge);
@@ -339,7 +454,7 @@ absl::StatusOr<proto::PutRevokeResponse> PutRevoke(MasterState<A, P>& s,
   const int64_t now = s.Now();
   std::optional<Retired> r;
   absl::Status status = s.table.With(req.key(), [&](ObjectTable::Shard& sh) -> absl::Status {
-    auto it = sh.objects.find(req.key());
+    auto it = FindPutLocked(sh, req.key(), req.put_id());
     if (it == sh.objects.end()) {
       return absl::NotFoundError(absl::StrCat("no put of key '", absl::CEscape(req.key()),
                                               "' in flight (already revoked or timed out)"));

@@ -1,5 +1,5 @@
 // Reads and removal: GetReplicas, PrefixQuery, Exists, BatchExists,
-// ReleaseLeases, Remove, and the TTL sweep.
+// ReleaseLeases, Remove, RemoveAll, and the TTL sweep.
 //
 // Visibility: only committed objects within their TTL whose tenant is the
 // request's tenant; everything else (absent, pending, expired, another
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -242,9 +243,14 @@ absl::StatusOr<proto::RemoveResponse> Remove(MasterState<A, P>& s,
     if (it == sh.objects.end() || !it->second.committed() || it->second.tenant != tenant) {
       return absl::NotFoundError(absl::StrCat("key '", absl::CEscape(req.key()), "' not found"));
     }
-    if (it->second.pin != PinLevel::kNone && !req.force()) {
+    if (it->second.EffectivePin(now) != PinLevel::kNone && !req.force()) {
       return absl::FailedPreconditionError(
           absl::StrCat("key '", absl::CEscape(req.key()), "' is pinned; pass force to remove it"));
+    }
+    if (req.refuse_if_leased() && !req.force() && it->second.Leased(now)) {
+      return absl::AbortedError(absl::StrCat("key '", absl::CEscape(req.key()),
+                                             "' has a live read lease; retry after it ends ",
+                                             "or pass force"));
     }
     r = s.RetireLocked(sh, it, now, 0);  // leased: the free waits (deferred)
     return absl::OkStatus();
@@ -253,6 +259,80 @@ absl::StatusOr<proto::RemoveResponse> Remove(MasterState<A, P>& s,
   s.FinishRetired(*r, req.key(), /*erase_from_evictor=*/true);
   s.metrics.removes->Increment();
   return proto::RemoveResponse();
+}
+
+// What RemoveAll may take: a committed object of `tenant`, not leased, not
+// pinned unless `force`.
+inline bool RemoveAllMayTake(const ObjectMeta& m, std::string_view tenant, bool force,
+                             int64_t now) {
+  return m.committed() && m.tenant == tenant && !m.Leased(now) &&
+         (force || m.EffectivePin(now) == PinLevel::kNone);
+}
+
+// Per shard: the candidates are listed under the lock, the regex runs outside
+// it, and the matches are retired under the lock again (re-checked). Cost:
+// O(objects in the shards walked) per call, at most one shard's worth past
+// kRemoveAllObjectsPerCall; each shard lock is held for one pass over it.
+template <typename A, typename P>
+absl::StatusOr<proto::RemoveAllResponse> RemoveAll(MasterState<A, P>& s,
+                                                   const proto::RemoveAllRequest& req) {
+  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
+  const size_t shards = s.table.shard_count();
+  if (req.start_shard() >= shards) {
+    return absl::InvalidArgumentError(absl::StrCat("start_shard ", req.start_shard(),
+                                                   " is past the master's ", shards, " shards"));
+  }
+  if (req.key_regex().size() > rpc::kMaxKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("key_regex of ", req.key_regex().size(),
+                                                   " bytes exceeds the limit of ",
+                                                   rpc::kMaxKeyBytes));
+  }
+  std::optional<std::regex> re;
+  if (!req.key_regex().empty()) {
+    try {
+      re.emplace(req.key_regex(), std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("key_regex '", absl::CEscape(req.key_regex()), "': ", e.what()));
+    }
+  }
+  proto::RemoveAllResponse resp;
+  size_t looked = 0;
+  size_t shard = req.start_shard();
+  for (; shard < shards && looked < rpc::kRemoveAllObjectsPerCall; ++shard) {
+    int64_t now = s.Now();
+    std::vector<std::string> keys;
+    s.table.WithShard(shard, [&](ObjectTable::Shard& sh) {
+      looked += sh.objects.size();
+      for (const auto& [key, m] : sh.objects) {
+        if (RemoveAllMayTake(m, tenant, req.force(), now)) keys.push_back(key);
+      }
+    });
+    if (re.has_value()) {
+      std::erase_if(keys, [&](const std::string& k) {
+        return (!k.empty() && k[0] == '\0') || !std::regex_match(k, *re);
+      });
+    }
+    if (keys.empty()) continue;
+    now = s.Now();
+    std::vector<std::pair<std::string, Retired>> gone;
+    s.table.WithShard(shard, [&](ObjectTable::Shard& sh) {
+      for (std::string& key : keys) {
+        auto it = sh.objects.find(key);
+        if (it == sh.objects.end() || !RemoveAllMayTake(it->second, tenant, req.force(), now)) {
+          continue;
+        }
+        gone.emplace_back(std::move(key), s.RetireLocked(sh, it, now, 0));
+      }
+    });
+    for (auto& [key, r] : gone) s.FinishRetired(r, key, /*erase_from_evictor=*/true);
+    resp.set_removed(resp.removed() + gone.size());
+  }
+  MC_ASSERT(shard > req.start_shard(), "every call walks at least one shard");
+  resp.set_more(shard < shards);
+  resp.set_next_shard(static_cast<uint32_t>(shard < shards ? shard : 0));
+  s.metrics.removes->Increment(resp.removed());
+  return resp;
 }
 
 // Tick: removes objects whose TTL passed (leases still defer their space).

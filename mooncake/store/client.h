@@ -160,6 +160,14 @@ class Client {
     return core_->RemoveAll(options);
   }
 
+  // The object's size in bytes, without reading it: from the metadata cache
+  // when its lease is valid, else one Exists RPC (no lease, no effect on
+  // eviction, no SSD-tier load). NOT_FOUND when absent; INVALID_ARGUMENT for
+  // a bad key or an unknown tenant.
+  absl::StatusOr<uint64_t> GetSize(std::string_view key, std::string_view tenant = {}) {
+    return core_->GetSize(key, tenant);
+  }
+
   absl::StatusOr<bool> Exists(std::string_view key, std::string_view tenant = {}) {
     RETURN_IF_ERROR(client_internal::ValidateObjectKey(key));
     store::proto::ExistsRequest req;

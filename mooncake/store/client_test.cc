@@ -503,6 +503,22 @@ TEST(Client, OverTcpRpc) {
   for (int i = 0; i < 20; ++i) ASSERT_EQ(*got[i], keys[i]);
 }
 
+TEST(Client, GetSizeAnswersWithoutReading) {
+  Store s;
+  auto c = s.NewClient();
+  ASSERT_TRUE(c->Put("k", Value(12'345, 'a')).ok());
+  const uint64_t reads = s.master().calls(rpc::GetReplicasMethod::kId);
+  EXPECT_EQ(*c->GetSize("k"), 12'345u);
+  EXPECT_EQ(s.master().calls(rpc::GetReplicasMethod::kId), reads) << "no read, no lease";
+  EXPECT_EQ(s.master().live_leases(), 0u);
+  EXPECT_EQ(c->GetSize("missing").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(c->GetSize("").status().code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(c->Get("k").ok());  // cached now: no RPC at all
+  const uint64_t before = s.master().total_calls();
+  EXPECT_EQ(*c->GetSize("k"), 12'345u);
+  EXPECT_EQ(s.master().total_calls(), before);
+}
+
 // ---- Blocks and prefix queries, against the real master ----------------------
 
 // master::Master<> behind MasterService, one worker, in process. The fake
@@ -829,6 +845,16 @@ TEST(ClientRemove, RemoveAllSkipsObjectsAnotherClientHoldsALeaseOn) {
   ASSERT_TRUE(reader->Get("k1").ok());
   EXPECT_EQ(*c.RemoveAll(), 1u);
   EXPECT_TRUE(*c.Exists("k1"));
+}
+
+TEST(ClientReplace, GetSizeFollowsAReplace) {
+  RealStore s;
+  TestClient& c = s.client();
+  ASSERT_TRUE(c.Put("k", Value(100, 'a')).ok());
+  EXPECT_EQ(*c.GetSize("k"), 100u);
+  ASSERT_TRUE(c.Put("k", Value(300, 'b'), {.replace = true}).ok());
+  EXPECT_EQ(*c.GetSize("k"), 300u);
+  EXPECT_EQ(c.GetSize("k", "known").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -498,5 +498,24 @@ TEST_F(MasterOpsTest, RemoveAllStopsAfterItsBudgetAndResumesFromNextShard) {
   EXPECT_EQ(master_->Stats().objects, 0);
 }
 
+// ---- Size without reading ------------------------------------------------------
+
+TEST_F(MasterOpsTest, ExistsAnswersTheSizeWithoutALease) {
+  Mount("w1");
+  ASSERT_NE(Put(PutReq("k", 1234)), 0u);
+  proto::ExistsRequest e;
+  e.set_key("k");
+  auto got = master_->Exists(e);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(got->exists());
+  EXPECT_EQ(got->size_bytes(), 1234u);
+  EXPECT_EQ(master_->Stats().leases, 0u);
+  e.set_key("missing");
+  EXPECT_EQ(master_->Exists(e)->size_bytes(), 0u);
+  e.set_key("k");
+  e.set_tenant("other");
+  EXPECT_FALSE(master_->Exists(e)->exists());
+}
+
 }  // namespace
 }  // namespace mooncake::master

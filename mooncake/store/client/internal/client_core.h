@@ -233,6 +233,7 @@ class ClientCore {
   std::vector<absl::Status> RemoveMany(std::span<const std::string_view> keys,
                                        const client::RemoveOptions& o);
   absl::StatusOr<uint64_t> RemoveAll(const client::RemoveAllOptions& o);
+  absl::StatusOr<uint64_t> GetSize(std::string_view key, std::string_view tenant);
 
   client::ClientStats stats() const {
     auto l = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };

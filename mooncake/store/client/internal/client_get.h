@@ -418,6 +418,25 @@ std::vector<absl::Status> ClientCore<C>::RemoveMany(std::span<const std::string_
 }
 
 template <rpc::RpcChannel C>
+absl::StatusOr<uint64_t> ClientCore<C>::GetSize(std::string_view key, std::string_view t) {
+  RETURN_IF_ERROR(Annotate(ValidateObjectKey(key), "GetSize", key));
+  const std::string tenant = Tenant(t);
+  if (options_.cache_enabled) {
+    if (auto hit = cache_.Lookup(tenant, key, MarginNs()); hit.has_value()) return hit->size_bytes;
+  }
+  proto::ExistsRequest req;
+  req.set_key(std::string(key));
+  req.set_tenant(tenant);
+  auto resp = CallMaster<rpc::ExistsMethod>(req);
+  if (!resp.ok()) return Annotate(resp.status(), "GetSize", key);
+  if (!resp->exists()) {
+    return absl::NotFoundError(
+        absl::StrCat("GetSize '", absl::CEscape(AbslView(key)), "': not found"));
+  }
+  return resp->size_bytes();
+}
+
+template <rpc::RpcChannel C>
 absl::StatusOr<uint64_t> ClientCore<C>::RemoveAll(const client::RemoveAllOptions& o) {
   ClearCacheNow();  // our own leases must not keep our objects
   proto::RemoveAllRequest req;

@@ -453,6 +453,7 @@ inline absl::StatusOr<proto::ExistsResponse> FakeMaster::Exists(const proto::Exi
   auto it = objects_.find(MapKey(r.tenant(), r.key()));
   proto::ExistsResponse resp;
   resp.set_exists(it != objects_.end() && it->second.committed());
+  if (resp.exists()) resp.set_size_bytes(it->second.size);
   return resp;
 }
 

@@ -186,8 +186,14 @@ absl::StatusOr<proto::ExistsResponse> Exists(MasterState<A, P>& s,
                                              const proto::ExistsRequest& req) {
   RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
   ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
+  const int64_t now = s.Now();
   proto::ExistsResponse resp;
-  resp.set_exists(VisibleTo(s, req.key(), tenant, s.Now()));
+  s.table.With(req.key(), [&](ObjectTable::Shard& sh) {
+    const ObjectMeta* m = sh.Find(req.key());
+    if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return;
+    resp.set_exists(true);
+    resp.set_size_bytes(m->size_bytes);
+  });
   return resp;
 }
 

@@ -28,7 +28,8 @@
 // and one read (64 KiB), so at most max_connections x (max_head_bytes +
 // max_body_bytes + 64 KiB) for all.
 // A newcomer over max_connections takes the slot of the connection that has
-// waited longest (at least idle_evict_ms) for its head, which gets 408.
+// waited longest (at least idle_evict_ms) for its head, or since the last
+// byte of its body, which gets 408.
 // After answering, the server half-closes and drains what the peer still
 // sends (up to linger_ms) before closing, so the peer reads the whole answer.
 //

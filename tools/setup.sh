@@ -10,7 +10,9 @@ packages=(
   # libraries (see docs/DESIGN.md "Dependencies")
   libabsl-dev libzstd-dev liburing-dev libprotobuf-dev protobuf-compiler libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libibverbs-dev librdmacm-dev
-  libhiredis-dev libmemcached-dev
+  libhiredis-dev libmemcached-dev nlohmann-json3-dev
+  # the Python package (python/): headers, and what its tests import
+  pybind11-dev python3-dev python3-numpy python3-pytest
   # baselines and tools the benchmarks and tests start
   memcached redis-server fio iproute2
   python3-matplotlib  # docs/img plots: /usr/bin/python3 tools/plots/make_plots.py

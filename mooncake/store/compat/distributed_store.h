@@ -1,0 +1,816 @@
+// DistributedStore: Mooncake Store's client API (`MooncakeDistributedStore`
+// in its Python module `mooncake.store`) over this project's store, with
+// Mooncake's names, argument order and integer return codes
+// (return_codes.h). The Python binding (python/store_binding.cc) is a thin
+// layer over this class; engines written in C++ use it directly.
+//
+//   compat::DistributedStore store;
+//   compat::StoreConfig config;                  // or ResolveStoreConfig(...)
+//   config.master_server_addr = "127.0.0.1:50051";
+//   config.global_segment_size = 64 << 20;       // this client's share of the pool
+//   if (store.Setup(config) != 0) ...
+//   store.Put("key", value, {});                 // 0 on success
+//   std::string v = store.Get("key");            // "" on a miss
+//   store.Close();
+//
+// What Setup builds (one "session", torn down by Close):
+//   - a TcpChannel to the master;
+//   - unless global_segment_size is 0, a Worker owning one memfd segment of
+//     global_segment_size bytes, mounted under the name get_hostname()
+//     returns ("host:port", the port of the worker's TCP transport, from
+//     local_hostname or a free one in [kPortRangeBegin, kPortRangeEnd));
+//   - a Client (store/client.h) that reaches every worker through local
+//     memory, SHM (same host) or TCP;
+//   - a staging buffer of local_buffer_size bytes that put/upsert/put_parts/
+//     put_batch copy values into (so a put needs it: with 0 bytes, or a value
+//     larger than what is free, a put returns kBufferOverflow and stores
+//     nothing). The *_from / *_into calls move bytes straight between the
+//     caller's registered buffers and the workers.
+// SetupDummy attaches to a mooncake_client daemon on this host instead: no
+// segment of its own; puts prefer the daemon's segment, reached through SHM.
+//
+// Semantics that differ from this store's Client, as Mooncake has them:
+//   - put of an existing key returns 0 and keeps the stored value (upsert
+//     replaces it);
+//   - remove(key, force=false) of an object with a live read lease (a get in
+//     the last --default_kv_lease_ttl ms by any client that still caches it)
+//     or a pin returns kObjectHasLease; force removes it anyway;
+//   - get of a missing key returns "" (get_into and friends: kObjectNotFound).
+//
+// Errors are return codes, never exceptions: calls before Setup or after
+// Close return kInternalError; a bad key kInvalidKey; a master that does not
+// answer kRpcFail within ClientOptions::rpc_timeout_ms (kRpcTimeoutMs).
+//
+// Thread-safety: every method may be called concurrently. Setup, SetupDummy
+// and Close take the session lock exclusively and wait for calls in flight.
+#ifndef MOONCAKE_STORE_COMPAT_DISTRIBUTED_STORE_H_
+#define MOONCAKE_STORE_COMPAT_DISTRIBUTED_STORE_H_
+
+#include <netdb.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "mooncake/alloc/locked_allocator.h"
+#include "mooncake/alloc/tlsf_allocator.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/host_port.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/store/client.h"
+#include "mooncake/store/compat/client_daemon.pb.h"
+#include "mooncake/store/compat/registered_buffers.h"
+#include "mooncake/store/compat/replicate_config.h"
+#include "mooncake/store/compat/return_codes.h"
+#include "mooncake/store/compat/store_config.h"
+#include "mooncake/store/rpc/call.h"
+#include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/rpc/tcp_channel.h"
+#include "mooncake/store/worker/worker.h"
+
+namespace mooncake::compat {
+
+// Mooncake's transfer-engine port range: where a client's endpoint port is
+// picked when local_hostname names none.
+inline constexpr uint16_t kPortRangeBegin = 12300;
+inline constexpr uint16_t kPortRangeEnd = 14300;
+inline constexpr int64_t kRpcTimeoutMs = 2'000;
+
+struct ClientDaemonInfoMethod {
+  static constexpr uint16_t kId = static_cast<uint16_t>(proto::DAEMON_INFO);
+  static constexpr std::string_view kName = "DaemonInfo";
+  using Request = proto::DaemonInfoRequest;
+  using Response = proto::DaemonInfoResponse;
+};
+static_assert(rpc::RpcMethod<ClientDaemonInfoMethod>);
+
+// An object read by get_buffer: owns its bytes.
+class BufferHandle {
+ public:
+  explicit BufferHandle(std::string bytes) : bytes_(std::move(bytes)) {}
+  const char* data() const { return bytes_.data(); }
+  uintptr_t ptr() const { return reinterpret_cast<uintptr_t>(bytes_.data()); }
+  size_t size() const { return bytes_.size(); }
+
+ private:
+  std::string bytes_;
+};
+
+// One key's ranges in get_into_ranges: dst_offsets[i], src_offsets[i] and
+// sizes[i] describe range i; `shape_ok` false when the caller's lists did not
+// line up (every range of the key then fails with kInvalidParams).
+struct KeyRanges {
+  std::string key;
+  std::vector<uint64_t> dst_offsets;
+  std::vector<uint64_t> src_offsets;
+  std::vector<uint64_t> sizes;
+  bool shape_ok = true;
+};
+struct BufferRanges {
+  uintptr_t buffer = 0;
+  std::vector<KeyRanges> keys;
+  bool shape_ok = true;  // false: every range of this buffer fails
+};
+
+class DistributedStore {
+ public:
+  using ClientT = client::Client<rpc::TcpChannel>;
+  using WorkerT = worker::Worker<rpc::TcpChannel>;
+
+  DistributedStore() = default;
+  DistributedStore(const DistributedStore&) = delete;
+  DistributedStore& operator=(const DistributedStore&) = delete;
+  ~DistributedStore() { Close(); }
+
+  // ---- Life cycle -------------------------------------------------------------
+
+  // 0, or a negative code (a second Setup without Close: kInvalidParams).
+  // The reason for a failure is in last_error().
+  int Setup(const StoreConfig& config) {
+    absl::MutexLock lock(&mu_);
+    if (session_ != nullptr) return Fail(kInvalidParams, "setup: already set up; close() first");
+    auto s = Build(config);
+    if (!s.ok()) return Fail(ToMooncakeCode(s.status()), std::string(s.status().message()));
+    session_ = std::move(*s);
+    return kOk;
+  }
+
+  // Attaches to the mooncake_client daemon at `server_address` ("host:port").
+  int SetupDummy(uint64_t mem_pool_size, uint64_t local_buffer_size,
+                 const std::string& server_address) {
+    absl::MutexLock lock(&mu_);
+    if (session_ != nullptr) return Fail(kInvalidParams, "setup_dummy: already set up");
+    auto s = BuildDummy(mem_pool_size, local_buffer_size, server_address);
+    if (!s.ok()) return Fail(ToMooncakeCode(s.status()), std::string(s.status().message()));
+    session_ = std::move(*s);
+    return kOk;
+  }
+
+  // Unmounts this client's segment (objects stored only there are gone) and
+  // drops the connection. 0; again (or before Setup) also 0.
+  int Close() {
+    std::unique_ptr<Session> s;
+    {
+      absl::MutexLock lock(&mu_);
+      s = std::move(session_);
+    }
+    if (s == nullptr) return kOk;
+    s->client.reset();
+    if (s->worker != nullptr) s->worker->Shutdown().IgnoreError();
+    s->worker.reset();
+    s->daemon_channel.reset();
+    s->channel.reset();
+    return kOk;
+  }
+
+  // 0 when the master answers and this client's segment (if any) heartbeats.
+  int HealthCheck() {
+    return WithSession([&](Session& s) -> int {
+      auto r = s.client->Exists(std::string_view("\x01health", 7));
+      if (!r.ok()) return ToMooncakeCode(r.status());
+      if (s.worker != nullptr && !s.worker->stats().last_heartbeat_ok &&
+          s.worker->stats().heartbeats_failed > 0) {
+        return kRpcFail;
+      }
+      return kOk;
+    });
+  }
+
+  // "host:port" of this client's endpoint (its segment's name); "" before Setup.
+  std::string GetHostname() {
+    absl::ReaderMutexLock lock(&mu_);
+    return session_ == nullptr ? std::string() : session_->hostname;
+  }
+
+  // The reason for the most recent failed Setup/SetupDummy ("" if none).
+  std::string last_error() const {
+    absl::MutexLock lock(&error_mu_);
+    return last_error_;
+  }
+
+  // ---- Writes -------------------------------------------------------------------
+
+  int Put(std::string_view key, std::string_view value, const ReplicateConfig& config) {
+    const std::string_view parts[] = {value};
+    return PutParts(key, parts, config, /*upsert=*/false);
+  }
+  int Upsert(std::string_view key, std::string_view value, const ReplicateConfig& config) {
+    const std::string_view parts[] = {value};
+    return PutParts(key, parts, config, /*upsert=*/true);
+  }
+
+  // Stores the concatenation of `parts` (copied into the staging buffer).
+  int PutParts(std::string_view key, std::span<const std::string_view> parts,
+               const ReplicateConfig& config, bool upsert = false) {
+    const std::vector<std::string_view> keys{key};
+    const std::vector<std::vector<std::string_view>> values{
+        std::vector<std::string_view>(parts.begin(), parts.end())};
+    return StagedPut(keys, values, config, upsert).front();
+  }
+
+  // One code for the whole batch: 0 when every value is stored (or was
+  // already), else the first failure's code.
+  int PutBatch(std::span<const std::string_view> keys, std::span<const std::string_view> values,
+               const ReplicateConfig& config, bool upsert = false) {
+    if (keys.size() != values.size()) return kInvalidParams;
+    if (keys.empty()) return kOk;
+    std::vector<std::vector<std::string_view>> parts(values.size());
+    for (size_t i = 0; i < values.size(); ++i) parts[i] = {values[i]};
+    for (int c : StagedPut(std::vector<std::string_view>(keys.begin(), keys.end()), parts, config,
+                           upsert)) {
+      if (c != kOk) return c;
+    }
+    return kOk;
+  }
+
+  // Values straight from registered buffers: [ptrs[i], ptrs[i] + sizes[i]).
+  std::vector<int> BatchPutFrom(std::span<const std::string_view> keys,
+                                std::span<const uintptr_t> ptrs, std::span<const uint64_t> sizes,
+                                const ReplicateConfig& config, bool upsert = false) {
+    if (ptrs.size() != keys.size() || sizes.size() != keys.size()) {
+      return std::vector<int>(keys.size(), kInvalidParams);
+    }
+    std::vector<int> codes(keys.size(), kOk);
+    if (keys.empty()) return codes;
+    auto opts = ToPutOptions(config, upsert);
+    if (!opts.ok()) return std::vector<int>(keys.size(), kInvalidParams);
+    return WithSessionV(keys.size(), [&](Session& s) {
+      std::vector<client::PutItem> items;
+      std::vector<size_t> index;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (int c = CheckKey(keys[i]); c != kOk) {
+          codes[i] = c;
+        } else if (sizes[i] == 0 || !s.registered.Contains(ptrs[i], sizes[i])) {
+          codes[i] = kInvalidParams;
+        } else {
+          items.push_back(
+              {keys[i], std::string_view(reinterpret_cast<const char*>(ptrs[i]), sizes[i])});
+          index.push_back(i);
+        }
+      }
+      std::vector<absl::Status> st = s.client->BatchPut(items, *opts);
+      for (size_t j = 0; j < items.size(); ++j) codes[index[j]] = PutCode(st[j]);
+      return codes;
+    });
+  }
+
+  int PutFrom(std::string_view key, uintptr_t ptr, uint64_t size, const ReplicateConfig& config,
+              bool upsert = false) {
+    const std::string_view keys[] = {key};
+    const uintptr_t ptrs[] = {ptr};
+    const uint64_t sizes[] = {size};
+    return BatchPutFrom(keys, ptrs, sizes, config, upsert).front();
+  }
+
+  // ---- Reads --------------------------------------------------------------------
+
+  // The value, or nullopt with the code in *code (kObjectNotFound on a miss).
+  std::optional<std::string> Get(std::string_view key, int* code = nullptr) {
+    std::vector<std::string_view> keys{key};
+    std::vector<int> codes;
+    std::vector<std::optional<std::string>> r = GetBatch(keys, &codes);
+    if (code != nullptr) *code = codes.front();
+    return std::move(r.front());
+  }
+
+  std::vector<std::optional<std::string>> GetBatch(std::span<const std::string_view> keys,
+                                                   std::vector<int>* codes = nullptr) {
+    std::vector<std::optional<std::string>> out(keys.size());
+    std::vector<int> c(keys.size(), kOk);
+    if (!keys.empty()) {
+      c = WithSessionV(keys.size(), [&](Session& s) {
+        std::vector<int> cc(keys.size(), kOk);
+        std::vector<std::string_view> valid;
+        std::vector<size_t> index;
+        for (size_t i = 0; i < keys.size(); ++i) {
+          if (int k = CheckKey(keys[i]); k != kOk) {
+            cc[i] = k;
+          } else {
+            valid.push_back(keys[i]);
+            index.push_back(i);
+          }
+        }
+        auto got = s.client->BatchGet(valid);
+        for (size_t j = 0; j < valid.size(); ++j) {
+          if (got[j].ok()) {
+            out[index[j]] = std::move(*got[j]);
+          } else {
+            cc[index[j]] = ToMooncakeCode(got[j].status());
+          }
+        }
+        return cc;
+      });
+    }
+    if (codes != nullptr) *codes = std::move(c);
+    return out;
+  }
+
+  // Bytes read into [ptrs[i], ptrs[i] + sizes[i]) (a registered buffer), or
+  // a negative code: kObjectNotFound, kBufferOverflow (buffer too small).
+  std::vector<int64_t> BatchGetInto(std::span<const std::string_view> keys,
+                                    std::span<const uintptr_t> ptrs,
+                                    std::span<const uint64_t> sizes) {
+    if (ptrs.size() != keys.size() || sizes.size() != keys.size()) {
+      return std::vector<int64_t>(keys.size(), kInvalidParams);
+    }
+    if (keys.empty()) return {};
+    return WithSessionOr(std::vector<int64_t>(keys.size(), kInternalError), [&](Session& s) {
+      std::vector<int64_t> out(keys.size(), kOk);
+      std::vector<client::GetIntoItem> items;
+      std::vector<size_t> index;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (int k = CheckKey(keys[i]); k != kOk) {
+          out[i] = k;
+        } else if (sizes[i] == 0 || !s.registered.Contains(ptrs[i], sizes[i])) {
+          out[i] = kInvalidParams;
+        } else {
+          items.push_back({keys[i], reinterpret_cast<void*>(ptrs[i]), sizes[i]});
+          index.push_back(i);
+        }
+      }
+      auto got = s.client->BatchGetInto(items);
+      for (size_t j = 0; j < items.size(); ++j) {
+        out[index[j]] =
+            got[j].ok() ? static_cast<int64_t>(*got[j]) : ToMooncakeCode(got[j].status());
+      }
+      return out;
+    });
+  }
+
+  int64_t GetInto(std::string_view key, uintptr_t ptr, uint64_t size) {
+    const std::string_view keys[] = {key};
+    const uintptr_t ptrs[] = {ptr};
+    const uint64_t sizes[] = {size};
+    return BatchGetInto(keys, ptrs, sizes).front();
+  }
+
+  // Range reads: for each buffer, for each key, for each range, copies
+  // object[src, src + size) to buffer + dst. Each object is read once.
+  // Returns the same nesting: bytes copied, or a negative code for that range
+  // (kInvalidParams: a range past the object's end or past the registered
+  // buffer, or lists that do not line up; the object's own code when it
+  // cannot be read).
+  std::vector<std::vector<std::vector<int64_t>>> GetIntoRanges(
+      std::span<const BufferRanges> buffers) {
+    std::vector<std::vector<std::vector<int64_t>>> out(buffers.size());
+    std::map<std::string, int> wanted;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      out[b].resize(buffers[b].keys.size());
+      for (size_t k = 0; k < buffers[b].keys.size(); ++k) {
+        const KeyRanges& kr = buffers[b].keys[k];
+        out[b][k].assign(kr.sizes.size(), kInvalidParams);
+        if (buffers[b].shape_ok && kr.shape_ok) wanted.emplace(kr.key, 0);
+      }
+    }
+    std::vector<std::string_view> keys;
+    for (const auto& [key, unused] : wanted) keys.push_back(key);
+    std::vector<int> codes;
+    std::vector<std::optional<std::string>> values = GetBatch(keys, &codes);
+    std::map<std::string_view, size_t> slot;
+    for (size_t i = 0; i < keys.size(); ++i) slot[keys[i]] = i;
+    absl::ReaderMutexLock lock(&mu_);
+    if (session_ == nullptr) return out;
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      if (!buffers[b].shape_ok) continue;
+      const std::optional<uint64_t> room = session_->registered.RoomFrom(buffers[b].buffer);
+      for (size_t k = 0; k < buffers[b].keys.size(); ++k) {
+        const KeyRanges& kr = buffers[b].keys[k];
+        if (!kr.shape_ok) continue;
+        const size_t i = slot.at(kr.key);
+        for (size_t r = 0; r < kr.sizes.size(); ++r) {
+          int64_t& res = out[b][k][r];
+          if (!values[i].has_value()) {
+            res = codes[i];
+            continue;
+          }
+          const std::string& v = *values[i];
+          const uint64_t dst = kr.dst_offsets[r], src = kr.src_offsets[r], n = kr.sizes[r];
+          if (!room.has_value() || src > v.size() || n > v.size() - src || dst > *room ||
+              n > *room - dst) {
+            res = kInvalidParams;
+            continue;
+          }
+          std::memcpy(reinterpret_cast<char*>(buffers[b].buffer) + dst, v.data() + src, n);
+          res = static_cast<int64_t>(n);
+        }
+      }
+    }
+    return out;
+  }
+
+  // ---- Registered memory ----------------------------------------------------------
+
+  int RegisterBuffer(uintptr_t ptr, uint64_t size) {
+    if (ptr == 0 || size == 0) return kInvalidParams;
+    return WithSession([&](Session& s) -> int {
+      if (!s.registered.Add(ptr, size)) return kInvalidParams;
+      absl::Status st = s.client->RegisterBuffer(reinterpret_cast<void*>(ptr), size);
+      if (!st.ok()) {
+        s.registered.Remove(ptr);
+        return kInvalidParams;
+      }
+      return kOk;
+    });
+  }
+
+  int UnregisterBuffer(uintptr_t ptr) {
+    return WithSession([&](Session& s) -> int {
+      if (!s.registered.Remove(ptr)) return kInvalidParams;
+      s.client->UnregisterBuffer(reinterpret_cast<void*>(ptr)).IgnoreError();
+      return kOk;
+    });
+  }
+
+  // ---- Queries and removal ---------------------------------------------------------
+
+  // 1 present, 0 absent, negative on error.
+  int IsExist(std::string_view key) {
+    const std::string_view keys[] = {key};
+    return BatchIsExist(keys).front();
+  }
+
+  // One master RPC per rpc::kMaxBatchKeys keys.
+  std::vector<int> BatchIsExist(std::span<const std::string_view> keys) {
+    if (keys.empty()) return {};
+    return WithSessionV(keys.size(), [&](Session& s) {
+      std::vector<int> out(keys.size(), 0);
+      std::vector<std::string_view> valid;
+      std::vector<size_t> index;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (int k = CheckKey(keys[i]); k != kOk) {
+          out[i] = k;
+        } else {
+          valid.push_back(keys[i]);
+          index.push_back(i);
+        }
+      }
+      if (valid.empty()) return out;
+      auto r = s.client->BatchExists(valid);
+      for (size_t j = 0; j < valid.size(); ++j) {
+        out[index[j]] = r.ok() ? ((*r)[j] ? 1 : 0) : ToMooncakeCode(r.status());
+      }
+      return out;
+    });
+  }
+
+  int64_t GetSize(std::string_view key) {
+    if (int k = CheckKey(key); k != kOk) return k;
+    return WithSession64([&](Session& s) -> int64_t {
+      auto r = s.client->GetSize(key);
+      return r.ok() ? static_cast<int64_t>(*r) : ToMooncakeCode(r.status());
+    });
+  }
+
+  int Remove(std::string_view key, bool force = false) {
+    const std::string_view keys[] = {key};
+    return BatchRemove(keys, force).front();
+  }
+
+  std::vector<int> BatchRemove(std::span<const std::string_view> keys, bool force = false) {
+    if (keys.empty()) return {};
+    return WithSessionV(keys.size(), [&](Session& s) {
+      std::vector<int> out(keys.size(), kOk);
+      std::vector<std::string_view> valid;
+      std::vector<size_t> index;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (int k = CheckKey(keys[i]); k != kOk) {
+          out[i] = k;
+        } else {
+          valid.push_back(keys[i]);
+          index.push_back(i);
+        }
+      }
+      client::RemoveOptions o;
+      o.force = force;
+      o.refuse_if_leased = !force;
+      std::vector<absl::Status> st = s.client->BatchRemove(valid, o);
+      for (size_t j = 0; j < valid.size(); ++j) out[index[j]] = ToMooncakeCode(st[j]);
+      return out;
+    });
+  }
+
+  // Objects removed (>= 0), or a negative code (kInvalidParams: a bad regex).
+  // Objects with a live read lease are skipped.
+  int64_t RemoveByRegex(const std::string& pattern) {
+    if (pattern.empty()) return kInvalidParams;
+    return RemoveMatching(pattern);
+  }
+  int64_t RemoveAll() { return RemoveMatching(""); }
+
+ private:
+  struct Session {
+    std::unique_ptr<rpc::TcpChannel> channel;
+    std::unique_ptr<rpc::TcpChannel> daemon_channel;  // dummy clients only
+    std::unique_ptr<WorkerT> worker;                  // null: no segment of its own
+    std::unique_ptr<ClientT> client;
+    std::string hostname;
+    std::vector<std::string> default_segments;  // dummy: the daemon's segment
+    RegisteredBuffers registered;
+    // The staging buffer: anonymous memory carved by a TLSF allocator.
+    void* staging = nullptr;
+    uint64_t staging_bytes = 0;
+    std::unique_ptr<alloc::LockedAllocator<alloc::TlsfAllocator>> staging_alloc;
+
+    ~Session() {
+      client.reset();
+      if (staging != nullptr) ::munmap(staging, staging_bytes);
+    }
+  };
+
+  static constexpr uint64_t kStagingGranularity = 64;
+
+  int Fail(int code, std::string_view why) {
+    absl::MutexLock lock(&error_mu_);
+    last_error_ = std::string(why);
+    return code;
+  }
+
+  static int CheckKey(std::string_view key) {
+    if (key.empty() || key.size() > rpc::kMaxKeyBytes || key.front() == '\0') return kInvalidKey;
+    return kOk;
+  }
+
+  // A put of a key that is already stored keeps it and reports success.
+  static int PutCode(const absl::Status& s) {
+    return absl::IsAlreadyExists(s) ? kOk : ToMooncakeCode(s);
+  }
+
+  // Runs f(session) under the shared session lock; `closed` when there is none.
+  template <typename R, typename F>
+  R WithSessionOr(R closed, F&& f) {
+    absl::ReaderMutexLock lock(&mu_);
+    if (session_ == nullptr) return closed;
+    return f(*session_);
+  }
+  template <typename F>
+  int WithSession(F&& f) {
+    return WithSessionOr<int>(kInternalError, std::forward<F>(f));
+  }
+  template <typename F>
+  int64_t WithSession64(F&& f) {
+    return WithSessionOr<int64_t>(kInternalError, std::forward<F>(f));
+  }
+  template <typename F>
+  std::vector<int> WithSessionV(size_t n, F&& f) {
+    return WithSessionOr(std::vector<int>(n, kInternalError), std::forward<F>(f));
+  }
+
+  int64_t RemoveMatching(const std::string& regex) {
+    return WithSession64([&](Session& s) -> int64_t {
+      client::RemoveAllOptions o;
+      o.key_regex = regex;
+      auto r = s.client->RemoveAll(o);
+      return r.ok() ? static_cast<int64_t>(*r) : ToMooncakeCode(r.status());
+    });
+  }
+
+  // Puts of values given as parts, each copied into the staging buffer.
+  std::vector<int> StagedPut(const std::vector<std::string_view>& keys,
+                             const std::vector<std::vector<std::string_view>>& parts,
+                             const ReplicateConfig& config, bool upsert) {
+    auto opts = ToPutOptions(config, upsert);
+    if (!opts.ok()) return std::vector<int>(keys.size(), kInvalidParams);
+    return WithSessionV(keys.size(), [&](Session& s) {
+      std::vector<int> codes(keys.size(), kOk);
+      if (opts->preferred_segment_names.empty()) {
+        opts->preferred_segment_names = s.default_segments;
+      }
+      std::vector<client::PutItem> items;
+      std::vector<size_t> index;
+      std::vector<alloc::Allocation> held;
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (int c = CheckKey(keys[i]); c != kOk) {
+          codes[i] = c;
+          continue;
+        }
+        uint64_t total = 0;
+        for (std::string_view p : parts[i]) total += p.size();
+        if (total == 0) {
+          codes[i] = kInvalidParams;
+          continue;
+        }
+        std::optional<alloc::Allocation> a;
+        if (s.staging_alloc != nullptr) a = s.staging_alloc->allocate(total, kStagingGranularity);
+        if (!a.has_value()) {
+          codes[i] = kBufferOverflow;
+          continue;
+        }
+        char* dst = static_cast<char*>(s.staging) + a->offset;
+        for (std::string_view p : parts[i]) {
+          std::memcpy(dst, p.data(), p.size());
+          dst += p.size();
+        }
+        held.push_back(*a);
+        items.push_back({keys[i], std::string_view(static_cast<char*>(s.staging) + a->offset,
+                                                   static_cast<size_t>(total))});
+        index.push_back(i);
+      }
+      if (!items.empty()) {
+        std::vector<absl::Status> st = s.client->BatchPut(items, *opts);
+        for (size_t j = 0; j < items.size(); ++j) codes[index[j]] = PutCode(st[j]);
+      }
+      for (const alloc::Allocation& a : held) s.staging_alloc->free(a);
+      return codes;
+    });
+  }
+
+  static absl::Status MapStaging(Session& s, uint64_t bytes) {
+    const uint64_t usable = bytes / kStagingGranularity * kStagingGranularity;
+    if (usable == 0) return absl::OkStatus();  // puts will fail with kBufferOverflow
+    void* p = ::mmap(nullptr, usable, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("local_buffer_size: cannot map ", usable, " bytes"));
+    }
+    s.staging = p;
+    s.staging_bytes = usable;
+    ASSIGN_OR_RETURN(alloc::TlsfAllocator tlsf,
+                     alloc::TlsfAllocator::Create(
+                         {.capacity_bytes = usable, .granularity_bytes = kStagingGranularity}));
+    s.staging_alloc =
+        std::make_unique<alloc::LockedAllocator<alloc::TlsfAllocator>>(std::move(tlsf));
+    return absl::OkStatus();
+  }
+
+  static absl::StatusOr<std::string> NumericHost(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("local_hostname: cannot resolve '", host, "'"));
+    }
+    char buf[NI_MAXHOST] = {};
+    // Prefer IPv4 (what "localhost" means to most configs).
+    const addrinfo* pick = res;
+    for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
+      if (a->ai_family == AF_INET) {
+        pick = a;
+        break;
+      }
+    }
+    const int rc = ::getnameinfo(pick->ai_addr, pick->ai_addrlen, buf, sizeof(buf), nullptr, 0,
+                                 NI_NUMERICHOST);
+    ::freeaddrinfo(res);
+    if (rc != 0) return absl::InvalidArgumentError("local_hostname: no numeric address");
+    return std::string(buf);
+  }
+
+  static absl::Status CheckCommon(const StoreConfig& c) {
+    if (c.protocol == "rdma") {
+      return absl::InvalidArgumentError(
+          "protocol 'rdma': this build of the store client moves bytes over tcp and shared "
+          "memory only");
+    }
+    if (c.protocol != "tcp") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("protocol '", c.protocol, "': want 'tcp' or 'rdma'"));
+    }
+    const std::string& m = c.metadata_server;
+    if (!(m.empty() || m == "P2PHANDSHAKE" || m.starts_with("http://") ||
+          m.starts_with("etcd://") || m.find(':') != std::string::npos)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("metadata_server '", m,
+                       "': want P2PHANDSHAKE, http://host:port/... or etcd://host:port"));
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> ConnectMaster(const std::string& addr) {
+    rpc::TcpChannelOptions o;
+    o.connect_timeout_ns = kRpcTimeoutMs * 1'000'000;
+    o.default_timeout_ns = kRpcTimeoutMs * 1'000'000;
+    auto ch = rpc::TcpChannel::Connect(addr, o);
+    if (!ch.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("master_server_addr '", addr, "': ", ch.status().message()));
+    }
+    return ch;
+  }
+
+  static client::ClientOptions MakeClientOptions() {
+    client::ClientOptions o;
+    o.rpc_timeout_ms = kRpcTimeoutMs;
+    return o;
+  }
+
+  absl::StatusOr<std::unique_ptr<Session>> Build(const StoreConfig& c) {
+    RETURN_IF_ERROR(CheckCommon(c));
+    auto s = std::make_unique<Session>();
+    std::string host = c.local_hostname.empty() ? std::string("localhost") : c.local_hostname;
+    uint16_t port = 0;
+    if (std::optional<HostPortText> hp = SplitHostPort(host); hp.has_value()) {
+      uint32_t p = 0;
+      if (!absl::SimpleAtoi(AbslView(hp->port), &p) || p > 65535) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("local_hostname '", c.local_hostname, "': bad port"));
+      }
+      port = static_cast<uint16_t>(p);
+      host = std::string(hp->host);
+    }
+    ASSIGN_OR_RETURN(s->channel, ConnectMaster(c.master_server_addr));
+    if (c.global_segment_size > 0) {
+      ASSIGN_OR_RETURN(const std::string bind, NumericHost(host));
+      worker::WorkerOptions w;
+      w.segment_count = 1;
+      w.segment_bytes = c.global_segment_size;
+      w.tcp_bind_host = bind;
+      w.rpc_timeout_ms = kRpcTimeoutMs;
+      std::mt19937 rng(std::random_device{}());
+      absl::Status last = absl::OkStatus();
+      // A fixed port is tried once; otherwise free ports in Mooncake's range.
+      for (int attempt = 0; attempt < (port != 0 ? 1 : 64); ++attempt) {
+        const uint16_t p = port != 0
+                               ? port
+                               : static_cast<uint16_t>(kPortRangeBegin +
+                                                       rng() % (kPortRangeEnd - kPortRangeBegin));
+        w.tcp_port = p;
+        w.segment_name = JoinHostPort(host, p);
+        auto started = WorkerT::Start(w, s->channel.get());
+        if (started.ok()) {
+          s->worker = std::move(*started);
+          s->hostname = w.segment_name;
+          break;
+        }
+        last = started.status();
+        if (!absl::IsAlreadyExists(last) && !absl::IsUnavailable(last) &&
+            last.message().find("in use") == std::string_view::npos) {
+          break;
+        }
+      }
+      if (s->worker == nullptr) {
+        return absl::Status(last.code(), absl::StrCat("global segment of ", c.global_segment_size,
+                                                      " bytes: ", last.message()));
+      }
+    } else {
+      s->hostname = JoinHostPort(host, port);
+    }
+    ASSIGN_OR_RETURN(s->client, ClientT::Create(MakeClientOptions(), s->channel.get()));
+    RETURN_IF_ERROR(MapStaging(*s, c.local_buffer_size));
+    if (s->staging != nullptr) {
+      RETURN_IF_ERROR(s->client->RegisterBuffer(s->staging, s->staging_bytes));
+    }
+    return s;
+  }
+
+  absl::StatusOr<std::unique_ptr<Session>> BuildDummy(uint64_t mem_pool_size,
+                                                      uint64_t local_buffer_size,
+                                                      const std::string& server_address) {
+    auto s = std::make_unique<Session>();
+    rpc::TcpChannelOptions o;
+    o.connect_timeout_ns = kRpcTimeoutMs * 1'000'000;
+    auto ch = rpc::TcpChannel::Connect(server_address, o);
+    if (!ch.ok()) {
+      return absl::UnavailableError(absl::StrCat("mooncake_client daemon at '", server_address,
+                                                 "': ", ch.status().message()));
+    }
+    s->daemon_channel = std::move(*ch);
+    proto::DaemonInfoRequest req;
+    ASSIGN_OR_RETURN(proto::DaemonInfoResponse info,
+                     rpc::Call<ClientDaemonInfoMethod>(*s->daemon_channel, req,
+                                                       {.timeout_ns = kRpcTimeoutMs * 1'000'000}));
+    if (mem_pool_size > info.segment_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat("setup_dummy: mem_pool_size ", mem_pool_size,
+                                                     " exceeds the daemon's segment of ",
+                                                     info.segment_bytes(), " bytes"));
+    }
+    ASSIGN_OR_RETURN(s->channel, ConnectMaster(info.master_address()));
+    client::ClientOptions co = MakeClientOptions();
+    ASSIGN_OR_RETURN(s->client, ClientT::Create(co, s->channel.get()));
+    s->hostname = info.segment_name();
+    s->default_segments = {info.segment_name()};
+    RETURN_IF_ERROR(MapStaging(*s, local_buffer_size));
+    if (s->staging != nullptr) {
+      RETURN_IF_ERROR(s->client->RegisterBuffer(s->staging, s->staging_bytes));
+    }
+    return s;
+  }
+
+  absl::Mutex mu_;
+  std::unique_ptr<Session> session_ ABSL_GUARDED_BY(mu_);
+  mutable absl::Mutex error_mu_;
+  std::string last_error_ ABSL_GUARDED_BY(error_mu_);
+};
+
+}  // namespace mooncake::compat
+
+#endif  // MOONCAKE_STORE_COMPAT_DISTRIBUTED_STORE_H_

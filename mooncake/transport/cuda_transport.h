@@ -58,6 +58,8 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/cuda_ipc.h"
@@ -232,7 +234,7 @@ class CudaTransport {
   const int device_count_;
   TransportMetrics metrics_;
   std::string socket_name_;
-  transport_internal::cuda_ipc::Socket listen_, wake_read_, wake_write_;
+  UniqueFd listen_, wake_read_, wake_write_;
   std::thread server_;
   std::atomic<bool> stopping_{false};
 

@@ -47,6 +47,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/store/node/http_request.h"
 #include "mooncake/store/node/internal/socket.h"
@@ -184,7 +185,7 @@ class HttpServer {
 
  private:
   struct Conn {
-    node_internal::UniqueFd fd;
+    UniqueFd fd;
     std::string in;
     std::string out;
     size_t sent = 0;
@@ -352,9 +353,9 @@ class HttpServer {
 
   const HttpServerOptions options_;
   std::map<std::string, HttpHandler> handlers_;  // fixed after Start
-  node_internal::UniqueFd listen_;
-  node_internal::UniqueFd wake_read_;
-  node_internal::UniqueFd wake_write_;
+  UniqueFd listen_;
+  UniqueFd wake_read_;
+  UniqueFd wake_write_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> requests_{0};

@@ -165,7 +165,7 @@ inline void CudaTransport::Serve() {
     for (;;) {
       const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) break;
-      transport_internal::cuda_ipc::Socket conn(fd);
+      UniqueFd conn(fd);
       Answer(conn.get());
     }
   }

@@ -28,10 +28,10 @@ inline absl::Status CudaTransport::Init() {
   ASSIGN_OR_RETURN(listen_, transport_internal::cuda_ipc::Listen(socket_name_));
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return transport_internal::cuda_ipc::Errno("pipe2", errno);
+    return ErrnoToStatus(errno, "pipe2");
   }
-  wake_read_ = transport_internal::cuda_ipc::Socket(fds[0]);
-  wake_write_ = transport_internal::cuda_ipc::Socket(fds[1]);
+  wake_read_ = UniqueFd(fds[0]);
+  wake_write_ = UniqueFd(fds[1]);
   server_ = std::thread([this] { Serve(); });
   return absl::OkStatus();
 }

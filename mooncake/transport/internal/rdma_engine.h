@@ -66,6 +66,9 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
+#include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/rdma_control.h"
@@ -165,7 +168,7 @@ class RdmaEngine {
     CqHandle cq{};
     QueuePair qp;
     absl::Mutex control_mu;
-    rdma_ctl::ScopedFd control ABSL_GUARDED_BY(control_mu);
+    UniqueFd control ABSL_GUARDED_BY(control_mu);
     WrTracker tracker;
     std::deque<PendingWr> pending;
     SignalPolicy signal{1};
@@ -196,7 +199,7 @@ class RdmaEngine {
   };
   // Owner side: one per accepted control connection.
   struct Session {
-    rdma_ctl::ScopedFd fd;
+    UniqueFd fd;
     QueuePair qp;
     bool has_qp = false;
   };
@@ -247,9 +250,9 @@ class RdmaEngine {
   uint32_t sq_depth_ = 0;
   bool device_open_ = false;
 
-  rdma_ctl::ScopedFd listen_fd_;
+  UniqueFd listen_fd_;
   uint16_t listen_port_ = 0;
-  rdma_ctl::ScopedFd wake_read_, wake_write_;
+  UniqueFd wake_read_, wake_write_;
   std::thread server_;
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Session>> sessions_;  // server thread only

@@ -70,10 +70,10 @@ void RdmaEngine<V>::Shutdown() {
     DestroyConnectionResources(*c);
   }
   conns_.clear();
-  for (auto& [id, b] : batches_) {
-    for (const MemoryRegion& mr : b->temp_mrs) verbs_.DeregMr(mr.handle).IgnoreError();
-  }
-  batches_.clear();
+  batches_.ForEach([this](transport::BatchId, Batch& b) {
+    for (const MemoryRegion& mr : b.extra.temp_mrs) verbs_.DeregMr(mr.handle).IgnoreError();
+  });
+  batches_.Clear();
   for (auto& [id, seg] : segments_) verbs_.DeregMr(seg.mr.handle).IgnoreError();
   segments_.clear();
   if (device_open_) {

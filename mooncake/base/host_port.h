@@ -11,7 +11,11 @@
 // followed by ":"; an unbracketed one ends at the last colon, so "::1:9090"
 // splits as host "::1" (callers that want brackets for IPv6 check for them).
 //
-// Thread-safety: pure functions.
+// HostPort is the parsed form every package passes around (listen and
+// connect addresses, endpoints); each parser keeps its own rules and error
+// messages (flags, RPC addresses, RDMA endpoints) and returns this one type.
+//
+// Thread-safety: pure functions; HostPort is a plain value.
 #ifndef MOONCAKE_BASE_HOST_PORT_H_
 #define MOONCAKE_BASE_HOST_PORT_H_
 
@@ -21,6 +25,15 @@
 #include <string_view>
 
 namespace mooncake {
+
+struct HostPort {
+  std::string host;   // without brackets: "10.0.0.2", "::1", "localhost"
+  uint16_t port = 0;  // 0: any free port (listening addresses only)
+
+  // "host:port", IPv6 in brackets (JoinHostPort).
+  std::string ToString() const;
+  friend bool operator==(const HostPort&, const HostPort&) = default;
+};
 
 // "host:port", or "[host]:port" when the host holds a colon (IPv6).
 inline std::string JoinHostPort(std::string_view host, uint16_t port) {
@@ -34,6 +47,8 @@ inline std::string JoinHostPort(std::string_view host, uint16_t port) {
   out += std::to_string(port);
   return out;
 }
+
+inline std::string HostPort::ToString() const { return JoinHostPort(host, port); }
 
 struct HostPortText {
   std::string_view host;  // without brackets

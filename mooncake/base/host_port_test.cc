@@ -5,6 +5,13 @@
 namespace mooncake {
 namespace {
 
+TEST(HostPortTest, ToStringJoinsWithBracketsForIpv6) {
+  EXPECT_EQ((HostPort{"10.0.0.2", 50051}).ToString(), "10.0.0.2:50051");
+  EXPECT_EQ((HostPort{"::1", 0}).ToString(), "[::1]:0");
+  EXPECT_EQ((HostPort{"::1", 7}), (HostPort{"::1", 7}));
+  EXPECT_NE((HostPort{"::1", 7}), (HostPort{"::1", 8}));
+}
+
 TEST(HostPortTest, JoinBracketsOnlyIpv6) {
   EXPECT_EQ(JoinHostPort("127.0.0.1", 50051), "127.0.0.1:50051");
   EXPECT_EQ(JoinHostPort("localhost", 0), "localhost:0");

@@ -16,8 +16,8 @@
 // trace_replay.h's Replay does; the policy counts Admits to know r.
 //
 // Thread-safety: none; see eviction_policy.h. The future is shared read-only.
-// Invariant: order_ holds exactly one OrderKey per tracked key, equal to its
-// Entry; charged_ is the sum of tracked charges.
+// Invariants: those of index_internal::OrderedScoreSet, which keeps the
+// entries in rank order.
 #ifndef MOONCAKE_INDEX_BELADY_POLICY_H_
 #define MOONCAKE_INDEX_BELADY_POLICY_H_
 
@@ -32,12 +32,12 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/index/block_key.h"
 #include "mooncake/index/eviction_policy.h"
 #include "mooncake/index/internal/key_hash.h"
+#include "mooncake/index/internal/ordered_score_set.h"
 
 namespace mooncake::index {
 
@@ -78,43 +78,21 @@ class BeladyPolicy {
     MC_ASSERT(first_new <= chain.size(), "first_new past the chain");
     for (size_t i = 0; i < first_new; ++i) Rescore(chain[i], i);
     for (size_t i = first_new; i < chain.size(); ++i) {
-      const Entry e{NextUse(chain[i]), static_cast<uint32_t>(i), charge};
-      const bool fresh = map_.try_emplace(chain[i], e).second;
-      MC_ASSERT(fresh, "Admit of a key that is already tracked");
-      order_.insert(OrderKey(e, chain[i]));
-      charged_ += charge;
+      entries_.Insert(chain[i], Entry{NextUse(chain[i]), static_cast<uint32_t>(i), charge});
     }
     ++request_;
   }
 
-  bool Erase(const K& key) {
-    auto it = map_.find(key);
-    if (it == map_.end()) return false;
-    order_.erase(OrderKey(it->second, key));
-    charged_ -= it->second.charge;
-    map_.erase(it);
-    return true;
-  }
+  bool Erase(const K& key) { return entries_.Erase(key); }
 
   template <typename CanEvict>
   std::optional<Eviction<K>> Evict(CanEvict&& can_evict) {
-    for (auto it = order_.begin(); it != order_.end(); ++it) {
-      const K key = std::get<2>(*it);
-      if (!can_evict(key)) continue;
-      auto m = map_.find(key);
-      MC_DASSERT(m != map_.end(), "ordered key missing from the map");
-      Eviction<K> victim{key, m->second.charge};
-      charged_ -= victim.charge;
-      order_.erase(it);
-      map_.erase(m);
-      return victim;
-    }
-    return std::nullopt;
+    return entries_.Evict(std::forward<CanEvict>(can_evict));
   }
 
-  bool Contains(const K& key) const { return map_.contains(key); }
-  size_t size() const { return map_.size(); }
-  uint64_t charged() const { return charged_; }
+  bool Contains(const K& key) const { return entries_.Contains(key); }
+  size_t size() const { return entries_.size(); }
+  uint64_t charged() const { return entries_.charged(); }
 
  private:
   static constexpr uint32_t kNever = std::numeric_limits<uint32_t>::max();
@@ -126,11 +104,11 @@ class BeladyPolicy {
   };
 
   // Farthest next use first; among equals the deeper block, then the key.
-  using Order = std::tuple<int64_t, int64_t, K>;
-
-  static Order OrderKey(const Entry& e, const K& key) {
-    return Order(-static_cast<int64_t>(e.next_use), -static_cast<int64_t>(e.depth), key);
-  }
+  struct RankOf {
+    std::tuple<int64_t, int64_t, K> operator()(const Entry& e, const K& key) const {
+      return {-static_cast<int64_t>(e.next_use), -static_cast<int64_t>(e.depth), key};
+    }
+  };
 
   // The first request after the current one that reads `key`.
   uint32_t NextUse(const K& key) const {
@@ -142,20 +120,16 @@ class BeladyPolicy {
   }
 
   void Rescore(const K& key, size_t depth) {
-    auto it = map_.find(key);
-    MC_ASSERT(it != map_.end(), "Touch of an untracked key");
-    Entry& e = it->second;
-    order_.erase(OrderKey(e, key));
-    e.next_use = NextUse(key);
-    e.depth = static_cast<uint32_t>(depth);
-    order_.insert(OrderKey(e, key));
+    const uint32_t next_use = NextUse(key);
+    entries_.Update(key, [&](Entry& e) {
+      e.next_use = next_use;
+      e.depth = static_cast<uint32_t>(depth);
+    });
   }
 
   std::shared_ptr<const BeladyFuture<K, Hash>> future_;
   uint32_t request_ = 0;
-  uint64_t charged_ = 0;
-  absl::flat_hash_map<K, Entry, Hash> map_;
-  absl::btree_set<Order> order_;
+  index_internal::OrderedScoreSet<K, Hash, Entry, RankOf> entries_;
 };
 
 static_assert(EvictionPolicy<BeladyPolicy<>>);

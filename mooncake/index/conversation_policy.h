@@ -35,9 +35,8 @@
 // below its child and the minimum is a leaf.
 //
 // Thread-safety: none; see eviction_policy.h.
-// Invariants: order_ holds exactly one OrderKey per tracked key, equal to its
-// Entry; charged_ is the sum of tracked charges; a key is never both tracked
-// and in the ghost.
+// Invariants: those of index_internal::OrderedScoreSet, which keeps the
+// entries in rank order; a key is never both tracked and in the ghost.
 #ifndef MOONCAKE_INDEX_CONVERSATION_POLICY_H_
 #define MOONCAKE_INDEX_CONVERSATION_POLICY_H_
 
@@ -49,15 +48,15 @@
 #include <optional>
 #include <span>
 #include <tuple>
+#include <utility>
 
-#include "absl/container/btree_set.h"
-#include "absl/container/flat_hash_map.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/index/block_key.h"
 #include "mooncake/index/eviction_policy.h"
 #include "mooncake/index/internal/gap_histogram.h"
 #include "mooncake/index/internal/key_ghost.h"
 #include "mooncake/index/internal/key_hash.h"
+#include "mooncake/index/internal/ordered_score_set.h"
 
 namespace mooncake::index {
 
@@ -104,52 +103,28 @@ class ConversationPolicy {
     for (size_t i = 0; i < first_new; ++i) Raise(chain[i], i, RankAt(i, chain.size(), score), true);
     for (size_t i = first_new; i < chain.size(); ++i) {
       ghost_.Take(chain[i]);
-      const Entry e{RankAt(i, chain.size(), score),
-                    static_cast<uint32_t>(i),
-                    turn,
-                    /*ends=*/i + 2 >= chain.size(),
-                    clock_,
-                    charge};
-      const bool fresh = map_.try_emplace(chain[i], e).second;
-      MC_ASSERT(fresh, "Admit of a key that is already tracked");
-      order_.insert(OrderKey(e, chain[i]));
-      charged_ += charge;
+      entries_.Insert(chain[i],
+                      Entry{RankAt(i, chain.size(), score), static_cast<uint32_t>(i), turn,
+                            /*ends=*/i + 2 >= chain.size(), clock_, charge});
     }
-    peak_size_ = std::max(peak_size_, map_.size());
+    peak_size_ = std::max(peak_size_, entries_.size());
   }
 
-  bool Erase(const K& key) {
-    auto it = map_.find(key);
-    if (it == map_.end()) return false;
-    order_.erase(OrderKey(it->second, key));
-    charged_ -= it->second.charge;
-    map_.erase(it);
-    return true;
-  }
+  bool Erase(const K& key) { return entries_.Erase(key); }
 
   // Lowest rank first; a rejected entry is skipped (with whole chains it is
   // never the minimum, so the scan is short; it is bounded by size()).
+  // An evicted key is remembered in the ghost, so its turn survives.
   template <typename CanEvict>
   std::optional<Eviction<K>> Evict(CanEvict&& can_evict) {
-    for (auto it = order_.begin(); it != order_.end(); ++it) {
-      const K key = std::get<3>(*it);
-      if (!can_evict(key)) continue;
-      auto m = map_.find(key);
-      MC_DASSERT(m != map_.end(), "ordered key missing from the map");
-      const Entry& e = m->second;
-      Eviction<K> victim{key, e.charge};
+    return entries_.Evict(std::forward<CanEvict>(can_evict), [this](const K& key, const Entry& e) {
       if (GhostLimit() > 0) ghost_.Remember(key, Ghost{e.turn, e.ends, e.stamp}, GhostLimit());
-      charged_ -= victim.charge;
-      order_.erase(it);
-      map_.erase(m);
-      return victim;
-    }
-    return std::nullopt;
+    });
   }
 
-  bool Contains(const K& key) const { return map_.contains(key); }
-  size_t size() const { return map_.size(); }
-  uint64_t charged() const { return charged_; }
+  bool Contains(const K& key) const { return entries_.Contains(key); }
+  size_t size() const { return entries_.size(); }
+  uint64_t charged() const { return entries_.charged(); }
 
   // Observability (tests, tools): the reuse gap the bonuses are scaled by,
   // and how many evicted keys the ghost remembers.
@@ -160,9 +135,9 @@ class ConversationPolicy {
   size_t ghost_size() const { return ghost_.size(); }
   // The turn (0 = first) this policy assigned to a tracked key.
   std::optional<uint32_t> TurnOfKey(const K& key) const {
-    auto it = map_.find(key);
-    if (it == map_.end()) return std::nullopt;
-    return it->second.turn;
+    const Entry* e = entries_.Find(key);
+    if (e == nullptr) return std::nullopt;
+    return e->turn;
   }
 
  private:
@@ -196,16 +171,13 @@ class ConversationPolicy {
   };
 
   // Lowest rank first; among equals the deeper block, then the key.
-  using Order = std::tuple<int, int64_t, int64_t, K>;
+  struct RankOf {
+    std::tuple<int, int64_t, int64_t, K> operator()(const Entry& e, const K& key) const {
+      return {e.rank.tier, e.rank.score, -static_cast<int64_t>(e.depth), key};
+    }
+  };
 
-  static Order OrderKey(const Entry& e, const K& key) {
-    return Order(e.rank.tier, e.rank.score, -static_cast<int64_t>(e.depth), key);
-  }
-
-  const Entry* Find(const K& key) const {
-    auto it = map_.find(key);
-    return it == map_.end() ? nullptr : &it->second;
-  }
+  const Entry* Find(const K& key) const { return entries_.Find(key); }
 
   Rank RankAt(size_t i, size_t n, int64_t score) const {
     return Rank{options_.demote_tail && i + 1 == n ? kDemoted : kKept, score};
@@ -248,23 +220,17 @@ class ConversationPolicy {
   // Gives `key` the better of its rank and `rank`; an Admit also moves its
   // stamp (Touch does not, so the next Admit still sees the previous turn's).
   void Raise(const K& key, size_t depth, const Rank& rank, bool stamp) {
-    auto it = map_.find(key);
-    MC_ASSERT(it != map_.end(), "Touch of an untracked key");
-    Entry& e = it->second;
-    if (stamp) e.stamp = clock_;
-    if (!(e.rank < rank) && e.depth == depth) return;
-    order_.erase(OrderKey(e, key));
-    e.rank = std::max(e.rank, rank);
-    e.depth = static_cast<uint32_t>(depth);
-    order_.insert(OrderKey(e, key));
+    entries_.Update(key, [&](Entry& e) {
+      if (stamp) e.stamp = clock_;
+      e.rank = std::max(e.rank, rank);
+      e.depth = static_cast<uint32_t>(depth);
+    });
   }
 
   ConversationOptions options_;
   int64_t clock_ = 0;
-  uint64_t charged_ = 0;
   size_t peak_size_ = 0;
-  absl::flat_hash_map<K, Entry, Hash> map_;
-  absl::btree_set<Order> order_;
+  index_internal::OrderedScoreSet<K, Hash, Entry, RankOf> entries_;
   index_internal::KeyGhost<K, Ghost, Hash> ghost_;
   index_internal::GapHistogram gaps_;
 };

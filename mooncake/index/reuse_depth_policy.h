@@ -20,8 +20,8 @@
 // the sweep); tools/trace_replay measures them on any trace.
 //
 // Thread-safety: none; see eviction_policy.h.
-// Invariant: order_ holds exactly one (score, depth, key) per tracked key,
-// equal to that key's Entry; charged_ is the sum of tracked charges.
+// Invariants: those of index_internal::OrderedScoreSet, which keeps the
+// entries in (score, depth, key) order.
 #ifndef MOONCAKE_INDEX_REUSE_DEPTH_POLICY_H_
 #define MOONCAKE_INDEX_REUSE_DEPTH_POLICY_H_
 
@@ -32,13 +32,13 @@
 #include <optional>
 #include <span>
 #include <tuple>
+#include <utility>
 
-#include "absl/container/btree_set.h"
-#include "absl/container/flat_hash_map.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/index/block_key.h"
 #include "mooncake/index/eviction_policy.h"
 #include "mooncake/index/internal/key_hash.h"
+#include "mooncake/index/internal/ordered_score_set.h"
 
 namespace mooncake::index {
 
@@ -71,45 +71,23 @@ class ReuseDepthPolicy {
     for (size_t i = first_new; i < chain.size(); ++i) clock_ += static_cast<int64_t>(charge);
     for (size_t i = 0; i < first_new; ++i) Rescore(chain[i], i, /*hit=*/false);
     for (size_t i = first_new; i < chain.size(); ++i) {
-      Entry e{Score(0, i), static_cast<uint32_t>(i), 0, charge};
-      const bool fresh = map_.try_emplace(chain[i], e).second;
-      MC_ASSERT(fresh, "Admit of a key that is already tracked");
-      order_.insert(OrderKey(e, chain[i]));
-      charged_ += charge;
+      entries_.Insert(chain[i], Entry{Score(0, i), static_cast<uint32_t>(i), 0, charge});
     }
   }
 
-  bool Erase(const K& key) {
-    auto it = map_.find(key);
-    if (it == map_.end()) return false;
-    order_.erase(OrderKey(it->second, key));
-    charged_ -= it->second.charge;
-    map_.erase(it);
-    return true;
-  }
+  bool Erase(const K& key) { return entries_.Erase(key); }
 
   // Scans upward from the lowest score; a rejected entry is skipped (it is
   // the prefix of a lower-scored block only if a caller broke the chain
   // discipline, so the scan is short in practice and bounded by size()).
   template <typename CanEvict>
   std::optional<Eviction<K>> Evict(CanEvict&& can_evict) {
-    for (auto it = order_.begin(); it != order_.end(); ++it) {
-      const K key = std::get<2>(*it);
-      if (!can_evict(key)) continue;
-      auto m = map_.find(key);
-      MC_DASSERT(m != map_.end(), "ordered key missing from the map");
-      Eviction<K> victim{key, m->second.charge};
-      charged_ -= victim.charge;
-      order_.erase(it);
-      map_.erase(m);
-      return victim;
-    }
-    return std::nullopt;
+    return entries_.Evict(std::forward<CanEvict>(can_evict));
   }
 
-  bool Contains(const K& key) const { return map_.contains(key); }
-  size_t size() const { return map_.size(); }
-  uint64_t charged() const { return charged_; }
+  bool Contains(const K& key) const { return entries_.Contains(key); }
+  size_t size() const { return entries_.size(); }
+  uint64_t charged() const { return entries_.charged(); }
 
  private:
   struct Entry {
@@ -126,34 +104,29 @@ class ReuseDepthPolicy {
   }
 
   // Lowest score first; among equals the deeper block, then the key.
-  using Order = std::tuple<int64_t, int64_t, K>;
-
-  static Order OrderKey(const Entry& e, const K& key) {
-    return Order(e.score, -static_cast<int64_t>(e.depth), key);
-  }
+  struct RankOf {
+    std::tuple<int64_t, int64_t, K> operator()(const Entry& e, const K& key) const {
+      return {e.score, -static_cast<int64_t>(e.depth), key};
+    }
+  };
 
   int64_t Score(uint32_t hits, size_t depth) const {
     return clock_ + bonus_ * std::min(hits, hit_cap_) - penalty_ * static_cast<int64_t>(depth);
   }
 
   void Rescore(const K& key, size_t depth, bool hit) {
-    auto it = map_.find(key);
-    MC_ASSERT(it != map_.end(), "Touch of an untracked key");
-    Entry& e = it->second;
-    order_.erase(OrderKey(e, key));
-    if (hit && e.hits < hit_cap_) ++e.hits;
-    e.depth = static_cast<uint32_t>(depth);
-    e.score = Score(e.hits, depth);
-    order_.insert(OrderKey(e, key));
+    entries_.Update(key, [&](Entry& e) {
+      if (hit && e.hits < hit_cap_) ++e.hits;
+      e.depth = static_cast<uint32_t>(depth);
+      e.score = Score(e.hits, depth);
+    });
   }
 
   int64_t bonus_;
   int64_t penalty_;
   uint32_t hit_cap_;
   int64_t clock_ = 0;
-  uint64_t charged_ = 0;
-  absl::flat_hash_map<K, Entry, Hash> map_;
-  absl::btree_set<Order> order_;
+  index_internal::OrderedScoreSet<K, Hash, Entry, RankOf> entries_;
 };
 
 static_assert(EvictionPolicy<ReuseDepthPolicy<>>);

@@ -58,8 +58,11 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/cuda_ipc.h"
 #include "mooncake/transport/transport.h"
 #include "mooncake/transport/transport_metrics.h"
@@ -199,32 +202,28 @@ class CudaTransport {
     bool local = false;       // our own segment: revocable by UnregisterMemory
     std::string mapping_key;  // imported: key into mappings_
   };
-  struct Request {
-    OpCode op = OpCode::kRead;
-    uint64_t length = 0;
-    absl::Status status;
-    cudaEvent_t event = nullptr;  // null once finished or never issued
-    bool done = false;
+  // Per batch: each request's completion event, null once finished or never
+  // issued (a synchronous copy or an error).
+  struct BatchEvents {
+    std::vector<cudaEvent_t> events;
   };
-  struct Batch {
-    std::vector<Request> requests;
-    size_t done_count = 0;
-    size_t failed_count = 0;
-    bool cancelling = false;
-    absl::Time submitted;
-  };
+  using Batches = transport_internal::BatchRecords<BatchEvents>;
+  using Batch = Batches::Batch;
 
   CudaTransport(CudaOptions options, int devices)
-      : options_(options), device_count_(devices), metrics_(options.metrics, "cuda") {}
+      : options_(options),
+        device_count_(devices),
+        metrics_(options.metrics, "cuda"),
+        batches_(options.batches_in_flight_max, &metrics_) {}
 
   absl::Status Init();
   void Shutdown();
   absl::Status ResolveExport(LocalSegment& seg, void* addr, uint64_t length);
   absl::StatusOr<Opened> Import(std::string_view name, SegmentId id);
-  void Issue(Request& r, const TransferRequest& req) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Finish(Batch& b, Request& r, const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Issue(const TransferRequest& req, cudaEvent_t* event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Finish(Batch& b, size_t index, const absl::Status& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Refresh(Batch& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  BatchResult Take(BatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Serve();
   void Answer(int fd);
 
@@ -232,7 +231,7 @@ class CudaTransport {
   const int device_count_;
   TransportMetrics metrics_;
   std::string socket_name_;
-  transport_internal::cuda_ipc::Socket listen_, wake_read_, wake_write_;
+  UniqueFd listen_, wake_read_, wake_write_;
   std::thread server_;
   std::atomic<bool> stopping_{false};
 
@@ -241,11 +240,10 @@ class CudaTransport {
   size_t next_stream_ ABSL_GUARDED_BY(mu_) = 0;
   SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;
   SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
-  BatchId next_batch_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<SegmentId, LocalSegment> segments_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SegmentHandle, Opened> handles_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Mapping> mappings_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<BatchId, std::unique_ptr<Batch>> batches_ ABSL_GUARDED_BY(mu_);
+  Batches batches_ ABSL_GUARDED_BY(mu_);
 };
 
 static_assert(Transport<CudaTransport>);

@@ -80,6 +80,7 @@
 #include "mooncake/qos/scheduler.h"
 #include "mooncake/qos/strict_priority_scheduler.h"
 #include "mooncake/transport/internal/any_transport.h"
+#include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/router_ids.h"
 #include "mooncake/transport/transport.h"
 #include "mooncake/transport/transport_metrics.h"
@@ -170,26 +171,18 @@ class Router {
     uint32_t tries = 0;
     uint64_t* digests = nullptr;  // this slice's chunk digest slots, if any
   };
-  struct Request {
-    OpCode op = OpCode::kRead;
-    uint64_t length = 0;
-    absl::Status status;
-    uint32_t slices_left = 0;
-    bool done = false;
-  };
-  struct Batch {
-    std::vector<Request> requests;
+  // Per batch, beside the shared records (a request's pieces are its slices).
+  struct BatchState {
     qos::ClassId cls = 0;
-    size_t done_count = 0;
-    size_t failed_count = 0;
     size_t subs_in_flight = 0;
-    bool cancelling = false;
     // The direct path's Submit to the transport is running (mu_ released):
     // Cancel waits for it, else the transport would start after Cancel returned.
     bool direct_submitting = false;
-    absl::Time submitted;
-    bool done() const { return done_count == requests.size() && subs_in_flight == 0; }
   };
+  using Batches = transport_internal::BatchRecords<BatchState>;
+  using Batch = Batches::Batch;
+  // Done once every request is and no sub-batch of it is in a transport.
+  static bool BatchDone(const Batch& b) { return b.all_done() && b.extra.subs_in_flight == 0; }
   struct SubBatch {
     size_t transport = 0;
     BatchId id = 0;
@@ -231,8 +224,6 @@ class Router {
   void CloseRoutes(Opened& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status CheckRequest(const TransferRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  BatchResult Take(BatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   const RouterOptions options_;
   std::vector<std::unique_ptr<transport_internal::AnyTransport>> transports_;  // best first
   std::string host_;
@@ -248,11 +239,10 @@ class Router {
   absl::flat_hash_map<BatchId, DirectSub> direct_ ABSL_GUARDED_BY(mu_);
   size_t slices_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
-  BatchId next_batch_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<SegmentId, std::array<uint64_t, transport_internal::kRouterTransportsMax>> segments_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SegmentHandle, Opened> handles_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<BatchId, std::unique_ptr<Batch>> batches_ ABSL_GUARDED_BY(mu_);
+  Batches batches_ ABSL_GUARDED_BY(mu_);
   std::vector<RouteStats> stats_ ABSL_GUARDED_BY(mu_);
   uint64_t failovers_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t direct_batches_ ABSL_GUARDED_BY(mu_) = 0;

@@ -56,6 +56,8 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
@@ -66,8 +68,6 @@
 
 namespace mooncake::transport {
 namespace shm_internal {
-
-using transport_internal::Fd;
 
 // Process-wide map from a SharedMemory's address to its memfd, so that
 // RegisterMemory(addr, length, ...) can find the fd to pass.
@@ -86,7 +86,7 @@ class MemfdDirectory {
     entries_.erase(addr);
   }
   // A dup of the memfd whose mapping is exactly [addr, addr + length).
-  absl::StatusOr<Fd> Dup(void* addr, uint64_t length) {
+  absl::StatusOr<UniqueFd> Dup(void* addr, uint64_t length) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(addr);
     if (it == entries_.end() || it->second.first != length) {
@@ -95,8 +95,8 @@ class MemfdDirectory {
           "this address/length is not one");
     }
     const int fd = ::fcntl(it->second.second, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) return transport_internal::ErrnoStatus("dup memfd", errno);
-    return Fd(fd);
+    if (fd < 0) return ErrnoToStatus(errno, "dup memfd");
+    return UniqueFd(fd);
   }
 
  private:
@@ -149,7 +149,7 @@ class MappingCache {
       if (m != nullptr && m->length == length) return m;
     }
     void* addr = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-    if (addr == MAP_FAILED) return transport_internal::ErrnoStatus("mmap peer segment", errno);
+    if (addr == MAP_FAILED) return ErrnoToStatus(errno, "mmap peer segment");
     auto m = std::make_shared<Mapping>();
     m->addr = addr;
     m->length = length;
@@ -374,10 +374,10 @@ class SharedMemory {
  public:
   static absl::StatusOr<SharedMemory> Create(uint64_t length, Backing backing = Backing::kLazy) {
     if (length == 0) return absl::InvalidArgumentError("SharedMemory of 0 bytes");
-    shm_internal::Fd fd(::memfd_create("mooncake-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-    if (!fd.valid()) return transport_internal::ErrnoStatus("memfd_create", errno);
+    UniqueFd fd(::memfd_create("mooncake-segment", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd.valid()) return ErrnoToStatus(errno, "memfd_create");
     if (::ftruncate(fd.get(), static_cast<off_t>(length)) != 0) {
-      return transport_internal::ErrnoStatus("ftruncate memfd", errno);
+      return ErrnoToStatus(errno, "ftruncate memfd");
     }
     int flags = MAP_SHARED;
     if (backing == Backing::kReserved) {
@@ -401,10 +401,10 @@ class SharedMemory {
       flags |= MAP_POPULATE;
     }
     if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
-      return transport_internal::ErrnoStatus("seal memfd", errno);
+      return ErrnoToStatus(errno, "seal memfd");
     }
     void* addr = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, flags, fd.get(), 0);
-    if (addr == MAP_FAILED) return transport_internal::ErrnoStatus("mmap memfd", errno);
+    if (addr == MAP_FAILED) return ErrnoToStatus(errno, "mmap memfd");
     shm_internal::MemfdDirectory::Get().Add(addr, length, fd.get());
     return SharedMemory(addr, length, std::move(fd));
   }
@@ -428,7 +428,7 @@ class SharedMemory {
   uint64_t size() const { return length_; }
 
  private:
-  SharedMemory(void* addr, uint64_t length, shm_internal::Fd fd)
+  SharedMemory(void* addr, uint64_t length, UniqueFd fd)
       : addr_(addr), length_(length), fd_(std::move(fd)) {}
   void Release() {
     if (addr_ == nullptr) return;
@@ -439,7 +439,7 @@ class SharedMemory {
 
   void* addr_ = nullptr;
   uint64_t length_ = 0;
-  shm_internal::Fd fd_;
+  UniqueFd fd_;
 };
 
 class ShmTransport {
@@ -482,7 +482,7 @@ class ShmTransport {
       return absl::FailedPreconditionError(
           "ShmTransport cannot share GPU memory; use CudaTransport");
     }
-    ASSIGN_OR_RETURN(shm_internal::Fd fd, shm_internal::MemfdDirectory::Get().Dup(addr, length));
+    ASSIGN_OR_RETURN(UniqueFd fd, shm_internal::MemfdDirectory::Get().Dup(addr, length));
     absl::MutexLock lock(&mu_);
     const SegmentId id = next_segment_++;
     owned_.emplace(id, Owned{std::move(fd), length});
@@ -503,18 +503,21 @@ class ShmTransport {
                                                      "\"; expected shm://@name or shm:///path"));
     }
     ASSIGN_OR_RETURN(auto addr, transport_internal::UnixAddress(endpoint.substr(6)));
-    shm_internal::Fd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!sock.valid()) return transport_internal::ErrnoStatus("socket", errno);
+    UniqueFd sock(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!sock.valid()) return ErrnoToStatus(errno, "socket");
     transport_internal::SetSocketTimeouts(sock.get(), options_.io_timeout);
     if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr.first), addr.second) != 0) {
-      return transport_internal::ErrnoStatus(
-          absl::StrCat("connect to ", AbslView(endpoint), " (is the owner alive?)"), errno);
+      // A socket path that is gone means the owner is: Unavailable, as the
+      // transport contract says for an unreachable peer (not NotFound).
+      const absl::Status s = ErrnoToStatus(
+          errno, absl::StrCat("connect to ", AbslView(endpoint), " (is the owner alive?)"));
+      return absl::IsNotFound(s) ? absl::UnavailableError(s.message()) : s;
     }
     shm_internal::OpenRequest req;
     req.segment_id = id;
     RETURN_IF_ERROR(transport_internal::SendAll(sock.get(), &req, sizeof(req), "shm open"));
     shm_internal::OpenReply reply;
-    ASSIGN_OR_RETURN(shm_internal::Fd fd,
+    ASSIGN_OR_RETURN(UniqueFd fd,
                      transport_internal::RecvWithFd(sock.get(), &reply, sizeof(reply)));
     ASSIGN_OR_RETURN(auto mapping, MapReply(reply, std::move(fd)));
     RemoteSegment remote{0, id, mapping->length, MemoryLocation::SharedMemory()};
@@ -550,7 +553,7 @@ class ShmTransport {
 
  private:
   struct Owned {
-    shm_internal::Fd fd;
+    UniqueFd fd;
     uint64_t length = 0;
   };
 
@@ -568,15 +571,14 @@ class ShmTransport {
 
   absl::Status Listen() {
     ASSIGN_OR_RETURN(auto addr, transport_internal::UnixAddress(options_.socket_name));
-    listen_ = shm_internal::Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!listen_.valid()) return transport_internal::ErrnoStatus("socket", errno);
+    listen_ = UniqueFd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!listen_.valid()) return ErrnoToStatus(errno, "socket");
     if (::bind(listen_.get(), reinterpret_cast<const sockaddr*>(&addr.first), addr.second) != 0) {
-      return transport_internal::ErrnoStatus(
-          absl::StrCat("bind ", options_.socket_name, " (name in use?)"), errno);
+      return ErrnoToStatus(errno, absl::StrCat("bind ", options_.socket_name, " (name in use?)"));
     }
-    if (::listen(listen_.get(), 64) != 0) return transport_internal::ErrnoStatus("listen", errno);
-    wake_ = shm_internal::Fd(::eventfd(0, EFD_CLOEXEC));
-    if (!wake_.valid()) return transport_internal::ErrnoStatus("eventfd", errno);
+    if (::listen(listen_.get(), 64) != 0) return ErrnoToStatus(errno, "listen");
+    wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+    if (!wake_.valid()) return ErrnoToStatus(errno, "eventfd");
     server_ = std::thread([this] { Serve(); });
     return absl::OkStatus();
   }
@@ -588,7 +590,7 @@ class ShmTransport {
       pollfd p[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
       if (::poll(p, 2, -1) < 0) continue;
       if (p[1].revents != 0) return;
-      shm_internal::Fd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
       if (!conn.valid()) continue;
       transport_internal::SetSocketTimeouts(conn.get(), options_.io_timeout);
       shm_internal::OpenRequest req;
@@ -617,7 +619,7 @@ class ShmTransport {
   }
 
   static absl::StatusOr<std::shared_ptr<shm_internal::Mapping>> MapReply(
-      const shm_internal::OpenReply& reply, shm_internal::Fd fd) {
+      const shm_internal::OpenReply& reply, UniqueFd fd) {
     if (reply.magic != shm_internal::kOpenMagic) {
       return absl::DataLossError("bad shm open reply (magic)");
     }
@@ -627,7 +629,7 @@ class ShmTransport {
     }
     if (!fd.valid()) return absl::DataLossError("shm open reply carried no fd");
     struct stat st;
-    if (::fstat(fd.get(), &st) != 0) return transport_internal::ErrnoStatus("fstat", errno);
+    if (::fstat(fd.get(), &st) != 0) return ErrnoToStatus(errno, "fstat");
     const int seals = ::fcntl(fd.get(), F_GET_SEALS);
     if (seals < 0 || (seals & F_SEAL_SHRINK) == 0 || reply.length == 0 ||
         static_cast<uint64_t>(st.st_size) < reply.length) {
@@ -661,8 +663,8 @@ class ShmTransport {
   Options options_;
   TransportMetrics metrics_;
   transport_internal::BatchTable batches_;
-  shm_internal::Fd listen_;
-  shm_internal::Fd wake_;
+  UniqueFd listen_;
+  UniqueFd wake_;
   std::thread server_;
   absl::Mutex mu_;
   SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;

@@ -54,6 +54,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
@@ -153,10 +154,9 @@ class TcpTransport {
     ASSIGN_OR_RETURN(auto host_port, ParseEndpoint(endpoint));
     const absl::Time deadline = absl::Now() + options_.connect_timeout + options_.io_timeout;
     // A short control connection: the lanes stay free for data.
-    ASSIGN_OR_RETURN(transport_internal::Fd fd,
-                     transport_internal::ConnectTcp(host_port.first, host_port.second,
-                                                    absl::Now() + options_.connect_timeout,
-                                                    options_.io_timeout));
+    ASSIGN_OR_RETURN(UniqueFd fd, transport_internal::ConnectTcp(
+                                      host_port.first, host_port.second,
+                                      absl::Now() + options_.connect_timeout, options_.io_timeout));
     ASSIGN_OR_RETURN(RemoteSegment remote, ExchangeOpen(fd.get(), id, deadline));
     ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, GetPeer(host_port.first, host_port.second));
     absl::MutexLock lock(&mu_);

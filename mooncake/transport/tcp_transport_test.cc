@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/transport_testing.h"
 
@@ -114,7 +115,7 @@ class FakeOwner {
   explicit FakeOwner(Mode mode, absl::Duration delay = absl::ZeroDuration())
       : mode_(mode), delay_(delay) {
     server_.reset(new transport_internal::TcpServer(absl::Seconds(1), 4));  // just for a port
-    listen_ = transport_internal::Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    listen_ = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -232,7 +233,7 @@ class FakeOwner {
   const Mode mode_;
   const absl::Duration delay_;
   std::unique_ptr<transport_internal::TcpServer> server_;
-  transport_internal::Fd listen_;
+  UniqueFd listen_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> bad_bytes_{0}, good_bytes_{0};

@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -39,11 +40,12 @@
 #include "mooncake/base/clock.h"
 #include "mooncake/base/histogram.h"
 #include "mooncake/base/value_checksum.h"
-#include "mooncake/transport/internal/memcached_baseline.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/router.h"
 #include "mooncake/transport/shm_transport.h"
 #include "mooncake/transport/tcp_transport.h"
+#include "tools/bench/memcached_driver.h"
+#include "tools/bench/servers.h"
 
 namespace mooncake::transport {
 namespace {
@@ -617,14 +619,21 @@ void StoreGetPath(const OwnerInfo& info, int clients) {
       "\n[store GET path: %d concurrent clients on loopback, one GET = one single-request READ "
       "batch; interleaved, median of %d reps; load average %s]\n",
       clients, g_reps, LoadAverage().c_str());
-  auto mc = transport_internal::MemcachedProcess::Start();
+  // The same memcached and client mooncake_bench compares against.
+  bench::MemcachedConfig mc_config;
+  mc_config.memory_mb = 2048;
+  mc_config.item_max = "16m";
+  mc_config.threads = 4;
+  auto mc = bench::StartMemcached(mc_config, "/tmp/transfer_bench_memcached.log");
   if (!mc.ok()) {
     std::printf("  memcached baseline unavailable: %s\n", mc.status().ToString().c_str());
     return;
   }
-  std::vector<transport_internal::MemcachedConnection> conns;
+  std::vector<std::unique_ptr<bench::MemcachedDriver>> conns;
   for (int c = 0; c < clients; ++c) {
-    auto conn = transport_internal::MemcachedConnection::Connect((*mc)->port());
+    bench::MemcachedOptions options;
+    options.port = mc->port;
+    auto conn = bench::MemcachedDriver::Connect(options);
     MC_ASSERT(conn.ok(), "memcached connection");
     conns.push_back(std::move(*conn));
   }
@@ -651,11 +660,11 @@ void StoreGetPath(const OwnerInfo& info, int clients) {
   };
   const int n = clients;
   std::vector<Variant> variants = {
-      {"memcached GET (-I 16m -t 4)",
+      {"memcached GET, libmemcached (-t 4)",
        [&](uint64_t size, int ops) {
          return RunConcurrent(n, size, ops, [&](int c, int) {
-           MC_ASSERT(conns[c].Get("k" + std::to_string(c), mc_bufs[c].data(), size).ok(),
-                     "memcached get");
+           const absl::StatusOr<std::string_view> v = conns[c]->Get("k" + std::to_string(c));
+           MC_ASSERT(v.ok() && v->size() == size, "memcached get");
          });
        }},
       {"plain req/resp, sendmsg (context)",
@@ -677,8 +686,9 @@ void StoreGetPath(const OwnerInfo& info, int clients) {
   };
   for (uint64_t size : {kMiB, 4 * kMiB}) {
     for (int c = 0; c < clients; ++c) {
-      MC_ASSERT(conns[c].Set("k" + std::to_string(c), mc_bufs[c].data(), size).ok(),
-                "memcached set");
+      MC_ASSERT(
+          conns[c]->Put("k" + std::to_string(c), std::string_view(mc_bufs[c].data(), size)).ok(),
+          "memcached set");
     }
     const int ops = static_cast<int>(std::max<uint64_t>(8, g_volume * 16 / size / clients));
     for (Variant& v : variants) v.gbps.clear(), v.p99.clear(), v.ratio.clear(), v.p99_ratio.clear();

@@ -61,6 +61,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/store/node/http_request.h"
 #include "mooncake/store/node/internal/socket.h"
@@ -220,7 +221,7 @@ class HttpServer {
   };
 
   struct Conn {
-    node_internal::UniqueFd fd;
+    UniqueFd fd;
     std::string in;
     // Set once the head is in and a body is awaited: `body_bytes` of it.
     std::optional<HttpRequest> request;
@@ -459,9 +460,9 @@ class HttpServer {
 
   const HttpServerOptions options_;
   std::map<std::string, Route> handlers_;  // fixed after Start (Conn::route points in)
-  node_internal::UniqueFd listen_;
-  node_internal::UniqueFd wake_read_;
-  node_internal::UniqueFd wake_write_;
+  UniqueFd listen_;
+  UniqueFd wake_read_;
+  UniqueFd wake_write_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> requests_{0};

@@ -76,12 +76,6 @@ inline std::optional<EvictionPolicyKind> ParseEvictionPolicy(std::string_view na
   return std::nullopt;
 }
 
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;  // 0: any free port (listening addresses only)
-  std::string ToString() const { return JoinHostPort(host, port); }  // IPv6 in brackets
-};
-
 struct StoreNodeOptions {
   Role role = Role::kAll;
   HostPort listen{"127.0.0.1", 50051};  // master RPC (all, master)

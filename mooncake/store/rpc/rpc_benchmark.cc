@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/histogram.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/echo_testing.h"
@@ -99,7 +100,7 @@ class RawEchoServer {
   uint16_t port() const { return port_; }
 
  private:
-  rpc_internal::UniqueFd listen_;
+  UniqueFd listen_;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::thread acceptor_;

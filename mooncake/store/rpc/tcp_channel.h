@@ -55,6 +55,7 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/frame.h"
@@ -246,7 +247,7 @@ class TcpChannel {
     return absl::OkStatus();
   }
 
-  ConnPtr MakeConnection(rpc_internal::UniqueFd fd) {
+  ConnPtr MakeConnection(UniqueFd fd) {
     return std::make_shared<rpc_internal::ClientConnection>(
         std::move(fd), address_,
         rpc_internal::ClientConnectionLimits{options_.max_payload_bytes,

@@ -60,6 +60,8 @@
 #include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/store/rpc/frame.h"
@@ -533,7 +535,7 @@ inline absl::Status RpcServer::Start() {
   ev.events = EPOLLIN;
   ev.data.u64 = UINT64_MAX;  // the listening socket
   if (::epoll_ctl(shared_.loops[0]->epoll_fd(), EPOLL_CTL_ADD, shared_.listen_fd.get(), &ev) != 0) {
-    return rpc_internal::ErrnoStatus(errno, "epoll_ctl(listen)");
+    return ErrnoToStatus(errno, "epoll_ctl(listen)");
   }
   for (auto& loop : shared_.loops) loop->Start();
   started_ = true;

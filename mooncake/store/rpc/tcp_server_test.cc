@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/echo_testing.h"
 #include "mooncake/store/rpc/frame.h"
@@ -87,7 +88,7 @@ class RawConn {
   }
 
  private:
-  rpc_internal::UniqueFd fd_;
+  UniqueFd fd_;
   FrameDecoder dec_{kMaxPayloadBytesCeiling};
 };
 

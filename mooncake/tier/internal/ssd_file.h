@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
 #include "mooncake/base/fast_hash.h"
 #include "mooncake/base/hash.h"
 #include "mooncake/base/status_macros.h"
@@ -50,7 +51,7 @@ inline absl::Status PreadFull(int fd, std::byte* buf, uint64_t len, uint64_t off
   while (len > 0) {
     const ssize_t n = ::pread(fd, buf, len, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, "pread");
+    if (n < 0) return ErrnoToStatus(errno, "pread");
     if (n == 0) return absl::DataLossError(absl::StrCat("unexpected end of file at ", off));
     buf += n;
     len -= static_cast<uint64_t>(n);
@@ -63,7 +64,7 @@ inline absl::Status PwriteFull(int fd, const std::byte* buf, uint64_t len, uint6
   while (len > 0) {
     const ssize_t n = ::pwrite(fd, buf, len, static_cast<off_t>(off));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, "pwrite");
+    if (n < 0) return ErrnoToStatus(errno, "pwrite");
     buf += n;
     len -= static_cast<uint64_t>(n);
     off += static_cast<uint64_t>(n);
@@ -87,7 +88,7 @@ inline absl::Status LockExclusive(int fd, const std::string& path) {
     return absl::FailedPreconditionError(
         absl::StrCat(path, " is in use by another SsdTier (flock); give each tier its own files"));
   }
-  return ErrnoStatus(err, "flock");
+  return ErrnoToStatus(err, "flock");
 }
 
 // Opens with O_DIRECT, falling back to buffered I/O (logged) where the
@@ -102,7 +103,7 @@ inline absl::StatusOr<OpenFile> OpenLocked(const std::string& path, int extra_fl
     f.direct_io = false;
     f.fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | extra_flags, 0644);
   }
-  if (f.fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path).c_str());
+  if (f.fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", path));
   if (absl::Status s = LockExclusive(f.fd, path); !s.ok()) {
     CloseFd(f.fd);
     return s;
@@ -117,11 +118,11 @@ inline std::string DirName(const std::string& path) {
 
 inline absl::Status SyncDir(const std::string& path) {
   const int dfd = ::open(DirName(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) return ErrnoStatus(errno, "open directory");
+  if (dfd < 0) return ErrnoToStatus(errno, "open directory");
   const int rc = ::fsync(dfd);
   const int err = errno;
   ::close(dfd);
-  return rc == 0 ? absl::OkStatus() : ErrnoStatus(err, "fsync directory");
+  return rc == 0 ? absl::OkStatus() : ErrnoToStatus(err, "fsync directory");
 }
 
 // Creates `path` atomically: preallocated to header.capacity_bytes, header
@@ -139,18 +140,18 @@ inline absl::StatusOr<OpenFile> CreateFile(const std::string& path, const FileHe
   if (::fallocate(f->fd, 0, 0, static_cast<off_t>(header.capacity_bytes)) != 0) {
     const int err = errno;
     if (err != EOPNOTSUPP) {
-      return fail(ErrnoStatus(
-          err, absl::StrCat("preallocating ", header.capacity_bytes, " bytes for ", path).c_str()));
+      return fail(ErrnoToStatus(
+          err, absl::StrCat("preallocating ", header.capacity_bytes, " bytes for ", path)));
     }
     if (::ftruncate(f->fd, static_cast<off_t>(header.capacity_bytes)) != 0) {
-      return fail(ErrnoStatus(errno, "ftruncate"));
+      return fail(ErrnoToStatus(errno, "ftruncate"));
     }
   }
   AlignedBytes block = AllocateAligned(kBlockBytes, kBlockBytes);
   EncodeFileHeader(header, std::span<std::byte>(block.get(), kBlockBytes));
   if (absl::Status s = PwriteFull(f->fd, block.get(), kBlockBytes, 0); !s.ok()) return fail(s);
-  if (::fdatasync(f->fd) != 0) return fail(ErrnoStatus(errno, "fdatasync"));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(ErrnoStatus(errno, "rename"));
+  if (::fdatasync(f->fd) != 0) return fail(ErrnoToStatus(errno, "fdatasync"));
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(ErrnoToStatus(errno, "rename"));
   if (absl::Status s = SyncDir(path); !s.ok()) {
     CloseFd(f->fd);
     return s;
@@ -166,14 +167,13 @@ inline absl::StatusOr<OpenFile> CreateFile(const std::string& path, const FileHe
 // is refused, so a mistyped path never destroys a file that is not ours.
 inline absl::StatusOr<int> LockReplaceable(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return ErrnoStatus(errno, absl::StrCat("stat ", path).c_str());
+  if (::stat(path.c_str(), &st) != 0) return ErrnoToStatus(errno, absl::StrCat("stat ", path));
   if (!S_ISREG(st.st_mode)) {
     return absl::FailedPreconditionError(absl::StrCat(
         path, " is not a regular file; an SsdTier keeps its records in regular files"));
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("open ", path).c_str());
+  if (fd < 0) return ErrnoToStatus(errno, absl::StrCat("open ", path));
   char magic[sizeof(kFileMagic)] = {};
   ssize_t n = 0;
   do {
@@ -200,7 +200,7 @@ inline absl::Status RewriteFileHeader(int fd, const FileHeader& header) {
   AlignedBytes block = AllocateAligned(kBlockBytes, kBlockBytes);
   EncodeFileHeader(header, std::span<std::byte>(block.get(), kBlockBytes));
   RETURN_IF_ERROR(PwriteFull(fd, block.get(), kBlockBytes, 0));
-  if (::fdatasync(fd) != 0) return ErrnoStatus(errno, "fdatasync of the file header");
+  if (::fdatasync(fd) != 0) return ErrnoToStatus(errno, "fdatasync of the file header");
   return absl::OkStatus();
 }
 

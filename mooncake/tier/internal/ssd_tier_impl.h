@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/tier/ssd_tier.h"
 
@@ -182,7 +183,7 @@ inline absl::Status SsdTier::OpenFiles() {
     }
     for (const auto& [path, fd] : old.files) {
       if (::unlink(path->c_str()) != 0 && errno != ENOENT) {
-        return tier_internal::ErrnoStatus(errno, absl::StrCat("unlink ", *path).c_str());
+        return ErrnoToStatus(errno, absl::StrCat("unlink ", *path));
       }
     }
     existing = 0;
@@ -282,7 +283,7 @@ inline absl::Status SsdTier::Recover() {
   }
   for (uint32_t f = 0; f < files_.size(); ++f) {
     if (dirty[f] && ::fdatasync(files_[f].open.fd) != 0) {
-      return tier_internal::ErrnoStatus(errno, "fdatasync after recovery");
+      return ErrnoToStatus(errno, "fdatasync after recovery");
     }
   }
   info_.recovered_corrupt = corrupt;
@@ -327,8 +328,7 @@ inline absl::Status SsdTier::MarkFiles(bool unsynced) {
     h.boot_id = unsynced ? *boot_id_ : tier_internal::BootId{};  // Open checked boot_id_
     if (h == f.open.header) continue;
     if (!unsynced && ::fdatasync(f.open.fd) != 0) {
-      return tier_internal::ErrnoStatus(errno,
-                                        absl::StrCat("fdatasync ", options_.paths[i]).c_str());
+      return ErrnoToStatus(errno, absl::StrCat("fdatasync ", options_.paths[i]));
     }
     // Synced (by RewriteFileHeader) before any write of this session is acknowledged.
     RETURN_IF_ERROR(tier_internal::RewriteFileHeader(f.open.fd, h));

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/errno_status.h"
 #include "mooncake/tier/ssd_tier.h"
 
 namespace mooncake::tier {
@@ -468,8 +469,7 @@ inline void SsdTier::OnIosDone(Op* op) {
   const absl::Status io_error =
       op->error == 0
           ? absl::OkStatus()
-          : tier_internal::ErrnoStatus(
-                -op->error, absl::StrCat("SSD tier I/O on '", op->record->key, "'").c_str());
+          : ErrnoToStatus(-op->error, absl::StrCat("SSD tier I/O on '", op->record->key, "'"));
   if (op->error != 0) counters_.io_errors.fetch_add(1, std::memory_order_relaxed);
   switch (op->type) {
     case OpType::kRead:

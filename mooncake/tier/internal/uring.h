@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
 
 #if defined(__SANITIZE_THREAD__)
 #define MOONCAKE_TSAN_ 1
@@ -43,27 +44,6 @@ extern "C" void __tsan_release(void* addr);
 #endif
 
 namespace mooncake::tier_internal {
-
-inline absl::Status ErrnoStatus(int err, const char* what) {
-  const std::string msg = absl::StrCat(what, ": ", std::strerror(err));
-  switch (err) {
-    case ENOSPC:
-    case EFBIG:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(msg);
-    case ENOENT:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    case EINVAL:
-      return absl::InvalidArgumentError(msg);
-    case EWOULDBLOCK:
-      return absl::FailedPreconditionError(msg);
-    default:
-      return absl::UnavailableError(msg);
-  }
-}
 
 struct FreeDeleter {
   void operator()(std::byte* p) const { std::free(p); }
@@ -90,20 +70,20 @@ class Ring {
 
   absl::Status Init(unsigned entries) {
     const int rc = io_uring_queue_init(entries, &ring_, 0);
-    if (rc < 0) return ErrnoStatus(-rc, "io_uring_queue_init");
+    if (rc < 0) return ErrnoToStatus(-rc, "io_uring_queue_init");
     ready_ = true;
     return absl::OkStatus();
   }
 
   absl::Status RegisterFiles(std::span<const int> fds) {
     const int rc = io_uring_register_files(&ring_, fds.data(), static_cast<unsigned>(fds.size()));
-    return rc < 0 ? ErrnoStatus(-rc, "io_uring_register_files") : absl::OkStatus();
+    return rc < 0 ? ErrnoToStatus(-rc, "io_uring_register_files") : absl::OkStatus();
   }
 
   absl::Status RegisterBuffer(std::byte* base, size_t bytes) {
     iovec iov{base, bytes};
     const int rc = io_uring_register_buffers(&ring_, &iov, 1);
-    return rc < 0 ? ErrnoStatus(-rc, "io_uring_register_buffers") : absl::OkStatus();
+    return rc < 0 ? ErrnoToStatus(-rc, "io_uring_register_buffers") : absl::OkStatus();
   }
 
   // A free submission entry; flushes the queue to the kernel when it is full.

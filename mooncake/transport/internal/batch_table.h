@@ -11,6 +11,12 @@
 // Invariants (under mu_): for every request, pieces_left > 0 <=> !done;
 // unsettled == number of requests with !done.
 // Thread-safety: every method may be called concurrently.
+//
+// BatchRecords (below BatchTable): the same bookkeeping for a model that
+// keeps its batches under its own mutex because it advances them while
+// holding it (the Router's slices and direct sub-batches, CudaTransport's
+// events, RdmaEngine's work completions). The owner serializes every call;
+// per-batch model state rides along as `Extra`.
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_BATCH_TABLE_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_BATCH_TABLE_H_
 
@@ -53,6 +59,18 @@ struct RequestState {
 
 class BatchTable;
 
+// NotFound for a batch id the owner does not hold.
+inline absl::Status UnknownBatchError(BatchId id) {
+  return absl::NotFoundError(
+      absl::StrCat("unknown batch id ", id, " (never submitted, or already collected)"));
+}
+
+// ResourceExhausted once `in_flight` batches reach the owner's limit.
+inline absl::Status BatchLimitError(size_t in_flight) {
+  return absl::ResourceExhaustedError(
+      absl::StrCat(in_flight, " batches in flight (the limit): Wait for some before submitting"));
+}
+
 // The request-level checks every owner applies: InvalidArgument for a null
 // address, zero length or an overflowing range; OutOfRange past the segment.
 inline absl::Status CheckRange(const void* local_addr, uint64_t offset, uint64_t length,
@@ -85,23 +103,6 @@ class BatchState {
  private:
   friend class BatchTable;
 
-  // The request-level checks every owner applies: InvalidArgument for a null
-  // address, zero length or an overflowing range; OutOfRange past the segment.
-  inline absl::Status CheckRange(const void* local_addr, uint64_t offset, uint64_t length,
-                                 uint64_t segment_length) {
-    if (local_addr == nullptr) return absl::InvalidArgumentError("null local address");
-    if (length == 0) return absl::InvalidArgumentError("zero-length request");
-    if (offset + length < offset) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("offset ", offset, " + length ", length, " overflows"));
-    }
-    if (offset + length > segment_length) {
-      return absl::OutOfRangeError(absl::StrCat("range [", offset, ", ", offset + length,
-                                                ") is outside the segment of ", segment_length,
-                                                " bytes"));
-    }
-    return absl::OkStatus();
-  }
   BatchId id_ = 0;
   int64_t submit_ns_ = 0;
   std::atomic<bool> cancelled_{false};
@@ -137,10 +138,7 @@ class BatchTable {
     }
     state->unsettled_ = requests.size();
     absl::MutexLock lock(&mu_);
-    if (batches_.size() >= max_batches_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          batches_.size(), " batches in flight (the limit): Wait for some before submitting"));
-    }
+    if (batches_.size() >= max_batches_) return BatchLimitError(batches_.size());
     state->id_ = next_id_++;
     batches_.emplace(state->id_, state);
     return state;
@@ -262,10 +260,7 @@ class BatchTable {
     }
     return absl::OkStatus();
   }
-  static absl::Status UnknownBatch(BatchId id) {
-    return absl::NotFoundError(
-        absl::StrCat("unknown batch id ", id, " (never submitted, or already collected)"));
-  }
+  static absl::Status UnknownBatch(BatchId id) { return UnknownBatchError(id); }
 
   void MarkCancelledLocked(BatchState& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     b.cancelled_.store(true, std::memory_order_release);
@@ -287,6 +282,151 @@ class BatchTable {
   mutable absl::Mutex mu_;
   BatchId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<BatchId, std::shared_ptr<BatchState>> batches_ ABSL_GUARDED_BY(mu_);
+};
+
+struct NoBatchExtra {};
+
+// The batch map of a model that guards it with its own mutex (see the top of
+// this file). Thread-safety: thread-compatible; every call under the owner's
+// lock. Invariant: for each batch, done_count counts its requests with done
+// set and failed_count those of them with a non-OK status.
+template <typename Extra = NoBatchExtra>
+class BatchRecords {
+ public:
+  struct Batch {
+    std::vector<RequestState> requests;
+    size_t done_count = 0;
+    size_t failed_count = 0;
+    bool cancelling = false;  // a Cancel owns it: Wait and Cancel see NotFound
+    int64_t submit_ns = 0;
+    Extra extra;
+
+    bool all_done() const { return done_count == requests.size(); }
+    BatchProgress progress() const {
+      return BatchProgress{requests.size(), done_count - failed_count, failed_count};
+    }
+  };
+
+  BatchRecords(size_t max_batches, transport::TransportMetrics* metrics)
+      : max_batches_(max_batches), metrics_(metrics) {
+    MC_ASSERT(max_batches > 0, "max_batches must be positive");
+  }
+  BatchRecords(const BatchRecords&) = delete;
+  BatchRecords& operator=(const BatchRecords&) = delete;
+
+  // ResourceExhausted when the limit of batches is in flight.
+  absl::Status CheckRoom() const {
+    return batches_.size() >= max_batches_ ? BatchLimitError(batches_.size()) : absl::OkStatus();
+  }
+
+  // Registers a batch whose requests have no pieces yet: a model that cuts
+  // requests into pieces counts them in pieces_left before settling any.
+  // REQUIRES: CheckRoom().ok().
+  std::pair<BatchId, Batch*> Create(std::span<const TransferRequest> requests) {
+    MC_ASSERT(batches_.size() < max_batches_, "Create past the batch limit");
+    auto batch = std::make_unique<Batch>();
+    batch->submit_ns = MonotonicClock::Get().NowNs();
+    batch->requests.resize(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      batch->requests[i].op = requests[i].op;
+      batch->requests[i].length = requests[i].length;
+      batch->requests[i].pieces_left = 0;
+    }
+    const BatchId id = next_id_++;
+    Batch* raw = batch.get();
+    batches_.emplace(id, std::move(batch));
+    return {id, raw};
+  }
+
+  // The batch, or nullptr when `id` is not held.
+  Batch* Find(BatchId id) {
+    auto it = batches_.find(id);
+    return it == batches_.end() ? nullptr : it->second.get();
+  }
+
+  // The batch for Wait or Cancel: NotFound when unknown or being cancelled.
+  absl::StatusOr<Batch*> FindActive(BatchId id) {
+    Batch* b = Find(id);
+    if (b == nullptr) return UnknownBatchError(id);
+    if (b->cancelling) {
+      return absl::NotFoundError(absl::StrCat("batch ", id, " is being cancelled"));
+    }
+    return b;
+  }
+
+  // Marks request `index` done with `status`; pieces_left keeps the count of
+  // pieces that never settled (still running, or never to run).
+  // REQUIRES: the request is not done.
+  void Finish(Batch& b, size_t index, const absl::Status& status) {
+    RequestState& r = Request(b, index);
+    r.status = status;
+    MarkDone(b, r);
+  }
+
+  // Settles one piece of request `index`; the request keeps its first error
+  // and is done with its last piece (true then).
+  bool SettlePiece(Batch& b, size_t index, const absl::Status& status) {
+    RequestState& r = Request(b, index);
+    MC_ASSERT(r.pieces_left > 0, "a piece settled twice");
+    if (!status.ok() && r.status.ok()) r.status = status;
+    if (--r.pieces_left > 0) return false;
+    MarkDone(b, r);
+    return true;
+  }
+
+  // Finishes every request not done yet with `status` (a Cancel).
+  void FinishRest(Batch& b, const absl::Status& status) {
+    for (size_t i = 0; i < b.requests.size(); ++i) {
+      if (!b.requests[i].done) Finish(b, i, status);
+    }
+  }
+
+  // Removes batch `id` and returns its statuses, recording each request and
+  // the batch's latency in the metrics. REQUIRES: Find(id) != nullptr.
+  BatchResult Take(BatchId id) {
+    auto it = batches_.find(id);
+    MC_ASSERT(it != batches_.end(), "Take of an unknown batch");
+    Batch& b = *it->second;
+    BatchResult result;
+    result.statuses.reserve(b.requests.size());
+    for (RequestState& r : b.requests) {
+      if (metrics_ != nullptr) metrics_->RecordRequest(r.op, r.length, r.status.ok());
+      result.statuses.push_back(std::move(r.status));
+    }
+    if (metrics_ != nullptr) {
+      metrics_->RecordBatchLatencyNs(
+          static_cast<uint64_t>(MonotonicClock::Get().NowNs() - b.submit_ns));
+    }
+    batches_.erase(it);
+    return result;
+  }
+
+  // Calls f(id, batch) for every batch held (shutdown sweeps).
+  template <typename F>
+  void ForEach(F&& f) {
+    for (auto& [id, b] : batches_) f(id, *b);
+  }
+  void Clear() { batches_.clear(); }
+  size_t size() const { return batches_.size(); }
+
+ private:
+  static RequestState& Request(Batch& b, size_t index) {
+    MC_ASSERT(index < b.requests.size(), "request index out of range");
+    RequestState& r = b.requests[index];
+    MC_ASSERT(!r.done, "request finished twice");
+    return r;
+  }
+
+  static void MarkDone(Batch& b, RequestState& r) {
+    r.done = true;
+    ++b.done_count;
+    if (!r.status.ok()) ++b.failed_count;
+  }
+
+  const size_t max_batches_;
+  transport::TransportMetrics* const metrics_;
+  BatchId next_id_ = 1;
+  absl::flat_hash_map<BatchId, std::unique_ptr<Batch>> batches_;
 };
 
 }  // namespace mooncake::transport_internal

@@ -30,6 +30,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/unix_socket.h"
 
@@ -75,13 +77,6 @@ inline void SetReplyStatus(Reply* r, const absl::Status& s) {
   std::memcpy(r->text.data(), s.message().data(), r->text_bytes);
 }
 
-// An owned file descriptor (the one in unix_socket.h).
-using Socket = ::mooncake::transport_internal::Fd;
-
-inline absl::Status Errno(std::string_view what, int err) {
-  return absl::UnavailableError(absl::StrCat(AbslView(what), ": ", std::strerror(err)));
-}
-
 // `name` is an abstract socket name (no leading '@').
 inline std::pair<sockaddr_un, socklen_t> AbstractAddress(std::string_view name) {
   sockaddr_un addr{};
@@ -91,14 +86,14 @@ inline std::pair<sockaddr_un, socklen_t> AbstractAddress(std::string_view name) 
   return {addr, static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n)};
 }
 
-inline absl::StatusOr<Socket> Listen(std::string_view name) {
-  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!s.valid()) return Errno("socket", errno);
+inline absl::StatusOr<UniqueFd> Listen(std::string_view name) {
+  UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!s.valid()) return ErrnoToStatus(errno, "socket");
   auto [addr, len] = AbstractAddress(name);
   if (::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    return Errno(absl::StrCat("bind @", AbslView(name)), errno);
+    return ErrnoToStatus(errno, absl::StrCat("bind @", AbslView(name)));
   }
-  if (::listen(s.get(), 64) != 0) return Errno("listen", errno);
+  if (::listen(s.get(), 64) != 0) return ErrnoToStatus(errno, "listen");
   return s;
 }
 
@@ -111,7 +106,7 @@ inline absl::Status WaitFor(int fd, short events, absl::Time deadline, std::stri
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(ms + 1, 1 << 30)));
     if (n > 0) return absl::OkStatus();
-    if (n < 0 && errno != EINTR) return Errno(what, errno);
+    if (n < 0 && errno != EINTR) return ErrnoToStatus(errno, what);
   }
 }
 
@@ -125,7 +120,7 @@ inline absl::Status SendBytes(int fd, const void* p, size_t n, absl::Time deadli
     } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       RETURN_IF_ERROR(WaitFor(fd, POLLOUT, deadline, "CUDA IPC send"));
     } else if (w < 0 && errno != EINTR) {
-      return Errno("CUDA IPC send", errno);
+      return ErrnoToStatus(errno, "CUDA IPC send");
     }
   }
   return absl::OkStatus();
@@ -143,7 +138,7 @@ inline absl::Status RecvBytes(int fd, void* p, size_t n, absl::Time deadline) {
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       RETURN_IF_ERROR(WaitFor(fd, POLLIN, deadline, "CUDA IPC receive"));
     } else if (errno != EINTR) {
-      return Errno("CUDA IPC receive", errno);
+      return ErrnoToStatus(errno, "CUDA IPC receive");
     }
   }
   return absl::OkStatus();
@@ -151,11 +146,11 @@ inline absl::Status RecvBytes(int fd, void* p, size_t n, absl::Time deadline) {
 
 // Asks the owner listening on `name` for segment `id`.
 inline absl::StatusOr<Reply> Ask(std::string_view name, uint64_t id, absl::Time deadline) {
-  Socket s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return Errno("socket", errno);
+  UniqueFd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!s.valid()) return ErrnoToStatus(errno, "socket");
   auto [addr, len] = AbstractAddress(name);
   if (::connect(s.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
-    return Errno(absl::StrCat("connect to CUDA owner @", AbslView(name)), errno);
+    return ErrnoToStatus(errno, absl::StrCat("connect to CUDA owner @", AbslView(name)));
   }
   Request req;
   req.segment_id = id;

@@ -12,8 +12,11 @@
 
 namespace mooncake::transport {
 
-// One cudaMemcpyAsync plus its completion event on the segment's GPU.
-inline void CudaTransport::Issue(Request& r, const TransferRequest& req) {
+// One cudaMemcpyAsync plus its completion event on the segment's GPU. Leaves
+// *event null when the copy is already over (or never started): the status
+// is then the request's result.
+inline absl::Status CudaTransport::Issue(const TransferRequest& req, cudaEvent_t* event) {
+  *event = nullptr;
   const Opened& o = handles_.at(req.segment);
   const int device = o.location.kind == MemoryKind::kGpu ? o.location.device : 0;
   transport_internal::CudaDeviceGuard guard(device);
@@ -25,28 +28,26 @@ inline void CudaTransport::Issue(Request& r, const TransferRequest& req) {
   cudaError_t e = cudaMemcpyAsync(dst, src, req.length, cudaMemcpyDefault, stream);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    r.status = CudaStatus(e, "cudaMemcpyAsync");
-    return;
+    return CudaStatus(e, "cudaMemcpyAsync");
   }
-  e = cudaEventCreateWithFlags(&r.event, cudaEventDisableTiming);
-  if (e == cudaSuccess) e = cudaEventRecord(r.event, stream);
-  if (e != cudaSuccess) {
-    // The copy is in the stream: without an event, wait for it here.
-    cudaGetLastError();
-    if (r.event != nullptr) cudaEventDestroy(r.event);
-    r.event = nullptr;
-    const cudaError_t sync = cudaStreamSynchronize(stream);
-    r.status = sync == cudaSuccess ? absl::OkStatus() : CudaStatus(sync, "cudaStreamSynchronize");
-  }
+  e = cudaEventCreateWithFlags(event, cudaEventDisableTiming);
+  if (e == cudaSuccess) e = cudaEventRecord(*event, stream);
+  if (e == cudaSuccess) return absl::OkStatus();
+  // The copy is in the stream: without an event, wait for it here.
+  cudaGetLastError();
+  if (*event != nullptr) cudaEventDestroy(*event);
+  *event = nullptr;
+  const cudaError_t sync = cudaStreamSynchronize(stream);
+  return sync == cudaSuccess ? absl::OkStatus() : CudaStatus(sync, "cudaStreamSynchronize");
 }
 
 inline void CudaTransport::Refresh(Batch& b) {
-  for (Request& r : b.requests) {
-    if (r.done || r.event == nullptr) continue;
-    const cudaError_t e = cudaEventQuery(r.event);
+  for (size_t i = 0; i < b.requests.size(); ++i) {
+    if (b.requests[i].done || b.extra.events[i] == nullptr) continue;
+    const cudaError_t e = cudaEventQuery(b.extra.events[i]);
     if (e == cudaErrorNotReady) continue;
     if (e != cudaSuccess) cudaGetLastError();
-    Finish(b, r, CudaStatus(e, "copy failed on the GPU"));
+    Finish(b, i, CudaStatus(e, "copy failed on the GPU"));
   }
 }
 
@@ -56,74 +57,46 @@ inline absl::StatusOr<BatchId> CudaTransport::Submit(std::span<const TransferReq
                                                    " requests, got ", requests.size()));
   }
   absl::MutexLock lock(&mu_);
-  if (batches_.size() >= options_.batches_in_flight_max) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("Submit: ", batches_.size(), " batches in flight; Wait for some first"));
-  }
-  const BatchId id = next_batch_++;
-  auto batch = std::make_unique<Batch>();
-  batch->submitted = absl::Now();
-  batch->requests.resize(requests.size());
+  RETURN_IF_ERROR(batches_.CheckRoom());
+  auto [id, batch] = batches_.Create(requests);
+  batch->extra.events.assign(requests.size(), nullptr);
   for (size_t i = 0; i < requests.size(); ++i) {
     const TransferRequest& q = requests[i];
-    Request& r = batch->requests[i];
-    r.op = q.op;
-    r.length = q.length;
     auto h = handles_.find(q.segment);
     if (q.local_addr == nullptr || q.length == 0 || q.remote_offset + q.length < q.remote_offset) {
-      Finish(*batch, r, absl::InvalidArgumentError("null address, zero length or overflow"));
+      Finish(*batch, i, absl::InvalidArgumentError("null address, zero length or overflow"));
     } else if (h == handles_.end()) {
-      Finish(*batch, r, absl::NotFoundError(absl::StrCat("unknown or closed handle ", q.segment)));
+      Finish(*batch, i, absl::NotFoundError(absl::StrCat("unknown or closed handle ", q.segment)));
     } else if (h->second.local && !segments_.contains(h->second.id)) {
-      Finish(*batch, r, absl::NotFoundError("the segment was unregistered by its owner"));
+      Finish(*batch, i, absl::NotFoundError("the segment was unregistered by its owner"));
     } else if (q.remote_offset + q.length > h->second.length) {
-      Finish(*batch, r,
+      Finish(*batch, i,
              absl::OutOfRangeError(absl::StrCat("[", q.remote_offset, ", ",
                                                 q.remote_offset + q.length, ") is outside the ",
                                                 h->second.length, "-byte segment")));
     } else {
-      Issue(r, q);
-      if (r.event == nullptr) Finish(*batch, r, r.status);
+      const absl::Status issued = Issue(q, &batch->extra.events[i]);
+      if (batch->extra.events[i] == nullptr) Finish(*batch, i, issued);
     }
   }
-  batches_[id] = std::move(batch);
   return id;
 }
 
 inline absl::StatusOr<BatchProgress> CudaTransport::Poll(BatchId id) {
   absl::MutexLock lock(&mu_);
-  auto it = batches_.find(id);
-  if (it == batches_.end()) return absl::NotFoundError(absl::StrCat("Poll: unknown batch ", id));
-  Refresh(*it->second);
-  const Batch& b = *it->second;
-  return BatchProgress{b.requests.size(), b.done_count - b.failed_count, b.failed_count};
-}
-
-inline BatchResult CudaTransport::Take(BatchId id) {
-  auto it = batches_.find(id);
-  MC_ASSERT(it != batches_.end(), "Take of an unknown batch");
-  BatchResult result;
-  for (const Request& r : it->second->requests) {
-    MC_DASSERT(r.done && r.event == nullptr, "batch taken with copies in flight");
-    result.statuses.push_back(r.status);
-    metrics_.RecordRequest(r.op, r.length, r.status.ok());
-  }
-  metrics_.RecordBatchLatencyNs(
-      static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - it->second->submitted)));
-  batches_.erase(it);
-  return result;
+  Batch* b = batches_.Find(id);
+  if (b == nullptr) return transport_internal::UnknownBatchError(id);
+  Refresh(*b);
+  return b->progress();
 }
 
 inline absl::StatusOr<BatchResult> CudaTransport::Wait(BatchId id, absl::Time deadline) {
   for (int round = 0;; ++round) {
     {
       absl::MutexLock lock(&mu_);
-      auto it = batches_.find(id);
-      if (it == batches_.end() || it->second->cancelling) {
-        return absl::NotFoundError(absl::StrCat("Wait: unknown or cancelled batch ", id));
-      }
-      Refresh(*it->second);
-      if (it->second->done_count == it->second->requests.size()) return Take(id);
+      ASSIGN_OR_RETURN(Batch * b, batches_.FindActive(id));
+      Refresh(*b);
+      if (b->all_done()) return batches_.Take(id);
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
@@ -139,20 +112,16 @@ inline absl::StatusOr<BatchResult> CudaTransport::Wait(BatchId id, absl::Time de
 
 inline absl::StatusOr<BatchResult> CudaTransport::Cancel(BatchId id) {
   absl::MutexLock lock(&mu_);
-  auto it = batches_.find(id);
-  if (it == batches_.end() || it->second->cancelling) {
-    return absl::NotFoundError(absl::StrCat("Cancel: unknown or cancelled batch ", id));
-  }
-  Batch& b = *it->second;
-  b.cancelling = true;
-  Refresh(b);
-  for (Request& r : b.requests) {
-    if (r.done) continue;
+  ASSIGN_OR_RETURN(Batch * b, batches_.FindActive(id));
+  b->cancelling = true;
+  Refresh(*b);
+  for (size_t i = 0; i < b->requests.size(); ++i) {
+    if (b->requests[i].done) continue;
     // The GPU accepted the copy and cannot drop it: wait until it is over.
-    cudaEventSynchronize(r.event);
-    Finish(b, r, absl::CancelledError("request cancelled before it completed"));
+    cudaEventSynchronize(b->extra.events[i]);
+    Finish(*b, i, absl::CancelledError("request cancelled before it completed"));
   }
-  return Take(id);
+  return batches_.Take(id);
 }
 
 // --- IPC server: answers OpenSegment requests from other processes. ----------
@@ -165,7 +134,7 @@ inline void CudaTransport::Serve() {
     for (;;) {
       const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
       if (fd < 0) break;
-      transport_internal::cuda_ipc::Socket conn(fd);
+      UniqueFd conn(fd);
       Answer(conn.get());
     }
   }

@@ -28,10 +28,10 @@ inline absl::Status CudaTransport::Init() {
   ASSIGN_OR_RETURN(listen_, transport_internal::cuda_ipc::Listen(socket_name_));
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return transport_internal::cuda_ipc::Errno("pipe2", errno);
+    return ErrnoToStatus(errno, "pipe2");
   }
-  wake_read_ = transport_internal::cuda_ipc::Socket(fds[0]);
-  wake_write_ = transport_internal::cuda_ipc::Socket(fds[1]);
+  wake_read_ = UniqueFd(fds[0]);
+  wake_write_ = UniqueFd(fds[1]);
   server_ = std::thread([this] { Serve(); });
   return absl::OkStatus();
 }
@@ -44,15 +44,15 @@ inline void CudaTransport::Shutdown() {
     server_.join();
   }
   absl::MutexLock lock(&mu_);
-  for (auto& [id, b] : batches_) {
-    for (Request& r : b->requests) {
-      if (r.event != nullptr) {
-        cudaEventSynchronize(r.event);
-        cudaEventDestroy(r.event);
+  batches_.ForEach([](BatchId, Batch& b) {
+    for (cudaEvent_t e : b.extra.events) {
+      if (e != nullptr) {
+        cudaEventSynchronize(e);
+        cudaEventDestroy(e);
       }
     }
-  }
-  batches_.clear();
+  });
+  batches_.Clear();
   for (auto& [key, m] : mappings_) cudaIpcCloseMemHandle(m.base);
   mappings_.clear();
   for (auto& per_device : streams_) {
@@ -212,14 +212,11 @@ inline absl::Status CudaTransport::CloseSegment(SegmentHandle handle) {
   return absl::OkStatus();
 }
 
-inline void CudaTransport::Finish(Batch& b, Request& r, const absl::Status& s) {
-  MC_DASSERT(!r.done, "request finished twice");
-  if (r.event != nullptr) cudaEventDestroy(r.event);
-  r.event = nullptr;
-  r.done = true;
-  r.status = s;
-  ++b.done_count;
-  if (!s.ok()) ++b.failed_count;
+inline void CudaTransport::Finish(Batch& b, size_t index, const absl::Status& s) {
+  cudaEvent_t& event = b.extra.events[index];
+  if (event != nullptr) cudaEventDestroy(event);
+  event = nullptr;
+  batches_.Finish(b, index, s);
 }
 
 }  // namespace mooncake::transport

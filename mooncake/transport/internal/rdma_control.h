@@ -31,24 +31,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
+#include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/rdma_wire.h"
 #include "mooncake/transport/internal/unix_socket.h"
 
 namespace mooncake::transport_internal::rdma_ctl {
-
-// An owned file descriptor (the one in unix_socket.h).
-using ScopedFd = ::mooncake::transport_internal::Fd;
-
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-};
-
-inline absl::Status ErrnoStatus(int err, std::string_view what) {
-  return absl::UnavailableError(
-      absl::StrCat(AbslView(what), ": ", std::strerror(err), " (errno ", err, ")"));
-}
 
 // "scheme://a.b.c.d:port" -> {host, port}. IPv4 literals only.
 inline absl::StatusOr<HostPort> ParseEndpoint(std::string_view endpoint, std::string_view scheme) {
@@ -88,7 +78,7 @@ inline absl::Status WaitFd(int fd, short events, absl::Time deadline, std::strin
     pollfd p{fd, events, 0};
     const int n = ::poll(&p, 1, PollMillis(deadline));
     if (n > 0) return absl::OkStatus();
-    if (n < 0 && errno != EINTR) return ErrnoStatus(errno, what);
+    if (n < 0 && errno != EINTR) return ErrnoToStatus(errno, what);
     if (n == 0 && absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat(AbslView(what), ": the peer did not answer before the deadline"));
@@ -98,7 +88,8 @@ inline absl::Status WaitFd(int fd, short events, absl::Time deadline, std::strin
 
 inline absl::Status SetNonBlocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL, 0);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return ErrnoStatus(errno, "fcntl");
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    return ErrnoToStatus(errno, "fcntl");
   return absl::OkStatus();
 }
 
@@ -111,10 +102,10 @@ inline sockaddr_in ToSockaddr(const HostPort& hp) {
 }
 
 // Listens on host:port (port 0: any); returns the socket and the bound port.
-inline absl::StatusOr<std::pair<ScopedFd, uint16_t>> ListenTcp(const std::string& host,
+inline absl::StatusOr<std::pair<UniqueFd, uint16_t>> ListenTcp(const std::string& host,
                                                                uint16_t port) {
-  ScopedFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
   const int one = 1;
   ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   in_addr probe{};
@@ -124,30 +115,30 @@ inline absl::StatusOr<std::pair<ScopedFd, uint16_t>> ListenTcp(const std::string
   }
   sockaddr_in sa = ToSockaddr({host, port});
   if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("bind ", host, ":", port));
+    return ErrnoToStatus(errno, absl::StrCat("bind ", host, ":", port));
   }
-  if (::listen(fd.get(), 64) != 0) return ErrnoStatus(errno, "listen");
+  if (::listen(fd.get(), 64) != 0) return ErrnoToStatus(errno, "listen");
   socklen_t len = sizeof(sa);
   ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
   RETURN_IF_ERROR(SetNonBlocking(fd.get()));
   return std::make_pair(std::move(fd), ntohs(sa.sin_port));
 }
 
-inline absl::StatusOr<ScopedFd> ConnectTcp(const HostPort& hp, absl::Time deadline) {
-  ScopedFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+inline absl::StatusOr<UniqueFd> ConnectTcp(const HostPort& hp, absl::Time deadline) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
   RETURN_IF_ERROR(SetNonBlocking(fd.get()));
   const int one = 1;
   ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   sockaddr_in sa = ToSockaddr(hp);
   const std::string what = absl::StrCat("connect to RDMA control channel ", hp.host, ":", hp.port);
   if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    if (errno != EINPROGRESS) return ErrnoStatus(errno, what);
+    if (errno != EINPROGRESS) return ErrnoToStatus(errno, what);
     RETURN_IF_ERROR(WaitFd(fd.get(), POLLOUT, deadline, what));
     int err = 0;
     socklen_t len = sizeof(err);
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return ErrnoStatus(err, what);
+    if (err != 0) return ErrnoToStatus(err, what);
   }
   return fd;
 }
@@ -161,7 +152,7 @@ inline absl::Status WriteFull(int fd, std::span<const uint8_t> bytes, absl::Time
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       RETURN_IF_ERROR(WaitFd(fd, POLLOUT, deadline, "RDMA control send"));
     } else if (n < 0 && errno != EINTR) {
-      return ErrnoStatus(errno, "RDMA control send");
+      return ErrnoToStatus(errno, "RDMA control send");
     }
   }
   return absl::OkStatus();
@@ -178,7 +169,7 @@ inline absl::Status ReadFull(int fd, std::span<uint8_t> bytes, absl::Time deadli
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       RETURN_IF_ERROR(WaitFd(fd, POLLIN, deadline, "RDMA control receive"));
     } else if (errno != EINTR) {
-      return ErrnoStatus(errno, "RDMA control receive");
+      return ErrnoToStatus(errno, "RDMA control receive");
     }
   }
   return absl::OkStatus();

@@ -66,8 +66,12 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
+#include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/rdma_control.h"
 #include "mooncake/transport/internal/rdma_verbs.h"
 #include "mooncake/transport/internal/rdma_wire.h"
@@ -165,7 +169,7 @@ class RdmaEngine {
     CqHandle cq{};
     QueuePair qp;
     absl::Mutex control_mu;
-    rdma_ctl::ScopedFd control ABSL_GUARDED_BY(control_mu);
+    UniqueFd control ABSL_GUARDED_BY(control_mu);
     WrTracker tracker;
     std::deque<PendingWr> pending;
     SignalPolicy signal{1};
@@ -176,27 +180,20 @@ class RdmaEngine {
     Connection* conn = nullptr;
     SegmentInfo info;
   };
-  struct RequestState {
-    transport::OpCode op = transport::OpCode::kRead;
-    uint64_t length = 0;
-    absl::Status status;
-    uint32_t wrs_left = 0;
-    bool done = false;
-  };
-  struct Batch {
-    std::vector<RequestState> requests;
-    size_t done_count = 0;
-    size_t failed_count = 0;
+  // Per batch, beside the shared records (a request's pieces are its WRs):
+  struct BatchState {
     size_t wrs_outstanding = 0;  // posted, not yet retired
     std::vector<MemoryRegion> temp_mrs;
     std::vector<Connection*> conns;  // each holds one ref
-    bool cancelling = false;         // a Cancel owns it; Wait/Cancel see NotFound
-    absl::Time submitted;
-    bool done() const { return done_count == requests.size() && wrs_outstanding == 0; }
   };
+  using Batches = BatchRecords<BatchState>;
+  using Batch = Batches::Batch;
+  // Done once every request is and no WR of the batch touches memory.
+  static bool BatchDone(const Batch& b) { return b.all_done() && b.extra.wrs_outstanding == 0; }
+
   // Owner side: one per accepted control connection.
   struct Session {
-    rdma_ctl::ScopedFd fd;
+    UniqueFd fd;
     QueuePair qp;
     bool has_qp = false;
   };
@@ -205,7 +202,8 @@ class RdmaEngine {
       : verbs_(std::move(verbs)),
         options_(std::move(options)),
         metrics_(options_.metrics, "rdma"),
-        rng_(std::random_device{}()) {}
+        rng_(std::random_device{}()),
+        batches_(options_.batches_in_flight_max, &metrics_) {}
 
   absl::Status Init();
   void Shutdown();
@@ -224,7 +222,6 @@ class RdmaEngine {
                               uint32_t index, Batch& batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::vector<LocalChunk>> CoverLocal(uint64_t addr, uint64_t length, Batch& batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishRequest(Batch& b, uint32_t index, const absl::Status& s);
   void Retire(const WrTag& tag, const absl::Status& s, bool was_posted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Pump(Connection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -247,9 +244,9 @@ class RdmaEngine {
   uint32_t sq_depth_ = 0;
   bool device_open_ = false;
 
-  rdma_ctl::ScopedFd listen_fd_;
+  UniqueFd listen_fd_;
   uint16_t listen_port_ = 0;
-  rdma_ctl::ScopedFd wake_read_, wake_write_;
+  UniqueFd wake_read_, wake_write_;
   std::thread server_;
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<Session>> sessions_;  // server thread only
@@ -259,14 +256,13 @@ class RdmaEngine {
   transport::SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_conn_ ABSL_GUARDED_BY(mu_) = 1;
   transport::SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
-  transport::BatchId next_batch_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<transport::SegmentId, LocalSegment> segments_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, transport::SegmentId> segments_by_addr_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> conns_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> zombies_ ABSL_GUARDED_BY(mu_);  // released, not yet erased
   absl::flat_hash_map<std::string, Connection*> by_endpoint_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<transport::SegmentHandle, OpenedSegment> handles_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<transport::BatchId, std::unique_ptr<Batch>> batches_ ABSL_GUARDED_BY(mu_);
+  Batches batches_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mooncake::transport_internal

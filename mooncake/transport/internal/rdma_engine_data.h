@@ -37,7 +37,7 @@ absl::StatusOr<std::vector<LocalChunk>> RdmaEngine<V>::CoverLocal(uint64_t addr,
                           absl::StrCat("registering an unregistered local buffer on the fly: ",
                                        mr.status().message()));
     }
-    batch.temp_mrs.push_back(*mr);
+    batch.extra.temp_mrs.push_back(*mr);
     chunks.push_back(LocalChunk{cursor, gap_end - cursor, mr->lkey});
     cursor = gap_end;
   }
@@ -72,40 +72,28 @@ absl::Status RdmaEngine<V>::PrepareRequest(const transport::TransferRequest& r, 
   std::vector<SendWr> wrs;
   SliceRequest(r.op == transport::OpCode::kRead ? WrOpcode::kRdmaRead : WrOpcode::kRdmaWrite,
                chunks, seg.info.addr + r.remote_offset, seg.info.rkey, limits_, &wrs);
-  batch.requests[index].wrs_left = static_cast<uint32_t>(wrs.size());
+  batch.requests[index].pieces_left = static_cast<uint32_t>(wrs.size());
   for (const SendWr& wr : wrs) c->pending.push_back(PendingWr{wr, WrTag{batch_id, index}});
-  if (std::find(batch.conns.begin(), batch.conns.end(), c) == batch.conns.end()) {
+  if (std::find(batch.extra.conns.begin(), batch.extra.conns.end(), c) == batch.extra.conns.end()) {
     ++c->refs;
-    batch.conns.push_back(c);
+    batch.extra.conns.push_back(c);
   }
   return absl::OkStatus();
-}
-
-template <RdmaVerbs V>
-void RdmaEngine<V>::FinishRequest(Batch& b, uint32_t index, const absl::Status& s) {
-  RequestState& r = b.requests[index];
-  MC_DASSERT(!r.done, "request finished twice");
-  r.done = true;
-  r.status = s;
-  ++b.done_count;
-  if (!s.ok()) ++b.failed_count;
 }
 
 // One WR of `tag` left the engine (completed, failed, flushed or dropped).
 template <RdmaVerbs V>
 void RdmaEngine<V>::Retire(const WrTag& tag, const absl::Status& s, bool was_posted) {
-  auto it = batches_.find(tag.batch);
-  MC_ASSERT(it != batches_.end(), "work request of an unknown batch");
-  Batch& b = *it->second;
+  Batch* b = batches_.Find(tag.batch);
+  MC_ASSERT(b != nullptr, "work request of an unknown batch");
   if (was_posted) {
-    MC_DASSERT(b.wrs_outstanding > 0, "outstanding WR count underflow");
-    --b.wrs_outstanding;
+    MC_DASSERT(b->extra.wrs_outstanding > 0, "outstanding WR count underflow");
+    --b->extra.wrs_outstanding;
   }
-  RequestState& r = b.requests[tag.request];
-  if (r.done) return;  // cancelled, or an earlier WR already failed it
-  if (!s.ok() && r.status.ok()) r.status = s;
-  MC_DASSERT(r.wrs_left > 0, "request WR count underflow");
-  if (--r.wrs_left == 0) FinishRequest(b, tag.request, r.status);
+  // Done already: cancelled, or an earlier WR failed it (its pieces_left
+  // then stays above 0, so Poll does not count it while WRs still run).
+  if (b->requests[tag.request].done) return;
+  batches_.SettlePiece(*b, tag.request, s);
 }
 
 // Posts queued WRs as chains within the send queue's free slots.
@@ -124,7 +112,7 @@ void RdmaEngine<V>::Pump(Connection* c) {
       chain[i] = p.wr;
       chain[i].signaled = c->signal.Next(tail_must_signal && i + 1 == n);
       chain[i].wr_id = c->tracker.Track(p.tag);
-      ++batches_.at(p.tag.batch)->wrs_outstanding;
+      ++batches_.Find(p.tag.batch)->extra.wrs_outstanding;
     }
     c->pending.erase(c->pending.begin(), c->pending.begin() + static_cast<ptrdiff_t>(n));
     const PostSendResult posted = verbs_.PostSend(c->qp.handle, std::span(chain.data(), n));
@@ -170,23 +158,13 @@ absl::StatusOr<transport::BatchId> RdmaEngine<V>::Submit(
                                                    requests.size()));
   }
   absl::MutexLock lock(&mu_);
-  if (batches_.size() >= options_.batches_in_flight_max) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "Submit: ", batches_.size(), " batches in flight; Wait for some before submitting more"));
-  }
-  const transport::BatchId id = next_batch_++;
-  auto owned = std::make_unique<Batch>();
-  Batch& batch = *owned;
-  batch.requests.resize(requests.size());
-  batch.submitted = absl::Now();
-  batches_[id] = std::move(owned);
+  RETURN_IF_ERROR(batches_.CheckRoom());
+  const auto [id, batch] = batches_.Create(requests);
   for (uint32_t i = 0; i < requests.size(); ++i) {
-    batch.requests[i].op = requests[i].op;
-    batch.requests[i].length = requests[i].length;
-    const absl::Status s = PrepareRequest(requests[i], id, i, batch);
-    if (!s.ok()) FinishRequest(batch, i, s);
+    const absl::Status s = PrepareRequest(requests[i], id, i, *batch);
+    if (!s.ok()) batches_.Finish(*batch, i, s);
   }
-  for (Connection* c : batch.conns) Pump(c);
+  for (Connection* c : batch->extra.conns) Pump(c);
   return id;
 }
 
@@ -194,37 +172,28 @@ template <RdmaVerbs V>
 absl::StatusOr<transport::BatchProgress> RdmaEngine<V>::Poll(transport::BatchId id) {
   absl::MutexLock lock(&mu_);
   Progress();
-  auto it = batches_.find(id);
-  if (it == batches_.end()) return absl::NotFoundError(absl::StrCat("Poll: unknown batch ", id));
-  const Batch& b = *it->second;
+  const Batch* b = batches_.Find(id);
+  if (b == nullptr) return UnknownBatchError(id);
   // A request counts as finished only once no WR of its batch touches memory.
-  if (!b.done()) {
+  if (!BatchDone(*b)) {
     size_t ok_done = 0, failed_done = 0;
-    for (const RequestState& r : b.requests) {
-      if (r.done && r.wrs_left == 0) (r.status.ok() ? ok_done : failed_done)++;
+    for (const RequestState& r : b->requests) {
+      if (r.done && r.pieces_left == 0) (r.status.ok() ? ok_done : failed_done)++;
     }
-    return transport::BatchProgress{b.requests.size(), ok_done, failed_done};
+    return transport::BatchProgress{b->requests.size(), ok_done, failed_done};
   }
-  return transport::BatchProgress{b.requests.size(), b.done_count - b.failed_count, b.failed_count};
+  return b->progress();
 }
 
 template <RdmaVerbs V>
 transport::BatchResult RdmaEngine<V>::TakeResult(transport::BatchId id) {
-  auto it = batches_.find(id);
-  MC_ASSERT(it != batches_.end(), "TakeResult of an unknown batch");
-  std::unique_ptr<Batch> b = std::move(it->second);
-  batches_.erase(it);
-  MC_ASSERT(b->wrs_outstanding == 0, "batch released with work requests outstanding");
-  transport::BatchResult result;
-  result.statuses.reserve(b->requests.size());
-  for (const RequestState& r : b->requests) {
-    result.statuses.push_back(r.status);
-    metrics_.RecordRequest(r.op, r.length, r.status.ok());
-  }
-  metrics_.RecordBatchLatencyNs(
-      static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - b->submitted)));
-  for (const MemoryRegion& mr : b->temp_mrs) verbs_.DeregMr(mr.handle).IgnoreError();
-  for (Connection* c : b->conns) Release(c);
+  Batch* b = batches_.Find(id);
+  MC_ASSERT(b != nullptr, "TakeResult of an unknown batch");
+  MC_ASSERT(b->extra.wrs_outstanding == 0, "batch released with work requests outstanding");
+  const BatchState extra = std::move(b->extra);
+  transport::BatchResult result = batches_.Take(id);
+  for (const MemoryRegion& mr : extra.temp_mrs) verbs_.DeregMr(mr.handle).IgnoreError();
+  for (Connection* c : extra.conns) Release(c);
   Reap();
   return result;
 }
@@ -236,11 +205,8 @@ absl::StatusOr<transport::BatchResult> RdmaEngine<V>::Wait(transport::BatchId id
     {
       absl::MutexLock lock(&mu_);
       Progress();
-      auto it = batches_.find(id);
-      if (it == batches_.end() || it->second->cancelling) {
-        return absl::NotFoundError(absl::StrCat("Wait: unknown or cancelled batch ", id));
-      }
-      if (it->second->done()) return TakeResult(id);
+      ASSIGN_OR_RETURN(const Batch* b, batches_.FindActive(id));
+      if (BatchDone(*b)) return TakeResult(id);
     }
     const absl::Time now = absl::Now();
     if (now >= deadline) {
@@ -259,29 +225,23 @@ template <RdmaVerbs V>
 absl::StatusOr<transport::BatchResult> RdmaEngine<V>::Cancel(transport::BatchId id) {
   absl::MutexLock lock(&mu_);
   Progress();
-  auto it = batches_.find(id);
-  if (it == batches_.end() || it->second->cancelling) {
-    return absl::NotFoundError(absl::StrCat("Cancel: unknown or cancelled batch ", id));
-  }
-  Batch& b = *it->second;
+  ASSIGN_OR_RETURN(Batch * found, batches_.FindActive(id));
+  Batch& b = *found;
   b.cancelling = true;
-  const absl::Status cancelled = absl::CancelledError("request cancelled before it completed");
-  for (uint32_t i = 0; i < b.requests.size(); ++i) {
-    if (!b.requests[i].done) FinishRequest(b, i, cancelled);
-  }
-  for (Connection* c : b.conns) {
+  batches_.FinishRest(b, absl::CancelledError("request cancelled before it completed"));
+  for (Connection* c : b.extra.conns) {
     std::erase_if(c->pending, [&](const PendingWr& p) { return p.tag.batch == id; });
   }
   // Posted WRs cannot be recalled: wait for them, then flush the QPs.
   const absl::Time deadline = absl::Now() + options_.io_timeout;
-  while (b.wrs_outstanding > 0 && absl::Now() < deadline) {
+  while (b.extra.wrs_outstanding > 0 && absl::Now() < deadline) {
     mu_.Unlock();
     absl::SleepFor(absl::Microseconds(50));
     mu_.Lock();
     Progress();
   }
-  if (b.wrs_outstanding > 0) {
-    const std::vector<Connection*> conns = b.conns;
+  if (b.extra.wrs_outstanding > 0) {
+    const std::vector<Connection*> conns = b.extra.conns;
     for (Connection* c : conns) {
       if (c->tracker.outstanding() > 0) {
         Break(c, absl::DeadlineExceededError("cancelled work requests did not complete within "

@@ -47,9 +47,9 @@ absl::Status RdmaEngine<V>::Init() {
   listen_fd_ = std::move(listener.first);
   listen_port_ = listener.second;
   int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return rdma_ctl::ErrnoStatus(errno, "pipe2");
-  wake_read_ = rdma_ctl::ScopedFd(pipe_fds[0]);
-  wake_write_ = rdma_ctl::ScopedFd(pipe_fds[1]);
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) return ErrnoToStatus(errno, "pipe2");
+  wake_read_ = UniqueFd(pipe_fds[0]);
+  wake_write_ = UniqueFd(pipe_fds[1]);
   server_ = std::thread([this] { ServeLoop(); });
   return absl::OkStatus();
 }
@@ -70,10 +70,10 @@ void RdmaEngine<V>::Shutdown() {
     DestroyConnectionResources(*c);
   }
   conns_.clear();
-  for (auto& [id, b] : batches_) {
-    for (const MemoryRegion& mr : b->temp_mrs) verbs_.DeregMr(mr.handle).IgnoreError();
-  }
-  batches_.clear();
+  batches_.ForEach([this](transport::BatchId, Batch& b) {
+    for (const MemoryRegion& mr : b.extra.temp_mrs) verbs_.DeregMr(mr.handle).IgnoreError();
+  });
+  batches_.Clear();
   for (auto& [id, seg] : segments_) verbs_.DeregMr(seg.mr.handle).IgnoreError();
   segments_.clear();
   if (device_open_) {
@@ -168,7 +168,7 @@ absl::Status RdmaEngine<V>::UnregisterMemory(transport::SegmentId id) {
 template <RdmaVerbs V>
 absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V>::Connect(
     const std::string& endpoint) {
-  ASSIGN_OR_RETURN(const rdma_ctl::HostPort hp, rdma_ctl::ParseEndpoint(endpoint, "rdma"));
+  ASSIGN_OR_RETURN(const HostPort hp, rdma_ctl::ParseEndpoint(endpoint, "rdma"));
   const absl::Time deadline = absl::Now() + options_.connect_timeout;
   auto c = std::make_unique<Connection>();
   c->endpoint = endpoint;
@@ -186,7 +186,7 @@ absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V
     psn = NextPsn();
   }
   auto status = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(rdma_ctl::ScopedFd fd, rdma_ctl::ConnectTcp(hp, deadline));
+    ASSIGN_OR_RETURN(UniqueFd fd, rdma_ctl::ConnectTcp(hp, deadline));
     RdmaMessage hello;
     hello.type = RdmaMsgType::kConnectRequest;
     hello.qp = LocalQpInfo(c->qp.qpn, psn);
@@ -359,7 +359,7 @@ void RdmaEngine<V>::ServeLoop() {
     for (;;) {
       const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
-      rdma_ctl::ScopedFd owned(fd);
+      UniqueFd owned(fd);
       if (sessions_.size() >= kRdmaSessionsMax) continue;  // closes it: bounded
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

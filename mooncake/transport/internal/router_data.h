@@ -72,10 +72,7 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
                                              qos::ClassId cls, SubBatch* direct,
                                              std::vector<TransferRequest>* direct_requests) {
   absl::MutexLock lock(&mu_);
-  if (batches_.size() >= options_.batches_in_flight_max) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("Submit: ", batches_.size(), " batches in flight; Wait for some first"));
-  }
+  RETURN_IF_ERROR(batches_.CheckRoom());
   size_t slices = 0;
   for (const TransferRequest& r : requests) {
     if (CheckRequest(r).ok())
@@ -88,21 +85,12 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
   }
   size_t direct_transport = 0;
   const bool go_direct = DirectFitsLocked(requests, slices, &direct_transport);
-  const BatchId id = next_batch_++;
-  auto batch = std::make_unique<Batch>();
-  batch->cls = cls;
-  batch->submitted = absl::Now();
-  batch->requests.resize(requests.size());
+  const auto [id, batch] = batches_.Create(requests);
+  batch->extra.cls = cls;
   for (uint32_t i = 0; i < requests.size(); ++i) {
     const TransferRequest& r = requests[i];
-    Request& q = batch->requests[i];
-    q.op = r.op;
-    q.length = r.length;
     if (absl::Status s = CheckRequest(r); !s.ok()) {
-      q.status = s;
-      q.done = true;
-      ++batch->done_count;
-      ++batch->failed_count;
+      batches_.Finish(*batch, i, s);
       continue;
     }
     Opened& o = handles_.at(r.segment);
@@ -115,7 +103,7 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
               r.remote_offset + off,
               std::min(options_.slice_bytes, r.length - off)};
       s.digests = SubrangeDigests(r, off, s.length);
-      ++q.slices_left;
+      ++batch->requests[i].pieces_left;
       ++o.slices_alive;
       if (go_direct) {
         direct_requests->push_back(
@@ -133,13 +121,12 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
     direct->transport = direct_transport;
     direct->batch = id;
     slices_in_flight_ += slices;
-    ++batch->subs_in_flight;
-    batch->direct_submitting = true;
+    ++batch->extra.subs_in_flight;
+    batch->extra.direct_submitting = true;
     ++direct_batches_;
   } else if (slices > 0) {
     work_cv_.Signal();
   }
-  batches_[id] = std::move(batch);
   return id;
 }
 
@@ -153,7 +140,7 @@ inline void Router::SubmitDirect(SubBatch sb, std::span<const TransferRequest> r
   absl::StatusOr<BatchId> sub = transports_[sb.transport]->SubmitForWait(requests);
   absl::MutexLock lock(&mu_);
   // The batch is still there: neither Wait nor Cancel takes it before this.
-  batches_.at(sb.batch)->direct_submitting = false;
+  batches_.Find(sb.batch)->extra.direct_submitting = false;
   cv_.SignalAll();  // a Cancel waiting for the submission goes on
   if (!sub.ok()) {
     // As the dispatcher would: each slice fails over or fails with the error.
@@ -225,37 +212,19 @@ inline void Router::PollDirectLocked(BatchId id) {
 
 inline absl::StatusOr<BatchProgress> Router::Poll(BatchId id) {
   absl::MutexLock lock(&mu_);
-  auto it = batches_.find(id);
-  if (it == batches_.end()) return absl::NotFoundError(absl::StrCat("Poll: unknown batch ", id));
+  const Batch* b = batches_.Find(id);
+  if (b == nullptr) return transport_internal::UnknownBatchError(id);
   if (auto d = direct_.find(id); d != direct_.end() && !d->second.collecting) {
     PollDirectLocked(id);
   }
-  const Batch& b = *it->second;
-  return BatchProgress{b.requests.size(), b.done_count - b.failed_count, b.failed_count};
-}
-
-inline BatchResult Router::Take(BatchId id) {
-  auto it = batches_.find(id);
-  MC_ASSERT(it != batches_.end(), "Take of an unknown batch");
-  BatchResult result;
-  for (const Request& r : it->second->requests) {
-    result.statuses.push_back(r.status);
-    metrics_.RecordRequest(r.op, r.length, r.status.ok());
-  }
-  metrics_.RecordBatchLatencyNs(
-      static_cast<uint64_t>(absl::ToInt64Nanoseconds(absl::Now() - it->second->submitted)));
-  batches_.erase(it);
-  return result;
+  return b->progress();
 }
 
 inline absl::StatusOr<BatchResult> Router::Wait(BatchId id, absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   for (;;) {
-    auto it = batches_.find(id);
-    if (it == batches_.end() || it->second->cancelling) {
-      return absl::NotFoundError(absl::StrCat("Wait: unknown or cancelled batch ", id));
-    }
-    if (it->second->done()) return Take(id);
+    ASSIGN_OR_RETURN(const Batch* b, batches_.FindActive(id));
+    if (BatchDone(*b)) return batches_.Take(id);
     if (auto d = direct_.find(id); d != direct_.end() && !d->second.collecting) {
       if (!WaitDirectLocked(id, deadline)) {
         return absl::DeadlineExceededError(absl::StrCat("Wait: batch ", id, " still in flight"));
@@ -271,16 +240,13 @@ inline absl::StatusOr<BatchResult> Router::Wait(BatchId id, absl::Time deadline)
 
 inline absl::StatusOr<BatchResult> Router::Cancel(BatchId id) {
   absl::MutexLock lock(&mu_);
-  auto it = batches_.find(id);
-  if (it == batches_.end() || it->second->cancelling) {
-    return absl::NotFoundError(absl::StrCat("Cancel: unknown or cancelled batch ", id));
-  }
-  Batch& b = *it->second;
+  ASSIGN_OR_RETURN(Batch * found, batches_.FindActive(id));
+  Batch& b = *found;
   b.cancelling = true;  // no retries from here on
   // Another thread's direct Submit is still running: once it returns, its
   // sub-batch is in direct_ (cancelled below) or already settled. Bounded by
   // the transport's Submit (at most a connect timeout).
-  while (b.direct_submitting) cv_.Wait(&mu_);
+  while (b.extra.direct_submitting) cv_.Wait(&mu_);
   // A direct sub-batch: cancel it here even if another thread is collecting
   // it (that thread then finds it settled and drops its own answer).
   if (auto d = direct_.find(id); d != direct_.end()) {
@@ -298,15 +264,8 @@ inline absl::StatusOr<BatchResult> Router::Cancel(BatchId id) {
     Settle(std::move(sb), r, false);
   }
   // Slices still queued never started; they are dropped when popped.
-  const absl::Status cancelled = absl::CancelledError("request cancelled before it completed");
-  for (Request& r : b.requests) {
-    if (r.done) continue;
-    r.done = true;
-    r.status = cancelled;
-    ++b.done_count;
-    ++b.failed_count;
-  }
-  return Take(id);
+  batches_.FinishRest(b, absl::CancelledError("request cancelled before it completed"));
+  return batches_.Take(id);
 }
 
 // --- The dispatcher -------------------------------------------------------------
@@ -354,7 +313,7 @@ inline void Router::Collect() {
 
 inline void Router::Settle(SubBatch sb, const absl::StatusOr<BatchResult>& r, bool timed_out) {
   slices_in_flight_ -= sb.slices.size();
-  if (auto b = batches_.find(sb.batch); b != batches_.end()) --b->second->subs_in_flight;
+  if (Batch* b = batches_.Find(sb.batch); b != nullptr) --b->extra.subs_in_flight;
   for (size_t k = 0; k < sb.slices.size(); ++k) {
     absl::Status s;
     if (!r.ok()) {
@@ -384,7 +343,7 @@ inline void Router::Dispatch() {
   while (slices_in_flight_ + taken < options_.slices_in_flight_max) {
     std::optional<Slice> s = queue_.Pop();
     if (!s.has_value()) break;
-    if (!batches_.contains(s->batch)) {  // cancelled: never started
+    if (batches_.Find(s->batch) == nullptr) {  // cancelled: never started
       ReleaseSlice(*s);
       continue;
     }
@@ -411,14 +370,14 @@ inline void Router::Dispatch() {
       continue;
     }
     slices_in_flight_ += slices.size();
-    ++batches_.at(batch)->subs_in_flight;
+    ++batches_.Find(batch)->extra.subs_in_flight;
     in_flight_.push_back(SubBatch{t, *sub, batch, std::move(slices), absl::Now()});
   }
 }
 
 inline void Router::OnSliceResult(Slice s, absl::Status status) {
-  auto b = batches_.find(s.batch);
-  if (b == batches_.end()) {
+  Batch* b = batches_.Find(s.batch);
+  if (b == nullptr) {
     ReleaseSlice(s);
     return;
   }
@@ -427,36 +386,28 @@ inline void Router::OnSliceResult(Slice s, absl::Status status) {
   (status.ok() ? st.slices_ok : st.slices_failed)++;
   const bool retryable = !status.ok() && !absl::IsInvalidArgument(status) &&
                          !absl::IsOutOfRange(status) && !absl::IsCancelled(status);
-  if (retryable && !b->second->cancelling && s.tries < options_.retries_max &&
+  if (retryable && !b->cancelling && s.tries < options_.retries_max &&
       s.route + 1 < o.routes.size()) {
     ++s.tries;
     ++s.route;
     // The failed route may have digested bytes the next one writes again.
     if (s.digests != nullptr) std::fill_n(s.digests, DigestChunkCount(s.length), kNoDigest);
     const uint64_t cost = s.length;
-    if (queue_.Push(std::move(s), b->second->cls, cost) == qos::PushResult::kAccepted) {
+    if (queue_.Push(std::move(s), b->extra.cls, cost) == qos::PushResult::kAccepted) {
       ++failovers_;
       return;
     }
     status = absl::ResourceExhaustedError(
         absl::StrCat("router queue full while failing over after: ", status.message()));
   }
-  FinishSlice(*b->second, s, status);
+  FinishSlice(*b, s, status);
 }
 
 inline void Router::FinishSlice(Batch& b, const Slice& s, const absl::Status& status) {
-  Request& r = b.requests[s.request];
-  if (!r.done) {
-    if (!status.ok() && r.status.ok()) r.status = status;
-    MC_DASSERT(r.slices_left > 0, "slice count underflow");
-    if (--r.slices_left == 0) {
-      r.done = true;
-      ++b.done_count;
-      if (!r.status.ok()) ++b.failed_count;
-    }
-  }
+  // A cancelled request is done already; its late slices only release.
+  if (!b.requests[s.request].done) batches_.SettlePiece(b, s.request, status);
   ReleaseSlice(s);
-  if (b.done()) cv_.SignalAll();
+  if (BatchDone(b)) cv_.SignalAll();
 }
 
 inline void Router::ReleaseSlice(const Slice& s) {

@@ -44,7 +44,8 @@ inline Router::Router(RouterOptions options,
     : options_(options),
       transports_(std::move(list)),
       metrics_(options.metrics, "router"),
-      queue_(std::move(queue)) {
+      queue_(std::move(queue)),
+      batches_(options.batches_in_flight_max, &metrics_) {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
   host_ = host;

@@ -83,6 +83,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
@@ -106,22 +108,22 @@ struct Slice {
 };
 
 // Connects to host:port before `deadline` (non-blocking connect + poll).
-inline absl::StatusOr<Fd> ConnectTcp(const std::string& host, uint16_t port, absl::Time deadline,
-                                     absl::Duration io_timeout) {
+inline absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, uint16_t port,
+                                           absl::Time deadline, absl::Duration io_timeout) {
   socklen_t addr_len = 0;
   ASSIGN_OR_RETURN(const sockaddr_storage addr, NumericSockaddr(host, port, &addr_len));
-  Fd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) return ErrnoStatus("socket", errno);
+  UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
   const std::string who = absl::StrCat("connect to ", JoinHostPort(host, port));
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0) {
-    if (errno != EINPROGRESS) return ErrnoStatus(who, errno);
+    if (errno != EINPROGRESS) return ErrnoToStatus(errno, who);
     if (!PollUntil(fd.get(), POLLOUT, deadline)) {
       return absl::DeadlineExceededError(absl::StrCat(who, ": timed out"));
     }
     int err = 0;
     socklen_t len = sizeof(err);
     ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return ErrnoStatus(who, err);
+    if (err != 0) return ErrnoToStatus(err, who);
   }
   ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
   TuneTcpSocket(fd.get(), io_timeout);
@@ -718,7 +720,7 @@ class TcpLane {
   BatchTable* const table_;
   std::atomic<size_t>* const outstanding_;
   const Limits limits_;
-  Fd fd_;
+  UniqueFd fd_;
   std::thread sender_;
   std::thread receiver_;
   absl::Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);

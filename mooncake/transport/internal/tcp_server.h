@@ -42,6 +42,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
@@ -73,20 +75,20 @@ class TcpServer {
   absl::Status Listen(const std::string& host, uint16_t port) {
     socklen_t addr_len = 0;
     ASSIGN_OR_RETURN(const sockaddr_storage addr, NumericSockaddr(host, port, &addr_len));
-    listen_ = Fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!listen_.valid()) return ErrnoStatus("socket", errno);
+    listen_ = UniqueFd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!listen_.valid()) return ErrnoToStatus(errno, "socket");
     const int one = 1;
     ::setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(listen_.get(), reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0) {
-      return ErrnoStatus(absl::StrCat("bind ", JoinHostPort(host, port)), errno);
+      return ErrnoToStatus(errno, absl::StrCat("bind ", JoinHostPort(host, port)));
     }
-    if (::listen(listen_.get(), 128) != 0) return ErrnoStatus("listen", errno);
+    if (::listen(listen_.get(), 128) != 0) return ErrnoToStatus(errno, "listen");
     sockaddr_storage bound{};
     socklen_t len = sizeof(bound);
     ::getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&bound), &len);
     port_ = SockaddrPort(bound);
-    wake_ = Fd(::eventfd(0, EFD_CLOEXEC));
-    if (!wake_.valid()) return ErrnoStatus("eventfd", errno);
+    wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
+    if (!wake_.valid()) return ErrnoToStatus(errno, "eventfd");
     acceptor_ = std::thread([this] { AcceptLoop(); });
     return absl::OkStatus();
   }
@@ -146,7 +148,7 @@ class TcpServer {
     absl::Mutex io_mu;  // readers: frames in progress; writer: Remove
   };
   struct Conn {
-    Fd fd;
+    UniqueFd fd;
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -156,7 +158,7 @@ class TcpServer {
       pollfd p[2] = {{listen_.get(), POLLIN, 0}, {wake_.get(), POLLIN, 0}};
       if (::poll(p, 2, -1) < 0) continue;
       if (p[1].revents != 0) return;
-      Fd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+      UniqueFd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
       if (!fd.valid()) continue;
       TuneTcpSocket(fd.get(), io_timeout_);
       absl::MutexLock lock(&mu_);
@@ -287,8 +289,8 @@ class TcpServer {
 
   const absl::Duration io_timeout_;
   const size_t max_connections_;
-  Fd listen_;
-  Fd wake_;
+  UniqueFd listen_;
+  UniqueFd wake_;
   uint16_t port_ = 0;
   std::thread acceptor_;
   absl::Mutex mu_;

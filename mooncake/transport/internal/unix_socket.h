@@ -1,5 +1,6 @@
-// Small POSIX helpers for the SHM and TCP models: owned fds, timeouts, full
-// reads and writes with deadlines, fd passing with SCM_RIGHTS.
+// Small POSIX helpers for the SHM and TCP models: timeouts, full reads and
+// writes with deadlines, fd passing with SCM_RIGHTS. The fd owner and the
+// errno mapping are base/fd.h and base/errno_status.h.
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_UNIX_SOCKET_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_UNIX_SOCKET_H_
 
@@ -26,57 +27,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 
 namespace mooncake::transport_internal {
-
-// An owned file descriptor.
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() { Reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-};
-
-inline absl::Status ErrnoStatus(std::string_view what, int err) {
-  const std::string msg = absl::StrCat(AbslView(what), ": ", std::strerror(err));
-  switch (err) {
-    case ECONNREFUSED:
-    case ECONNRESET:
-    case EPIPE:
-    case ENOENT:
-    case ENOTCONN:
-    case EHOSTUNREACH:
-    case ENETUNREACH:
-      return absl::UnavailableError(msg);
-    case EAGAIN:
-    case ETIMEDOUT:
-      return absl::DeadlineExceededError(msg);
-    case EMFILE:
-    case ENFILE:
-    case ENOMEM:
-    case ENOSPC:
-      return absl::ResourceExhaustedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
 
 // Sets SO_RCVTIMEO and SO_SNDTIMEO (0 = none).
 inline void SetSocketTimeouts(int fd, absl::Duration timeout) {
@@ -110,7 +64,7 @@ inline absl::Status RecvAll(int fd, void* buf, size_t len, std::string_view what
     } else if (n == 0) {
       return absl::UnavailableError(absl::StrCat(AbslView(what), ": peer closed the connection"));
     } else if (errno != EINTR) {
-      return ErrnoStatus(what, errno);
+      return ErrnoToStatus(errno, what);
     }
   }
   return absl::OkStatus();
@@ -124,7 +78,7 @@ inline absl::Status SendAll(int fd, const void* buf, size_t len, std::string_vie
       p += n;
       len -= static_cast<size_t>(n);
     } else if (n < 0 && errno != EINTR) {
-      return ErrnoStatus(what, errno);
+      return ErrnoToStatus(errno, what);
     }
   }
   return absl::OkStatus();
@@ -182,7 +136,7 @@ inline absl::StatusOr<bool> RecvSomeBy(int fd, char* p, size_t len, size_t* got,
       return absl::UnavailableError(absl::StrCat(AbslView(what), ": peer closed the connection"));
     }
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoStatus(what, errno);
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoToStatus(errno, what);
     const absl::Time now = absl::Now();
     if (now >= deadline) {
       return absl::DeadlineExceededError(
@@ -217,7 +171,7 @@ inline absl::StatusOr<bool> SendIovSome(int fd, iovec** iov, int* iovcnt, std::s
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
-    return ErrnoStatus(what, errno);
+    return ErrnoToStatus(errno, what);
   }
   while (*iovcnt > 0 && static_cast<size_t>(n) >= (*iov)->iov_len) {
     n -= static_cast<ssize_t>((*iov)->iov_len);
@@ -277,13 +231,13 @@ inline absl::Status SendWithFd(int sock, const void* buf, size_t len, int fd) {
     std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
   }
   const ssize_t n = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
-  if (n < 0) return ErrnoStatus("sendmsg with fd", errno);
+  if (n < 0) return ErrnoToStatus(errno, "sendmsg with fd");
   if (static_cast<size_t>(n) != len) return absl::UnavailableError("short sendmsg with fd");
   return absl::OkStatus();
 }
 
 // Receives exactly `len` bytes in one message plus at most one fd (-1 if none).
-inline absl::StatusOr<Fd> RecvWithFd(int sock, void* buf, size_t len) {
+inline absl::StatusOr<UniqueFd> RecvWithFd(int sock, void* buf, size_t len) {
   iovec iov{buf, len};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -295,14 +249,14 @@ inline absl::StatusOr<Fd> RecvWithFd(int sock, void* buf, size_t len) {
   do {
     n = ::recvmsg(sock, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoStatus("recvmsg with fd", errno);
-  Fd fd;
+  if (n < 0) return ErrnoToStatus(errno, "recvmsg with fd");
+  UniqueFd fd;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
         c->cmsg_len == CMSG_LEN(sizeof(int))) {
       int received;
       std::memcpy(&received, CMSG_DATA(c), sizeof(int));
-      fd = Fd(received);
+      fd = UniqueFd(received);
     }
   }
   if (n == 0) return absl::UnavailableError("peer closed the connection before replying");

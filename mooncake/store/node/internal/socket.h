@@ -1,8 +1,7 @@
-// Socket helpers for the node's HTTP server: an owning fd, a listening TCP
-// socket with a clear "port in use" error, the bound address.
+// Socket helpers for the node's HTTP server: a listening TCP socket with a
+// clear "port in use" error, the bound address.
 //
-// Thread-safety: free functions are thread-safe; UniqueFd is
-// thread-compatible.
+// Thread-safety: free functions are thread-safe.
 #ifndef MOONCAKE_STORE_NODE_INTERNAL_SOCKET_H_
 #define MOONCAKE_STORE_NODE_INTERNAL_SOCKET_H_
 
@@ -21,34 +20,16 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 
 namespace mooncake::node_internal {
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) Reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  ~UniqueFd() { Reset(); }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
-
 // A non-blocking listening socket on host:port (port 0: any free port).
-// Errors: INVALID_ARGUMENT (host does not resolve), ALREADY_EXISTS (port in
-// use, saying so), PERMISSION_DENIED, INTERNAL.
+// Errors: INVALID_ARGUMENT (host does not resolve or is not this host's),
+// ALREADY_EXISTS (port in use, saying so), PERMISSION_DENIED, and
+// ErrnoToStatus's code for any other failure.
 inline absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -63,8 +44,9 @@ inline absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port
   UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   const std::string where = JoinHostPort(host, port);
   if (!fd.valid()) {
+    const int err = errno;
     ::freeaddrinfo(res);
-    return absl::InternalError(absl::StrCat("socket: ", std::strerror(errno)));
+    return ErrnoToStatus(err, "socket");
   }
   int one = 1;
   (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -80,10 +62,14 @@ inline absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port
       return absl::PermissionDeniedError(
           absl::StrCat("bind ", where, ": permission denied (ports below 1024 need privileges)"));
     }
-    return absl::InvalidArgumentError(absl::StrCat("bind ", where, ": ", std::strerror(err)));
+    if (err == EADDRNOTAVAIL) {
+      return absl::InvalidArgumentError(absl::StrCat("bind ", where, ": ", ::strerrordesc_np(err),
+                                                     " (not an address of this host)"));
+    }
+    return ErrnoToStatus(err, absl::StrCat("bind ", where));
   }
   if (::listen(fd.get(), 64) != 0) {
-    return absl::InternalError(absl::StrCat("listen ", where, ": ", std::strerror(errno)));
+    return ErrnoToStatus(errno, absl::StrCat("listen ", where));
   }
   return fd;
 }
@@ -93,7 +79,7 @@ inline absl::StatusOr<uint16_t> BoundPort(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    return absl::InternalError(absl::StrCat("getsockname: ", std::strerror(errno)));
+    return ErrnoToStatus(errno, "getsockname");
   }
   return ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
                                        : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);

@@ -56,6 +56,8 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/method_metrics.h"
@@ -201,7 +203,7 @@ class ClientConnection {
       pollfd p{fd_.get(), POLLIN, 0};
       const int rc = ::poll(&p, 1, timeout_ms);
       if (rc < 0 && errno != EINTR) {
-        BreakWith(ErrnoStatus(errno, "poll"));
+        BreakWith(ErrnoToStatus(errno, "poll"));
         return;
       }
       if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && !ReadResponses()) return;
@@ -327,7 +329,7 @@ class ClientConnection {
       const int rc = ::poll(fds, 2, timeout_ms);
       io_wakeups_.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
       if (rc < 0 && errno != EINTR) {
-        BreakWith(ErrnoStatus(errno, "poll"));
+        BreakWith(ErrnoToStatus(errno, "poll"));
         break;
       }
       if (fds[1].revents & POLLIN) wake_.Drain();
@@ -401,7 +403,7 @@ class ClientConnection {
       }
       if (r < 0) {
         BreakWith(absl::UnavailableError(absl::StrCat(
-            "connection to ", address_, " lost: ", ErrnoStatus(errno, "recv").message())));
+            "connection to ", address_, " lost: ", ErrnoToStatus(errno, "recv").message())));
         return false;
       }
       decoder_.Commit(static_cast<size_t>(r));

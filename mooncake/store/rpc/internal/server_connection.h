@@ -30,6 +30,8 @@
 #include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/socket.h"
@@ -64,7 +66,7 @@ class ServerConnection {
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = id_;
     if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_.get(), &ev) != 0) {
-      return ErrnoStatus(errno, "epoll_ctl(ADD)");
+      return ErrnoToStatus(errno, "epoll_ctl(ADD)");
     }
     events_ = ev.events;
     return absl::OkStatus();

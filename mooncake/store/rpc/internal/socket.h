@@ -1,7 +1,7 @@
-// Socket helpers for the RPC server and client: an owning fd, TCP listen and
-// connect with timeouts, address parsing, errno -> absl::Status, an eventfd.
+// Socket helpers for the RPC server and client: TCP listen and connect with
+// timeouts, address parsing, an eventfd (fd owner and errno mapping: base).
 //
-// Thread-safety: free functions are thread-safe; UniqueFd and EventFd are
+// Thread-safety: free functions are thread-safe; EventFd is
 // thread-compatible, except EventFd::Notify, which any thread may call.
 #ifndef MOONCAKE_STORE_RPC_INTERNAL_SOCKET_H_
 #define MOONCAKE_STORE_RPC_INTERNAL_SOCKET_H_
@@ -31,69 +31,16 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/errno_status.h"
+#include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 
 namespace mooncake::rpc_internal {
 
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) Reset(std::exchange(other.fd_, -1));
-    return *this;
-  }
-  ~UniqueFd() { Reset(); }
-
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  void Reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-  // Gives up ownership without closing.
-  [[nodiscard]] int Release() { return std::exchange(fd_, -1); }
-
- private:
-  int fd_ = -1;
-};
-
-// Connection errors a peer causes map to UNAVAILABLE; running out of fds or
-// memory to RESOURCE_EXHAUSTED; the rest to INTERNAL.
-inline absl::Status ErrnoStatus(int err, std::string_view what) {
-  const std::string msg = absl::StrCat(AbslView(what), ": ", std::strerror(err));
-  switch (err) {
-    case ECONNREFUSED:
-    case ECONNRESET:
-    case ECONNABORTED:
-    case EPIPE:
-    case ENETUNREACH:
-    case EHOSTUNREACH:
-    case ENOTCONN:
-    case EADDRNOTAVAIL:
-      return absl::UnavailableError(msg);
-    case ETIMEDOUT:
-      return absl::DeadlineExceededError(msg);
-    case EMFILE:
-    case ENFILE:
-    case ENOBUFS:
-    case ENOMEM:
-      return absl::ResourceExhaustedError(msg);
-    case EADDRINUSE:
-      return absl::AlreadyExistsError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
-
 inline absl::Status SetNonBlocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL, 0);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
-    return ErrnoStatus(errno, "fcntl(O_NONBLOCK)");
+    return ErrnoToStatus(errno, "fcntl(O_NONBLOCK)");
   }
   return absl::OkStatus();
 }
@@ -103,11 +50,6 @@ inline void SetNoDelay(int fd) {
   // Best effort: a socket without TCP_NODELAY is slower, not wrong.
   (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
-
-struct HostPort {
-  std::string host;
-  uint16_t port = 0;
-};
 
 // "host:port" or "[v6]:port". Errors: INVALID_ARGUMENT.
 inline absl::StatusOr<HostPort> ParseHostPort(std::string_view address) {
@@ -171,13 +113,13 @@ inline absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port
   auto addr = Resolve(HostPort{host, port}, &len);
   if (!addr.ok()) return addr.status();
   UniqueFd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
   int one = 1;
   (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), len) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("bind ", JoinHostPort(host, port)));
+    return ErrnoToStatus(errno, absl::StrCat("bind ", JoinHostPort(host, port)));
   }
-  if (::listen(fd.get(), backlog) != 0) return ErrnoStatus(errno, "listen");
+  if (::listen(fd.get(), backlog) != 0) return ErrnoToStatus(errno, "listen");
   return fd;
 }
 
@@ -185,7 +127,7 @@ inline absl::StatusOr<uint16_t> BoundPort(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    return ErrnoStatus(errno, "getsockname");
+    return ErrnoToStatus(errno, "getsockname");
   }
   return ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
                                        : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
@@ -201,10 +143,10 @@ inline absl::StatusOr<UniqueFd> ConnectTcp(std::string_view address, int64_t tim
   auto addr = Resolve(*hp, &len);
   if (!addr.ok()) return addr.status();
   UniqueFd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
   const std::string what = absl::StrCat("connect to ", AbslView(address));
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), len) != 0) {
-    if (errno != EINPROGRESS) return ErrnoStatus(errno, what);
+    if (errno != EINPROGRESS) return ErrnoToStatus(errno, what);
     const int64_t deadline = MonotonicClock::Get().NowNs() + timeout_ns;
     for (;;) {
       const int64_t left_ms = (deadline - MonotonicClock::Get().NowNs() + 999999) / 1000000;
@@ -215,12 +157,12 @@ inline absl::StatusOr<UniqueFd> ConnectTcp(std::string_view address, int64_t tim
       pollfd p{fd.get(), POLLOUT, 0};
       const int rc = ::poll(&p, 1, static_cast<int>(left_ms));
       if (rc < 0 && errno == EINTR) continue;
-      if (rc < 0) return ErrnoStatus(errno, what);
+      if (rc < 0) return ErrnoToStatus(errno, what);
       if (rc == 0) continue;
       int err = 0;
       socklen_t elen = sizeof(err);
       ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen);
-      if (err != 0) return ErrnoStatus(err, what);
+      if (err != 0) return ErrnoToStatus(err, what);
       break;
     }
   }

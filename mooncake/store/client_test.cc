@@ -218,7 +218,8 @@ TEST(Client, PutWithEveryWorkerGoneFailsCleanly) {
   const absl::Status st = c->Put("k", "v");
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
   EXPECT_FALSE(*c->Exists("k")) << "revoked, not half-visible";
-  EXPECT_EQ(s.master().calls(rpc::PutRevokeMethod::kId), 1u);
+  // Each round (ClientOptions::put_attempts) is revoked: nothing else fits.
+  EXPECT_EQ(s.master().calls(rpc::PutRevokeMethod::kId), 3u);
 }
 
 TEST(Client, PutCommitsOnTheReplicasThatWereWritten) {
@@ -555,15 +556,21 @@ class RealStore {
     return std::move(*w);
   }
   // Another client of the same master (its own channel).
-  std::unique_ptr<TestClient> NewClient() {
+  std::unique_ptr<TestClient> NewClient(ClientOptions o = {}) {
     extra_channels_.push_back(std::make_unique<Channel>(inproc_.get()));
-    auto c = TestClient::Create({}, extra_channels_.back().get());
+    auto c = TestClient::Create(o, extra_channels_.back().get());
     EXPECT_TRUE(c.ok()) << c.status();
     return std::move(*c);
   }
   master::Master<>& master() { return *master_; }
   TestWorker& worker() { return *worker_; }
   uint64_t prefix_queries() const { return channel_->calls(rpc::PrefixQueryMethod::kId); }
+  // Calls of method `id` over every extra client's channel.
+  uint64_t extra_calls(uint16_t id) const {
+    uint64_t n = 0;
+    for (const auto& ch : extra_channels_) n += ch->calls(id);
+    return n;
+  }
   uint64_t get_replicas() const { return channel_->calls(rpc::GetReplicasMethod::kId); }
 
  private:
@@ -855,6 +862,35 @@ TEST(ClientReplace, GetSizeFollowsAReplace) {
   ASSERT_TRUE(c.Put("k", Value(300, 'b'), {.replace = true}).ok());
   EXPECT_EQ(*c.GetSize("k"), 300u);
   EXPECT_EQ(c.GetSize("k", "known").status().code(), absl::StatusCode::kNotFound);
+}
+
+// A worker that dies without unmounting stays a placement candidate until
+// the master expires it; a put that lands there goes again elsewhere, and
+// the client leaves that segment out of its next puts.
+TEST(ClientPlacement, PutAfterAWorkerDiesGoesToAnotherSegmentAndSkipsItAfterwards) {
+  RealStore s;
+  worker::WorkerOptions wo;
+  wo.segment_bytes = 1 << 20;
+  wo.segment_name = "doomed";
+  auto doomed = s.AddWorker(wo);
+  const uint64_t doomed_id = doomed->segments()[0].master_segment_id;
+  auto c = s.NewClient(NoShm());
+  const PutOptions to_doomed{.preferred_segment_names = {"doomed"}};
+  ASSERT_TRUE(c->Put("warm", Value(100, 'w'), to_doomed).ok());  // it knows the segment
+  doomed->Abandon();
+  ASSERT_TRUE(c->Put("k1", Value(3000, 'a'), to_doomed).ok());
+  EXPECT_EQ(s.extra_calls(rpc::PutRevokeMethod::kId), 1u) << "one failed round, then elsewhere";
+  ASSERT_TRUE(c->Put("k2", Value(3000, 'b'), to_doomed).ok());
+  EXPECT_EQ(s.extra_calls(rpc::PutRevokeMethod::kId), 1u) << "the dead segment is left out now";
+  for (const char* key : {"k1", "k2"}) {
+    store::proto::GetReplicasRequest g;
+    g.set_key(key);
+    auto r = s.master().GetReplicas(g);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_NE(r->replicas(0).segment_id(), doomed_id) << key;
+  }
+  EXPECT_EQ(*c->Get("k1"), Value(3000, 'a'));
+  EXPECT_EQ(*c->Get("k2"), Value(3000, 'b'));
 }
 
 }  // namespace

@@ -48,13 +48,8 @@ def stop(proc):
 
 def start_master(lease_ttl_ms=LEASE_TTL_MS):
     port = free_port()
-    exe = os.path.join(BIN_DIR, "mooncake_master")
-    if os.path.exists(exe):
-        cmd = [exe, f"--port={port}", f"--default_kv_lease_ttl={lease_ttl_ms}",
-               f"--metrics_port={free_port()}"]
-    else:  # the reference binary in its master role
-        cmd = [os.path.join(BIN_DIR, "mooncake_store"), "--role=master",
-               f"--listen=127.0.0.1:{port}", "--http=127.0.0.1:0", "--demo=false"]
+    cmd = [os.path.join(BIN_DIR, "mooncake_master"), f"--port={port}",
+           f"--default_kv_lease_ttl={lease_ttl_ms}", f"--metrics_port={free_port()}"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     wait_port(port, proc)
     return proc, f"127.0.0.1:{port}"

@@ -51,6 +51,13 @@ struct ClientOptions {
   // offloading older objects to SSD (PutStartResponse.retry), with the same
   // backoff; then RESOURCE_EXHAUSTED.
   int64_t ssd_put_wait_ms = 5'000;
+  // A put whose every replica write failed (a worker died and the master has
+  // not expired it yet) is tried again, up to put_attempts rounds in all, on
+  // other segments; segments whose writes failed are left out of this
+  // client's puts for suspect_segment_ms (the master's default heartbeat
+  // timeout), so one dead worker costs one failed write, not one per put.
+  int put_attempts = 3;
+  int64_t suspect_segment_ms = 10'000;
   uint64_t max_object_bytes = uint64_t{1} << 32;  // larger puts: INVALID_ARGUMENT here
   size_t max_open_segments = 4096;
   Clock* clock = &MonotonicClock::Get();  // must outlive the client

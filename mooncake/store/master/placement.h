@@ -54,8 +54,15 @@ struct PlacementRequest {
   uint64_t preferred_segment_id = 0;                          // 0: none
   std::span<const std::string_view> preferred_segment_names;  // the first replica's, in order
   std::string_view client_host_id;                            // empty: unknown
+  std::span<const uint64_t> excluded_segment_ids;             // never used
   uint64_t seed = 0;                                          // kRandom's order
 };
+
+// O(excluded): bounded by rpc::kMaxExcludedSegments.
+inline bool Excluded(const PlacementRequest& req, uint64_t segment_id) {
+  return std::find(req.excluded_segment_ids.begin(), req.excluded_segment_ids.end(), segment_id) !=
+         req.excluded_segment_ids.end();
+}
 
 // Indexes into `segments`, best first. Segments smaller than the object are
 // left out.
@@ -65,7 +72,9 @@ inline std::vector<size_t> OrderCandidates(std::span<const SegmentView> segments
   std::vector<size_t> order;
   order.reserve(segments.size());
   for (size_t i = 0; i < segments.size(); ++i) {
-    if (segments[i].capacity_bytes >= req.size_bytes) order.push_back(i);
+    if (segments[i].capacity_bytes >= req.size_bytes && !Excluded(req, segments[i].id)) {
+      order.push_back(i);
+    }
   }
   auto load = [&](size_t i) {
     const SegmentView& s = segments[i];
@@ -97,11 +106,13 @@ inline std::vector<size_t> OrderCandidates(std::span<const SegmentView> segments
   return order;
 }
 
-// Distinct workers owning at least one segment that could hold the object.
-inline size_t WorkersThatFit(std::span<const SegmentView> segments, uint64_t size_bytes) {
+// Distinct workers owning at least one segment, not excluded, that could hold the object.
+inline size_t WorkersThatFit(std::span<const SegmentView> segments, const PlacementRequest& req) {
   absl::flat_hash_set<std::string_view> workers;
   for (const SegmentView& s : segments) {
-    if (s.capacity_bytes >= size_bytes) workers.insert(std::string_view(s.worker_id));
+    if (s.capacity_bytes >= req.size_bytes && !Excluded(req, s.id)) {
+      workers.insert(std::string_view(s.worker_id));
+    }
   }
   return workers.size();
 }
@@ -119,7 +130,7 @@ absl::StatusOr<std::vector<Replica>> PlaceReplicas(SegmentPool<A>& pool,
   if (segments.empty()) {
     return absl::UnavailableError("no segment is mounted: start a worker first");
   }
-  if (const size_t fit = WorkersThatFit(segments, req.size_bytes); fit < req.replica_count) {
+  if (const size_t fit = WorkersThatFit(segments, req); fit < req.replica_count) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot place ", req.replica_count, " replicas of ", req.size_bytes, " bytes: only ", fit,
         " worker(s) have a segment that large (replicas go to distinct workers)"));

@@ -33,6 +33,22 @@ TEST(PlacementTest, PreferredSegmentGoesFirst) {
   EXPECT_EQ(order.front(), 0u);
 }
 
+TEST(PlacementTest, ExcludedSegmentsAreNeverCandidates) {
+  const auto segs = Segs();
+  const uint64_t excluded[] = {2, 3};
+  for (PlacementStrategy strategy : {PlacementStrategy::kLeastLoaded, PlacementStrategy::kRandom,
+                                     PlacementStrategy::kClientLocalFirst}) {
+    auto order = OrderCandidates(segs,
+                                 {.size_bytes = 100,
+                                  .preferred_segment_id = 2,
+                                  .client_host_id = "ha",
+                                  .excluded_segment_ids = excluded},
+                                 strategy);
+    EXPECT_EQ(order, (std::vector<size_t>{0}));
+  }
+  EXPECT_EQ(WorkersThatFit(segs, {.size_bytes = 100, .excluded_segment_ids = excluded}), 1u);
+}
+
 TEST(PlacementTest, RandomIsSeededAndSpreads) {
   const auto segs = Segs();
   std::set<size_t> firsts;

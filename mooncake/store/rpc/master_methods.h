@@ -36,6 +36,8 @@ inline constexpr size_t kMaxTierTasks = 4096;
 inline constexpr size_t kRemoveAllObjectsPerCall = 65536;
 // PutOptions.preferred_segment_names per put.
 inline constexpr size_t kMaxPreferredSegmentNames = 64;
+// PutOptions.excluded_segment_ids per put.
+inline constexpr size_t kMaxExcludedSegments = 64;
 
 #define MOONCAKE_MASTER_METHOD_(Type, Id, Name)                              \
   struct Type##Method {                                                      \

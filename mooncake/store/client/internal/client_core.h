@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -106,10 +107,11 @@ inline absl::Status CheckClientOptions(const client::ClientOptions& o) {
     return absl::InvalidArgumentError("ClientOptions: enable at least one transport");
   }
   if (o.rpc_timeout_ms <= 0 || o.transfer_timeout_ms <= 0 || o.lease_margin_ms < 0 ||
-      o.cache_max_entries == 0 || o.max_object_bytes == 0 || o.clock == nullptr) {
+      o.cache_max_entries == 0 || o.max_object_bytes == 0 || o.clock == nullptr ||
+      o.put_attempts < 1 || o.put_attempts > 16 || o.suspect_segment_ms < 0) {
     return absl::InvalidArgumentError(
         "ClientOptions: timeouts, cache_max_entries and max_object_bytes must be > 0, "
-        "lease_margin_ms >= 0, clock set");
+        "put_attempts in 1..16, lease_margin_ms and suspect_segment_ms >= 0, clock set");
   }
   if (o.use_tcp) return transport::TcpTransport::CheckOptions(TcpOptionsFor(o));
   return absl::OkStatus();
@@ -329,6 +331,15 @@ class ClientCore {
   std::vector<absl::Status> WriteAll(std::span<const client::PutItem> items,
                                      const std::vector<absl::StatusOr<proto::PutStartResponse>>& s,
                                      std::vector<std::vector<uint64_t>>* failed_segments);
+  // One round of PutMany; (*dead)[i]: item i failed because every replica
+  // write failed (worth another round on other segments).
+  std::vector<absl::Status> PutRound(std::span<const client::PutItem> items,
+                                     const client::PutOptions& o, std::vector<bool>* dead);
+  // Segments whose writes failed lately: left out of this client's puts for
+  // ClientOptions::suspect_segment_ms (a dead worker stays mounted at the
+  // master until its heartbeats time out).
+  void MarkSuspect(std::span<const uint64_t> segment_ids);
+  std::vector<uint64_t> SuspectSegments();
 
   const client::ClientOptions options_;
   C* const channel_;
@@ -337,6 +348,10 @@ class ClientCore {
   client::MetadataCache cache_;
   BufferRegistry buffers_;
   AtomicStats stats_;
+  absl::Mutex suspect_mu_;
+  // segment id -> NowNs() until which puts leave it out; at most
+  // rpc::kMaxExcludedSegments entries.
+  absl::flat_hash_map<uint64_t, int64_t> suspect_until_ns_ ABSL_GUARDED_BY(suspect_mu_);
 };
 
 }  // namespace mooncake::client_internal

@@ -83,9 +83,63 @@ void ClientCore<C>::RetryTierBusy(const std::vector<proto::PutStartRequest>& req
 }
 
 template <rpc::RpcChannel C>
+void ClientCore<C>::MarkSuspect(std::span<const uint64_t> segment_ids) {
+  if (segment_ids.empty()) return;
+  const int64_t until = NowNs() + options_.suspect_segment_ms * 1'000'000;
+  absl::MutexLock lock(&suspect_mu_);
+  for (uint64_t id : segment_ids) {
+    if (suspect_until_ns_.size() >= rpc::kMaxExcludedSegments && !suspect_until_ns_.contains(id)) {
+      break;  // bounded: the master still places around the rest as it would anyway
+    }
+    suspect_until_ns_[id] = until;
+  }
+}
+
+template <rpc::RpcChannel C>
+std::vector<uint64_t> ClientCore<C>::SuspectSegments() {
+  const int64_t now = NowNs();
+  std::vector<uint64_t> out;
+  absl::MutexLock lock(&suspect_mu_);
+  for (auto it = suspect_until_ns_.begin(); it != suspect_until_ns_.end();) {
+    if (it->second <= now) {
+      suspect_until_ns_.erase(it++);
+    } else {
+      out.push_back(it->first);
+      ++it;
+    }
+  }
+  MC_ASSERT(out.size() <= rpc::kMaxExcludedSegments, "MarkSuspect bounds the set");
+  return out;
+}
+
+template <rpc::RpcChannel C>
 std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem> items,
                                                  const client::PutOptions& o) {
+  std::vector<absl::Status> st(items.size());
+  std::vector<size_t> todo(items.size());
+  for (size_t i = 0; i < items.size(); ++i) todo[i] = i;
+  for (int round = 1; !todo.empty(); ++round) {
+    std::vector<client::PutItem> batch;
+    batch.reserve(todo.size());
+    for (size_t i : todo) batch.push_back(items[i]);
+    std::vector<bool> dead(todo.size(), false);
+    std::vector<absl::Status> r = PutRound(batch, o, &dead);
+    std::vector<size_t> again;
+    for (size_t k = 0; k < todo.size(); ++k) {
+      st[todo[k]] = std::move(r[k]);
+      if (dead[k] && round < options_.put_attempts) again.push_back(todo[k]);
+    }
+    todo = std::move(again);
+  }
+  return st;
+}
+
+template <rpc::RpcChannel C>
+std::vector<absl::Status> ClientCore<C>::PutRound(std::span<const client::PutItem> items,
+                                                  const client::PutOptions& o,
+                                                  std::vector<bool>* dead) {
   const std::string tenant = Tenant(o.tenant);
+  const std::vector<uint64_t> suspects = SuspectSegments();
   std::vector<absl::Status> st(items.size());
   std::vector<proto::PutStartRequest> reqs;
   std::vector<size_t> who;
@@ -119,6 +173,7 @@ std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem
     for (const std::string& name : o.preferred_segment_names) {
       r.mutable_options()->add_preferred_segment_names(name);
     }
+    for (uint64_t id : suspects) r.mutable_options()->add_excluded_segment_ids(id);
     if (o.tensor != nullptr) *r.mutable_tensor() = *o.tensor;
     r.set_client_id(options_.client_id);
     r.set_client_host_id(options_.host_id);
@@ -130,6 +185,7 @@ std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem
   RetryTierBusy(reqs, &starts);
   std::vector<std::vector<uint64_t>> failed(who.size());
   const std::vector<absl::Status> write_errors = WriteAll(started, starts, &failed);
+  for (const std::vector<uint64_t>& f : failed) MarkSuspect(f);
   std::vector<proto::PutEndRequest> ends;
   std::vector<proto::PutRevokeRequest> revokes;
   std::vector<size_t> end_who;
@@ -147,6 +203,7 @@ std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem
                            absl::StrCat("every replica write failed (worker gone?); put revoked: ",
                                         write_errors[j].message())),
                        "Put", items[i].key);
+      (*dead)[i] = true;
       continue;
     }
     proto::PutEndRequest& r = ends.emplace_back();

@@ -231,6 +231,11 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
     return absl::InvalidArgumentError(absl::StrCat(
         "replica_count ", replicas, " exceeds the limit of ", s.options.max_replica_count));
   }
+  if (static_cast<size_t>(po.excluded_segment_ids_size()) > rpc::kMaxExcludedSegments) {
+    return absl::InvalidArgumentError(absl::StrCat(po.excluded_segment_ids_size(),
+                                                   " excluded segments exceed the limit of ",
+                                                   rpc::kMaxExcludedSegments));
+  }
   if (static_cast<size_t>(po.preferred_segment_names_size()) > rpc::kMaxPreferredSegmentNames) {
     return absl::InvalidArgumentError(absl::StrCat(po.preferred_segment_names_size(),
                                                    " preferred segment names exceed the limit of ",
@@ -262,12 +267,15 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
   s.put_deadlines.Push(now + s.options.put_timeout_ms * kNsPerMs, put_id, slot);
   const std::vector<std::string_view> names(po.preferred_segment_names().begin(),
                                             po.preferred_segment_names().end());
+  const std::vector<uint64_t> excluded(po.excluded_segment_ids().begin(),
+                                       po.excluded_segment_ids().end());
   const master::PlacementRequest preq{.size_bytes = req.size_bytes(),
                                       .replica_count = replicas,
                                       .alignment_bytes = s.options.alignment_bytes,
                                       .preferred_segment_id = po.preferred_segment_id(),
                                       .preferred_segment_names = names,
                                       .client_host_id = req.client_host_id(),
+                                      .excluded_segment_ids = excluded,
                                       .seed = put_id};
   PlaceOutcome outcome;
   absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq, budget, &outcome);

@@ -5,11 +5,14 @@
 //   cpp_batch_get_benchmark --master=HOST:PORT --prefix=P --count=N --bytes=B
 //       --seconds=S
 // Reads keys P0..P(N-1) (each B bytes) as one batch, repeatedly, for S
-// seconds; prints "batches=... seconds=... gbps=..." on one line.
+// seconds, from --threads threads; prints "batches=... seconds=... gbps=..."
+// on one line.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -21,6 +24,7 @@ ABSL_FLAG(std::string, prefix, "bench", "key prefix");
 ABSL_FLAG(int32_t, count, 64, "keys per batch");
 ABSL_FLAG(int64_t, bytes, 256 << 10, "bytes per value");
 ABSL_FLAG(double, seconds, 2.0, "how long to read");
+ABSL_FLAG(int32_t, threads, 1, "threads, each reading the batch into its own buffer");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -36,36 +40,46 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int n = absl::GetFlag(FLAGS_count);
+  const int threads = absl::GetFlag(FLAGS_threads);
   const uint64_t bytes = static_cast<uint64_t>(absl::GetFlag(FLAGS_bytes));
-  std::vector<char> buffer(n * bytes);
-  const uintptr_t base = reinterpret_cast<uintptr_t>(buffer.data());
-  if (store.RegisterBuffer(base, buffer.size()) != 0) return 1;
   std::vector<std::string> keys;
-  std::vector<std::string_view> views;
-  std::vector<uintptr_t> ptrs;
-  std::vector<uint64_t> sizes(n, bytes);
   for (int i = 0; i < n; ++i) keys.push_back(absl::GetFlag(FLAGS_prefix) + std::to_string(i));
-  for (int i = 0; i < n; ++i) {
-    views.push_back(keys[i]);
-    ptrs.push_back(base + i * bytes);
-  }
+  const std::vector<std::string_view> views(keys.begin(), keys.end());
+  const std::vector<uint64_t> sizes(n, bytes);
   using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
   const double limit = absl::GetFlag(FLAGS_seconds);
-  int64_t batches = 0;
-  double elapsed = 0;
-  do {
-    for (int64_t r : store.BatchGetInto(views, ptrs, sizes)) {
-      if (r != static_cast<int64_t>(bytes)) {
-        std::fprintf(stderr, "read returned %lld\n", static_cast<long long>(r));
-        return 1;
+  std::atomic<int64_t> batches{0};
+  std::atomic<bool> failed{false};
+  const auto start = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      std::vector<char> buffer(n * bytes);
+      const uintptr_t base = reinterpret_cast<uintptr_t>(buffer.data());
+      if (store.RegisterBuffer(base, buffer.size()) != 0) {
+        failed = true;
+        return;
       }
-    }
-    ++batches;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-  } while (elapsed < limit);
-  std::printf("batches=%lld seconds=%.3f gbps=%.4f\n", static_cast<long long>(batches), elapsed,
-              static_cast<double>(batches) * n * bytes / elapsed / 1e9);
+      std::vector<uintptr_t> ptrs;
+      for (int i = 0; i < n; ++i) ptrs.push_back(base + i * bytes);
+      while (std::chrono::duration<double>(Clock::now() - start).count() < limit) {
+        for (int64_t r : store.BatchGetInto(views, ptrs, sizes)) {
+          if (r != static_cast<int64_t>(bytes)) {
+            std::fprintf(stderr, "read returned %lld\n", static_cast<long long>(r));
+            failed = true;
+            return;
+          }
+        }
+        batches.fetch_add(1, std::memory_order_relaxed);
+      }
+      store.UnregisterBuffer(base);
+    });
+  }
+  for (std::thread& t : pool) t.join();
+  if (failed) return 1;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("batches=%lld seconds=%.3f gbps=%.4f\n", static_cast<long long>(batches.load()),
+              elapsed, static_cast<double>(batches.load()) * n * bytes / elapsed / 1e9);
   store.Close();
   return 0;
 }

@@ -68,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "mooncake/alloc/locked_allocator.h"
 #include "mooncake/alloc/tlsf_allocator.h"
@@ -707,9 +708,28 @@ class DistributedStore {
     return ch;
   }
 
-  static client::ClientOptions MakeClientOptions() {
+  // MOONCAKE_TRANSPORTS (ours, not Mooncake's): a comma list of the paths
+  // the client may use, of "local", "shm" and "tcp" (default: all; the
+  // router picks the best per segment). "tcp" alone measures the network path
+  // between processes on one host.
+  static absl::StatusOr<client::ClientOptions> MakeClientOptions() {
     client::ClientOptions o;
     o.rpc_timeout_ms = kRpcTimeoutMs;
+    const char* env = std::getenv("MOONCAKE_TRANSPORTS");
+    if (env == nullptr || *env == '\0') return o;
+    o.use_local = o.use_shm = o.use_tcp = false;
+    for (absl::string_view t : absl::StrSplit(env, ',')) {
+      if (t == "local") {
+        o.use_local = true;
+      } else if (t == "shm") {
+        o.use_shm = true;
+      } else if (t == "tcp") {
+        o.use_tcp = true;
+      } else {
+        return absl::InvalidArgumentError(
+            absl::StrCat("MOONCAKE_TRANSPORTS: '", t, "' is not local, shm or tcp"));
+      }
+    }
     return o;
   }
 
@@ -764,7 +784,8 @@ class DistributedStore {
     } else {
       s->hostname = JoinHostPort(host, port);
     }
-    ASSIGN_OR_RETURN(s->client, ClientT::Create(MakeClientOptions(), s->channel.get()));
+    ASSIGN_OR_RETURN(client::ClientOptions co, MakeClientOptions());
+    ASSIGN_OR_RETURN(s->client, ClientT::Create(co, s->channel.get()));
     RETURN_IF_ERROR(MapStaging(*s, c.local_buffer_size));
     if (s->staging != nullptr) {
       RETURN_IF_ERROR(s->client->RegisterBuffer(s->staging, s->staging_bytes));
@@ -794,7 +815,7 @@ class DistributedStore {
                                                      info.segment_bytes(), " bytes"));
     }
     ASSIGN_OR_RETURN(s->channel, ConnectMaster(info.master_address()));
-    client::ClientOptions co = MakeClientOptions();
+    ASSIGN_OR_RETURN(client::ClientOptions co, MakeClientOptions());
     ASSIGN_OR_RETURN(s->client, ClientT::Create(co, s->channel.get()));
     s->hostname = info.segment_name();
     s->default_segments = {info.segment_name()};

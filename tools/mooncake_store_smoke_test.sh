@@ -243,7 +243,20 @@ for _ in $(seq 50); do
 done
 out=$mout
 grep -qE "^${ts}event: worker joined: .*\(1 segments?\)" "$mout" || fail "master: no worker-joined event"
+# SIGSTOP takes effect asynchronously: until every thread of the master has
+# stopped, one already running (say, woken by the worker's request) can still
+# answer the unmount. Signal the worker only once the whole master is stopped.
+master_stopped() {
+  local f s
+  for f in /proc/"$master_pid"/task/*/stat; do
+    s=$(<"$f") 2>/dev/null || return 1
+    s=${s##*) }
+    [[ ${s%% *} == T ]] || return 1
+  done
+}
 kill -STOP "$master_pid"
+for _ in $(seq 100); do master_stopped && break; sleep 0.01; done
+master_stopped || { kill -CONT "$master_pid"; fail "master not stopped 1 s after SIGSTOP"; }
 kill -TERM "$worker_pid"
 sleep 0.5
 kill -0 "$worker_pid" 2>/dev/null || {

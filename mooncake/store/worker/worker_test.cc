@@ -8,11 +8,16 @@
 #include <memory>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/store/client/testing/fake_master.h"
 #include "mooncake/store/rpc/inproc_channel.h"
 #include "mooncake/store/rpc/service.h"
+#include "mooncake/store/rpc/tcp_channel.h"
+#include "mooncake/store/rpc/tcp_server.h"
 #include "mooncake/store/worker/segment_directory.h"
 #include "mooncake/transport/router.h"
 #include "mooncake/transport/shm_transport.h"
@@ -156,6 +161,41 @@ TEST(Worker, ShutdownUnmounts) {
   EXPECT_TRUE((*w)->Shutdown().ok()) << "idempotent";
   EXPECT_EQ(env.master.calls(rpc::UnmountSegmentMethod::kId), 2u);
   EXPECT_EQ((*w)->HeartbeatOnce().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// A master that stops answering (the smoke test SIGSTOPs one) holds the
+// unmount: Shutdown waits for the call's deadline and reports it, instead of
+// returning early as if the segment were unmounted.
+TEST(Worker, ShutdownWaitsForAnUnmountTheMasterDoesNotAnswer) {
+  FakeClock clock;
+  FakeMaster master({}, &clock);
+  absl::Notification answer_unmounts;
+  rpc::ServiceRegistry registry;
+  ASSERT_TRUE(registry
+                  .Register<rpc::MountSegmentMethod>(
+                      [&](const proto::MountSegmentRequest& r) { return master.MountSegment(r); })
+                  .ok());
+  ASSERT_TRUE(registry
+                  .Register<rpc::UnmountSegmentMethod>([&](const proto::UnmountSegmentRequest& r) {
+                    answer_unmounts.WaitForNotification();  // silent until the test ends
+                    return master.UnmountSegment(r);
+                  })
+                  .ok());
+  rpc::RpcServer server(&registry, {});
+  ASSERT_TRUE(server.Start().ok());
+  auto channel = rpc::TcpChannel::Connect(server.address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  WorkerOptions o = Small(1);
+  o.rpc_timeout_ms = 300;
+  auto w = Worker<rpc::TcpChannel>::Start(o, channel->get());
+  ASSERT_TRUE(w.ok()) << w.status();
+
+  const absl::Time start = absl::Now();
+  const absl::Status s = (*w)->Shutdown();
+  const absl::Duration took = absl::Now() - start;
+  answer_unmounts.Notify();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_GE(took, absl::Milliseconds(300)) << "returned before the unmount's deadline";
 }
 
 TEST(Worker, RejectsBadOptions) {

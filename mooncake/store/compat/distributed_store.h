@@ -299,16 +299,7 @@ class DistributedStore {
     if (!keys.empty()) {
       c = WithSessionV(keys.size(), [&](Session& s) {
         std::vector<int> cc(keys.size(), kOk);
-        std::vector<std::string_view> valid;
-        std::vector<size_t> index;
-        for (size_t i = 0; i < keys.size(); ++i) {
-          if (int k = CheckKey(keys[i]); k != kOk) {
-            cc[i] = k;
-          } else {
-            valid.push_back(keys[i]);
-            index.push_back(i);
-          }
-        }
+        const auto [valid, index] = ValidKeys(keys, &cc);
         auto got = s.client->BatchGet(valid);
         for (size_t j = 0; j < valid.size(); ++j) {
           if (got[j].ok()) {
@@ -453,16 +444,7 @@ class DistributedStore {
     if (keys.empty()) return {};
     return WithSessionV(keys.size(), [&](Session& s) {
       std::vector<int> out(keys.size(), 0);
-      std::vector<std::string_view> valid;
-      std::vector<size_t> index;
-      for (size_t i = 0; i < keys.size(); ++i) {
-        if (int k = CheckKey(keys[i]); k != kOk) {
-          out[i] = k;
-        } else {
-          valid.push_back(keys[i]);
-          index.push_back(i);
-        }
-      }
+      const auto [valid, index] = ValidKeys(keys, &out);
       if (valid.empty()) return out;
       auto r = s.client->BatchExists(valid);
       for (size_t j = 0; j < valid.size(); ++j) {
@@ -489,16 +471,7 @@ class DistributedStore {
     if (keys.empty()) return {};
     return WithSessionV(keys.size(), [&](Session& s) {
       std::vector<int> out(keys.size(), kOk);
-      std::vector<std::string_view> valid;
-      std::vector<size_t> index;
-      for (size_t i = 0; i < keys.size(); ++i) {
-        if (int k = CheckKey(keys[i]); k != kOk) {
-          out[i] = k;
-        } else {
-          valid.push_back(keys[i]);
-          index.push_back(i);
-        }
-      }
+      const auto [valid, index] = ValidKeys(keys, &out);
       client::RemoveOptions o;
       o.force = force;
       o.refuse_if_leased = !force;
@@ -547,6 +520,24 @@ class DistributedStore {
   static int CheckKey(std::string_view key) {
     if (key.empty() || key.size() > rpc::kMaxKeyBytes || key.front() == '\0') return kInvalidKey;
     return kOk;
+  }
+
+  // The keys that pass CheckKey and their positions in `keys`; (*codes)[i]
+  // is set to kInvalidKey for the others.
+  template <typename Code>
+  static std::pair<std::vector<std::string_view>, std::vector<size_t>> ValidKeys(
+      std::span<const std::string_view> keys, std::vector<Code>* codes) {
+    MC_ASSERT(codes->size() == keys.size(), "one code per key");
+    std::pair<std::vector<std::string_view>, std::vector<size_t>> out;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (int k = CheckKey(keys[i]); k != kOk) {
+        (*codes)[i] = k;
+      } else {
+        out.first.push_back(keys[i]);
+        out.second.push_back(i);
+      }
+    }
+    return out;
   }
 
   // A put of a key that is already stored keeps it and reports success.

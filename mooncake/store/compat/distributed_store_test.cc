@@ -1,0 +1,133 @@
+#include "mooncake/store/compat/distributed_store.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "mooncake/store/node/store_node.h"
+#include "mooncake/store/node/testing/node_testing.h"
+
+namespace mooncake::compat {
+namespace {
+
+// A real master on a free loopback port; the stores under test contribute
+// the segments.
+class DistributedStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto m = node::StoreNode::Start(node_testing::TestNodeOptions(node::Role::kMaster));
+    ASSERT_TRUE(m.ok()) << m.status();
+    master_ = std::move(*m);
+  }
+  StoreConfig Config(uint64_t segment = 16 << 20, uint64_t buffer = 4 << 20) const {
+    StoreConfig c;
+    c.local_hostname = "127.0.0.1";
+    c.global_segment_size = segment;
+    c.local_buffer_size = buffer;
+    c.master_server_addr = master_->rpc_address();
+    return c;
+  }
+  std::unique_ptr<node::StoreNode> master_;
+};
+
+TEST_F(DistributedStoreTest, PutGetAndMooncakesCodes) {
+  DistributedStore s;
+  ASSERT_EQ(s.Setup(Config()), kOk) << s.last_error();
+  EXPECT_EQ(s.Setup(Config()), kInvalidParams) << "a second setup without close";
+  EXPECT_EQ(s.Put("k", "first", {}), kOk);
+  EXPECT_EQ(s.Put("k", "second", {}), kOk) << "an existing key is kept and reported as success";
+  EXPECT_EQ(*s.Get("k"), "first");
+  EXPECT_EQ(s.Upsert("k", "third", {}), kOk);
+  EXPECT_EQ(*s.Get("k"), "third");
+  int code = 0;
+  EXPECT_FALSE(s.Get("absent", &code).has_value());
+  EXPECT_EQ(code, kObjectNotFound);
+  EXPECT_EQ(s.Put("", "x", {}), kInvalidKey);
+  EXPECT_EQ(s.Put(std::string(5000, 'k'), "x", {}), kInvalidKey);
+  EXPECT_EQ(s.Put("empty", "", {}), kInvalidParams);
+  EXPECT_EQ(s.IsExist("k"), 1);
+  EXPECT_EQ(s.IsExist("absent"), 0);
+  EXPECT_EQ(s.GetSize("k"), 5);
+  EXPECT_EQ(s.Remove("absent"), kObjectNotFound);
+  EXPECT_EQ(s.Remove("k"), kOk);
+  EXPECT_EQ(s.IsExist("k"), 0);
+  EXPECT_EQ(s.Close(), kOk);
+  EXPECT_EQ(s.Close(), kOk);
+  EXPECT_EQ(s.Put("k", "x", {}), kInternalError) << "closed";
+}
+
+TEST_F(DistributedStoreTest, StagingBufferBoundsPutsAndRegisteredBuffersDoNot) {
+  DistributedStore s;
+  ASSERT_EQ(s.Setup(Config(16 << 20, /*buffer=*/0)), kOk) << s.last_error();
+  EXPECT_EQ(s.Put("k", "value", {}), kBufferOverflow);
+  EXPECT_EQ(s.IsExist("k"), 0) << "a failed put leaves no object";
+  std::vector<char> region(1 << 20, 'r');
+  const uintptr_t base = reinterpret_cast<uintptr_t>(region.data());
+  EXPECT_EQ(s.PutFrom("k", base, 100, {}), kInvalidParams) << "not registered yet";
+  ASSERT_EQ(s.RegisterBuffer(base, region.size()), kOk);
+  EXPECT_EQ(s.RegisterBuffer(base + 10, 10), kInvalidParams) << "overlap";
+  EXPECT_EQ(s.PutFrom("k", base, 100, {}), kOk);
+  std::vector<char> out(1 << 20);
+  const uintptr_t dst = reinterpret_cast<uintptr_t>(out.data());
+  ASSERT_EQ(s.RegisterBuffer(dst, out.size()), kOk);
+  EXPECT_EQ(s.GetInto("k", dst, out.size()), 100);
+  EXPECT_EQ(std::string(out.data(), 100), std::string(100, 'r'));
+  EXPECT_EQ(s.GetInto("k", dst, 10), kBufferOverflow);
+  EXPECT_EQ(s.GetInto("k", dst + out.size() - 5, 50), kInvalidParams) << "past the buffer";
+  EXPECT_EQ(s.UnregisterBuffer(dst + 1), kInvalidParams);
+  EXPECT_EQ(s.UnregisterBuffer(dst), kOk);
+}
+
+TEST_F(DistributedStoreTest, BatchesRangesAndRemoval) {
+  DistributedStore s;
+  ASSERT_EQ(s.Setup(Config()), kOk) << s.last_error();
+  const std::vector<std::string_view> keys = {"a1", "a2", "b1"};
+  const std::vector<std::string_view> values = {"alpha-one", "alpha-two", "beta-one"};
+  EXPECT_EQ(s.PutBatch(keys, values, {}), kOk);
+  EXPECT_EQ(s.PutBatch(keys, std::span(values).first(2), {}), kInvalidParams);
+  EXPECT_EQ(s.BatchIsExist(std::vector<std::string_view>{"a1", "zz", ""}),
+            (std::vector<int>{1, 0, kInvalidKey}));
+  std::vector<char> buf(64, 0);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(buf.data());
+  ASSERT_EQ(s.RegisterBuffer(base, buf.size()), kOk);
+  std::vector<BufferRanges> ranges(1);
+  ranges[0].buffer = base;
+  ranges[0].keys = {{"a1", {0, 10}, {0, 6}, {5, 3}}, {"b1", {60}, {0}, {8}}};
+  auto r = s.GetIntoRanges(ranges);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0][0], (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(r[0][1], (std::vector<int64_t>{kInvalidParams})) << "past the registered buffer";
+  EXPECT_EQ(std::string(buf.data(), 5), "alpha");
+  EXPECT_EQ(std::string(buf.data() + 10, 3), "one");
+  EXPECT_EQ(s.RemoveByRegex("a.*"), 2);
+  EXPECT_EQ(s.RemoveByRegex("("), kInvalidParams);
+  EXPECT_EQ(s.RemoveAll(), 1);
+}
+
+TEST_F(DistributedStoreTest, ReplicasLandOnTwoClientsSegments) {
+  DistributedStore a, b;
+  ASSERT_EQ(a.Setup(Config()), kOk) << a.last_error();
+  ASSERT_EQ(b.Setup(Config()), kOk) << b.last_error();
+  EXPECT_NE(a.GetHostname(), b.GetHostname());
+  ReplicateConfig two;
+  two.replica_num = 2;
+  ASSERT_EQ(a.Put("k", std::string(10000, 'v'), two), kOk);
+  EXPECT_EQ(b.Close(), kOk);
+  EXPECT_EQ(*a.Get("k"), std::string(10000, 'v')) << "the other replica survives";
+  ReplicateConfig three;
+  three.replica_num = 3;
+  EXPECT_EQ(a.Put("k3", "x", three), kNoAvailableHandle) << "only one segment is left";
+}
+
+TEST(DistributedStore, MasterDownIsRpcFail) {
+  DistributedStore s;
+  StoreConfig c;
+  c.master_server_addr = "127.0.0.1:1";
+  EXPECT_EQ(s.Setup(c), kRpcFail);
+  EXPECT_FALSE(s.last_error().empty());
+  c.protocol = "rdma";
+  EXPECT_EQ(s.Setup(c), kInvalidParams);
+}
+
+}  // namespace
+}  // namespace mooncake::compat

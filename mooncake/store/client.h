@@ -40,8 +40,8 @@
 //                       replaced object changed meanwhile (retry)
 //
 // Blocks and prefix queries: a KV block is an object stored under
-// rpc::BlockObjectKey(block key) (0x00 'b' + the 16 bytes of the
-// mooncake/index block key), the key the master's PrefixQuery looks up.
+// rpc::BlockObjectKey(block key) (rpc/object_key.h: 0x00 'b' + the 16 bytes
+// of the mooncake/index block key), the key the master's PrefixQuery looks up.
 // MatchPrefix(chain) answers how many leading blocks of a chain are cached in
 // one RPC per rpc::kMaxChainBlocks blocks; GetPrefixInto(chain, buffers) also
 // reads that prefix into the caller's buffers, with the replicas from the same
@@ -96,6 +96,7 @@
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/rpc/object_key.h"
 #include "mooncake/transport/router.h"
 
 namespace mooncake::client {
@@ -169,7 +170,7 @@ class Client {
   }
 
   absl::StatusOr<bool> Exists(std::string_view key, std::string_view tenant = {}) {
-    RETURN_IF_ERROR(client_internal::ValidateObjectKey(key));
+    RETURN_IF_ERROR(rpc::ValidateObjectKey(key));
     store::proto::ExistsRequest req;
     req.set_key(std::string(key));
     req.set_tenant(core_->Tenant(tenant));
@@ -241,7 +242,7 @@ class Client {
       req.set_tenant(core_->Tenant(tenant));
       const size_t end = std::min(keys.size(), begin + rpc::kMaxBatchKeys);
       for (size_t i = begin; i < end; ++i) {
-        RETURN_IF_ERROR(client_internal::ValidateObjectKey(keys[i]));
+        RETURN_IF_ERROR(rpc::ValidateObjectKey(keys[i]));
         req.add_keys(std::string(keys[i]));
       }
       ASSIGN_OR_RETURN(auto resp, core_->template CallMaster<rpc::BatchExistsMethod>(req));

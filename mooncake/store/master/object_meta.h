@@ -1,7 +1,8 @@
 // The master's vocabulary: what it knows about one object, and the checks
-// every request's key, size and tenant pass before anything else happens.
+// every request's size and tenant pass before anything else happens (its key
+// passes rpc::ValidateObjectKey, rpc/object_key.h, first).
 //
-// An object is a key (1..kMaxKeyBytes bytes) naming `size_bytes` bytes held
+// An object is a key (1..rpc::kMaxKeyBytes bytes) naming `size_bytes` bytes held
 // as one or more replicas, each a range of a mounted segment on a distinct
 // worker. Its life:
 //
@@ -37,7 +38,7 @@
 #include "mooncake/alloc/allocator.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/store/rpc/master.pb.h"
-#include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/rpc/object_key.h"
 
 namespace mooncake::master {
 
@@ -143,15 +144,13 @@ class IdSource {
 
 // ---- Input validation ------------------------------------------------------
 
-// A block object key (rpc::BlockObjectKey): 0x00, 'b', 16 bytes.
-inline bool IsBlockObjectKey(std::string_view key) {
-  return key.size() == 18 && key[0] == '\0' && key[1] == 'b';
-}
-
 // Where a replacing put of `key` waits for its PutEnd: 0x00 'r' + key. No
-// request names such a key (ValidateObjectKey refuses it), so it never meets
-// a client's key; ShardKey puts it in `key`'s shard.
+// request names such a key (rpc::ValidateObjectKey refuses it), so it never
+// meets a client's key; ShardKey puts it in `key`'s shard.
 inline constexpr std::string_view kReplacementPrefix("\0r", 2);
+static_assert(kReplacementPrefix[0] == '\0' &&
+                  kReplacementPrefix[1] != rpc::kBlockObjectKeyPrefix[1],
+              "replacement keys must be keys no request may name");
 inline std::string ReplacementKey(std::string_view key) {
   std::string out(kReplacementPrefix);
   out.append(key);
@@ -161,17 +160,6 @@ inline bool IsReplacementKey(std::string_view key) { return key.starts_with(kRep
 // The part of a table key that chooses its shard: the client's key.
 inline std::string_view ShardKey(std::string_view key) {
   return IsReplacementKey(key) ? key.substr(kReplacementPrefix.size()) : key;
-}
-
-// Accepts user keys (rpc::ValidateUserKey) and well-formed block object keys.
-inline absl::Status ValidateObjectKey(std::string_view key) {
-  if (!key.empty() && key[0] == '\0') {
-    if (IsBlockObjectKey(key)) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat("object key starts with 0x00 but is not a block key (0x00 'b' + 16 bytes, ",
-                     "rpc::BlockObjectKey); got ", key.size(), " bytes"));
-  }
-  return rpc::ValidateUserKey(key);
 }
 
 inline absl::Status ValidateObjectSize(uint64_t size_bytes, uint64_t max_object_bytes) {

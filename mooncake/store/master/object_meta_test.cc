@@ -7,17 +7,6 @@
 namespace mooncake::master {
 namespace {
 
-TEST(ObjectMetaTest, KeyValidation) {
-  EXPECT_TRUE(ValidateObjectKey("user/key").ok());
-  EXPECT_TRUE(ValidateObjectKey(rpc::BlockObjectKey(Hash128{1, 2})).ok());
-  EXPECT_TRUE(absl::IsInvalidArgument(ValidateObjectKey("")));
-  EXPECT_TRUE(absl::IsInvalidArgument(ValidateObjectKey(std::string(rpc::kMaxKeyBytes + 1, 'a'))));
-  EXPECT_TRUE(ValidateObjectKey(std::string(rpc::kMaxKeyBytes, 'a')).ok());
-  // 0x00 prefix that is not a block key.
-  EXPECT_TRUE(absl::IsInvalidArgument(ValidateObjectKey(std::string("\0b", 2))));
-  EXPECT_TRUE(absl::IsInvalidArgument(ValidateObjectKey(std::string(18, '\0'))));
-}
-
 TEST(ObjectMetaTest, SizeValidation) {
   EXPECT_TRUE(absl::IsInvalidArgument(ValidateObjectSize(0, 100)));
   EXPECT_TRUE(absl::IsInvalidArgument(ValidateObjectSize(101, 100)));

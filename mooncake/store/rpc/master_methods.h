@@ -1,5 +1,6 @@
 // The master's RPC methods (master.proto) as RpcMethod types, and the limits
-// and key conventions every master implementation and caller shares.
+// every master implementation and caller shares. The keys requests name
+// follow object_key.h, included here for every speaker of these methods.
 //
 //   rpc::Call<GetReplicasMethod>(channel, request);      // caller
 //   registry.Register<GetReplicasMethod>(handler);        // master
@@ -10,20 +11,15 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <string_view>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "mooncake/base/hash.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/master.pb.h"
+#include "mooncake/store/rpc/object_key.h"
 
 namespace mooncake::rpc {
 
-// Object keys are 1..kMaxKeyBytes bytes; user keys must not start with 0x00
-// (reserved for block keys).
-inline constexpr size_t kMaxKeyBytes = 4096;
 // BatchExists keys and PrefixQuery chain blocks per call.
 inline constexpr size_t kMaxBatchKeys = 16384;
 inline constexpr size_t kMaxChainBlocks = 16384;
@@ -67,37 +63,10 @@ MOONCAKE_MASTER_METHOD_(RemoveAll, REMOVE_ALL, "RemoveAll");
 
 #undef MOONCAKE_MASTER_METHOD_
 
-// The object key of a block: 0x00, 'b', then low and high little-endian (18
-// bytes). Stable: it is what PrefixQuery looks up.
-inline std::string BlockObjectKey(const Hash128& block) {
-  std::string key(18, '\0');
-  key[1] = 'b';
-  for (int i = 0; i < 8; ++i) {
-    key[2 + i] = static_cast<char>(block.low >> (8 * i));
-    key[10 + i] = static_cast<char>(block.high >> (8 * i));
-  }
-  return key;
-}
-
 inline Hash128 FromProto(const store::proto::BlockKey& k) { return {k.low(), k.high()}; }
 inline void ToProto(const Hash128& h, store::proto::BlockKey* k) {
   k->set_low(h.low);
   k->set_high(h.high);
-}
-
-// Checks a key a client chose (not a block key). INVALID_ARGUMENT with the
-// reason otherwise.
-inline absl::Status ValidateUserKey(std::string_view key) {
-  if (key.empty()) return absl::InvalidArgumentError("empty object key");
-  if (key.size() > kMaxKeyBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("object key of ", key.size(), " bytes exceeds the limit of ", kMaxKeyBytes));
-  }
-  if (key[0] == '\0') {
-    return absl::InvalidArgumentError(
-        "object keys starting with byte 0x00 are reserved for block keys (BlockObjectKey)");
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace mooncake::rpc

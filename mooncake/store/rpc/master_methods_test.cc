@@ -26,23 +26,6 @@ TEST(MasterMethodsTest, IdsMatchTheProtoEnum) {
   EXPECT_EQ(proto::MasterMethodId_MAX, 16);
 }
 
-TEST(MasterMethodsTest, BlockObjectKeyLayout) {
-  const std::string key = BlockObjectKey({0x0807060504030201ULL, 0x100F0E0D0C0B0A09ULL});
-  ASSERT_EQ(key.size(), 18u);
-  EXPECT_EQ(key[0], '\0');
-  EXPECT_EQ(key[1], 'b');
-  for (int i = 0; i < 16; ++i) EXPECT_EQ(static_cast<uint8_t>(key[2 + i]), i + 1) << i;
-  EXPECT_FALSE(ValidateUserKey(key).ok());  // block keys are not user keys
-}
-
-TEST(MasterMethodsTest, ValidateUserKey) {
-  EXPECT_TRUE(ValidateUserKey("model/layer0/block7").ok());
-  EXPECT_EQ(ValidateUserKey("").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ValidateUserKey(std::string(kMaxKeyBytes + 1, 'k')).code(),
-            absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(ValidateUserKey(std::string(kMaxKeyBytes, 'k')).ok());
-}
-
 TEST(MasterMethodsTest, FullyPopulatedMessagesSurviveTheWire) {
   proto::PutStartRequest put;
   put.set_key("k");

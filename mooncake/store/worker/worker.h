@@ -10,9 +10,10 @@
 //   RETURN_IF_ERROR(worker->Shutdown());   // the destructor does it too
 //
 // The worker never sees puts or gets: clients write and read its segments
-// one-sidedly (transport.h) at offsets the master handed out. How a client
-// gets from the master's (worker id, segment id) to a transport segment is in
-// segment_directory.h.
+// one-sidedly (transport.h) at offsets the master handed out. A client gets
+// from the master's segment id to a transport segment through DescribeSegments
+// (client/segment_resolver.h); the worker id and the directory segment this
+// worker publishes follow rpc/worker_id.h and rpc/segment_directory_format.h.
 //
 // Remount. When a heartbeat answer says remount_required (the master expired
 // this worker or restarted), every replica the master knew here is gone. The
@@ -53,7 +54,8 @@
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/master_methods.h"
-#include "mooncake/store/worker/segment_directory.h"
+#include "mooncake/store/rpc/segment_directory_format.h"
+#include "mooncake/store/rpc/worker_id.h"
 #include "mooncake/store/worker/tier_agent.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/router.h"
@@ -65,7 +67,7 @@ namespace mooncake::worker {
 namespace proto = ::mooncake::store::proto;
 
 struct WorkerOptions {
-  size_t segment_count = 1;  // in [1, kDirectoryEntriesMax]
+  size_t segment_count = 1;  // in [1, rpc::kDirectoryEntriesMax]
   // The name the segments are mounted under (what PutOptions::
   // preferred_segment_names matches): segment 0 takes it as is, segment i > 0
   // takes name + "#" + i. Workers may share a name. "" = "seg-<i>-g<n>" (n:
@@ -240,9 +242,9 @@ class Worker {
   Worker(WorkerOptions options, C* channel) : options_(std::move(options)), channel_(channel) {}
 
   static absl::Status Validate(const WorkerOptions& o) {
-    if (o.segment_count == 0 || o.segment_count > kDirectoryEntriesMax) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("WorkerOptions.segment_count must be in [1, ", kDirectoryEntriesMax, "]"));
+    if (o.segment_count == 0 || o.segment_count > rpc::kDirectoryEntriesMax) {
+      return absl::InvalidArgumentError(absl::StrCat("WorkerOptions.segment_count must be in [1, ",
+                                                     rpc::kDirectoryEntriesMax, "]"));
     }
     if (o.segment_bytes == 0) {
       return absl::InvalidArgumentError("WorkerOptions.segment_bytes must be > 0");
@@ -303,13 +305,13 @@ class Worker {
 
   absl::Status Init() {
     RETURN_IF_ERROR(MakeRouter());
-    ASSIGN_OR_RETURN(auto directory, transport::SharedMemory::Create(kDirectoryBytes));
+    ASSIGN_OR_RETURN(auto directory, transport::SharedMemory::Create(rpc::kDirectoryBytes));
     directory_.emplace(std::move(directory));
     ASSIGN_OR_RETURN(const transport::SegmentDesc dir,
                      router_->RegisterMemory(directory_->data(), directory_->size(),
                                              transport::MemoryLocation::SharedMemory()));
     directory_id_ = dir.id;
-    worker_id_ = FormatWorkerId(router_->LocalEndpoint(), dir.id);
+    worker_id_ = rpc::FormatWorkerId(router_->LocalEndpoint(), dir.id);
     absl::MutexLock lock(&mu_);
     slots_.resize(options_.segment_count);
     for (size_t i = 0; i < slots_.size(); ++i) RETURN_IF_ERROR(FreshMemoryLocked(i));
@@ -377,15 +379,15 @@ class Worker {
 
   void WriteDirectoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!directory_.has_value()) return;  // Init failed before creating it
-    Directory d;
+    rpc::Directory d;
     d.generation = ++directory_generation_;
     for (const Slot& s : slots_) {
       if (s.master_segment_id != 0) {
         d.entries.push_back({s.master_segment_id, s.router_id, s.memory->size()});
       }
     }
-    EncodeDirectory(d, std::span<uint8_t, kDirectoryBytes>(
-                           static_cast<uint8_t*>(directory_->data()), kDirectoryBytes));
+    rpc::EncodeDirectory(d, std::span<uint8_t, rpc::kDirectoryBytes>(
+                                static_cast<uint8_t*>(directory_->data()), rpc::kDirectoryBytes));
   }
 
   absl::Status HeartbeatLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

@@ -15,16 +15,23 @@
 #include "mooncake/base/clock.h"
 #include "mooncake/store/client/testing/fake_master.h"
 #include "mooncake/store/rpc/inproc_channel.h"
+#include "mooncake/store/rpc/segment_directory_format.h"
 #include "mooncake/store/rpc/service.h"
 #include "mooncake/store/rpc/tcp_channel.h"
 #include "mooncake/store/rpc/tcp_server.h"
-#include "mooncake/store/worker/segment_directory.h"
+#include "mooncake/store/rpc/worker_id.h"
 #include "mooncake/transport/router.h"
 #include "mooncake/transport/shm_transport.h"
 #include "mooncake/transport/tcp_transport.h"
 
 namespace mooncake::worker {
 namespace {
+
+using rpc::DecodeDirectory;
+using rpc::Directory;
+using rpc::kDirectoryBytes;
+using rpc::kDirectoryEntriesMax;
+using rpc::ParseWorkerId;
 
 using store_testing::FakeMaster;
 

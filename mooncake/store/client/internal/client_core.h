@@ -39,7 +39,8 @@
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/master_methods.h"
-#include "mooncake/store/worker/segment_directory.h"
+#include "mooncake/store/rpc/object_key.h"
+#include "mooncake/store/rpc/worker_id.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/router.h"
 #include "mooncake/transport/shm_transport.h"
@@ -70,20 +71,9 @@ inline void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
   c.fetch_add(n, std::memory_order_relaxed);  // counters: no ordering needed
 }
 
-// The keys a client may name: user keys (rpc::ValidateUserKey) and well-formed
-// block object keys (rpc::BlockObjectKey: 0x00 'b' + 16 bytes), the same rule
-// the master applies, so blocks found by PrefixQuery can be put and read.
-inline absl::Status ValidateObjectKey(std::string_view key) {
-  constexpr size_t kBlockObjectKeyBytes = 18;
-  if (!key.empty() && key[0] == '\0') {
-    if (key.size() == kBlockObjectKeyBytes && key[1] == 'b') return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "object keys starting with byte 0x00 are reserved for block keys (0x00 'b' + 16 bytes, "
-        "rpc::BlockObjectKey; use Client::PutBlock/GetBlock); got ",
-        key.size(), " bytes"));
-  }
-  return rpc::ValidateUserKey(key);
-}
+// The keys a client may name are the keys the master accepts
+// (rpc/object_key.h), so blocks found by PrefixQuery can be put and read.
+using rpc::ValidateObjectKey;
 
 inline absl::Status Annotate(const absl::Status& s, std::string_view op, std::string_view key) {
   if (s.ok()) return s;

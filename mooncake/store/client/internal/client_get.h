@@ -104,7 +104,7 @@ void ClientCore<C>::TakeReplicas(google::protobuf::RepeatedPtrField<proto::Repli
     if (rep.state() == proto::REPLICA_COMPLETE) obj->replicas.push_back(std::move(rep));
   }
   std::stable_partition(obj->replicas.begin(), obj->replicas.end(), [&](const proto::Replica& rep) {
-    auto w = worker::ParseWorkerId(rep.worker_id());
+    auto w = rpc::ParseWorkerId(rep.worker_id());
     return w.ok() && w->host == options_.host_id;
   });
 }

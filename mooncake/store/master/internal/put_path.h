@@ -35,6 +35,7 @@
 #include "mooncake/store/master/internal/master_state.h"
 #include "mooncake/store/master/placement.h"
 #include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/rpc/object_key.h"
 
 namespace mooncake::master_internal {
 
@@ -222,7 +223,7 @@ void AbandonPut(MasterState<A, P>& s, const std::string& key, uint64_t put_id, i
 template <typename A, typename P>
 std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
     MasterState<A, P>& s, const proto::PutStartRequest& req, const EvictionBudget& budget) {
-  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
   RETURN_IF_ERROR(master::ValidateObjectSize(req.size_bytes(), s.options.max_object_bytes));
   const proto::PutOptions& po = req.options();
   const uint32_t replicas =
@@ -398,7 +399,7 @@ void SwapInLocked(MasterState<A, P>& s, ObjectTable::Shard& sh, const std::strin
 template <typename A, typename P>
 absl::StatusOr<proto::PutEndResponse> PutEnd(MasterState<A, P>& s,
                                              const proto::PutEndRequest& req) {
-  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
   const int64_t now = s.Now();
   EndOutcome out;
   s.table.With(req.key(), [&](ObjectTable::Shard& sh) {
@@ -458,7 +459,7 @@ absl::StatusOr<proto::PutEndResponse> PutEnd(MasterState<A, P>& s,
 template <typename A, typename P>
 absl::StatusOr<proto::PutRevokeResponse> PutRevoke(MasterState<A, P>& s,
                                                    const proto::PutRevokeRequest& req) {
-  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
   const int64_t now = s.Now();
   std::optional<Retired> r;
   absl::Status status = s.table.With(req.key(), [&](ObjectTable::Shard& sh) -> absl::Status {

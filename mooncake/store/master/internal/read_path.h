@@ -22,6 +22,7 @@
 #include "mooncake/store/master/internal/master_state.h"
 #include "mooncake/store/master/internal/tier_path.h"
 #include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/rpc/object_key.h"
 
 namespace mooncake::master_internal {
 
@@ -50,7 +51,7 @@ inline void DescribeAndLease(ObjectMeta& m, std::string_view client_host_id, int
 template <typename A, typename P>
 absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
                                                        const proto::GetReplicasRequest& req) {
-  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
   ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
   const int64_t now = s.Now();
   const int64_t lease_ns = LeaseNs(s, req.lease_ms());
@@ -96,15 +97,6 @@ absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
   return resp;
 }
 
-// rpc::BlockObjectKey into an existing 18-byte key (no allocation).
-inline void WriteBlockObjectKey(const Hash128& block, std::string* key) {
-  MC_DASSERT(key->size() == 18, "a block object key is 18 bytes");
-  for (int i = 0; i < 8; ++i) {
-    (*key)[2 + i] = static_cast<char>(block.low >> (8 * i));
-    (*key)[10 + i] = static_cast<char>(block.high >> (8 * i));
-  }
-}
-
 template <typename A, typename P>
 absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
                                                        const proto::PrefixQueryRequest& req) {
@@ -121,7 +113,7 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
   std::string key = rpc::BlockObjectKey(Hash128{});                // rewritten in place per block
   uint32_t matched = 0;
   for (const proto::BlockKey& block : req.chain()) {
-    WriteBlockObjectKey(rpc::FromProto(block), &key);
+    rpc::WriteBlockObjectKey(rpc::FromProto(block), &key);
     const bool hit = s.table.With(key, [&](ObjectTable::Shard& sh) {
       ObjectMeta* m = sh.Find(key);
       if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return false;
@@ -184,7 +176,7 @@ bool VisibleTo(MasterState<A, P>& s, const std::string& key, std::string_view te
 template <typename A, typename P>
 absl::StatusOr<proto::ExistsResponse> Exists(MasterState<A, P>& s,
                                              const proto::ExistsRequest& req) {
-  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
   ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
   const int64_t now = s.Now();
   proto::ExistsResponse resp;
@@ -205,7 +197,7 @@ absl::StatusOr<proto::BatchExistsResponse> BatchExists(MasterState<A, P>& s,
                                                    rpc::kMaxBatchKeys, " per BatchExists"));
   }
   for (int i = 0; i < req.keys_size(); ++i) {
-    if (absl::Status st = master::ValidateObjectKey(req.keys(i)); !st.ok()) {
+    if (absl::Status st = rpc::ValidateObjectKey(req.keys(i)); !st.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: ", st.message()));
     }
   }
@@ -240,7 +232,7 @@ absl::StatusOr<proto::ReleaseLeasesResponse> ReleaseLeases(MasterState<A, P>& s,
 template <typename A, typename P>
 absl::StatusOr<proto::RemoveResponse> Remove(MasterState<A, P>& s,
                                              const proto::RemoveRequest& req) {
-  RETURN_IF_ERROR(master::ValidateObjectKey(req.key()));
+  RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
   ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
   const int64_t now = s.Now();
   std::optional<Retired> r;

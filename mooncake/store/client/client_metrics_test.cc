@@ -1,0 +1,219 @@
+#include "mooncake/store/client/client_metrics.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/store/client.h"
+#include "mooncake/store/master/master.h"
+#include "mooncake/store/master/master_service.h"
+#include "mooncake/store/rpc/inproc_channel.h"
+#include "mooncake/store/rpc/service.h"
+#include "mooncake/store/worker/worker.h"
+
+namespace mooncake::client {
+namespace {
+
+using TestClient = Client<rpc::InProcessChannel>;
+using TestWorker = worker::Worker<rpc::InProcessChannel>;
+
+// The real master behind MasterService and one worker, in process; clients
+// made on demand share the master's channel.
+class Store {
+ public:
+  Store() {
+    auto m = master::Master<>::Create(master::MasterOptions{}, &clock_);
+    EXPECT_TRUE(m.ok()) << m.status();
+    master_ = std::move(*m);
+    service_ = std::make_unique<master::MasterService<master::Master<>>>(
+        master_.get(), master::MasterServiceOptions{});
+    EXPECT_TRUE(service_->Register(&registry_).ok());
+    channel_ = std::make_unique<rpc::InProcessChannel>(&registry_);
+    worker::WorkerOptions wo;
+    wo.segment_bytes = 4 << 20;
+    wo.heartbeat_thread = false;
+    auto w = TestWorker::Start(wo, channel_.get());
+    EXPECT_TRUE(w.ok()) << w.status();
+    worker_ = std::move(*w);
+  }
+  std::unique_ptr<TestClient> NewClient(std::string client_id) {
+    ClientOptions o;
+    o.client_id = std::move(client_id);
+    auto c = TestClient::Create(o, channel_.get());
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+ private:
+  FakeClock clock_{1'000'000'000};  // never moves: no expiry
+  std::unique_ptr<master::Master<>> master_;
+  rpc::ServiceRegistry registry_;
+  std::unique_ptr<master::MasterService<master::Master<>>> service_;
+  std::unique_ptr<rpc::InProcessChannel> channel_;
+  std::unique_ptr<TestWorker> worker_;
+};
+
+// The value of the series `name{labels}` in Prometheus text, or nullopt when
+// the text has no such line. `labels` as rendered: sorted, quoted.
+std::optional<uint64_t> SeriesValue(std::string_view text, std::string_view name,
+                                    std::string_view labels) {
+  const std::string prefix = absl::StrCat(AbslView(name), "{", AbslView(labels), "} ");
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(at, end - at);
+    if (line.starts_with(prefix)) {
+      uint64_t v = 0;
+      if (!absl::SimpleAtoi(AbslView(line.substr(prefix.size())), &v)) return std::nullopt;
+      return v;
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> ClientValue(std::string_view text, std::string_view family,
+                                    std::string_view client_id) {
+  return SeriesValue(text, absl::StrCat("mooncake_client_", AbslView(family)),
+                     absl::StrCat("client=\"", AbslView(client_id), "\""));
+}
+
+std::optional<uint64_t> Lookups(std::string_view text, std::string_view client_id,
+                                std::string_view result) {
+  return SeriesValue(
+      text, "mooncake_client_cache_lookups_total",
+      absl::StrCat("client=\"", AbslView(client_id), "\",result=\"", AbslView(result), "\""));
+}
+
+TEST(ClientMetrics, RenderedCountersMatchPutsAndGetsOfARealClient) {
+  Store s;
+  auto c = s.NewClient("app-1");
+  ASSERT_NE(c, nullptr);
+  MetricsRegistry registry;
+  auto metrics = ClientMetrics::Create(&registry, c->client_id());
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+
+  // Registered at Create: every family renders, at zero, before any Refresh.
+  std::string text = registry.RenderPrometheus();
+  for (std::string_view family :
+       {"master_rpcs_total", "replica_fallbacks_total", "checksum_mismatches_total",
+        "read_bytes_total", "written_bytes_total", "registered_buffer_bytes_total",
+        "ssd_load_waits_total", "ssd_put_waits_total"}) {
+    EXPECT_EQ(ClientValue(text, family, "app-1"), 0u) << family;
+    EXPECT_NE(text.find(absl::StrCat("# TYPE mooncake_client_", AbslView(family), " counter\n")),
+              std::string::npos)
+        << family;
+  }
+  EXPECT_EQ(Lookups(text, "app-1", "hit"), 0u);
+  EXPECT_EQ(Lookups(text, "app-1", "miss"), 0u);
+
+  const std::string value(1000, 'v');
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(c->Put(absl::StrCat("k", i), value).ok());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(*c->Get(absl::StrCat("k", i)), value);  // miss: asks the master
+    ASSERT_EQ(*c->Get(absl::StrCat("k", i)), value);  // hit: the cached lease
+  }
+  EXPECT_EQ(c->Get("absent").status().code(), absl::StatusCode::kNotFound);
+
+  // Counters move only on Refresh.
+  EXPECT_EQ(ClientValue(registry.RenderPrometheus(), "written_bytes_total", "app-1"), 0u);
+  const ClientStats stats = c->stats();
+  (*metrics)->Refresh(stats);
+  text = registry.RenderPrometheus();
+  EXPECT_EQ(ClientValue(text, "written_bytes_total", "app-1"), 3000u);
+  EXPECT_EQ(ClientValue(text, "read_bytes_total", "app-1"), 6000u);
+  EXPECT_EQ(Lookups(text, "app-1", "hit"), 3u);
+  EXPECT_EQ(Lookups(text, "app-1", "miss"), 4u);
+  EXPECT_EQ(ClientValue(text, "replica_fallbacks_total", "app-1"), 0u);
+  EXPECT_EQ(ClientValue(text, "checksum_mismatches_total", "app-1"), 0u);
+  // 3 x (PutStart, PutEnd) and 4 GetReplicas at least; the exact figure is the client's.
+  ASSERT_GE(stats.master_rpcs, 10u);
+  EXPECT_EQ(ClientValue(text, "master_rpcs_total", "app-1"), stats.master_rpcs);
+
+  // The same snapshot again moves nothing; later work moves by its own counts.
+  (*metrics)->Refresh(stats);
+  EXPECT_EQ(ClientValue(registry.RenderPrometheus(), "read_bytes_total", "app-1"), 6000u);
+  ASSERT_EQ(*c->Get("k0"), value);
+  (*metrics)->Refresh(c->stats());
+  text = registry.RenderPrometheus();
+  EXPECT_EQ(ClientValue(text, "read_bytes_total", "app-1"), 7000u);
+  EXPECT_EQ(Lookups(text, "app-1", "hit"), 4u);
+}
+
+TEST(ClientMetrics, ClientsOfOneRegistryKeepTheirOwnSeriesAndOneIdSums) {
+  Store s;
+  auto a = s.NewClient("a");
+  auto b = s.NewClient("b");
+  auto b_again = s.NewClient("b");
+  ASSERT_TRUE(a != nullptr && b != nullptr && b_again != nullptr);
+  MetricsRegistry registry;
+  auto ma = ClientMetrics::Create(&registry, "a");
+  auto mb = ClientMetrics::Create(&registry, "b");
+  auto mb_again = ClientMetrics::Create(&registry, "b");
+  ASSERT_TRUE(ma.ok() && mb.ok() && mb_again.ok());
+
+  ASSERT_TRUE(a->Put("ka", std::string(100, 'a')).ok());
+  ASSERT_TRUE(b->Put("kb", std::string(200, 'b')).ok());
+  ASSERT_TRUE(b_again->Put("kb2", std::string(300, 'b')).ok());
+  (*ma)->Refresh(a->stats());
+  (*mb)->Refresh(b->stats());
+  (*mb_again)->Refresh(b_again->stats());
+  const std::string text = registry.RenderPrometheus();
+  EXPECT_EQ(ClientValue(text, "written_bytes_total", "a"), 100u);
+  EXPECT_EQ(ClientValue(text, "written_bytes_total", "b"), 500u) << "one id: the sum";
+}
+
+TEST(ClientMetrics, ConcurrentRefreshesOfOneSnapshotAddItOnce) {
+  MetricsRegistry registry;
+  auto m = ClientMetrics::Create(&registry, "c");
+  ASSERT_TRUE(m.ok());
+  ClientStats stats;
+  stats.bytes_read = 12345;
+  stats.ssd_load_waits = 7;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) (*m)->Refresh(stats);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const std::string text = registry.RenderPrometheus();
+  EXPECT_EQ(ClientValue(text, "read_bytes_total", "c"), 12345u);
+  EXPECT_EQ(ClientValue(text, "ssd_load_waits_total", "c"), 7u);
+}
+
+TEST(ClientMetrics, SnapshotBelowThePreviousMovesNothing) {
+  MetricsRegistry registry;
+  auto m = ClientMetrics::Create(&registry, "c");
+  ASSERT_TRUE(m.ok());
+  ClientStats stats;
+  stats.master_rpcs = 10;
+  (*m)->Refresh(stats);
+  stats.master_rpcs = 4;  // not this client's: a counter never goes down
+  (*m)->Refresh(stats);
+  stats.master_rpcs = 12;
+  (*m)->Refresh(stats);
+  EXPECT_EQ(ClientValue(registry.RenderPrometheus(), "master_rpcs_total", "c"), 12u);
+}
+
+TEST(ClientMetrics, FamilyOfAnotherTypeIsInvalidArgument) {
+  MetricsRegistry registry;
+  ASSERT_TRUE(registry.GetGauge("mooncake_client_read_bytes_total", "not a counter").ok());
+  auto m = ClientMetrics::Create(&registry, "c");
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mooncake::client

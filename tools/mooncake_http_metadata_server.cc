@@ -114,26 +114,19 @@ int Main(int argc, char** argv) {
                          "/metadata   (GET/PUT/DELETE ?key=K; values up to ",
                          node::HumanBytes(options.store.max_value_bytes), ", ",
                          node::HumanBytes(options.store.max_total_bytes), " in all)"));
-  const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
-  if (!ready_file.empty()) {
-    const absl::Status s = node::WriteFileAtomically(
-        ready_file, absl::StrCat("http=", server.address(), "\npid=", ::getpid(), "\n"));
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s: --ready_file: %s\n", kProgram.data(), s.ToString().c_str());
-      return node::kExitCannotStart;
-    }
+  const node::ReadyFile ready(absl::GetFlag(FLAGS_ready_file));
+  if (const absl::Status s =
+          ready.Write(absl::StrCat("http=", server.address(), "\npid=", ::getpid(), "\n"));
+      !s.ok()) {
+    std::fprintf(stderr, "%s: --ready_file: %s\n", kProgram.data(), s.ToString().c_str());
+    return node::kExitCannotStart;
   }
   node::LogLine("serving; Ctrl-C to stop");
   int sig = 0;
   while ((sig = signals.Wait(absl::Seconds(60))) == 0) {
   }
   node::LogLine(absl::StrCat("received ", node::SignalName(sig), ": stopping"));
-  signals.ExitOnSecondSignal([ready_file] {
-    if (!ready_file.empty()) std::remove(ready_file.c_str());
-  });
-  server.Stop();
-  signals.Done();
-  if (!ready_file.empty()) std::remove(ready_file.c_str());
+  node::RunShutdown(signals, ready, [&server] { server.Stop(); });
   const node::MetadataStoreStats stats = server.store().stats();
   node::LogLine(absl::StrCat("stopped (", stats.keys, " keys, ", stats.bytes, " bytes dropped)"));
   return 0;

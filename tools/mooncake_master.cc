@@ -255,17 +255,14 @@ int Main(int argc, char** argv) {
   }
   PrintBanner(n, metadata.get());
 
-  const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
-  if (!ready_file.empty()) {
-    const absl::Status s = node::WriteFileAtomically(
-        ready_file, absl::StrCat("rpc=", n.rpc_address(), "\nhttp=", n.http_address(),
-                                 "\nmetadata=", metadata ? metadata->address() : "",
-                                 "\npid=", ::getpid(), "\n"));
-    if (!s.ok()) {
-      std::fprintf(stderr, "mooncake_master: --ready_file: %s\n", s.ToString().c_str());
-      n.Shutdown().IgnoreError();
-      return node::kExitCannotStart;
-    }
+  const node::ReadyFile ready(absl::GetFlag(FLAGS_ready_file));
+  if (const absl::Status s = ready.Write(absl::StrCat(
+          "rpc=", n.rpc_address(), "\nhttp=", n.http_address(),
+          "\nmetadata=", metadata ? metadata->address() : "", "\npid=", ::getpid(), "\n"));
+      !s.ok()) {
+    std::fprintf(stderr, "mooncake_master: --ready_file: %s\n", s.ToString().c_str());
+    n.Shutdown().IgnoreError();
+    return node::kExitCannotStart;
   }
   node::LogLine("serving; Ctrl-C to stop");
 
@@ -291,13 +288,10 @@ int Main(int argc, char** argv) {
   node::LogLine(absl::StrCat("received ", node::SignalName(sig),
                              ": shutting down (health 503, drain, stop); a second signal exits "
                              "at once"));
-  signals.ExitOnSecondSignal([ready_file] {
-    if (!ready_file.empty()) std::remove(ready_file.c_str());
+  node::RunShutdown(signals, ready, [&] {
+    n.Shutdown().IgnoreError();  // a master has no worker to unmount
+    if (metadata != nullptr) metadata->Stop();
   });
-  n.Shutdown().IgnoreError();  // a master has no worker to unmount
-  if (metadata != nullptr) metadata->Stop();
-  signals.Done();
-  if (!ready_file.empty()) std::remove(ready_file.c_str());
   node::LogLine("stopped");
   return 0;
 }

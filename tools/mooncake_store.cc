@@ -7,33 +7,29 @@
 // Exit codes: 0 after a graceful shutdown (SIGINT, SIGTERM or SIGHUP), 1 when
 // the node cannot start (a port in use, the master unreachable), 2 for bad
 // flags, 128 + the signal when a second signal cuts a shutdown short.
-#include <signal.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/marshalling.h"
 #include "absl/flags/parse.h"
-#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/store/node/demo.h"
+#include "mooncake/store/node/program.h"
 #include "mooncake/store/node/status_line.h"
 #include "mooncake/store/node/store_node.h"
 #include "mooncake/store/node/store_node_options.h"
@@ -94,66 +90,16 @@ ABSL_FLAG(std::string, ready_file, "",
 namespace mooncake {
 namespace {
 
-constexpr int kExitCannotStart = 1;
-constexpr int kExitBadFlags = 2;
+constexpr std::string_view kProgram = "mooncake_store";
+// abseil's flags that reach abseil as they are; its others are checked like
+// this binary's own.
+constexpr std::string_view kBuiltins[] = {
+    "help",     "helpfull", "helpshort",  "helppackage", "version", "only_check_args",
+    "flagfile", "fromenv",  "tryfromenv", "undefok"};
 
-void Say(const std::string& line) {
-  std::fputs((line + "\n").c_str(), stdout);
-  std::fflush(stdout);
-}
+using node::Say;
 
-// A running line: status, an event, the shutdown's steps.
-void Log(const std::string& line) {
-  if (!absl::GetFlag(FLAGS_log_timestamps)) return Say(line);
-  Say(absl::StrCat(node::LogTimestamp(absl::Now()), " ", line));
-}
-
-[[noreturn]] void BadFlags(std::string_view why) {
-  std::fprintf(stderr, "mooncake_store: %.*s\n(see --help)\n", static_cast<int>(why.size()),
-               why.data());
-  std::exit(kExitBadFlags);
-}
-
-// abseil exits with 1 on an unknown flag or a bad value; the contract says 2,
-// so every flag is checked here first.
-void PrecheckFlags(int argc, char** argv) {
-  static constexpr std::string_view kBuiltins[] = {
-      "help",     "helpfull", "helpshort",  "helppackage", "version", "only_check_args",
-      "flagfile", "fromenv",  "tryfromenv", "undefok"};
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--") BadFlags("unexpected arguments after --");
-    if (!arg.starts_with("-") || arg == "-") {
-      BadFlags(absl::StrCat("unexpected argument \"", AbslView(arg),
-                            "\" (flags look like --name=value)"));
-    }
-    arg.remove_prefix(arg.starts_with("--") ? 2 : 1);
-    const size_t eq = arg.find('=');
-    const std::string name(arg.substr(0, eq));
-    if (std::find(std::begin(kBuiltins), std::end(kBuiltins), name) != std::end(kBuiltins)) {
-      continue;
-    }
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    const bool negated = flag == nullptr && name.starts_with("no");
-    if (negated) flag = absl::FindCommandLineFlag(name.substr(2));
-    if (flag == nullptr || (negated && !flag->IsOfType<bool>())) {
-      BadFlags(absl::StrCat("unknown flag --", name));
-    }
-    if (negated || (eq == std::string_view::npos && flag->IsOfType<bool>())) continue;
-    std::string value;
-    if (eq != std::string_view::npos) {
-      value = std::string(arg.substr(eq + 1));
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      BadFlags(absl::StrCat("--", name, " needs a value"));
-    }
-    std::string error;
-    if (!flag->ParseFrom(value, &error)) {
-      BadFlags(absl::StrCat("--", name, "=", value, ": ", error));
-    }
-  }
-}
+[[noreturn]] void BadFlags(std::string_view why) { node::ExitBadFlags(kProgram, why); }
 
 node::StoreNodeOptions OptionsFromFlags() {
   node::StoreNodeOptions o;
@@ -229,37 +175,6 @@ node::StoreNodeOptions OptionsFromFlags() {
   }
   check(node::ValidateStoreNodeOptions(o));
   return o;
-}
-
-// Writes `text` to `path` through a temporary file and rename: a reader sees
-// nothing or everything.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::PermissionDeniedError(
-        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
-  }
-  return absl::OkStatus();
-}
-
-const char* SignalName(int sig) {
-  switch (sig) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGHUP:
-      return "SIGHUP";
-  }
-  return "a signal";
 }
 
 bool IsLoopbackHost(std::string_view host) {
@@ -393,7 +308,7 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) == "-h") argv[i] = const_cast<char*>("--help");
   }
-  PrecheckFlags(argc, argv);
+  node::PrecheckFlags(kProgram, argc, argv, {}, kBuiltins, node::OtherBuiltins::kChecked);
   // --only_check_args is handled here, after this binary's own checks (abseil's
   // would exit before them).
   bool only_check = false;
@@ -423,47 +338,31 @@ int Main(int argc, char** argv) {
   if (rest.size() > 1) BadFlags(absl::StrCat("unexpected argument \"", rest[1], "\""));
   const node::StoreNodeOptions options = OptionsFromFlags();
   WarnAboutAddresses(options);
+  node::SetLogTimestamps(absl::GetFlag(FLAGS_log_timestamps));
   if (only_check) {
     Say("flags ok");
     return 0;
   }
 
-  // Signals are taken synchronously by this thread (sigtimedwait); every
-  // thread started from here on inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  // SIGHUP stops the node too, unless it was ignored when we started (nohup,
-  // a supervisor's setting), which is kept.
-  struct sigaction hup = {};
-  if (sigaction(SIGHUP, nullptr, &hup) != 0 || hup.sa_handler != SIG_IGN) {
-    sigaddset(&stop_signals, SIGHUP);
-  }
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
+  node::StopSignals signals;  // before any thread starts
   auto started = node::StoreNode::Start(options);
   if (!started.ok()) {
     std::fprintf(stderr, "mooncake_store: cannot start: %s\n", started.status().ToString().c_str());
-    return kExitCannotStart;
+    return node::kExitCannotStart;
   }
   node::StoreNode& n = **started;
   PrintBanner(n);
   if (absl::GetFlag(FLAGS_demo) && options.role == node::Role::kAll) RunDemo(n);
 
-  const std::string ready_file = absl::GetFlag(FLAGS_ready_file);
-  if (!ready_file.empty()) {
-    const absl::Status s = WriteFileAtomically(
-        ready_file, absl::StrCat("rpc=", n.rpc_address(), "\nhttp=", n.http_address(),
-                                 "\npid=", ::getpid(), "\n"));
-    if (!s.ok()) {
-      std::fprintf(stderr, "mooncake_store: --ready_file: %s\n", s.ToString().c_str());
-      n.Shutdown().IgnoreError();
-      return kExitCannotStart;
-    }
+  const node::ReadyFile ready(absl::GetFlag(FLAGS_ready_file));
+  if (const absl::Status s = ready.Write(absl::StrCat(
+          "rpc=", n.rpc_address(), "\nhttp=", n.http_address(), "\npid=", ::getpid(), "\n"));
+      !s.ok()) {
+    std::fprintf(stderr, "mooncake_store: --ready_file: %s\n", s.ToString().c_str());
+    n.Shutdown().IgnoreError();
+    return node::kExitCannotStart;
   }
-  Log("serving; Ctrl-C to stop");
+  node::LogLine("serving; Ctrl-C to stop");
 
   const absl::Duration interval = absl::GetFlag(FLAGS_status_interval);
   node::StatusReporter status;
@@ -479,43 +378,29 @@ int Main(int argc, char** argv) {
   for (;;) {
     absl::Time until = next_events;
     if (interval > absl::ZeroDuration()) until = std::min(until, next_status);
-    const timespec ts = absl::ToTimespec(std::max(until - absl::Now(), absl::Milliseconds(1)));
-    sig = sigtimedwait(&stop_signals, nullptr, &ts);
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) break;
+    if ((sig = signals.Wait(until - absl::Now())) != 0) break;
     const absl::Time now = absl::Now();
     if (now < next_events && (interval <= absl::ZeroDuration() || now < next_status)) continue;
     const node::NodeSnapshot snap = n.Snapshot();
     if (now >= next_events) {
-      for (const std::string& line : events.Events(snap)) Log(line);
+      for (const std::string& line : events.Events(snap)) node::LogLine(line);
       next_events = now + absl::Seconds(1);
     }
     if (interval > absl::ZeroDuration() && now >= next_status) {
-      Log(status.Line(snap));
+      node::LogLine(status.Line(snap));
       next_status += interval;
     }
   }
-  Log(absl::StrCat("received ", SignalName(sig), ": shutting down (health 503, ",
-                   n.worker() != nullptr ? "worker unmount, " : "",
-                   "drain, stop); a second signal exits at once"));
+  node::LogLine(absl::StrCat("received ", node::SignalName(sig), ": shutting down (health 503, ",
+                             n.worker() != nullptr ? "worker unmount, " : "",
+                             "drain, stop); a second signal exits at once"));
   // A second signal cuts the shutdown short (an unreachable master can hold the
   // unmount for its timeout).
-  // `done` keeps a signal that arrives after the shutdown finished from
-  // turning a clean exit into 128 + signal.
-  static std::atomic<bool> done{false};
-  std::thread([stop_signals, ready_file] {
-    int again = 0;
-    while (sigwait(&stop_signals, &again) != 0) {
-    }
-    if (done.load(std::memory_order_acquire)) return;
-    Log(absl::StrCat("received ", SignalName(again), " again: exiting now"));
-    if (!ready_file.empty()) std::remove(ready_file.c_str());
-    std::_Exit(128 + again);
-  }).detach();
-  const absl::Status s = n.Shutdown();
-  if (!s.ok()) Log(absl::StrCat("shutdown: worker unmount: ", s.ToString()));
-  done.store(true, std::memory_order_release);
-  if (!ready_file.empty()) std::remove(ready_file.c_str());
-  Log("stopped");
+  node::RunShutdown(signals, ready, [&n] {
+    const absl::Status s = n.Shutdown();
+    if (!s.ok()) node::LogLine(absl::StrCat("shutdown: worker unmount: ", s.ToString()));
+  });
+  node::LogLine("stopped");
   return 0;
 }
 

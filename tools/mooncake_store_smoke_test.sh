@@ -6,7 +6,7 @@
 # (exit 1, saying so), then SIGTERM -> exit 0 within a bound.
 set -euo pipefail
 bin=${MOONCAKE_STORE:-tools/mooncake_store}
-tmp=${TEST_TMPDIR:-$(mktemp -d)}
+source tools/testing/process_helpers.sh
 out=$tmp/store.out
 ready=$tmp/ready
 pid=
@@ -18,34 +18,8 @@ fail() {
   exit 1
 }
 
-# HTTP over bash's /dev/tcp (python3 or curl would do, but start slowly on a
-# loaded CI machine): prints "<status>\n<body>". $1 host:port, $2 the raw
-# request with printf %b escapes.
-http() {
-  local resp
-  exec 3<>"/dev/tcp/${1%:*}/${1##*:}"
-  printf '%b' "$2" >&3
-  resp=$(cat <&3)
-  exec 3<&-
-  local status_line=${resp%%$'\r\n'*}
-  status_line=${status_line#* }
-  printf '%s\n%s' "${status_line%% *}" "${resp#*$'\r\n\r\n'}"
-}
-get() { http "$1" "GET $2 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"; }
 # The UTC time that starts each running line (--log_timestamps, the default).
 ts='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z '
-# $1 pid: sets $rc to its exit status once it exits, within 10 s.
-await_exit() {
-  for _ in $(seq 100); do
-    kill -0 "$1" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -0 "$1" 2>/dev/null && fail "pid $1 still running 10 s after the signal"
-  set +e
-  wait "$1"
-  rc=$?
-  set -e
-}
 
 # ---- Bad flags: a clear message and exit 2 -----------------------------------
 for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=nocolon" \

@@ -1,4 +1,4 @@
-// What the store's programs (//tools:mooncake_master,
+// What the store's programs (//tools:mooncake_store, //tools:mooncake_master,
 // //tools:mooncake_http_metadata_server) share around the servers they run:
 //
 //   PrecheckFlags   every argument checked against the defined flags before
@@ -7,14 +7,16 @@
 //                   implementation's flags it does not implement) say so
 //   StopSignals     SIGINT, SIGTERM and SIGHUP taken synchronously by the
 //                   main thread; a second one during the shutdown exits at once
-//   WriteFileAtomically, LogLine  the ready file and running lines
+//   ReadyFile, LogLine  the ready file and running lines (with their UTC
+//                   time unless SetLogTimestamps(false))
 //
 // Exit codes: 0 after a graceful shutdown, kExitCannotStart (1) when a server
 // cannot start, kExitBadFlags (2) for bad flags, 128 + the signal when a
 // second signal cuts a shutdown short.
 //
-// Thread-safety: PrecheckFlags and the StopSignals constructor from main()
-// before any thread starts; the rest from the main thread.
+// Thread-safety: PrecheckFlags, SetLogTimestamps and the StopSignals
+// constructor from main() before any thread starts; the rest from the main
+// thread.
 #ifndef MOONCAKE_STORE_NODE_PROGRAM_H_
 #define MOONCAKE_STORE_NODE_PROGRAM_H_
 
@@ -63,14 +65,21 @@ struct RefusedFlag {
   std::exit(kExitBadFlags);
 }
 
+// What PrecheckFlags does with abseil's built-in flags not named in `builtins`.
+enum class OtherBuiltins {
+  kUnknown,  // refused as unknown flags: no flag reaches the program unchecked
+  kChecked,  // checked like the program's own flags (--nohelp, --helpon=X pass)
+};
+
 // Exits 2 with a message for: a positional argument, a flag in `refused`
 // (also as --noNAME), an unknown flag, a flag without its value, a value the
-// flag's type does not parse. abseil's built-in flags pass only if named in
-// `builtins` (e.g. "help", "version"); the others (--flagfile, --undefok, ...)
-// are unknown here, so no flag can reach the program unchecked.
+// flag's type does not parse. abseil's built-in flags named in `builtins`
+// (e.g. "help", "version") pass as they are; the others (--flagfile,
+// --undefok, ...) as `others` says.
 inline void PrecheckFlags(std::string_view program, int argc, char** argv,
                           std::span<const RefusedFlag> refused,
-                          std::span<const std::string_view> builtins) {
+                          std::span<const std::string_view> builtins,
+                          OtherBuiltins others = OtherBuiltins::kUnknown) {
   MC_ASSERT(argc >= 1 && argv != nullptr, "PrecheckFlags needs main's argv");
   auto bad = [program](const std::string& why) { ExitBadFlags(program, why); };
   for (int i = 1; i < argc; ++i) {
@@ -100,8 +109,9 @@ inline void PrecheckFlags(std::string_view program, int argc, char** argv,
         "help",    "helpfull",        "helpshort", "helppackage", "helpon",     "helpmatch",
         "version", "only_check_args", "flagfile",  "fromenv",     "tryfromenv", "undefok"};
     const std::string_view base = negated ? std::string_view(name).substr(2) : name;
-    const bool builtin = std::find(std::begin(kAbslBuiltins), std::end(kAbslBuiltins), base) !=
-                         std::end(kAbslBuiltins);
+    const bool builtin = others == OtherBuiltins::kUnknown &&
+                         std::find(std::begin(kAbslBuiltins), std::end(kAbslBuiltins), base) !=
+                             std::end(kAbslBuiltins);
     if (flag == nullptr || builtin || (negated && !flag->IsOfType<bool>())) {
       bad(absl::StrCat("unknown flag --", name));
     }
@@ -137,8 +147,21 @@ inline void Say(const std::string& line) {
   std::fflush(stdout);
 }
 
-// A running line (an event, a status, a shutdown step), with its UTC time.
+namespace program_internal {
+// relaxed: set once by main() before any thread starts.
+inline std::atomic<bool> log_timestamps{true};
+}  // namespace program_internal
+
+// Whether LogLine starts its lines with their UTC time (default true; false
+// for a supervisor that stamps lines itself). From main(), before any thread.
+inline void SetLogTimestamps(bool on) {
+  program_internal::log_timestamps.store(on, std::memory_order_relaxed);
+}
+
+// A running line (an event, a status, a shutdown step), with its UTC time
+// unless SetLogTimestamps(false).
 inline void LogLine(const std::string& line) {
+  if (!program_internal::log_timestamps.load(std::memory_order_relaxed)) return Say(line);
   Say(absl::StrCat(LogTimestamp(absl::Now()), " ", line));
 }
 
@@ -209,6 +232,37 @@ inline absl::Status WriteFileAtomically(const std::string& path, const std::stri
         absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
   }
   return absl::OkStatus();
+}
+
+// A program's --ready_file: written once it serves, removed when it stops
+// (also by a second signal's exit: that watcher keeps a copy). An empty path
+// is no file.
+class ReadyFile {
+ public:
+  explicit ReadyFile(std::string path) : path_(std::move(path)) {}
+
+  // Errors: as WriteFileAtomically.
+  absl::Status Write(const std::string& text) const {
+    return path_.empty() ? absl::OkStatus() : WriteFileAtomically(path_, text);
+  }
+  void Remove() const {
+    if (!path_.empty()) std::remove(path_.c_str());
+  }
+
+ private:
+  std::string path_;
+};
+
+// A program's shutdown after the first stop signal: runs `shut_down` while a
+// second signal exits at once (128 + the signal, `ready` removed), then
+// removes `ready`.
+inline void RunShutdown(StopSignals& signals, const ReadyFile& ready,
+                        const std::function<void()>& shut_down) {
+  MC_ASSERT(shut_down != nullptr, "RunShutdown needs the shutdown to run");
+  signals.ExitOnSecondSignal([ready] { ready.Remove(); });
+  shut_down();
+  signals.Done();
+  ready.Remove();
 }
 
 }  // namespace mooncake::node

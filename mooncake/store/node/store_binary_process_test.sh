@@ -9,39 +9,7 @@
 set -euo pipefail
 bin=tools/mooncake_store
 client=mooncake/store/node/store_client
-tmp=${TEST_TMPDIR:-$(mktemp -d)}
-pids=()
-
-fail() {
-  echo "FAIL: $*"
-  for f in "$tmp"/*.out; do echo "--- $f"; cat "$f"; done
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  exit 1
-}
-
-wait_ready() {  # $1 ready file, $2 pid
-  for _ in $(seq 300); do
-    [[ -f $1 ]] && return 0
-    kill -0 "$2" 2>/dev/null || fail "process $2 exited before it was ready"
-    sleep 0.1
-  done
-  fail "no $1 within 30 s"
-}
-
-# HTTP over bash's /dev/tcp (python3 or curl would do, but start slowly on a
-# loaded CI machine): prints "<status>\n<body>". $1 host:port, $2 the raw
-# request with printf %b escapes.
-http() {
-  local resp
-  exec 3<>"/dev/tcp/${1%:*}/${1##*:}"
-  printf '%b' "$2" >&3
-  resp=$(cat <&3)
-  exec 3<&-
-  local status_line=${resp%%$'\r\n'*}
-  status_line=${status_line#* }
-  printf '%s\n%s' "${status_line%% *}" "${resp#*$'\r\n\r\n'}"
-}
-get() { http "$1" "GET $2 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n"; }
+source tools/testing/process_helpers.sh
 
 metric() { sed -n "s/^$2 //p" <<<"$1"; }
 

@@ -266,6 +266,7 @@ void RunDemo(node::StoreNode& n) {
   node::DemoOptions d;
   d.master_address = n.rpc_address();
   d.host_id = n.options().host_id;
+  d.metrics = &n.metrics();  // /metrics shows what the demo's clients did
   // Keep the demo well inside the pool: at most 1/8 of it per row, and a row writes at
   // least 4 values (DemoOptions::bytes_per_row).
   d.bytes_per_row =

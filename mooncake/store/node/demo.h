@@ -28,6 +28,7 @@
 #include "mooncake/base/histogram.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client.h"
+#include "mooncake/store/client/client_metrics.h"
 #include "mooncake/store/rpc/tcp_channel.h"
 
 namespace mooncake::node {
@@ -40,6 +41,9 @@ struct DemoOptions {
   std::vector<uint64_t> value_bytes = {64 << 10, 1 << 20, 4 << 20};
   std::vector<DemoTransport> transports = {DemoTransport::kTcp, DemoTransport::kShm};
   uint64_t bytes_per_row = uint64_t{32} << 20;  // count = clamp(this / size, 4, 256)
+  // Where the demo clients' counters go (client/client_metrics.h,
+  // mooncake_client_* with client="demo-<path>"); null: nowhere.
+  MetricsRegistry* metrics = nullptr;
 };
 
 struct DemoRow {
@@ -157,7 +161,12 @@ inline absl::StatusOr<std::vector<DemoRow>> RunDemo(const DemoOptions& o) {
     co.use_local = false;  // as another process on this host would
     co.use_shm = t == DemoTransport::kShm;
     co.use_tcp = t == DemoTransport::kTcp;
+    co.client_id = absl::StrCat("demo-", AbslView(DemoTransportName(t)));
     ASSIGN_OR_RETURN(auto c, client::Client<rpc::TcpChannel>::Create(co, channel.get()));
+    std::unique_ptr<client::ClientMetrics> metrics;
+    if (o.metrics != nullptr) {
+      ASSIGN_OR_RETURN(metrics, client::ClientMetrics::Create(o.metrics, c->client_id()));
+    }
     // Untimed: the first transfer sets the transport up (connects lanes,
     // maps the segment), a cost a long-lived client pays once.
     RETURN_IF_ERROR(node_internal::DemoWarmUp(*c, t));
@@ -167,6 +176,7 @@ inline absl::StatusOr<std::vector<DemoRow>> RunDemo(const DemoOptions& o) {
       ASSIGN_OR_RETURN(DemoRow row, node_internal::DemoOneRow(*c, t, size, count));
       rows.push_back(row);
     }
+    if (metrics != nullptr) metrics->Refresh(c->stats());
   }
   return rows;
 }

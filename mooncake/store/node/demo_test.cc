@@ -1,7 +1,11 @@
 #include "mooncake/store/node/demo.h"
 
+#include <string>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/metrics.h"
 #include "mooncake/store/node/store_node.h"
 #include "mooncake/store/node/testing/node_testing.h"
 
@@ -15,9 +19,24 @@ TEST(Demo, RunsEveryTransportAndSizeAndTidiesUp) {
   d.master_address = (*n)->rpc_address();
   d.value_bytes = {64 << 10, 1 << 20};
   d.bytes_per_row = 2 << 20;
+  MetricsRegistry registry;
+  d.metrics = &registry;
   auto rows = RunDemo(d);
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 4u);
+  // The demo clients' counters: each wrote at least its rows' bytes
+  // (32 x 64 KiB + 4 x 1 MiB) and read them back.
+  const std::string text = registry.RenderPrometheus();
+  for (const char* path : {"tcp", "shm"}) {
+    for (const char* family : {"written", "read"}) {
+      const std::string series =
+          absl::StrCat("mooncake_client_", family, "_bytes_total{client=\"demo-", path, "\"} ");
+      const size_t at = text.find(series);
+      ASSERT_NE(at, std::string::npos) << series << "\n" << text;
+      const double v = std::stod(text.substr(at + series.size()));
+      EXPECT_GE(v, 32.0 * (64 << 10) + 4.0 * (1 << 20)) << series;
+    }
+  }
   for (const DemoRow& r : *rows) {
     EXPECT_EQ(r.count, std::clamp<size_t>(d.bytes_per_row / r.value_bytes, 4, 256));
     EXPECT_GT(r.put_gbps, 0);

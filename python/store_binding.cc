@@ -224,7 +224,12 @@ PYBIND11_MODULE(store, m) {
       .def(
           "setup",
           [](Store& s, const py::dict& config) {
-            ConfigMap values = DictArg(config);
+            ConfigMap values;
+            try {
+              values = DictArg(config);
+            } catch (const py::value_error&) {
+              return kInvalidParams;
+            }
             py::gil_scoped_release release;
             auto c = ResolveStoreConfig(values);
             if (!c.ok()) return kInvalidParams;
@@ -421,8 +426,13 @@ PYBIND11_MODULE(store, m) {
           [](Store& s, const std::vector<uintptr_t>& buffer_ptrs, const py::list& all_keys,
              const py::list& all_dst_offsets, const py::list& all_src_offsets,
              const py::list& all_sizes) {
-            std::vector<BufferRanges> ranges =
-                RangesArg(buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes);
+            std::vector<BufferRanges> ranges;
+            try {
+              ranges =
+                  RangesArg(buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes);
+            } catch (const py::cast_error& e) {
+              throw py::type_error(std::string("get_into_ranges: ") + e.what());
+            }
             py::gil_scoped_release release;
             return s.GetIntoRanges(ranges);
           },

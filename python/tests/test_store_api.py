@@ -408,6 +408,20 @@ def test_wrong_types_raise_type_error(store):
         store.put_batch(["a"], [object()])
 
 
+def test_bad_nested_lists_and_sizes_raise_type_error_or_return_codes(store, master):
+    with pytest.raises(TypeError):
+        store.get_into_ranges([0], [[1]], [[[0]]], [[[0]]], [[[1]]])     # a key that is no str
+    with pytest.raises(TypeError):
+        store.get_into_ranges([0], [["k"]], [[[-1]]], [[[0]]], [[[1]]])  # a negative offset
+    with pytest.raises(TypeError):
+        store.get_into_ranges([0], ["k"], [[[0]]], [[[0]]], [[[1]]])     # not a list of lists
+    s = MooncakeDistributedStore()
+    assert s.setup({"global_segment_size": -1, "master_server_addr": master}) == INVALID_PARAMS
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", -1, 1 << 20, "tcp", "", master) == INVALID_PARAMS
+    with pytest.raises(TypeError):
+        s.setup({"global_segment_size": 1.5, "master_server_addr": master})
+
+
 def test_bad_keys_sizes_and_pointers_return_codes(store):
     assert store.put("", b"x") == INVALID_KEY
     assert store.put("k" * 5000, b"x") == INVALID_KEY

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/store/compat/client_daemon.pb.h"
+#include "mooncake/store/compat/client_state.h"
 #include "mooncake/store/compat/distributed_store.h"
 #include "mooncake/store/compat/store_config.h"
 #include "mooncake/store/rpc/service.h"

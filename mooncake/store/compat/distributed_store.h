@@ -13,19 +13,12 @@
 //   std::string v = store.Get("key");            // "" on a miss
 //   store.Close();
 //
-// What Setup builds (one "session", torn down by Close):
-//   - a TcpChannel to the master;
-//   - unless global_segment_size is 0, a Worker owning one memfd segment of
-//     global_segment_size bytes, mounted under the name get_hostname()
-//     returns ("host:port", the port of the worker's TCP transport, from
-//     local_hostname or a free one in [kPortRangeBegin, kPortRangeEnd));
-//   - a Client (store/client.h) that reaches every worker through local
-//     memory, SHM (same host) or TCP;
-//   - a staging buffer of local_buffer_size bytes that put/upsert/put_parts/
-//     put_batch copy values into (so a put needs it: with 0 bytes, or a value
-//     larger than what is free, a put returns kBufferOverflow and stores
-//     nothing). The *_from / *_into calls move bytes straight between the
-//     caller's registered buffers and the workers.
+// Setup builds a ClientState (client_state.h: the master connection, this
+// client's segment, the Client, the staging buffer) and Close tears it down.
+// put/upsert/put_parts/put_batch copy values into the staging buffer of
+// local_buffer_size bytes (with 0 bytes, or a value larger than what is free,
+// a put returns kBufferOverflow and stores nothing); the *_from / *_into calls
+// move bytes straight between the caller's registered buffers and the workers.
 // SetupDummy attaches to a mooncake_client daemon on this host instead: no
 // segment of its own; puts prefer the daemon's segment, reached through SHM.
 //
@@ -42,12 +35,10 @@
 // answer kRpcFail within ClientOptions::rpc_timeout_ms (kRpcTimeoutMs).
 //
 // Thread-safety: every method may be called concurrently. Setup, SetupDummy
-// and Close take the session lock exclusively and wait for calls in flight.
+// and Close take the state lock exclusively and wait for calls in flight.
 #ifndef MOONCAKE_STORE_COMPAT_DISTRIBUTED_STORE_H_
 #define MOONCAKE_STORE_COMPAT_DISTRIBUTED_STORE_H_
 
-#include <netdb.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,7 +47,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,42 +56,22 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "mooncake/alloc/locked_allocator.h"
-#include "mooncake/alloc/tlsf_allocator.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
-#include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client.h"
-#include "mooncake/store/compat/client_daemon.pb.h"
+#include "mooncake/store/compat/client_state.h"
 #include "mooncake/store/compat/registered_buffers.h"
 #include "mooncake/store/compat/replicate_config.h"
 #include "mooncake/store/compat/return_codes.h"
 #include "mooncake/store/compat/store_config.h"
-#include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/tcp_channel.h"
-#include "mooncake/store/worker/worker.h"
 
 namespace mooncake::compat {
-
-// Mooncake's transfer-engine port range: where a client's endpoint port is
-// picked when local_hostname names none.
-inline constexpr uint16_t kPortRangeBegin = 12300;
-inline constexpr uint16_t kPortRangeEnd = 14300;
-inline constexpr int64_t kRpcTimeoutMs = 2'000;
-
-struct ClientDaemonInfoMethod {
-  static constexpr uint16_t kId = static_cast<uint16_t>(proto::DAEMON_INFO);
-  static constexpr std::string_view kName = "DaemonInfo";
-  using Request = proto::DaemonInfoRequest;
-  using Response = proto::DaemonInfoResponse;
-};
-static_assert(rpc::RpcMethod<ClientDaemonInfoMethod>);
 
 // An object read by get_buffer: owns its bytes.
 class BufferHandle {
@@ -147,10 +117,10 @@ class DistributedStore {
   // The reason for a failure is in last_error().
   int Setup(const StoreConfig& config) {
     absl::MutexLock lock(&mu_);
-    if (session_ != nullptr) return Fail(kInvalidParams, "setup: already set up; close() first");
-    auto s = Build(config);
+    if (state_ != nullptr) return Fail(kInvalidParams, "setup: already set up; close() first");
+    auto s = OpenClient(config);
     if (!s.ok()) return Fail(ToMooncakeCode(s.status()), std::string(s.status().message()));
-    session_ = std::move(*s);
+    state_ = std::move(*s);
     return kOk;
   }
 
@@ -158,20 +128,20 @@ class DistributedStore {
   int SetupDummy(uint64_t mem_pool_size, uint64_t local_buffer_size,
                  const std::string& server_address) {
     absl::MutexLock lock(&mu_);
-    if (session_ != nullptr) return Fail(kInvalidParams, "setup_dummy: already set up");
-    auto s = BuildDummy(mem_pool_size, local_buffer_size, server_address);
+    if (state_ != nullptr) return Fail(kInvalidParams, "setup_dummy: already set up");
+    auto s = OpenDummyClient(mem_pool_size, local_buffer_size, server_address);
     if (!s.ok()) return Fail(ToMooncakeCode(s.status()), std::string(s.status().message()));
-    session_ = std::move(*s);
+    state_ = std::move(*s);
     return kOk;
   }
 
   // Unmounts this client's segment (objects stored only there are gone) and
   // drops the connection. 0; again (or before Setup) also 0.
   int Close() {
-    std::unique_ptr<Session> s;
+    std::unique_ptr<ClientState> s;
     {
       absl::MutexLock lock(&mu_);
-      s = std::move(session_);
+      s = std::move(state_);
     }
     if (s == nullptr) return kOk;
     s->client.reset();
@@ -184,7 +154,7 @@ class DistributedStore {
 
   // 0 when the master answers and this client's segment (if any) heartbeats.
   int HealthCheck() {
-    return WithSession([&](Session& s) -> int {
+    return WithClient([&](ClientState& s) -> int {
       auto r = s.client->Exists(std::string_view("\x01health", 7));
       if (!r.ok()) return ToMooncakeCode(r.status());
       if (s.worker != nullptr && !s.worker->stats().last_heartbeat_ok &&
@@ -198,7 +168,7 @@ class DistributedStore {
   // "host:port" of this client's endpoint (its segment's name); "" before Setup.
   std::string GetHostname() {
     absl::ReaderMutexLock lock(&mu_);
-    return session_ == nullptr ? std::string() : session_->hostname;
+    return state_ == nullptr ? std::string() : state_->hostname;
   }
 
   // The reason for the most recent failed Setup/SetupDummy ("" if none).
@@ -253,7 +223,7 @@ class DistributedStore {
     if (keys.empty()) return codes;
     auto opts = ToPutOptions(config, upsert);
     if (!opts.ok()) return std::vector<int>(keys.size(), kInvalidParams);
-    return WithSessionV(keys.size(), [&](Session& s) {
+    return WithClientV(keys.size(), [&](ClientState& s) {
       std::vector<client::PutItem> items;
       std::vector<size_t> index;
       for (size_t i = 0; i < keys.size(); ++i) {
@@ -297,7 +267,7 @@ class DistributedStore {
     std::vector<std::optional<std::string>> out(keys.size());
     std::vector<int> c(keys.size(), kOk);
     if (!keys.empty()) {
-      c = WithSessionV(keys.size(), [&](Session& s) {
+      c = WithClientV(keys.size(), [&](ClientState& s) {
         std::vector<int> cc(keys.size(), kOk);
         const auto [valid, index] = ValidKeys(keys, &cc);
         auto got = s.client->BatchGet(valid);
@@ -324,7 +294,7 @@ class DistributedStore {
       return std::vector<int64_t>(keys.size(), kInvalidParams);
     }
     if (keys.empty()) return {};
-    return WithSessionOr(std::vector<int64_t>(keys.size(), kInternalError), [&](Session& s) {
+    return WithClientOr(std::vector<int64_t>(keys.size(), kInternalError), [&](ClientState& s) {
       std::vector<int64_t> out(keys.size(), kOk);
       std::vector<client::GetIntoItem> items;
       std::vector<size_t> index;
@@ -379,10 +349,10 @@ class DistributedStore {
     std::map<std::string_view, size_t> slot;
     for (size_t i = 0; i < keys.size(); ++i) slot[keys[i]] = i;
     absl::ReaderMutexLock lock(&mu_);
-    if (session_ == nullptr) return out;
+    if (state_ == nullptr) return out;
     for (size_t b = 0; b < buffers.size(); ++b) {
       if (!buffers[b].shape_ok) continue;
-      const std::optional<uint64_t> room = session_->registered.RoomFrom(buffers[b].buffer);
+      const std::optional<uint64_t> room = state_->registered.RoomFrom(buffers[b].buffer);
       for (size_t k = 0; k < buffers[b].keys.size(); ++k) {
         const KeyRanges& kr = buffers[b].keys[k];
         if (!kr.shape_ok) continue;
@@ -412,7 +382,7 @@ class DistributedStore {
 
   int RegisterBuffer(uintptr_t ptr, uint64_t size) {
     if (ptr == 0 || size == 0) return kInvalidParams;
-    return WithSession([&](Session& s) -> int {
+    return WithClient([&](ClientState& s) -> int {
       if (!s.registered.Add(ptr, size)) return kInvalidParams;
       absl::Status st = s.client->RegisterBuffer(reinterpret_cast<void*>(ptr), size);
       if (!st.ok()) {
@@ -424,7 +394,7 @@ class DistributedStore {
   }
 
   int UnregisterBuffer(uintptr_t ptr) {
-    return WithSession([&](Session& s) -> int {
+    return WithClient([&](ClientState& s) -> int {
       if (!s.registered.Remove(ptr)) return kInvalidParams;
       s.client->UnregisterBuffer(reinterpret_cast<void*>(ptr)).IgnoreError();
       return kOk;
@@ -442,7 +412,7 @@ class DistributedStore {
   // One master RPC per rpc::kMaxBatchKeys keys.
   std::vector<int> BatchIsExist(std::span<const std::string_view> keys) {
     if (keys.empty()) return {};
-    return WithSessionV(keys.size(), [&](Session& s) {
+    return WithClientV(keys.size(), [&](ClientState& s) {
       std::vector<int> out(keys.size(), 0);
       const auto [valid, index] = ValidKeys(keys, &out);
       if (valid.empty()) return out;
@@ -456,7 +426,7 @@ class DistributedStore {
 
   int64_t GetSize(std::string_view key) {
     if (int k = CheckKey(key); k != kOk) return k;
-    return WithSession64([&](Session& s) -> int64_t {
+    return WithClient64([&](ClientState& s) -> int64_t {
       auto r = s.client->GetSize(key);
       return r.ok() ? static_cast<int64_t>(*r) : ToMooncakeCode(r.status());
     });
@@ -469,7 +439,7 @@ class DistributedStore {
 
   std::vector<int> BatchRemove(std::span<const std::string_view> keys, bool force = false) {
     if (keys.empty()) return {};
-    return WithSessionV(keys.size(), [&](Session& s) {
+    return WithClientV(keys.size(), [&](ClientState& s) {
       std::vector<int> out(keys.size(), kOk);
       const auto [valid, index] = ValidKeys(keys, &out);
       client::RemoveOptions o;
@@ -490,27 +460,6 @@ class DistributedStore {
   int64_t RemoveAll() { return RemoveMatching(""); }
 
  private:
-  struct Session {
-    std::unique_ptr<rpc::TcpChannel> channel;
-    std::unique_ptr<rpc::TcpChannel> daemon_channel;  // dummy clients only
-    std::unique_ptr<WorkerT> worker;                  // null: no segment of its own
-    std::unique_ptr<ClientT> client;
-    std::string hostname;
-    std::vector<std::string> default_segments;  // dummy: the daemon's segment
-    RegisteredBuffers registered;
-    // The staging buffer: anonymous memory carved by a TLSF allocator.
-    void* staging = nullptr;
-    uint64_t staging_bytes = 0;
-    std::unique_ptr<alloc::LockedAllocator<alloc::TlsfAllocator>> staging_alloc;
-
-    ~Session() {
-      client.reset();
-      if (staging != nullptr) ::munmap(staging, staging_bytes);
-    }
-  };
-
-  static constexpr uint64_t kStagingGranularity = 64;
-
   int Fail(int code, std::string_view why) {
     absl::MutexLock lock(&error_mu_);
     last_error_ = std::string(why);
@@ -545,28 +494,28 @@ class DistributedStore {
     return absl::IsAlreadyExists(s) ? kOk : ToMooncakeCode(s);
   }
 
-  // Runs f(session) under the shared session lock; `closed` when there is none.
+  // Runs f(state) under the shared state lock; `closed` when there is none.
   template <typename R, typename F>
-  R WithSessionOr(R closed, F&& f) {
+  R WithClientOr(R closed, F&& f) {
     absl::ReaderMutexLock lock(&mu_);
-    if (session_ == nullptr) return closed;
-    return f(*session_);
+    if (state_ == nullptr) return closed;
+    return f(*state_);
   }
   template <typename F>
-  int WithSession(F&& f) {
-    return WithSessionOr<int>(kInternalError, std::forward<F>(f));
+  int WithClient(F&& f) {
+    return WithClientOr<int>(kInternalError, std::forward<F>(f));
   }
   template <typename F>
-  int64_t WithSession64(F&& f) {
-    return WithSessionOr<int64_t>(kInternalError, std::forward<F>(f));
+  int64_t WithClient64(F&& f) {
+    return WithClientOr<int64_t>(kInternalError, std::forward<F>(f));
   }
   template <typename F>
-  std::vector<int> WithSessionV(size_t n, F&& f) {
-    return WithSessionOr(std::vector<int>(n, kInternalError), std::forward<F>(f));
+  std::vector<int> WithClientV(size_t n, F&& f) {
+    return WithClientOr(std::vector<int>(n, kInternalError), std::forward<F>(f));
   }
 
   int64_t RemoveMatching(const std::string& regex) {
-    return WithSession64([&](Session& s) -> int64_t {
+    return WithClient64([&](ClientState& s) -> int64_t {
       client::RemoveAllOptions o;
       o.key_regex = regex;
       auto r = s.client->RemoveAll(o);
@@ -580,7 +529,7 @@ class DistributedStore {
                              const ReplicateConfig& config, bool upsert) {
     auto opts = ToPutOptions(config, upsert);
     if (!opts.ok()) return std::vector<int>(keys.size(), kInvalidParams);
-    return WithSessionV(keys.size(), [&](Session& s) {
+    return WithClientV(keys.size(), [&](ClientState& s) {
       std::vector<int> codes(keys.size(), kOk);
       if (opts->preferred_segment_names.empty()) {
         opts->preferred_segment_names = s.default_segments;
@@ -600,7 +549,8 @@ class DistributedStore {
           continue;
         }
         std::optional<alloc::Allocation> a;
-        if (s.staging_alloc != nullptr) a = s.staging_alloc->allocate(total, kStagingGranularity);
+        if (s.staging_alloc != nullptr)
+          a = s.staging_alloc->allocate(total, kStagingGranularityBytes);
         if (!a.has_value()) {
           codes[i] = kBufferOverflow;
           continue;
@@ -624,201 +574,8 @@ class DistributedStore {
     });
   }
 
-  static absl::Status MapStaging(Session& s, uint64_t bytes) {
-    const uint64_t usable = bytes / kStagingGranularity * kStagingGranularity;
-    if (usable == 0) return absl::OkStatus();  // puts will fail with kBufferOverflow
-    void* p = ::mmap(nullptr, usable, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("local_buffer_size: cannot map ", usable, " bytes"));
-    }
-    s.staging = p;
-    s.staging_bytes = usable;
-    ASSIGN_OR_RETURN(alloc::TlsfAllocator tlsf,
-                     alloc::TlsfAllocator::Create(
-                         {.capacity_bytes = usable, .granularity_bytes = kStagingGranularity}));
-    s.staging_alloc =
-        std::make_unique<alloc::LockedAllocator<alloc::TlsfAllocator>>(std::move(tlsf));
-    return absl::OkStatus();
-  }
-
-  static absl::StatusOr<std::string> NumericHost(const std::string& host) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("local_hostname: cannot resolve '", host, "'"));
-    }
-    char buf[NI_MAXHOST] = {};
-    // Prefer IPv4 (what "localhost" means to most configs).
-    const addrinfo* pick = res;
-    for (const addrinfo* a = res; a != nullptr; a = a->ai_next) {
-      if (a->ai_family == AF_INET) {
-        pick = a;
-        break;
-      }
-    }
-    const int rc = ::getnameinfo(pick->ai_addr, pick->ai_addrlen, buf, sizeof(buf), nullptr, 0,
-                                 NI_NUMERICHOST);
-    ::freeaddrinfo(res);
-    if (rc != 0) return absl::InvalidArgumentError("local_hostname: no numeric address");
-    return std::string(buf);
-  }
-
-  static absl::Status CheckCommon(const StoreConfig& c) {
-    if (c.protocol == "rdma") {
-      return absl::InvalidArgumentError(
-          "protocol 'rdma': this build of the store client moves bytes over tcp and shared "
-          "memory only");
-    }
-    if (c.protocol != "tcp") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("protocol '", c.protocol, "': want 'tcp' or 'rdma'"));
-    }
-    const std::string& m = c.metadata_server;
-    if (!(m.empty() || m == "P2PHANDSHAKE" || m.starts_with("http://") ||
-          m.starts_with("etcd://") || m.find(':') != std::string::npos)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("metadata_server '", m,
-                       "': want P2PHANDSHAKE, http://host:port/... or etcd://host:port"));
-    }
-    return absl::OkStatus();
-  }
-
-  static absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> ConnectMaster(const std::string& addr) {
-    rpc::TcpChannelOptions o;
-    o.connect_timeout_ns = kRpcTimeoutMs * 1'000'000;
-    o.default_timeout_ns = kRpcTimeoutMs * 1'000'000;
-    auto ch = rpc::TcpChannel::Connect(addr, o);
-    if (!ch.ok()) {
-      return absl::UnavailableError(
-          absl::StrCat("master_server_addr '", addr, "': ", ch.status().message()));
-    }
-    return ch;
-  }
-
-  // MOONCAKE_TRANSPORTS (ours, not Mooncake's): a comma list of the paths
-  // the client may use, of "local", "shm" and "tcp" (default: all; the
-  // router picks the best per segment). "tcp" alone measures the network path
-  // between processes on one host.
-  static absl::StatusOr<client::ClientOptions> MakeClientOptions() {
-    client::ClientOptions o;
-    o.rpc_timeout_ms = kRpcTimeoutMs;
-    const char* env = std::getenv("MOONCAKE_TRANSPORTS");
-    if (env == nullptr || *env == '\0') return o;
-    o.use_local = o.use_shm = o.use_tcp = false;
-    for (absl::string_view t : absl::StrSplit(env, ',')) {
-      if (t == "local") {
-        o.use_local = true;
-      } else if (t == "shm") {
-        o.use_shm = true;
-      } else if (t == "tcp") {
-        o.use_tcp = true;
-      } else {
-        return absl::InvalidArgumentError(
-            absl::StrCat("MOONCAKE_TRANSPORTS: '", t, "' is not local, shm or tcp"));
-      }
-    }
-    return o;
-  }
-
-  absl::StatusOr<std::unique_ptr<Session>> Build(const StoreConfig& c) {
-    RETURN_IF_ERROR(CheckCommon(c));
-    auto s = std::make_unique<Session>();
-    std::string host = c.local_hostname.empty() ? std::string("localhost") : c.local_hostname;
-    uint16_t port = 0;
-    if (std::optional<HostPortText> hp = SplitHostPort(host); hp.has_value()) {
-      uint32_t p = 0;
-      if (!absl::SimpleAtoi(AbslView(hp->port), &p) || p > 65535) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("local_hostname '", c.local_hostname, "': bad port"));
-      }
-      port = static_cast<uint16_t>(p);
-      host = std::string(hp->host);
-    }
-    ASSIGN_OR_RETURN(s->channel, ConnectMaster(c.master_server_addr));
-    if (c.global_segment_size > 0) {
-      ASSIGN_OR_RETURN(const std::string bind, NumericHost(host));
-      worker::WorkerOptions w;
-      w.segment_count = 1;
-      w.segment_bytes = c.global_segment_size;
-      w.tcp_bind_host = bind;
-      w.rpc_timeout_ms = kRpcTimeoutMs;
-      std::mt19937 rng(std::random_device{}());
-      absl::Status last = absl::OkStatus();
-      // A fixed port is tried once; otherwise free ports in Mooncake's range.
-      for (int attempt = 0; attempt < (port != 0 ? 1 : 64); ++attempt) {
-        const uint16_t p = port != 0
-                               ? port
-                               : static_cast<uint16_t>(kPortRangeBegin +
-                                                       rng() % (kPortRangeEnd - kPortRangeBegin));
-        w.tcp_port = p;
-        w.segment_name = JoinHostPort(host, p);
-        auto started = WorkerT::Start(w, s->channel.get());
-        if (started.ok()) {
-          s->worker = std::move(*started);
-          s->hostname = w.segment_name;
-          break;
-        }
-        last = started.status();
-        if (!absl::IsAlreadyExists(last) && !absl::IsUnavailable(last) &&
-            last.message().find("in use") == std::string_view::npos) {
-          break;
-        }
-      }
-      if (s->worker == nullptr) {
-        return absl::Status(last.code(), absl::StrCat("global segment of ", c.global_segment_size,
-                                                      " bytes: ", last.message()));
-      }
-    } else {
-      s->hostname = JoinHostPort(host, port);
-    }
-    ASSIGN_OR_RETURN(client::ClientOptions co, MakeClientOptions());
-    ASSIGN_OR_RETURN(s->client, ClientT::Create(co, s->channel.get()));
-    RETURN_IF_ERROR(MapStaging(*s, c.local_buffer_size));
-    if (s->staging != nullptr) {
-      RETURN_IF_ERROR(s->client->RegisterBuffer(s->staging, s->staging_bytes));
-    }
-    return s;
-  }
-
-  absl::StatusOr<std::unique_ptr<Session>> BuildDummy(uint64_t mem_pool_size,
-                                                      uint64_t local_buffer_size,
-                                                      const std::string& server_address) {
-    auto s = std::make_unique<Session>();
-    rpc::TcpChannelOptions o;
-    o.connect_timeout_ns = kRpcTimeoutMs * 1'000'000;
-    auto ch = rpc::TcpChannel::Connect(server_address, o);
-    if (!ch.ok()) {
-      return absl::UnavailableError(absl::StrCat("mooncake_client daemon at '", server_address,
-                                                 "': ", ch.status().message()));
-    }
-    s->daemon_channel = std::move(*ch);
-    proto::DaemonInfoRequest req;
-    ASSIGN_OR_RETURN(proto::DaemonInfoResponse info,
-                     rpc::Call<ClientDaemonInfoMethod>(*s->daemon_channel, req,
-                                                       {.timeout_ns = kRpcTimeoutMs * 1'000'000}));
-    if (mem_pool_size > info.segment_bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat("setup_dummy: mem_pool_size ", mem_pool_size,
-                                                     " exceeds the daemon's segment of ",
-                                                     info.segment_bytes(), " bytes"));
-    }
-    ASSIGN_OR_RETURN(s->channel, ConnectMaster(info.master_address()));
-    ASSIGN_OR_RETURN(client::ClientOptions co, MakeClientOptions());
-    ASSIGN_OR_RETURN(s->client, ClientT::Create(co, s->channel.get()));
-    s->hostname = info.segment_name();
-    s->default_segments = {info.segment_name()};
-    RETURN_IF_ERROR(MapStaging(*s, local_buffer_size));
-    if (s->staging != nullptr) {
-      RETURN_IF_ERROR(s->client->RegisterBuffer(s->staging, s->staging_bytes));
-    }
-    return s;
-  }
-
   absl::Mutex mu_;
-  std::unique_ptr<Session> session_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ClientState> state_ ABSL_GUARDED_BY(mu_);
   mutable absl::Mutex error_mu_;
   std::string last_error_ ABSL_GUARDED_BY(error_mu_);
 };

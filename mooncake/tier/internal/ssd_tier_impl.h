@@ -129,7 +129,7 @@ inline SsdTier::~SsdTier() {
     if (lane->reaper.joinable()) lane->reaper.join();
   }
   // Only a tier that marked its files clears the flag: a failed Open must leave a flag
-  // that an earlier session left (its records not yet discarded or synced) as it was.
+  // that an earlier open of the file left (its records not yet discarded or synced) as it was.
   if (options_.durability == Durability::kNoSync && files_marked_) {
     if (absl::Status s = MarkFiles(false); !s.ok()) {
       // A flag stays: a reopen in this boot recovers, one after a reboot discards.
@@ -330,7 +330,7 @@ inline absl::Status SsdTier::MarkFiles(bool unsynced) {
     if (!unsynced && ::fdatasync(f.open.fd) != 0) {
       return ErrnoToStatus(errno, absl::StrCat("fdatasync ", options_.paths[i]));
     }
-    // Synced (by RewriteFileHeader) before any write of this session is acknowledged.
+    // Synced (by RewriteFileHeader) before any write since this open is acknowledged.
     RETURN_IF_ERROR(tier_internal::RewriteFileHeader(f.open.fd, h));
     f.open.header = h;
   }

@@ -369,6 +369,11 @@ class Client {
   }
   // NOT_FOUND unless `addr` starts a registered buffer.
   absl::Status UnregisterBuffer(void* addr) { return core_->buffers().Unregister(addr); }
+  // Bytes from `addr` to the end of the registered buffer holding it (nullopt:
+  // none does), so a caller can refuse a range outside registered memory.
+  std::optional<uint64_t> RegisteredBytesFrom(const void* addr) const {
+    return core_->buffers().RoomFrom(addr);
+  }
 
   // ---- Introspection ---------------------------------------------------------------
 

@@ -322,8 +322,13 @@ TEST(Client, RegisteredBuffers) {
   auto n = c->GetInto("k", region.data() + 4096, 8192);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(c->stats().registered_bytes_moved, 2000u);
+  EXPECT_EQ(c->RegisteredBytesFrom(region.data()), region.size());
+  EXPECT_EQ(c->RegisteredBytesFrom(region.data() + 100), region.size() - 100);
+  EXPECT_FALSE(c->RegisteredBytesFrom(region.data() + region.size()).has_value());
+  EXPECT_FALSE(c->RegisteredBytesFrom(region.data() - 1).has_value());
   EXPECT_EQ(c->UnregisterBuffer(region.data() + 1).code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(c->UnregisterBuffer(region.data()).ok());
+  EXPECT_FALSE(c->RegisteredBytesFrom(region.data()).has_value());
 }
 
 TEST(Client, EveryTransportAlone) {

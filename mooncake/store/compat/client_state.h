@@ -40,7 +40,6 @@
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/compat/client_daemon.pb.h"
-#include "mooncake/store/compat/registered_buffers.h"
 #include "mooncake/store/compat/store_config.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/tcp_channel.h"
@@ -72,7 +71,6 @@ struct ClientState {
   std::unique_ptr<client::Client<rpc::TcpChannel>> client;
   std::string hostname;
   std::vector<std::string> default_segments;  // dummy: the daemon's segment
-  RegisteredBuffers registered;
   // The staging buffer: anonymous memory carved by a TLSF allocator.
   void* staging = nullptr;
   uint64_t staging_bytes = 0;

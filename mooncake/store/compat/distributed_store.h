@@ -64,7 +64,6 @@
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/compat/client_state.h"
-#include "mooncake/store/compat/registered_buffers.h"
 #include "mooncake/store/compat/replicate_config.h"
 #include "mooncake/store/compat/return_codes.h"
 #include "mooncake/store/compat/store_config.h"
@@ -229,7 +228,7 @@ class DistributedStore {
       for (size_t i = 0; i < keys.size(); ++i) {
         if (int c = CheckKey(keys[i]); c != kOk) {
           codes[i] = c;
-        } else if (sizes[i] == 0 || !s.registered.Contains(ptrs[i], sizes[i])) {
+        } else if (sizes[i] == 0 || !Registered(s, ptrs[i], sizes[i])) {
           codes[i] = kInvalidParams;
         } else {
           items.push_back(
@@ -301,7 +300,7 @@ class DistributedStore {
       for (size_t i = 0; i < keys.size(); ++i) {
         if (int k = CheckKey(keys[i]); k != kOk) {
           out[i] = k;
-        } else if (sizes[i] == 0 || !s.registered.Contains(ptrs[i], sizes[i])) {
+        } else if (sizes[i] == 0 || !Registered(s, ptrs[i], sizes[i])) {
           out[i] = kInvalidParams;
         } else {
           items.push_back({keys[i], reinterpret_cast<void*>(ptrs[i]), sizes[i]});
@@ -352,7 +351,8 @@ class DistributedStore {
     if (state_ == nullptr) return out;
     for (size_t b = 0; b < buffers.size(); ++b) {
       if (!buffers[b].shape_ok) continue;
-      const std::optional<uint64_t> room = state_->registered.RoomFrom(buffers[b].buffer);
+      const std::optional<uint64_t> room =
+          state_->client->RegisteredBytesFrom(reinterpret_cast<const void*>(buffers[b].buffer));
       for (size_t k = 0; k < buffers[b].keys.size(); ++k) {
         const KeyRanges& kr = buffers[b].keys[k];
         if (!kr.shape_ok) continue;
@@ -383,21 +383,14 @@ class DistributedStore {
   int RegisterBuffer(uintptr_t ptr, uint64_t size) {
     if (ptr == 0 || size == 0) return kInvalidParams;
     return WithClient([&](ClientState& s) -> int {
-      if (!s.registered.Add(ptr, size)) return kInvalidParams;
-      absl::Status st = s.client->RegisterBuffer(reinterpret_cast<void*>(ptr), size);
-      if (!st.ok()) {
-        s.registered.Remove(ptr);
-        return kInvalidParams;
-      }
-      return kOk;
+      return s.client->RegisterBuffer(reinterpret_cast<void*>(ptr), size).ok() ? kOk
+                                                                               : kInvalidParams;
     });
   }
 
   int UnregisterBuffer(uintptr_t ptr) {
     return WithClient([&](ClientState& s) -> int {
-      if (!s.registered.Remove(ptr)) return kInvalidParams;
-      s.client->UnregisterBuffer(reinterpret_cast<void*>(ptr)).IgnoreError();
-      return kOk;
+      return s.client->UnregisterBuffer(reinterpret_cast<void*>(ptr)).ok() ? kOk : kInvalidParams;
     });
   }
 
@@ -487,6 +480,13 @@ class DistributedStore {
       }
     }
     return out;
+  }
+
+  // [ptr, ptr + size) lies in one buffer registered with this client.
+  static bool Registered(const ClientState& s, uintptr_t ptr, uint64_t size) {
+    const std::optional<uint64_t> room =
+        s.client->RegisteredBytesFrom(reinterpret_cast<const void*>(ptr));
+    return room.has_value() && size <= *room;
   }
 
   // A put of a key that is already stored keeps it and reports success.

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <iterator>
 #include <map>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -43,13 +44,21 @@ class BufferRegistry {
 
   // Whether [addr, addr + length) lies inside one registered buffer.
   bool Contains(const void* addr, size_t length) const {
+    const std::optional<uint64_t> room = RoomFrom(addr);
+    return room.has_value() && length <= *room;
+  }
+
+  // Bytes from `addr` to the end of the registered buffer holding it;
+  // nullopt when no registered buffer holds it.
+  std::optional<uint64_t> RoomFrom(const void* addr) const {
     const auto start = reinterpret_cast<uintptr_t>(addr);
     absl::MutexLock lock(&mu_);
     auto it = ranges_.upper_bound(start);
-    if (it == ranges_.begin()) return false;
+    if (it == ranges_.begin()) return std::nullopt;
     --it;
     MC_DASSERT(it->first <= start, "upper_bound went wrong");
-    return start + length <= it->second;
+    if (start >= it->second) return std::nullopt;
+    return it->second - start;
   }
 
   size_t size() const {

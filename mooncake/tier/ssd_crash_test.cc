@@ -172,10 +172,10 @@ struct Expectation {
   absl::flat_hash_map<uint64_t, bool> present;
   // Removes issued and not yet answered: either outcome is correct.
   absl::flat_hash_set<uint64_t> removing;
-  uint64_t acked = 0;           // 'W' and 'R' lines: acknowledged writes and removes
-  uint64_t failed_writes = 0;   // 'E' lines: a write that returned an error
-  uint64_t missed_removes = 0;  // 'n' lines: a remove that raced its object's write
-  uint64_t failed_removes = 0;  // 'X' lines: a remove that failed otherwise
+  uint64_t acked = 0;                     // 'W' and 'R' lines: acknowledged writes and removes
+  uint64_t failed_writes = 0;             // 'E' lines: a write that returned an error
+  uint64_t missed_removes = 0;            // 'n' lines: a remove that raced its object's write
+  uint64_t failed_removes = 0;            // 'X' lines: a remove that failed otherwise
   uint64_t removed_before_write_ack = 0;  // an 'R' line before its object's 'W' line
 };
 

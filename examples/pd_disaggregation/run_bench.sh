@@ -4,6 +4,7 @@
 set -eu
 root="${RUNFILES_DIR:-$0.runfiles}/mooncake"
 [[ -d "$root" ]] || root="$(cd "$(dirname "$0")" && pwd)/$(basename "$0").runfiles/mooncake"
+root=$(cd "$root" && pwd)
 cd "$root"
 export PYTHONPATH="$root/python"
 exec /usr/bin/python3 examples/pd_disaggregation/pd_demo.py bench \

@@ -19,7 +19,6 @@
 #ifndef MOONCAKE_TRANSPORT_COMPAT_HTTP_CLIENT_H_
 #define MOONCAKE_TRANSPORT_COMPAT_HTTP_CLIENT_H_
 
-#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -44,6 +43,7 @@
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/tcp_connect.h"
 
 namespace mooncake::transport::compat {
 
@@ -139,46 +139,6 @@ inline absl::Status PollBy(int fd, short events, absl::Time deadline, std::strin
   }
 }
 
-inline absl::StatusOr<UniqueFd> ConnectBy(const std::string& host, uint16_t port,
-                                          absl::Time deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found); rc != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot resolve \"", host, "\": ", ::gai_strerror(rc)));
-  }
-  absl::Status last = absl::UnavailableError(absl::StrCat("no address for \"", host, "\""));
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd.valid()) {
-      last = ErrnoToStatus(errno, "socket");
-      continue;
-    }
-    const std::string what = absl::StrCat("connect to ", JoinHostPort(host, port));
-    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        last = ErrnoToStatus(errno, what);
-        continue;
-      }
-      if (last = PollBy(fd.get(), POLLOUT, deadline, what); !last.ok()) break;
-      int err = 0;
-      socklen_t len = sizeof(err);
-      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0) {
-        last = ErrnoToStatus(err, what);
-        continue;
-      }
-    }
-    ::freeaddrinfo(found);
-    return fd;
-  }
-  ::freeaddrinfo(found);
-  return last;
-}
-
 inline absl::Status SendAllBy(int fd, std::string_view data, absl::Time deadline) {
   while (!data.empty()) {
     const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
@@ -250,7 +210,7 @@ inline absl::StatusOr<HttpResult> HttpCall(std::string_view method, const std::s
   namespace ci = compat_internal;
   MC_ASSERT(options.max_response_bytes > 0, "a response needs room");
   const absl::Time deadline = absl::Now() + options.timeout;
-  absl::StatusOr<UniqueFd> fd = ci::ConnectBy(host, port, deadline);
+  absl::StatusOr<UniqueFd> fd = mooncake::ConnectTcp(HostPort{host, port}, deadline);
   if (!fd.ok()) return fd.status();
   const std::string request = absl::StrCat(
       AbslView(method), " ", AbslView(target), " HTTP/1.1\r\nHost: ", JoinHostPort(host, port),

@@ -10,7 +10,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,6 +34,7 @@
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/tcp_connect.h"
 #include "mooncake/transport/internal/rdma_wire.h"
 #include "mooncake/transport/internal/unix_socket.h"
 
@@ -124,23 +124,11 @@ inline absl::StatusOr<std::pair<UniqueFd, uint16_t>> ListenTcp(const std::string
   return std::make_pair(std::move(fd), ntohs(sa.sin_port));
 }
 
+// The control channel to `hp` (an IPv4 literal: ParseEndpoint), a
+// non-blocking socket with TCP_NODELAY (base/tcp_connect.h).
 inline absl::StatusOr<UniqueFd> ConnectTcp(const HostPort& hp, absl::Time deadline) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
-  RETURN_IF_ERROR(SetNonBlocking(fd.get()));
-  const int one = 1;
-  ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  sockaddr_in sa = ToSockaddr(hp);
-  const std::string what = absl::StrCat("connect to RDMA control channel ", hp.host, ":", hp.port);
-  if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    if (errno != EINPROGRESS) return ErrnoToStatus(errno, what);
-    RETURN_IF_ERROR(WaitFd(fd.get(), POLLOUT, deadline, what));
-    int err = 0;
-    socklen_t len = sizeof(err);
-    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return ErrnoToStatus(err, what);
-  }
-  return fd;
+  return mooncake::ConnectTcp(hp, deadline,
+                              {.resolve_names = false, .peer = "RDMA control channel"});
 }
 
 inline absl::Status WriteFull(int fd, std::span<const uint8_t> bytes, absl::Time deadline) {

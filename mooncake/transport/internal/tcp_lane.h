@@ -61,9 +61,6 @@
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_LANE_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_TCP_LANE_H_
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -78,15 +75,16 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
-#include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/tcp_connect.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_server.h"
@@ -107,25 +105,12 @@ struct Slice {
   uint64_t* digests = nullptr;  // READ: this slice's chunk digest slots (SubrangeDigests)
 };
 
-// Connects to host:port before `deadline` (non-blocking connect + poll).
+// Connects to host:port (a literal: endpoints carry them) before `deadline`;
+// the socket is blocking, its I/O bounded by socket timeouts (TuneTcpSocket).
 inline absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, uint16_t port,
                                            absl::Time deadline, absl::Duration io_timeout) {
-  socklen_t addr_len = 0;
-  ASSIGN_OR_RETURN(const sockaddr_storage addr, NumericSockaddr(host, port, &addr_len));
-  UniqueFd fd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
-  const std::string who = absl::StrCat("connect to ", JoinHostPort(host, port));
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0) {
-    if (errno != EINPROGRESS) return ErrnoToStatus(errno, who);
-    if (!PollUntil(fd.get(), POLLOUT, deadline)) {
-      return absl::DeadlineExceededError(absl::StrCat(who, ": timed out"));
-    }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) return ErrnoToStatus(err, who);
-  }
-  ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+  const ConnectOptions options{.resolve_names = false, .blocking = true};
+  ASSIGN_OR_RETURN(UniqueFd fd, mooncake::ConnectTcp(HostPort{host, port}, deadline, options));
   TuneTcpSocket(fd.get(), io_timeout);
   return fd;
 }

@@ -1,5 +1,6 @@
-// Socket helpers for the RPC server and client: TCP listen and connect with
-// timeouts, address parsing, an eventfd (fd owner and errno mapping: base).
+// Socket helpers for the RPC server and client: TCP listen, connect by
+// "host:port" text, address parsing, an eventfd (fd owner, errno mapping and
+// the connect itself: base).
 //
 // Thread-safety: free functions are thread-safe; EventFd is
 // thread-compatible, except EventFd::Notify, which any thread may call.
@@ -12,7 +13,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -22,18 +22,19 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
-#include "mooncake/base/clock.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
+#include "mooncake/base/tcp_connect.h"
 
 namespace mooncake::rpc_internal {
 
@@ -133,41 +134,14 @@ inline absl::StatusOr<uint16_t> BoundPort(int fd) {
                                        : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
-// A connected, non-blocking TCP socket with TCP_NODELAY, or UNAVAILABLE /
-// DEADLINE_EXCEEDED within `timeout_ns`.
+// "host:port" connected within `timeout_ns` (base/tcp_connect.h: a
+// non-blocking socket with TCP_NODELAY; INVALID_ARGUMENT, UNAVAILABLE,
+// DEADLINE_EXCEEDED).
 inline absl::StatusOr<UniqueFd> ConnectTcp(std::string_view address, int64_t timeout_ns) {
   MC_ASSERT(timeout_ns > 0, "connect needs a positive timeout");
-  auto hp = ParseHostPort(address);
+  absl::StatusOr<HostPort> hp = ParseHostPort(address);
   if (!hp.ok()) return hp.status();
-  socklen_t len = 0;
-  auto addr = Resolve(*hp, &len);
-  if (!addr.ok()) return addr.status();
-  UniqueFd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
-  const std::string what = absl::StrCat("connect to ", AbslView(address));
-  if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), len) != 0) {
-    if (errno != EINPROGRESS) return ErrnoToStatus(errno, what);
-    const int64_t deadline = MonotonicClock::Get().NowNs() + timeout_ns;
-    for (;;) {
-      const int64_t left_ms = (deadline - MonotonicClock::Get().NowNs() + 999999) / 1000000;
-      if (left_ms <= 0) {
-        return absl::DeadlineExceededError(
-            absl::StrCat(what, ": no answer within ", timeout_ns / 1000000, " ms"));
-      }
-      pollfd p{fd.get(), POLLOUT, 0};
-      const int rc = ::poll(&p, 1, static_cast<int>(left_ms));
-      if (rc < 0 && errno == EINTR) continue;
-      if (rc < 0) return ErrnoToStatus(errno, what);
-      if (rc == 0) continue;
-      int err = 0;
-      socklen_t elen = sizeof(err);
-      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &elen);
-      if (err != 0) return ErrnoToStatus(err, what);
-      break;
-    }
-  }
-  SetNoDelay(fd.get());
-  return fd;
+  return mooncake::ConnectTcp(*hp, absl::Now() + absl::Nanoseconds(timeout_ns));
 }
 
 // A non-blocking eventfd used to wake a poll/epoll loop.

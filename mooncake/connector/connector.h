@@ -25,10 +25,11 @@
 // Lifecycle and failure semantics
 //   - A prefill request ends when every expected pull (the decode group's TP
 //     degree) has finished, when the engine aborts it, or when
-//     request_timeout_ms passes since AddRequest (default 120 s); its blocks are
+//     request_timeout_ms passes after its last layer was saved (default 120 s;
+//     while the engine still computes, the blocks are its own); its blocks are
 //     then handed back (TakeReleased) and the prefill side never touches the
 //     decode memory for it again. Pulls that arrive for a request the engine
-//     has not added yet wait (same timeout).
+//     has not added yet wait (the same timeout, from their arrival).
 //   - The decode side never hangs: WaitLayer/WaitAll return by their timeout,
 //     and earlier with UNAVAILABLE when a source stops answering Status (a
 //     killed prefill process), or with the source's error. The engine then

@@ -312,6 +312,31 @@ TEST(PdConnectorTest, UnpulledRequestIsReleasedAfterTheTimeout) {
   EXPECT_EQ((*dc)->stats().requests_active, 0u);
 }
 
+// The timeout counts from the last saved layer: a prefill that computes
+// longer than the timeout still sends every layer.
+TEST(PdConnectorTest, ComputeLongerThanTheTimeoutDoesNotExpireTheRequest) {
+  Side ps, ds;
+  Cache src(Layout(KvOrder::kLayerFirst, 16, 32), 3), dst(Layout(KvOrder::kLayerFirst, 16, 32));
+  PrefillConnectorOptions o;
+  o.request_timeout_ms = 100;
+  auto pc =
+      PrefillConnector<TcpTransport>::Create(ps.transport.get(), src.layout, src.ConstBases(), o);
+  auto dc = DecodeConnector<TcpTransport>::Create(ds.transport.get(), dst.layout, dst.Bases());
+  ASSERT_TRUE(pc.ok() && dc.ok());
+  const auto blocks = Consecutive(0, 4);
+  ASSERT_TRUE((*pc)->AddRequest("slow", blocks, 64).ok());
+  ASSERT_TRUE((*dc)->StartRequest("slow", {(*pc)->rpc_address()}, blocks, 64).ok());
+  for (uint32_t l = 0; l < 4; ++l) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));  // a layer's compute
+    ASSERT_TRUE((*pc)->SaveLayer("slow", l).ok()) << "layer " << l;
+  }
+  EXPECT_TRUE((*dc)->WaitAll("slow", absl::Seconds(10)).ok());
+  EXPECT_TRUE((*dc)->End("slow").status.ok());
+  EXPECT_TRUE(AwaitReleased(**pc, "slow").ok());
+  EXPECT_EQ((*pc)->stats().requests_expired, 0u);
+  EXPECT_EQ(Mismatches(src, blocks, dst, blocks, 64), 0u);
+}
+
 TEST(PdConnectorTest, DecodeCancelReleasesPrefillBlocksAndAbortReachesDecode) {
   Side ps, ds;
   Cache src(Layout(KvOrder::kLayerFirst, 16, 32), 3), dst(Layout(KvOrder::kLayerFirst, 16, 32));

@@ -52,7 +52,7 @@ namespace mooncake::connector {
 struct PrefillConnectorOptions {
   std::string rpc_host = "127.0.0.1";
   uint16_t rpc_port = 0;                 // 0: any free port
-  int64_t request_timeout_ms = 120'000;  // AddRequest (or a first pull) -> blocks handed back
+  int64_t request_timeout_ms = 120'000;  // last SaveLayer (or a waiting pull) -> handed back
   int64_t notify_timeout_ms = 2'000;     // one Notify RPC
   int64_t transfer_timeout_ms = 30'000;  // one layer's batches of one pull
   size_t max_requests = 4096;            // requests and waiting pulls held at once
@@ -143,7 +143,9 @@ class PrefillConnector {
     r.added = true;
     r.blocks = std::move(blocks);
     r.num_tokens = num_tokens;
-    r.expires = absl::Now() + absl::Milliseconds(options_.request_timeout_ms);
+    // The clock starts at the last SaveLayer: the engine still writes the
+    // blocks until then (and can Abort).
+    r.expires = absl::InfiniteFuture();
     r.saved.assign(layout_.num_layers, false);
     blocks_held_ += r.blocks.size();
     return absl::OkStatus();
@@ -164,7 +166,12 @@ class PrefillConnector {
         return absl::NotFoundError(
             absl::StrCat("request '", AbslView(request_id), "' is not held"));
       }
-      it->second.saved[layer] = true;
+      Request& r = it->second;
+      r.saved[layer] = true;
+      if (std::all_of(r.saved.begin(), r.saved.end(), [](bool b) { return b; }) &&
+          r.expires == absl::InfiniteFuture()) {
+        r.expires = absl::Now() + absl::Milliseconds(options_.request_timeout_ms);
+      }
       for (auto& [pull_id, pull] : it->second.pulls) Enqueue(it->first, pull_id, layer);
     }
     cv_.notify_all();

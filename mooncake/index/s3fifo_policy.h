@@ -82,12 +82,20 @@ class S3FifoPolicy {
 
   template <typename CanEvict>
   std::optional<Eviction<K>> Evict(CanEvict&& can_evict) {
-    // Each step either evicts or spends a frequency unit / promotes once, so
-    // (kMaxFreq + 2) passes over the entries bound the scan.
-    const size_t budget = (kMaxFreq + 2) * (map_.size() + 1);
+    // Each step either evicts or spends a frequency unit / promotes once.
+    // Main can hold only prefixes whose leaves sit in small (a chain's tail
+    // admitted after its prefix was promoted): once main has spent every
+    // frequency unit and rejected each entry once, it is stalled and small
+    // goes next until it evicts or empties. So main's passes before and after
+    // small drains, plus small's entries, bound the scan.
+    const size_t budget = (2 * kMaxFreq + 4) * (map_.size() + 1);
+    const size_t stall_steps = (kMaxFreq + 1) * (main_.size() + 1);
+    size_t main_steps = 0;
     for (size_t step = 0; step < budget && !map_.empty(); ++step) {
       const bool from_small =
-          !small_.empty() && (main_.empty() || small_charge_ > small_ratio_ * charged());
+          !small_.empty() && (main_.empty() || small_charge_ > small_ratio_ * charged() ||
+                              main_steps > stall_steps);
+      if (!from_small) ++main_steps;
       std::optional<Eviction<K>> victim = from_small ? StepSmall(can_evict) : StepMain(can_evict);
       if (victim) return victim;
     }

@@ -7,6 +7,15 @@
 // or nullopt if the object became unevictable in between (a lease was just
 // granted): such a key is admitted again, so the policy keeps tracking it.
 //
+// EvictUntil holds the mutex only while it takes a batch of at most
+// kEvictionBatchMax victims out of the policy; `remove` runs with the mutex
+// released, so Touch and Admit (every read and commit) wait for one batch's
+// policy work, not for a whole round of removals. A victim is out of the
+// policy while it is being removed: a Touch of it meanwhile is a no-op, an
+// Admit of it (a new version committed) tracks it again. Nothing is freed
+// twice, because `remove` decides under the shard lock and the object leaves
+// the table there.
+//
 // The policy may hold keys whose objects are gone (a remove raced a commit's
 // Admit); `can_evict` says yes to those and `remove` frees nothing, so they
 // drain away. Touch and Admit tolerate untracked and tracked keys alike,
@@ -14,11 +23,12 @@
 // tracked one) and the master's calls race with removals.
 //
 // Thread-safety: every method may run concurrently (one mutex). Lock order:
-// the evictor's mutex is taken before shard mutexes (remove/can_evict lock a
-// shard), never while holding one.
+// the evictor's mutex is taken before shard mutexes (can_evict locks a
+// shard under it), never while holding one. `remove` is called without it.
 #ifndef MOONCAKE_STORE_MASTER_EVICTOR_H_
 #define MOONCAKE_STORE_MASTER_EVICTOR_H_
 
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +36,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/hash/hash.h"
@@ -42,6 +53,9 @@ struct ObjectKeyHash {
 template <typename P>
 concept ObjectEvictionPolicy =
     index::EvictionPolicy<P> && std::same_as<typename P::key_type, std::string>;
+
+// Victims EvictUntil takes out of the policy per hold of the evictor's mutex.
+inline constexpr uint64_t kEvictionBatchMax = 64;
 
 struct EvictionResult {
   uint64_t freed_bytes = 0;
@@ -79,25 +93,39 @@ class Evictor {
   }
 
   // Evicts until `target_bytes` are freed, at most `max_victims` objects, or
-  // the policy offers nothing more.
+  // the policy offers nothing more. Victims are taken kEvictionBatchMax at a
+  // time under the mutex (a batch stops once its charges cover what is still
+  // wanted) and removed with it released.
   template <typename CanEvict, typename Remove>
   EvictionResult EvictUntil(uint64_t target_bytes, uint64_t max_victims, CanEvict&& can_evict,
                             Remove&& remove) {
     EvictionResult result;
-    absl::MutexLock lock(&mu_);
     // Each failed re-check re-admits a key; bound those rounds too.
-    for (uint64_t tries = 0; result.freed_bytes < target_bytes && result.victims < max_victims &&
-                             tries < 2 * max_victims;
-         ++tries) {
-      std::optional<index::Eviction<std::string>> victim = policy_.Evict(can_evict);
-      if (!victim.has_value()) break;
-      std::optional<uint64_t> freed = remove(victim->key);
-      if (!freed.has_value()) {
-        AdmitLocked(victim->key, victim->charge);
-        continue;
+    const uint64_t tries_max = 2 * max_victims;
+    uint64_t tries = 0;
+    std::vector<index::Eviction<std::string>> batch;
+    std::vector<index::Eviction<std::string>> busy;
+    while (result.freed_bytes < target_bytes && result.victims < max_victims && tries < tries_max) {
+      const uint64_t want_bytes = target_bytes - result.freed_bytes;
+      const uint64_t n_max =
+          std::min({kEvictionBatchMax, max_victims - result.victims, tries_max - tries});
+      TakeBatch(want_bytes, n_max, can_evict, batch);
+      if (batch.empty()) break;
+      tries += batch.size();
+      busy.clear();
+      for (index::Eviction<std::string>& victim : batch) {
+        std::optional<uint64_t> freed = remove(victim.key);
+        if (!freed.has_value()) {
+          busy.push_back(std::move(victim));
+          continue;
+        }
+        result.freed_bytes += *freed;
+        if (*freed > 0) ++result.victims;
       }
-      result.freed_bytes += *freed;
-      if (*freed > 0) ++result.victims;
+      if (!busy.empty()) {
+        absl::MutexLock lock(&mu_);
+        for (const index::Eviction<std::string>& v : busy) AdmitLocked(v.key, v.charge);
+      }
     }
     return result;
   }
@@ -112,6 +140,22 @@ class Evictor {
   }
 
  private:
+  // Takes up to `n_max` victims out of the policy, fewer once their charges
+  // cover `want_bytes`.
+  template <typename CanEvict>
+  void TakeBatch(uint64_t want_bytes, uint64_t n_max, CanEvict& can_evict,
+                 std::vector<index::Eviction<std::string>>& batch) {
+    batch.clear();
+    uint64_t charged = 0;
+    absl::MutexLock lock(&mu_);
+    while (batch.size() < n_max && charged < want_bytes) {
+      std::optional<index::Eviction<std::string>> victim = policy_.Evict(can_evict);
+      if (!victim.has_value()) break;
+      charged += victim->charge;
+      batch.push_back(std::move(*victim));
+    }
+  }
+
   void AdmitLocked(const std::string& key, uint64_t charge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     std::span<const std::string> one(&key, 1);
     if (policy_.Contains(key)) {

@@ -1,5 +1,7 @@
 #include "mooncake/store/master/evictor.h"
 
+#include <chrono>
+#include <future>
 #include <optional>
 #include <set>
 #include <string>
@@ -58,6 +60,55 @@ TYPED_TEST(EvictorTest, AVictimThatBecameBusyIsKept) {
   EXPECT_FALSE(ev.Contains("b"));
   ev.Erase("a");
   EXPECT_EQ(ev.size(), 0u);
+}
+
+// The mutex is released while victims are removed: a read (Touch), a commit
+// (Admit) and a size() from other threads complete in the middle of a large
+// eviction, and the policy has given up at most one batch of victims by the
+// first removal. (Were the mutex held across the batch, the other thread
+// would block until EvictUntil returned and the wait would time out.)
+TYPED_TEST(EvictorTest, RemovalRunsWithoutTheLockInBoundedBatches) {
+  constexpr int kKeys = 1000;
+  Evictor<TypeParam> ev;
+  for (int i = 0; i < kKeys; ++i) ev.Admit("k" + std::to_string(i), 1);
+  int removals = 0;
+  bool others_ran = false;
+  size_t size_at_first_removal = 0;
+  auto remove = [&](const std::string& k) -> std::optional<uint64_t> {
+    if (removals++ == 0) {
+      auto other = std::async(std::launch::async, [&ev, k] {
+        ev.Touch(std::span<const std::string>(&k, 1));  // a victim being removed: a no-op
+        const std::string hot = "k999";
+        ev.Touch(std::span<const std::string>(&hot, 1));
+        ev.Admit("new", 1);
+        return ev.size();
+      });
+      others_ran = other.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+      if (others_ran) size_at_first_removal = other.get();
+    }
+    return 1;
+  };
+  const EvictionResult r = ev.EvictUntil(
+      kKeys, kKeys, [](const std::string& k) { return k != "new"; }, remove);
+  EXPECT_TRUE(others_ran);
+  // kKeys admitted plus "new", less one batch taken out.
+  EXPECT_GE(size_at_first_removal, kKeys + 1 - kEvictionBatchMax);
+  EXPECT_EQ(r.victims, static_cast<uint64_t>(kKeys));
+  EXPECT_EQ(removals, kKeys);
+  EXPECT_TRUE(ev.Contains("new"));
+  EXPECT_EQ(ev.size(), 1u);
+}
+
+// A batch stops taking victims once their charges cover the target, so
+// removing outside the lock does not evict more than one at a time would.
+TYPED_TEST(EvictorTest, ABatchTakesOnlyWhatTheTargetNeeds) {
+  Evictor<TypeParam> ev;
+  for (int i = 0; i < 100; ++i) ev.Admit("k" + std::to_string(i), 100);
+  auto remove = [](const std::string&) -> std::optional<uint64_t> { return 100; };
+  const EvictionResult r = ev.EvictUntil(
+      250, 100, [](const std::string&) { return true; }, remove);
+  EXPECT_EQ(r.victims, 3u);
+  EXPECT_EQ(ev.size(), 97u);
 }
 
 }  // namespace

@@ -17,8 +17,11 @@
 // Time comes from the Clock given to Create (a FakeClock in tests). Nothing
 // runs on its own: Tick() expires leases, puts, TTLs and silent workers,
 // frees deferred space, evicts down to the low watermark and refreshes the
-// gauges; MasterService calls it on a timer. Reads and puts never wait for a
-// Tick (a stale pending put or expired object is handled on the spot).
+// gauges (once use passes the high watermark, each Tick evicts at most two
+// rounds of max_evictions_per_round objects, and the following Ticks go on
+// until use is down to the low watermark or nothing more can be evicted);
+// MasterService calls it on a timer. Reads and puts never wait for a Tick (a
+// stale pending put or expired object is handled on the spot).
 //
 // Template arguments: A, an alloc::Allocator (TlsfAllocator, with
 // SegmentAllocatorTraits, is the reference; others need a factory), and P,
@@ -28,6 +31,7 @@
 #ifndef MOONCAKE_STORE_MASTER_MASTER_H_
 #define MOONCAKE_STORE_MASTER_MASTER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -86,9 +90,10 @@ struct MasterStats {
   size_t workers = 0;
   size_t segments = 0;
   size_t deferred_frees = 0;
-  int64_t ssd_objects = 0;        // objects with a stored SSD copy
-  uint64_t offloading_bytes = 0;  // DRAM bytes offloads in flight will free
-  size_t tier_tasks = 0;          // queued or in flight
+  int64_t ssd_objects = 0;          // objects with a stored SSD copy
+  uint64_t offloading_bytes = 0;    // DRAM bytes offloads in flight will free
+  size_t tier_tasks = 0;            // queued or in flight
+  size_t put_deadline_entries = 0;  // about the puts still pending (ended ones leave)
 };
 
 template <alloc::Allocator A = alloc::TlsfAllocator,
@@ -213,11 +218,14 @@ class Master {
     const double used = static_cast<double>(s_.pool.used_bytes()) -
                         static_cast<double>(s_.offloading_bytes.load(std::memory_order_relaxed));
     const double cap = static_cast<double>(s_.pool.capacity_bytes());
-    if (cap > 0 && used > s_.options.high_watermark * cap) {
+    if (WatermarkEvicting(used, cap)) {
       const auto target = static_cast<uint64_t>(used - s_.options.low_watermark * cap);
       const EvictionResult e = s_.Evict(target, now);
       r.evicted_objects = e.victims;
       r.evicted_bytes = e.freed_bytes;
+      // Nothing more can go (the rest is leased, pinned or being put): stop
+      // trying until use passes the high watermark again.
+      if (e.freed_bytes == 0) evicting_.store(false, std::memory_order_relaxed);
     }
     RefreshMetrics();
     return r;
@@ -238,7 +246,8 @@ class Master {
                        .deferred_frees = s_.deferred_entries.load(std::memory_order_relaxed),
                        .ssd_objects = s_.ssd_objects.load(std::memory_order_relaxed),
                        .offloading_bytes = s_.offloading_bytes.load(std::memory_order_relaxed),
-                       .tier_tasks = s_.tiers.tasks()};
+                       .tier_tasks = s_.tiers.tasks(),
+                       .put_deadline_entries = s_.put_deadlines.size()};
   }
 
   // Sets the gauges (Tick calls it): totals, per-worker usage, per-segment
@@ -336,7 +345,26 @@ class Master {
          P policy)
       : s_(o, clock, metrics, std::move(f), std::move(policy)) {}
 
+  // The watermark hysteresis: whether this Tick evicts. Evicting starts when
+  // `used` passes the high watermark and lasts, over as many Ticks as its
+  // bounded rounds need, until `used` is down to the low watermark.
+  bool WatermarkEvicting(double used, double cap) {
+    if (cap <= 0 || used <= s_.options.low_watermark * cap) {
+      evicting_.store(false, std::memory_order_relaxed);
+      return false;
+    }
+    if (used > s_.options.high_watermark * cap) {
+      evicting_.store(true, std::memory_order_relaxed);
+      return true;
+    }
+    return evicting_.load(std::memory_order_relaxed);
+  }
+
   master_internal::MasterState<A, P> s_;
+  // Set while Ticks evict from the high watermark down to the low one.
+  // Relaxed: a hint between Ticks; a concurrent Tick that reads it stale
+  // evicts one bounded round more or less.
+  std::atomic<bool> evicting_{false};
   absl::Mutex refresh_mu_;
   absl::flat_hash_map<std::string, Gauge*> worker_gauges_ ABSL_GUARDED_BY(refresh_mu_);
   absl::flat_hash_set<uint64_t> segment_series_ ABSL_GUARDED_BY(refresh_mu_);

@@ -165,6 +165,67 @@ TEST(MasterTest, ConcurrentOpsOnSharedKeysLeaveNoLeak) {
   EXPECT_EQ(m->TenantUsage("")->used_bytes, 0u);
 }
 
+// One Tick evicts at most two rounds of max_evictions_per_round objects; the
+// Ticks after it go on from just under the high watermark down to the low one
+// instead of stopping there.
+TEST(MasterTest, TicksKeepEvictingUntilTheLowWatermark) {
+  FakeClock clock;
+  MasterOptions o;
+  o.high_watermark = 0.7;
+  o.low_watermark = 0.5;
+  o.max_evictions_per_round = 2;
+  auto m = *Master<>::Create(o, &clock);
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", 20 * 4096)).ok());
+  for (int i = 0; i < 18; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    auto s = m->PutStart(PutReq(key, 4096));
+    ASSERT_TRUE(s.ok()) << s.status();
+    ASSERT_TRUE(m->PutEnd(EndReq(key, s->put_id())).ok());
+  }
+  EXPECT_EQ(m->Tick().evicted_objects, 4u);  // 0.9 -> 0.7: two rounds of two
+  uint64_t ticks = 0;
+  while (m->Tick().evicted_objects > 0) ASSERT_LT(++ticks, 10u);
+  EXPECT_GE(ticks, 1u);  // the 0.7 left by the first Tick is not the end
+  EXPECT_EQ(m->Stats().objects, 10);
+  EXPECT_EQ(m->Stats().used_bytes, 10u * 4096);
+  // Below the high watermark with nothing to do: no more eviction.
+  auto s = m->PutStart(PutReq("more", 4096));
+  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(m->PutEnd(EndReq("more", s->put_id())).ok());
+  EXPECT_EQ(m->Tick().evicted_objects, 0u);
+  EXPECT_EQ(m->Stats().objects, 11);
+}
+
+// Every PutStart files a deadline entry; an ended put (committed, revoked)
+// takes its entry out instead of leaving it for a Tick put_timeout_ms later.
+TEST(MasterTest, PutDeadlineQueueDoesNotGrowWithCompletedPuts) {
+  FakeClock clock;
+  auto m = *Master<>::Create(MasterOptions{}, &clock);
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", 1 << 20)).ok());
+  for (int i = 0; i < 5000; ++i) {
+    const std::string key = "k" + std::to_string(i);
+    auto s = m->PutStart(PutReq(key, 64));
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (i % 2 == 0) {
+      ASSERT_TRUE(m->PutEnd(EndReq(key, s->put_id())).ok());
+    } else {
+      proto::PutRevokeRequest r;
+      r.set_key(key);
+      r.set_put_id(s->put_id());
+      ASSERT_TRUE(m->PutRevoke(r).ok());
+    }
+    ASSERT_LE(m->Stats().put_deadline_entries, 2u);
+  }
+  auto pending = m->PutStart(PutReq("pending", 64));
+  ASSERT_TRUE(pending.ok());
+  EXPECT_GE(m->Stats().put_deadline_entries, 1u);
+  // The pending one still times out at its deadline.
+  clock.AdvanceMs(m->options().put_timeout_ms + 1);
+  EXPECT_EQ(m->Tick().puts_timed_out, 1u);
+  EXPECT_EQ(m->Stats().put_deadline_entries, 0u);
+  EXPECT_EQ(m->Stats().pending_puts, 0);
+}
+
 // A prefix read with replicas is a read for the policy: the chain survives
 // eviction that takes older-looking objects instead; a bare probe is not.
 TEST(MasterTest, PrefixReadRefreshesTheChainForEviction) {

@@ -182,7 +182,7 @@ struct MasterState {
   }
 
   // Outside the shard lock. `key` leaves the policy unless the evictor is the
-  // caller (it dropped the key already and holds its own lock).
+  // caller (it took the key out of the policy already, in its batch).
   void FinishRetired(Retired& r, const std::string& key, bool erase_from_evictor) {
     FreeReplicas(r.to_free);
     ReleaseCharge(r.tenant, r.pin, r.charge);
@@ -314,7 +314,8 @@ struct MasterState {
     return total;
   }
 
-  // One eviction victim (the evictor's lock is held; no shard lock is). An
+  // One eviction victim (called by the evictor with neither its lock nor a
+  // shard lock held: it takes victims out of the policy in batches). An
   // object already on SSD leaves DRAM at once; one whose replica's worker has
   // a tier starts an OFFLOAD (its DRAM goes when the tier acknowledges, so
   // its bytes count as freed now and Tick subtracts offloading_bytes);

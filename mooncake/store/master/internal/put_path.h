@@ -214,6 +214,7 @@ void AbandonPut(MasterState<A, P>& s, const std::string& key, uint64_t put_id, i
     r = s.RetireLocked(sh, it, now, hold_ns > 0 ? now + hold_ns : 0);
   });
   if (r.has_value()) s.FinishRetired(*r, key, /*erase_from_evictor=*/false);
+  s.put_deadlines.Cancel(put_id);
 }
 
 // PutStart within `budget`. Past it, it returns nullopt having changed
@@ -265,6 +266,8 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
   // Once placed, the entry carries the charge (ChargeBytes: size x replicas):
   // whoever retires it releases it. Until then it carries none, so a put that
   // fails before its replicas are set releases the charge here.
+  // The deadline entry lives until the put ends (PutEnd, PutRevoke, a failed
+  // placement cancel it) or its deadline passes (TimeOutPuts).
   s.put_deadlines.Push(now + s.options.put_timeout_ms * kNsPerMs, put_id, slot);
   const std::vector<std::string_view> names(po.preferred_segment_names().begin(),
                                             po.preferred_segment_names().end());
@@ -431,6 +434,9 @@ absl::StatusOr<proto::PutEndResponse> PutEnd(MasterState<A, P>& s,
       }
     }
   });
+  // The put ended (committed, or retired here): its deadline entry goes.
+  // Not when a stale PutEnd names another put.
+  if (out.version != 0 || out.retired.has_value()) s.put_deadlines.Cancel(req.put_id());
   if (out.replaced.has_value()) {
     s.FinishRetired(*out.replaced, req.key(), /*erase_from_evictor=*/true);
     s.metrics.removes->Increment();
@@ -476,6 +482,7 @@ absl::StatusOr<proto::PutRevokeResponse> PutRevoke(MasterState<A, P>& s,
   });
   if (!status.ok()) return status;
   s.FinishRetired(*r, req.key(), /*erase_from_evictor=*/false);
+  s.put_deadlines.Cancel(req.put_id());
   s.metrics.puts_revoked->Increment();
   return proto::PutRevokeResponse();
 }

@@ -1,9 +1,11 @@
 // Placement: which segments receive an object's replicas.
 //
 // OrderCandidates ranks the mounted segments for one put (a pure function of
-// a snapshot, so it is tested without a pool); PlaceReplicas walks that order
+// a snapshot, so it is tested without a pool); PlaceReplicas walks the same
+// order over the pool's shared SegmentTable, sorting only as far as it reads,
 // and allocates one replica per worker (replicas always land on distinct
 // workers) until it has `replica_count`, or frees what it took and fails.
+// Loads are read once per put, when it begins.
 //
 // Strategies:
 //   kRandom           a random order (a seeded hash of segment id and seed:
@@ -27,13 +29,20 @@
 #define MOONCAKE_STORE_MASTER_PLACEMENT_H_
 
 #include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -64,45 +73,64 @@ inline bool Excluded(const PlacementRequest& req, uint64_t segment_id) {
          req.excluded_segment_ids.end();
 }
 
+// A candidate's place in a put's order: ascending (rank, key, id).
+// rank 0: the preferred segment; 1: on the client's host (kClientLocalFirst);
+// 2: the rest. key: kRandom's hash, or the load used / capacity of the other
+// strategies as its IEEE bits (a load is a finite double >= +0, and those
+// order as their bits do). Ids are unique, so the order is total.
+struct CandidateRank {
+  uint32_t rank = 2;
+  uint32_t index = 0;  // the candidate's position in its table or span
+  uint64_t key = 0;
+  uint64_t id = 0;
+
+  bool operator<(const CandidateRank& o) const {
+    if (rank != o.rank) return rank < o.rank;
+    if (key != o.key) return key < o.key;
+    return id < o.id;
+  }
+};
+
+// REQUIRES: capacity_bytes > 0.
+inline CandidateRank RankCandidate(const PlacementRequest& req, PlacementStrategy strategy,
+                                   uint64_t id, bool on_client_host, uint64_t used_bytes,
+                                   uint64_t capacity_bytes, size_t index) {
+  CandidateRank r{.index = static_cast<uint32_t>(index), .id = id};
+  if (req.preferred_segment_id != 0 && id == req.preferred_segment_id) {
+    r.rank = 0;
+  } else if (strategy == PlacementStrategy::kClientLocalFirst && on_client_host) {
+    r.rank = 1;
+  }
+  if (strategy == PlacementStrategy::kRandom) {
+    uint64_t words[2] = {id, req.seed};
+    r.key = StableHash64(words, sizeof(words));
+  } else {
+    const double load = static_cast<double>(used_bytes) / static_cast<double>(capacity_bytes);
+    MC_DASSERT(load >= 0.0 && !std::signbit(load), "a load orders as its bits");
+    r.key = std::bit_cast<uint64_t>(load);
+  }
+  return r;
+}
+
 // Indexes into `segments`, best first. Segments smaller than the object are
-// left out.
+// left out. O(n log n); PlaceReplicas gets the same order lazily.
 inline std::vector<size_t> OrderCandidates(std::span<const SegmentView> segments,
                                            const PlacementRequest& req,
                                            PlacementStrategy strategy) {
-  std::vector<size_t> order;
-  order.reserve(segments.size());
+  std::vector<CandidateRank> ranked;
+  ranked.reserve(segments.size());
   for (size_t i = 0; i < segments.size(); ++i) {
-    if (segments[i].capacity_bytes >= req.size_bytes && !Excluded(req, segments[i].id)) {
-      order.push_back(i);
-    }
-  }
-  auto load = [&](size_t i) {
     const SegmentView& s = segments[i];
-    return static_cast<double>(s.used_bytes) / static_cast<double>(s.capacity_bytes);
-  };
-  auto rank = [&](size_t i) -> int {
-    if (req.preferred_segment_id != 0 && segments[i].id == req.preferred_segment_id) return 0;
-    if (strategy == PlacementStrategy::kClientLocalFirst && !req.client_host_id.empty() &&
-        segments[i].host_id == req.client_host_id) {
-      return 1;
+    if (s.capacity_bytes >= req.size_bytes && !Excluded(req, s.id)) {
+      const bool local = !req.client_host_id.empty() && s.host_id == req.client_host_id;
+      ranked.push_back(
+          RankCandidate(req, strategy, s.id, local, s.used_bytes, s.capacity_bytes, i));
     }
-    return 2;
-  };
-  if (strategy == PlacementStrategy::kRandom) {
-    auto key = [&](size_t i) {
-      uint64_t words[2] = {segments[i].id, req.seed};
-      return StableHash64(words, sizeof(words));
-    };
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      return std::pair(rank(a), key(a)) < std::pair(rank(b), key(b));
-    });
-  } else {
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      if (rank(a) != rank(b)) return rank(a) < rank(b);
-      if (load(a) != load(b)) return load(a) < load(b);
-      return segments[a].id < segments[b].id;
-    });
   }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<size_t> order;
+  order.reserve(ranked.size());
+  for (const CandidateRank& r : ranked) order.push_back(r.index);
   return order;
 }
 
@@ -117,8 +145,99 @@ inline size_t WorkersThatFit(std::span<const SegmentView> segments, const Placem
   return workers.size();
 }
 
+namespace placement_internal {
+
+// Yields `ranked` (or those of its entries that `keep` accepts) in ascending
+// order, sorting only as far as the caller reads: each refill takes the best
+// `chunk` entries above the last one yielded in one pass, doubling `chunk`.
+// A put that reads k entries costs O(n + k log k) when k stays within the
+// first chunk, O(n log(k / chunk)) passes in all otherwise.
+class LazyOrder {
+ public:
+  // `ranked` must outlive this and not change once Next() was called.
+  LazyOrder(const std::vector<CandidateRank>* ranked, size_t first_chunk)
+      : ranked_(ranked), chunk_(std::max<size_t>(first_chunk, 1)) {
+    best_.reserve(chunk_);
+  }
+
+  // Optional: the first chunk taken while `ranked` is being filled, saving
+  // that pass. Offer every entry appended to it, then EndOffers().
+  void Offer(const CandidateRank& r) {
+    ++offered_;
+    if (best_.size() == chunk_) {
+      if (!(r < best_.back())) return;
+      best_.pop_back();
+    }
+    best_.insert(std::upper_bound(best_.begin(), best_.end(), r), r);
+  }
+  void EndOffers() {
+    MC_DASSERT(offered_ == ranked_->size(), "every entry was offered");
+    MC_DASSERT(chunk_ <= kInsertionChunkMax, "offers insert into a small chunk");
+    done_ = offered_ <= chunk_;
+    chunk_ *= 2;
+  }
+
+  template <typename Keep>
+  const CandidateRank* Next(Keep keep) {
+    if (pos_ == best_.size()) {
+      if (done_) return nullptr;
+      Refill(keep);
+      if (best_.empty()) return nullptr;
+    }
+    return &best_[pos_++];
+  }
+
+ private:
+  template <typename Keep>
+  void Refill(Keep keep) {
+    const bool has_last = !best_.empty();
+    const CandidateRank last = has_last ? best_.back() : CandidateRank{};
+    best_.clear();
+    pos_ = 0;
+    size_t left = 0;  // entries above `last` that `keep` accepts
+    if (chunk_ <= kInsertionChunkMax) {
+      // One comparison for most entries: only those better than the chunk's worst move.
+      for (const CandidateRank& r : *ranked_) {
+        if ((has_last && !(last < r)) || !keep(r)) continue;
+        ++left;
+        if (best_.size() == chunk_) {
+          if (!(r < best_.back())) continue;
+          best_.pop_back();
+        }
+        best_.insert(std::upper_bound(best_.begin(), best_.end(), r), r);
+      }
+    } else {
+      for (const CandidateRank& r : *ranked_) {
+        if ((!has_last || last < r) && keep(r)) best_.push_back(r);
+      }
+      left = best_.size();
+      if (best_.size() > chunk_) {
+        std::nth_element(best_.begin(), best_.begin() + static_cast<std::ptrdiff_t>(chunk_),
+                         best_.end());
+        best_.resize(chunk_);
+      }
+      std::sort(best_.begin(), best_.end());
+    }
+    done_ = left <= chunk_;
+    MC_DASSERT(std::is_sorted(best_.begin(), best_.end()), "a chunk is in order");
+    MC_DASSERT(best_.size() == std::min(left, chunk_), "the chunk holds the best `chunk_`");
+    chunk_ *= 2;
+  }
+
+  static constexpr size_t kInsertionChunkMax = 32;
+  const std::vector<CandidateRank>* ranked_;
+  size_t chunk_;
+  size_t offered_ = 0;
+  std::vector<CandidateRank> best_;
+  size_t pos_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace placement_internal
+
 // Allocates `req.replica_count` replicas on distinct workers. On failure
-// nothing stays allocated.
+// nothing stays allocated. O(segments + k log k) for a put that tries k
+// segments; no per-segment string copy or allocation (SegmentPool::Candidates).
 template <alloc::Allocator A>
 absl::StatusOr<std::vector<Replica>> PlaceReplicas(SegmentPool<A>& pool,
                                                    const PlacementRequest& req,
@@ -126,36 +245,73 @@ absl::StatusOr<std::vector<Replica>> PlaceReplicas(SegmentPool<A>& pool,
                                                    bool* space_shortfall) {
   MC_DASSERT(req.replica_count >= 1 && req.size_bytes >= 1, "validated by the caller");
   *space_shortfall = false;
-  const std::vector<SegmentView> segments = pool.Snapshot();
-  if (segments.empty()) {
+  const std::shared_ptr<const SegmentTable> table = pool.Candidates();
+  if (table->segments.empty()) {
     return absl::UnavailableError("no segment is mounted: start a worker first");
   }
-  if (const size_t fit = WorkersThatFit(segments, req); fit < req.replica_count) {
+  const uint32_t client_host =
+      strategy == PlacementStrategy::kClientLocalFirst && !req.client_host_id.empty()
+          ? table->HostIndex(req.client_host_id)
+          : SegmentTable::kNoIndex;
+  // Enough for the usual put: every replica placed at its first try, plus spares.
+  const size_t first_chunk = std::min<size_t>(2 * static_cast<size_t>(req.replica_count) + 6, 32);
+  std::vector<CandidateRank> ranked;
+  ranked.reserve(table->segments.size());
+  placement_internal::LazyOrder order(&ranked, first_chunk);
+  // One pass: the candidates in id order with their rank, the first chunk of
+  // the order, and the distinct workers among them, counted only up to
+  // replica_count (all that the check below needs).
+  absl::InlinedVector<uint32_t, 8> fit_workers;
+  for (size_t i = 0; i < table->segments.size(); ++i) {
+    const SegmentTable::Entry& e = table->segments[i];
+    if (e.capacity_bytes < req.size_bytes || Excluded(req, e.id)) continue;
+    // relaxed: a load estimate; a stale one only changes which segment is tried first.
+    const uint64_t used = e.used_bytes->load(std::memory_order_relaxed);
+    order.Offer(ranked.emplace_back(RankCandidate(
+        req, strategy, e.id, client_host != SegmentTable::kNoIndex && e.host == client_host, used,
+        e.capacity_bytes, i)));
+    if (fit_workers.size() < req.replica_count &&
+        std::find(fit_workers.begin(), fit_workers.end(), e.worker) == fit_workers.end()) {
+      fit_workers.push_back(e.worker);
+    }
+  }
+  order.EndOffers();
+  if (const size_t fit = fit_workers.size(); fit < req.replica_count) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "cannot place ", req.replica_count, " replicas of ", req.size_bytes, " bytes: only ", fit,
         " worker(s) have a segment that large (replicas go to distinct workers)"));
   }
   std::vector<Replica> placed;
-  absl::flat_hash_set<std::string_view> used_workers;
-  auto try_place = [&](const SegmentView& s) {
-    if (used_workers.contains(std::string_view(s.worker_id))) return false;
-    std::optional<alloc::Allocation> a = pool.Allocate(s.id, req.size_bytes, req.alignment_bytes);
+  absl::InlinedVector<uint32_t, 8> used_workers;
+  auto try_place = [&](const CandidateRank& r) {
+    const SegmentTable::Entry& e = table->segments[r.index];
+    if (std::find(used_workers.begin(), used_workers.end(), e.worker) != used_workers.end()) {
+      return false;
+    }
+    std::optional<alloc::Allocation> a = pool.Allocate(e.id, req.size_bytes, req.alignment_bytes);
     if (!a.has_value()) return false;
-    used_workers.insert(std::string_view(s.worker_id));
-    placed.push_back(Replica{s.id, s.worker_id, s.host_id, *a, ReplicaState::kAllocated});
+    used_workers.push_back(e.worker);
+    placed.push_back(Replica{e.id, std::string(table->worker_ids[e.worker]),
+                             std::string(table->host_ids[e.host]), *a, ReplicaState::kAllocated});
     return true;
   };
-  const std::vector<size_t> order = OrderCandidates(segments, req, strategy);
   // O(names x segments): both are bounded (kMaxPreferredSegmentNames).
   for (size_t n = 0; n < req.preferred_segment_names.size() && placed.empty(); ++n) {
-    for (size_t i : order) {
-      if (segments[i].name == req.preferred_segment_names[n] && try_place(segments[i])) break;
+    const uint32_t name = table->NameIndex(req.preferred_segment_names[n]);
+    if (name == SegmentTable::kNoIndex) continue;
+    auto named = [&](const CandidateRank& r) { return table->segments[r.index].name == name; };
+    placement_internal::LazyOrder named_order(&ranked, first_chunk);
+    while (const CandidateRank* r = named_order.Next(named)) {
+      if (try_place(*r)) break;
     }
   }
-  for (size_t i : order) {
-    if (placed.size() == req.replica_count) break;
-    try_place(segments[i]);
+  auto any = [](const CandidateRank&) { return true; };
+  while (placed.size() < req.replica_count) {
+    const CandidateRank* r = order.Next(any);
+    if (r == nullptr) break;
+    try_place(*r);
   }
+  MC_DASSERT(placed.size() <= req.replica_count, "never more replicas than asked");
   if (placed.size() == req.replica_count) return placed;
   for (const Replica& r : placed) pool.Free(r.segment_id, r.allocation);
   *space_shortfall = true;

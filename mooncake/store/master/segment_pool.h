@@ -10,10 +10,19 @@
 // comes from SegmentAllocatorTraits<A> (defined for TlsfAllocator; give the
 // factory explicitly for other models, e.g. a KvAllocator with block classes).
 //
+// Candidates() hands placement an immutable SegmentTable: the mounted segments
+// with their worker, host and name interned as small integers, built at most
+// once per Mount/Unmount (lazily, on the first call after one) and shared by
+// every put until the next, so a put copies no string and allocates nothing
+// per segment; loads are read live from the segments' atomics.
+//
 // Thread-safety: every method may run concurrently. The segment map is under a
 // shared mutex (Mount/Unmount exclusive, the rest shared); each segment's
 // allocator under its own mutex, so allocations in different segments run in
-// parallel. used_bytes/capacity_bytes are lock-free atomics.
+// parallel. used_bytes/capacity_bytes are lock-free atomics. A SegmentTable
+// is immutable and keeps its segments' descriptors and counters alive, so it
+// may be read with no lock after the segment was unmounted (its allocations
+// then fail).
 #ifndef MOONCAKE_STORE_MASTER_SEGMENT_POOL_H_
 #define MOONCAKE_STORE_MASTER_SEGMENT_POOL_H_
 
@@ -26,6 +35,7 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -72,6 +82,41 @@ struct SegmentView {
   uint64_t used_bytes = 0;
 };
 
+// The mounted segments as one put's placement reads them: immutable, shared.
+// Invariants: `segments` is sorted by id; each entry's worker/host/name index
+// is < worker_ids/host_ids/names.size(); the string_views and `used_bytes`
+// point into segments that `owners` keeps alive.
+struct SegmentTable {
+  struct Entry {
+    uint64_t id = 0;
+    uint64_t capacity_bytes = 0;
+    const std::atomic<uint64_t>* used_bytes = nullptr;  // live; relaxed reads
+    uint32_t worker = 0;                                // into worker_ids
+    uint32_t host = 0;                                  // into host_ids
+    uint32_t name = 0;                                  // into names
+  };
+  static constexpr uint32_t kNoIndex = UINT32_MAX;
+
+  uint64_t generation = 0;  // the pool's Mount/Unmount count when built
+  std::vector<Entry> segments;
+  std::vector<std::string_view> worker_ids;
+  std::vector<std::string_view> host_ids;
+  std::vector<std::string_view> names;
+  absl::flat_hash_map<std::string_view, uint32_t> host_index;
+  absl::flat_hash_map<std::string_view, uint32_t> name_index;
+  std::vector<std::shared_ptr<const void>> owners;
+
+  // kNoIndex if no mounted segment is on that host / has that name. O(1).
+  uint32_t HostIndex(std::string_view host_id) const {
+    auto it = host_index.find(host_id);
+    return it == host_index.end() ? kNoIndex : it->second;
+  }
+  uint32_t NameIndex(std::string_view name) const {
+    auto it = name_index.find(name);
+    return it == name_index.end() ? kNoIndex : it->second;
+  }
+};
+
 template <alloc::Allocator A>
 class SegmentPool {
  public:
@@ -116,6 +161,8 @@ class SegmentPool {
     seg->id = id;
     capacity_bytes_.fetch_add(seg->capacity_bytes, std::memory_order_relaxed);
     segments_.emplace(id, std::move(seg));
+    ++generation_;
+    table_ = nullptr;
     return id;
   }
 
@@ -131,6 +178,8 @@ class SegmentPool {
       }
       s = std::move(it->second);
       segments_.erase(it);
+      ++generation_;
+      table_ = nullptr;
     }
     // A call that fetched `s` before the erase sees `dead` under s->mu and
     // leaves the totals alone, so they are subtracted exactly once.
@@ -188,6 +237,18 @@ class SegmentPool {
     return out;
   }
 
+  // The mounted segments for placement. O(1) and allocation-free, except the
+  // first call after a Mount/Unmount, which builds the table: O(segments).
+  std::shared_ptr<const SegmentTable> Candidates() const {
+    {
+      std::shared_lock lock(map_mu_);
+      if (table_ != nullptr) return table_;
+    }
+    std::unique_lock lock(map_mu_);
+    if (table_ == nullptr) table_ = BuildTable();
+    return table_;
+  }
+
   std::optional<alloc::AllocatorStats> Stats(uint64_t id) const {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return std::nullopt;
@@ -231,6 +292,35 @@ class SegmentPool {
     std::atomic<uint64_t> used_bytes{0};
   };
 
+  std::shared_ptr<const SegmentTable> BuildTable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_) {
+    auto t = std::make_shared<SegmentTable>();
+    t->generation = generation_;
+    t->segments.reserve(segments_.size());
+    t->owners.reserve(segments_.size());
+    absl::flat_hash_map<std::string_view, uint32_t> worker_index;
+    auto intern = [](absl::flat_hash_map<std::string_view, uint32_t>& index,
+                     std::vector<std::string_view>& values, std::string_view v) {
+      auto [it, inserted] = index.try_emplace(v, static_cast<uint32_t>(values.size()));
+      if (inserted) values.push_back(v);
+      return it->second;
+    };
+    for (const auto& [id, s] : segments_) {
+      t->segments.push_back(SegmentTable::Entry{
+          .id = id,
+          .capacity_bytes = s->capacity_bytes,
+          .used_bytes = &s->used_bytes,
+          .worker = intern(worker_index, t->worker_ids, s->desc.worker_id()),
+          .host = intern(t->host_index, t->host_ids, s->desc.endpoint().host_id()),
+          .name = intern(t->name_index, t->names, s->desc.name())});
+      t->owners.push_back(s);
+    }
+    std::sort(t->segments.begin(), t->segments.end(),
+              [](const auto& a, const auto& b) { return a.id < b.id; });
+    MC_ASSERT(t->worker_ids.size() < SegmentTable::kNoIndex, "worker count fits the index");
+    MC_DASSERT(t->segments.size() == segments_.size(), "one entry per mounted segment");
+    return t;
+  }
+
   std::shared_ptr<Segment> Get(uint64_t id) const {
     std::shared_lock lock(map_mu_);
     auto it = segments_.find(id);
@@ -242,6 +332,9 @@ class SegmentPool {
   mutable std::shared_mutex map_mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Segment>> segments_ ABSL_GUARDED_BY(map_mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(map_mu_) = 1;
+  uint64_t generation_ ABSL_GUARDED_BY(map_mu_) = 0;  // Mounts and Unmounts so far
+  // Null after a Mount/Unmount until Candidates() rebuilds it. mutable: a cache.
+  mutable std::shared_ptr<const SegmentTable> table_ ABSL_GUARDED_BY(map_mu_);
   std::atomic<uint64_t> used_bytes_{0};
   std::atomic<uint64_t> capacity_bytes_{0};
 };

@@ -1,5 +1,7 @@
 #include "mooncake/store/master/segment_pool.h"
 
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -58,6 +60,72 @@ TEST(SegmentPoolTest, KvAllocatorThroughAFactory) {
   EXPECT_EQ(snap[0].used_bytes, 4096u);
   EXPECT_EQ(snap[0].host_id, "h");
   EXPECT_TRUE(pool.Free(id, *a));
+}
+
+TEST(SegmentPoolTest, CandidatesAreSharedUntilAMountOrUnmount) {
+  SegmentPool<alloc::TlsfAllocator> pool;
+  EXPECT_TRUE(pool.Candidates()->segments.empty());
+  const uint64_t a = *pool.Mount(Desc("w1", "dram", 1 << 20));
+  const uint64_t b = *pool.Mount(Desc("w1", "ssd", 1 << 20));
+  const uint64_t c = *pool.Mount(Desc("w2", "dram", 1 << 20));
+  std::shared_ptr<const SegmentTable> t = pool.Candidates();
+  EXPECT_EQ(pool.Candidates(), t);  // no Mount/Unmount: the same table
+  ASSERT_EQ(t->segments.size(), 3u);
+  EXPECT_EQ(t->segments[0].id, a);
+  EXPECT_EQ(t->segments[1].id, b);
+  EXPECT_EQ(t->segments[2].id, c);
+  EXPECT_EQ(t->segments[0].worker, t->segments[1].worker);
+  EXPECT_NE(t->segments[0].worker, t->segments[2].worker);
+  EXPECT_EQ(t->segments[0].name, t->segments[2].name);
+  EXPECT_EQ(t->worker_ids[t->segments[2].worker], "w2");
+  EXPECT_EQ(t->names[t->segments[1].name], "ssd");
+  EXPECT_EQ(t->HostIndex("h"), t->segments[0].host);
+  EXPECT_EQ(t->HostIndex("elsewhere"), SegmentTable::kNoIndex);
+  EXPECT_EQ(t->NameIndex("hbm"), SegmentTable::kNoIndex);
+  // Loads are live, not copied into the table.
+  auto alloc = pool.Allocate(b, 4096, 64);
+  ASSERT_TRUE(alloc.has_value());
+  EXPECT_EQ(t->segments[1].used_bytes->load(), 4096u);
+
+  ASSERT_TRUE(pool.Unmount(b).ok());
+  std::shared_ptr<const SegmentTable> after = pool.Candidates();
+  EXPECT_NE(after, t);
+  EXPECT_GT(after->generation, t->generation);
+  ASSERT_EQ(after->segments.size(), 2u);
+  EXPECT_EQ(after->segments[1].id, c);
+  // The old table stays readable after the unmount; its segment is gone from the pool.
+  EXPECT_EQ(t->segments[1].used_bytes->load(), 4096u);
+  EXPECT_EQ(t->names[t->segments[1].name], "ssd");
+  EXPECT_FALSE(pool.Allocate(t->segments[1].id, 64, 64).has_value());
+
+  const uint64_t d = *pool.Mount(Desc("w3", "dram", 1 << 20));
+  ASSERT_EQ(pool.Candidates()->segments.size(), 3u);
+  EXPECT_EQ(pool.Candidates()->segments[2].id, d);
+  EXPECT_EQ(pool.Candidates()->worker_ids.size(), 3u);
+}
+
+TEST(SegmentPoolTest, CandidatesRacingMountsSeeWholeTables) {
+  SegmentPool<alloc::TlsfAllocator> pool;
+  std::thread t([&] {
+    for (int i = 0; i < 200; ++i) {
+      const uint64_t id = *pool.Mount(Desc("w" + std::to_string(i), "s", 1 << 16));
+      if (i % 2 == 0) {
+        EXPECT_TRUE(pool.Unmount(id).ok());
+      }
+    }
+  });
+  for (int i = 0; i < 2000; ++i) {
+    std::shared_ptr<const SegmentTable> table = pool.Candidates();
+    for (size_t j = 1; j < table->segments.size(); ++j) {
+      ASSERT_LT(table->segments[j - 1].id, table->segments[j].id);
+    }
+    for (const SegmentTable::Entry& e : table->segments) {
+      ASSERT_LT(e.worker, table->worker_ids.size());
+      ASSERT_EQ(e.capacity_bytes, 1u << 16);
+    }
+  }
+  t.join();
+  EXPECT_EQ(pool.Candidates()->segments.size(), 100u);
 }
 
 TEST(SegmentPoolTest, UnmountRacingAllocationsKeepsTotalsExact) {

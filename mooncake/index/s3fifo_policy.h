@@ -93,8 +93,8 @@ class S3FifoPolicy {
     size_t main_steps = 0;
     for (size_t step = 0; step < budget && !map_.empty(); ++step) {
       const bool from_small =
-          !small_.empty() && (main_.empty() || small_charge_ > small_ratio_ * charged() ||
-                              main_steps > stall_steps);
+          !small_.empty() &&
+          (main_.empty() || small_charge_ > small_ratio_ * charged() || main_steps > stall_steps);
       if (!from_small) ++main_steps;
       std::optional<Eviction<K>> victim = from_small ? StepSmall(can_evict) : StepMain(can_evict);
       if (victim) return victim;

@@ -1,10 +1,9 @@
 // S3FifoPolicy regressions found by replaying generated traces.
-#include "mooncake/index/s3fifo_policy.h"
-
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "mooncake/index/eviction_policy_testing.h"
+#include "mooncake/index/s3fifo_policy.h"
 
 namespace mooncake::index {
 

@@ -85,9 +85,8 @@ struct ChatOptions {
 };
 
 struct AgentOptions {
-  SharedPrefixes system{.count = 8,
-                        .tokens = {.median = 6000, .sigma = 0.5, .min = 500, .max = 30000},
-                        .skew = 1.0};
+  SharedPrefixes system{
+      .count = 8, .tokens = {.median = 6000, .sigma = 0.5, .min = 500, .max = 30000}, .skew = 1.0};
   LogNormal task_tokens{.median = 1500, .sigma = 1.0, .min = 10, .max = 20000};
   LogNormal steps{.median = 20, .sigma = 0.7, .min = 1, .max = 100};
   LogNormal call_tokens{.median = 150, .sigma = 0.6, .min = 5, .max = 2000};
@@ -199,10 +198,11 @@ class SessionContext {
   }
 
   // The request for the current context; a partial last block gets a fresh id.
-  index::TraceRequest Request(int64_t timestamp_ms, uint64_t output_tokens, uint64_t& next_id) const {
+  index::TraceRequest Request(int64_t timestamp_ms, uint64_t output_tokens,
+                              uint64_t& next_id) const {
     index::TraceRequest r{.timestamp_ms = timestamp_ms,
-                   .input_length = static_cast<int64_t>(tokens_),
-                   .output_length = static_cast<int64_t>(output_tokens)};
+                          .input_length = static_cast<int64_t>(tokens_),
+                          .output_length = static_cast<int64_t>(output_tokens)};
     r.hash_ids.reserve(prefix_->size() + own_.size() + 1);
     r.hash_ids.assign(prefix_->begin(), prefix_->end());
     r.hash_ids.insert(r.hash_ids.end(), own_.begin(), own_.end());
@@ -417,8 +417,8 @@ inline std::string FormatTraceLine(const TraceRequest& r) {
 //   mixed       60% chat, 20% agent, 20% docqa.
 //   mixed-load  mixed at 3x the arrival rate.
 inline std::vector<std::string> TracePresetNames() {
-  return {"chat",       "chat-skew", "chat-load", "agent",     "agent-load",
-          "docqa",      "docqa-flat", "mixed",    "mixed-load"};
+  return {"chat",  "chat-skew",  "chat-load", "agent",     "agent-load",
+          "docqa", "docqa-flat", "mixed",     "mixed-load"};
 }
 
 inline absl::StatusOr<TraceGeneratorOptions> TracePreset(std::string_view name, uint64_t seed = 1) {
@@ -461,8 +461,9 @@ inline absl::StatusOr<TraceGeneratorOptions> TracePreset(std::string_view name, 
     o.sessions = 4000;
     o.sessions_per_s = name == "mixed" ? 2.0 : 5.0;
   } else {
-    return absl::NotFoundError(absl::StrCat("unknown trace preset \"", AbslView(name),
-                                            "\"; known: ", absl::StrJoin(TracePresetNames(), ", ")));
+    return absl::NotFoundError(
+        absl::StrCat("unknown trace preset \"", AbslView(name),
+                     "\"; known: ", absl::StrJoin(TracePresetNames(), ", ")));
   }
   return o;
 }

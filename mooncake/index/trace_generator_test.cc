@@ -71,8 +71,8 @@ TEST(TraceGeneratorTest, NextRequestKeepsFullBlocksAndReplacesThePartialOne) {
       ++continuations;
       const size_t full = static_cast<size_t>(prev->input_length / 512);
       ASSERT_GT(r.hash_ids.size(), full);
-      EXPECT_TRUE(std::equal(prev->hash_ids.begin(), prev->hash_ids.begin() + full,
-                             r.hash_ids.begin()))
+      EXPECT_TRUE(
+          std::equal(prev->hash_ids.begin(), prev->hash_ids.begin() + full, r.hash_ids.begin()))
           << preset;
       if (full < prev->hash_ids.size()) {
         EXPECT_NE(r.hash_ids[full], prev->hash_ids[full]);

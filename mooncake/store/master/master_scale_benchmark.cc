@@ -570,10 +570,11 @@ void MeasureEviction(Bench& b, uint64_t bytes, Table& tab, size_t col) {
   const TickReport idle = m.Tick();
   MC_ASSERT(idle.evicted_objects == 0, "below the watermark before the fill");
   const MasterStats st = m.Stats();
-  const double target = (m.options().high_watermark + 0.002) * static_cast<double>(st.capacity_bytes);
-  const uint64_t extra =
-      static_cast<uint64_t>((target - static_cast<double>(st.used_bytes)) / static_cast<double>(bytes)) +
-      1;
+  const double target =
+      (m.options().high_watermark + 0.002) * static_cast<double>(st.capacity_bytes);
+  const uint64_t extra = static_cast<uint64_t>((target - static_cast<double>(st.used_bytes)) /
+                                               static_cast<double>(bytes)) +
+                         1;
   std::string key;
   const auto tp = SteadyClock::now();
   for (uint64_t i = 0; i < extra; ++i) {
@@ -809,34 +810,34 @@ void PrintEstimate(uint64_t n, size_t shards, int segments) {
   const double blocks = absl::GetFlag(FLAGS_block_fraction);
   const double key_heap = blocks * HeapString(rpc::kBlockObjectKeyBytes);
   const double slot = sizeof(std::pair<const std::string, ObjectMeta>);
-  const double table =
-      SwissCapacity(static_cast<double>(n) / static_cast<double>(shards)) * (slot + 1) *
-      static_cast<double>(shards) / static_cast<double>(n);
-  const double replica = Chunk(sizeof(Replica)) + HeapString(WorkerId(7).size()) +
-                         HeapString(HostId(7).size());
+  const double table = SwissCapacity(static_cast<double>(n) / static_cast<double>(shards)) *
+                       (slot + 1) * static_cast<double>(shards) / static_cast<double>(n);
+  const double replica =
+      Chunk(sizeof(Replica)) + HeapString(WorkerId(7).size()) + HeapString(HostId(7).size());
   const double lru_node = Chunk(2 * sizeof(void*) + sizeof(std::string) + sizeof(uint64_t));
   const double lru_map = SwissCapacity(static_cast<double>(n)) *
                          (sizeof(std::string) + sizeof(void*) + 1) / static_cast<double>(n);
   // TlsfAllocator keeps one 40-byte record per live allocation, in a vector.
   const double per_segment = static_cast<double>(n) / segments;
-  const double tlsf = 40 * std::exp2(std::ceil(std::log2(std::max(1.0, per_segment)))) / per_segment;
-  const double deadline =
-      sizeof(master_internal::DeadlineEntry) * std::exp2(std::ceil(std::log2(static_cast<double>(n)))) /
-      static_cast<double>(n);
-  std::printf(
-      "\nEstimate at N=%" PRIu64 ", bytes/object (sizeof ObjectMeta %zu, Replica %zu, table slot "
-      "%.0f):\n"
-      "  object table slots (64 shards, incl. empty slots + ctrl)  %6.0f\n"
-      "  replica vector (1 Replica) + its worker/host id copies    %6.0f\n"
-      "  block keys' heap copies (table, LRU list, LRU map)        %6.0f\n"
-      "  LRU list node                                             %6.0f\n"
-      "  LRU map slots                                             %6.0f\n"
-      "  TLSF allocation records (vector, %d segments)            %6.0f\n"
-      "  = steady state                                            %6.0f\n"
-      "  + put-deadline queue after a burst (vector kept)          %6.0f\n",
-      n, sizeof(ObjectMeta), sizeof(Replica), slot, table, replica, 3 * key_heap, lru_node,
-      lru_map, segments, tlsf, table + replica + 3 * key_heap + lru_node + lru_map + tlsf,
-      deadline);
+  const double tlsf =
+      40 * std::exp2(std::ceil(std::log2(std::max(1.0, per_segment)))) / per_segment;
+  const double deadline = sizeof(master_internal::DeadlineEntry) *
+                          std::exp2(std::ceil(std::log2(static_cast<double>(n)))) /
+                          static_cast<double>(n);
+  std::printf("\nEstimate at N=%" PRIu64
+              ", bytes/object (sizeof ObjectMeta %zu, Replica %zu, table slot "
+              "%.0f):\n"
+              "  object table slots (64 shards, incl. empty slots + ctrl)  %6.0f\n"
+              "  replica vector (1 Replica) + its worker/host id copies    %6.0f\n"
+              "  block keys' heap copies (table, LRU list, LRU map)        %6.0f\n"
+              "  LRU list node                                             %6.0f\n"
+              "  LRU map slots                                             %6.0f\n"
+              "  TLSF allocation records (vector, %d segments)            %6.0f\n"
+              "  = steady state                                            %6.0f\n"
+              "  + put-deadline queue after a burst (vector kept)          %6.0f\n",
+              n, sizeof(ObjectMeta), sizeof(Replica), slot, table, replica, 3 * key_heap, lru_node,
+              lru_map, segments, tlsf, table + replica + 3 * key_heap + lru_node + lru_map + tlsf,
+              deadline);
 }
 
 // ---- Main -----------------------------------------------------------------------
@@ -868,8 +869,8 @@ void Verdict(const char* what, double figure, double bound, bool below) {
               met ? "met" : "NOT met");
 }
 
-void PrintTargets(const Table& tab, const std::vector<std::string>& names, size_t base,
-                  size_t last, const WorkerFigures& wf) {
+void PrintTargets(const Table& tab, const std::vector<std::string>& names, size_t base, size_t last,
+                  const WorkerFigures& wf) {
   std::printf("\nTargets (largest N that ran: %s; baseline: %s, same run)\n", names[last].c_str(),
               names[base].c_str());
   if (auto v = tab.Get("RSS bytes/object, deadlines swept", last)) {
@@ -878,14 +879,13 @@ void PrintTargets(const Table& tab, const std::vector<std::string>& names, size_
   if (auto v = tab.Get("malloc bytes/object, deadlines swept", last)) {
     Verdict("metadata bytes/object (malloc'd, deadlines swept)", *v, 200, true);
   }
-  for (const std::string& row :
-       {std::string("GetReplicas ops/s, 1 thread"),
-        absl::StrCat("GetReplicas ops/s, ", Threads(), " threads"),
-        std::string("GetReplicas ops/s, in-process RPC, 1 thread"),
-        std::string("GetReplicas ops/s, 1 thread, 4096 hot keys"),
-        std::string("PrefixQuery blocks/s, probe"),
-        std::string("PrefixQuery blocks/s, probe, 64 hot chains"),
-        std::string("PrefixQuery blocks/s, with replicas")}) {
+  for (const std::string& row : {std::string("GetReplicas ops/s, 1 thread"),
+                                 absl::StrCat("GetReplicas ops/s, ", Threads(), " threads"),
+                                 std::string("GetReplicas ops/s, in-process RPC, 1 thread"),
+                                 std::string("GetReplicas ops/s, 1 thread, 4096 hot keys"),
+                                 std::string("PrefixQuery blocks/s, probe"),
+                                 std::string("PrefixQuery blocks/s, probe, 64 hot chains"),
+                                 std::string("PrefixQuery blocks/s, with replicas")}) {
     auto a = tab.Get(row, base), b = tab.Get(row, last);
     if (a && b) Verdict(absl::StrCat(row, ": ratio").c_str(), *b / *a, 0.8, false);
   }
@@ -900,7 +900,8 @@ int Main() {
   std::printf("machine: %s, %u cores; %.1f GiB available at start\n", CpuModel().c_str(),
               std::thread::hardware_concurrency(),
               static_cast<double>(MemAvailableBytes()) / (1u << 30));
-  std::printf("objects of %" PRIu64 " B, %.0f%% block objects in %d-block chains, %d segments "
+  std::printf("objects of %" PRIu64
+              " B, %.0f%% block objects in %d-block chains, %d segments "
               "filled to %.0f%%, %s ids; %d threads; rates: median of %d x %.2f s\n",
               absl::GetFlag(FLAGS_object_bytes), absl::GetFlag(FLAGS_block_fraction) * 100,
               absl::GetFlag(FLAGS_chain_blocks), absl::GetFlag(FLAGS_segments),
@@ -921,8 +922,8 @@ int Main() {
       break;
     }
     const bool done = RunOne(counts[c], tab, c);
-    bytes_per_object = std::max(bytes_per_object * 0.5,
-                                tab.Get("RSS bytes/object, after load", c).value_or(1500));
+    bytes_per_object =
+        std::max(bytes_per_object * 0.5, tab.Get("RSS bytes/object, after load", c).value_or(1500));
     last = c;
     tab.Print(names);  // so far (a later failure keeps what ran)
     std::fflush(stdout);
@@ -933,12 +934,12 @@ int Main() {
   tab.Print(names);
   std::printf("\nPlacement: PutStart+PutEnd us with 10 / 100 / 1000 segments mounted: ");
   for (int s : {10, 100, 1000}) std::printf("%.2f  ", PutUs(s, 20000));
-  std::printf("\n%d workers: Heartbeat %.0f ns direct, %.0f ns in-process RPC; idle Tick %.0f us; "
-              "paced 1 Hz: %.4f of a core (heartbeats), %.4f (with the 100 ms Tick timer); "
-              "%" PRIu64 " workers expired and remounted (%zu alive after the idle Ticks)\n",
-              absl::GetFlag(FLAGS_workers), wf.heartbeat_direct_ns, wf.heartbeat_rpc_ns,
-              wf.idle_tick_us, wf.paced_core_fraction, wf.paced_ticker_core_fraction,
-              wf.remounts, wf.alive_after_ticks);
+  std::printf(
+      "\n%d workers: Heartbeat %.0f ns direct, %.0f ns in-process RPC; idle Tick %.0f us; "
+      "paced 1 Hz: %.4f of a core (heartbeats), %.4f (with the 100 ms Tick timer); "
+      "%" PRIu64 " workers expired and remounted (%zu alive after the idle Ticks)\n",
+      absl::GetFlag(FLAGS_workers), wf.heartbeat_direct_ns, wf.heartbeat_rpc_ns, wf.idle_tick_us,
+      wf.paced_core_fraction, wf.paced_ticker_core_fraction, wf.remounts, wf.alive_after_ticks);
   PrintEstimate(counts[last], ScaleOptions().shard_count, absl::GetFlag(FLAGS_segments));
   PrintTargets(tab, names, 0, last, wf);
   return 0;

@@ -12,6 +12,10 @@ out=$(cd "$TEST_TMPDIR" && PYTHONPATH="$site" /usr/bin/python3 -c \
   'import mooncake.store as s; from mooncake.store import MooncakeDistributedStore, ReplicateConfig, SoftPinAction; print(s.__file__)') ||
   fail "import failed: $out"
 [[ "$out" == "$site/mooncake/store.so" ]] || fail "imported from $out, not $site"
+out=$(cd "$TEST_TMPDIR" && PYTHONPATH="$site" /usr/bin/python3 -c \
+  'import mooncake.engine as e, mooncake.connector as c; from mooncake.engine import TransferEngine; from mooncake.connector import PrefillConnector, DecodeConnector, layout_for; print(e.__file__, c.__file__)') ||
+  fail "import of engine/connector failed: $out"
+[[ "$out" == "$site/mooncake/engine.so $site/mooncake/connector.py" ]] || fail "imported from $out, not $site"
 for p in mooncake_master mooncake_client mooncake_http_metadata_server; do
   [[ -x "$prefix/bin/$p" ]] || fail "$p not installed"
   # An unknown flag: the program runs and refuses it by name (not 126/127: not run).

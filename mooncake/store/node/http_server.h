@@ -63,8 +63,8 @@
 #include "mooncake/base/clock.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
+#include "mooncake/base/tcp_listen.h"
 #include "mooncake/store/node/http_request.h"
-#include "mooncake/store/node/internal/socket.h"
 
 namespace mooncake::node {
 
@@ -177,18 +177,17 @@ class HttpServer {
           "HttpServerOptions: max_connections and idle_timeout_ms > 0, linger_ms and "
           "idle_evict_ms >= 0");
     }
-    auto fd = node_internal::ListenTcp(options_.host, options_.port);
-    if (!fd.ok()) return fd.status();
-    auto port = node_internal::BoundPort(fd->get());
-    if (!port.ok()) return port.status();
+    auto listener =
+        ListenTcp({options_.host, options_.port}, {.backlog = 64, .resolve_names = true});
+    if (!listener.ok()) return listener.status();
     int pipe_fds[2];
     if (::pipe2(pipe_fds, O_NONBLOCK | O_CLOEXEC) != 0) {
       return absl::InternalError("HttpServer: pipe2 failed");
     }
     wake_read_.Reset(pipe_fds[0]);
     wake_write_.Reset(pipe_fds[1]);
-    listen_ = std::move(*fd);
-    port_ = *port;
+    listen_ = std::move(listener->fd);
+    port_ = listener->port;
     started_ = true;
     thread_ = std::thread([this] { Run(); });
     return absl::OkStatus();

@@ -34,6 +34,7 @@
 #include "mooncake/base/clock.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/histogram.h"
+#include "mooncake/base/tcp_listen.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/echo_testing.h"
 #include "mooncake/store/rpc/internal/socket.h"
@@ -67,10 +68,10 @@ bool IoExact(int fd, char* buf, size_t n, bool send_side) {
 class RawEchoServer {
  public:
   RawEchoServer() {
-    auto fd = rpc_internal::ListenTcp("127.0.0.1", 0, 64);
-    MC_ASSERT(fd.ok(), "listen failed");
-    listen_ = std::move(*fd);
-    port_ = *rpc_internal::BoundPort(listen_.get());
+    auto listener = ListenTcp({"127.0.0.1", 0}, {.backlog = 64});
+    MC_ASSERT(listener.ok(), "listen failed");
+    listen_ = std::move(listener->fd);
+    port_ = listener->port;
     acceptor_ = std::thread([this] {
       for (;;) {
         pollfd p{listen_.get(), POLLIN, 0};

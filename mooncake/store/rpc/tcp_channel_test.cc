@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/tcp_listen.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel_testing.h"
 #include "mooncake/store/rpc/echo_testing.h"
-#include "mooncake/store/rpc/internal/socket.h"
 #include "mooncake/store/rpc/tcp_server.h"
 
 namespace mooncake::rpc {
@@ -348,10 +348,10 @@ TEST_F(TcpChannelTest, ServerProcessKilledMidCall) {
 }
 
 TEST_F(TcpChannelTest, ConnectRefusedIsUnavailable) {
-  auto fd = rpc_internal::ListenTcp("127.0.0.1", 0, 1);
-  ASSERT_TRUE(fd.ok());
-  const uint16_t port = *rpc_internal::BoundPort(fd->get());
-  fd->Reset();  // nothing listens there now
+  auto listener = ListenTcp({"127.0.0.1", 0}, {.backlog = 1});
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const uint16_t port = listener->port;
+  listener->fd.Reset();  // nothing listens there now
   auto ch = TcpChannel::Connect("127.0.0.1:" + std::to_string(port));
   EXPECT_EQ(ch.status().code(), absl::StatusCode::kUnavailable) << ch.status();
 }

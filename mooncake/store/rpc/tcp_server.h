@@ -64,6 +64,7 @@
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/tcp_listen.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/server_connection.h"
 #include "mooncake/store/rpc/internal/socket.h"
@@ -497,12 +498,11 @@ inline absl::Status RpcServer::CheckOptions() const {
 inline absl::Status RpcServer::Start() {
   if (started_) return absl::FailedPreconditionError("RpcServer::Start called twice");
   if (absl::Status s = CheckOptions(); !s.ok()) return s;
-  auto fd = rpc_internal::ListenTcp(shared_.options.host, shared_.options.port, 1024);
-  if (!fd.ok()) return fd.status();
-  auto port = rpc_internal::BoundPort(fd->get());
-  if (!port.ok()) return port.status();
-  port_ = *port;
-  shared_.listen_fd = std::move(*fd);
+  auto listener = ListenTcp({shared_.options.host, shared_.options.port},
+                            {.backlog = 1024, .resolve_names = true});
+  if (!listener.ok()) return listener.status();
+  port_ = listener->port;
+  shared_.listen_fd = std::move(listener->fd);
 
   MetricsRegistry* m = shared_.registry->metrics();
   auto gauge = m->GetGauge("mooncake_rpc_server_connections", "Open RPC server connections.");

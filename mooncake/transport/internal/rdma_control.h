@@ -8,7 +8,6 @@
 #define MOONCAKE_TRANSPORT_INTERNAL_RDMA_CONTROL_H_
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -35,6 +34,7 @@
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/tcp_connect.h"
+#include "mooncake/base/tcp_listen.h"
 #include "mooncake/transport/internal/rdma_wire.h"
 #include "mooncake/transport/internal/unix_socket.h"
 
@@ -86,42 +86,17 @@ inline absl::Status WaitFd(int fd, short events, absl::Time deadline, std::strin
   }
 }
 
-inline absl::Status SetNonBlocking(int fd) {
-  const int flags = ::fcntl(fd, F_GETFL, 0);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
-    return ErrnoToStatus(errno, "fcntl");
-  return absl::OkStatus();
-}
-
-inline sockaddr_in ToSockaddr(const HostPort& hp) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(hp.port);
-  inet_pton(AF_INET, hp.host.c_str(), &sa.sin_addr);
-  return sa;
-}
-
-// Listens on host:port (port 0: any); returns the socket and the bound port.
+// Listens on host:port (port 0: any), non-blocking (base/tcp_listen.h);
+// returns the socket and the bound port. IPv4 only, as the endpoint that
+// names it (ParseEndpoint).
 inline absl::StatusOr<std::pair<UniqueFd, uint16_t>> ListenTcp(const std::string& host,
                                                                uint16_t port) {
-  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
-  const int one = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  in_addr probe{};
-  if (inet_pton(AF_INET, host.c_str(), &probe) != 1) {
+  if (in_addr probe{}; inet_pton(AF_INET, host.c_str(), &probe) != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("listen host '", host, "' is not an IPv4 address"));
   }
-  sockaddr_in sa = ToSockaddr({host, port});
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    return ErrnoToStatus(errno, absl::StrCat("bind ", host, ":", port));
-  }
-  if (::listen(fd.get(), 64) != 0) return ErrnoToStatus(errno, "listen");
-  socklen_t len = sizeof(sa);
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len);
-  RETURN_IF_ERROR(SetNonBlocking(fd.get()));
-  return std::make_pair(std::move(fd), ntohs(sa.sin_port));
+  ASSIGN_OR_RETURN(TcpListener listener, mooncake::ListenTcp({host, port}, {.backlog = 64}));
+  return std::make_pair(std::move(listener.fd), listener.port);
 }
 
 // The control channel to `hp` (an IPv4 literal: ParseEndpoint), a

@@ -46,6 +46,7 @@
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/tcp_listen.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_wire.h"
 #include "mooncake/transport/internal/unix_socket.h"
@@ -73,20 +74,10 @@ class TcpServer {
   TcpServer& operator=(const TcpServer&) = delete;
 
   absl::Status Listen(const std::string& host, uint16_t port) {
-    socklen_t addr_len = 0;
-    ASSIGN_OR_RETURN(const sockaddr_storage addr, NumericSockaddr(host, port, &addr_len));
-    listen_ = UniqueFd(::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!listen_.valid()) return ErrnoToStatus(errno, "socket");
-    const int one = 1;
-    ::setsockopt(listen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(listen_.get(), reinterpret_cast<const sockaddr*>(&addr), addr_len) != 0) {
-      return ErrnoToStatus(errno, absl::StrCat("bind ", JoinHostPort(host, port)));
-    }
-    if (::listen(listen_.get(), 128) != 0) return ErrnoToStatus(errno, "listen");
-    sockaddr_storage bound{};
-    socklen_t len = sizeof(bound);
-    ::getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&bound), &len);
-    port_ = SockaddrPort(bound);
+    // Blocking: the acceptor blocks in accept(2) until Stop wakes it.
+    ASSIGN_OR_RETURN(TcpListener listener, ListenTcp({host, port}, {.non_blocking = false}));
+    listen_ = std::move(listener.fd);
+    port_ = listener.port;
     wake_ = UniqueFd(::eventfd(0, EFD_CLOEXEC));
     if (!wake_.valid()) return ErrnoToStatus(errno, "eventfd");
     acceptor_ = std::thread([this] { AcceptLoop(); });

@@ -84,40 +84,6 @@ inline absl::Status SendAll(int fd, const void* buf, size_t len, std::string_vie
   return absl::OkStatus();
 }
 
-// A numeric IPv4 ("10.0.0.2") or IPv6 ("::1", "2001:db8::7") host and a port as
-// a socket address (no name lookup: the TCP transport's endpoints carry
-// literals). INVALID_ARGUMENT for anything else.
-inline absl::StatusOr<sockaddr_storage> NumericSockaddr(std::string_view host, uint16_t port,
-                                                        socklen_t* len) {
-  sockaddr_storage ss{};
-  const std::string h(host);
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
-  if (::inet_pton(AF_INET, h.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(port);
-    *len = sizeof(sockaddr_in);
-    return ss;
-  }
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
-  if (::inet_pton(AF_INET6, h.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(port);
-    *len = sizeof(sockaddr_in6);
-    return ss;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("host \"", AbslView(host), "\" is not an IPv4 or IPv6 address"));
-}
-
-// The port of a bound or connected socket address (0 for another family).
-inline uint16_t SockaddrPort(const sockaddr_storage& ss) {
-  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
-  if (ss.ss_family == AF_INET6) {
-    return ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port);
-  }
-  return 0;
-}
-
 // Receives p[*got, len) from a socket with timeouts set, advancing *got:
 // true once full; false once `give_up` has passed (checked after every
 // receive, each of which blocks one socket tick at most), with what arrived

@@ -1,6 +1,6 @@
-// Socket helpers for the RPC server and client: TCP listen, connect by
-// "host:port" text, address parsing, an eventfd (fd owner, errno mapping and
-// the connect itself: base).
+// Socket helpers for the RPC server and client: connect by "host:port" text,
+// address parsing, an eventfd (fd owner, errno mapping, the connect and the
+// listen themselves: base).
 //
 // Thread-safety: free functions are thread-safe; EventFd is
 // thread-compatible, except EventFd::Notify, which any thread may call.
@@ -10,7 +10,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
@@ -18,7 +17,6 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -68,31 +66,6 @@ inline absl::StatusOr<HostPort> ParseHostPort(std::string_view address) {
   return HostPort{std::string(host), static_cast<uint16_t>(port)};
 }
 
-// Resolves numerically first, then through getaddrinfo (e.g. "localhost").
-inline absl::StatusOr<sockaddr_storage> Resolve(const HostPort& hp, socklen_t* len) {
-  sockaddr_storage ss{};
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
-  if (::inet_pton(AF_INET, hp.host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(hp.port);
-    *len = sizeof(sockaddr_in);
-    return ss;
-  }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string port = absl::StrCat(hp.port);
-  if (const int rc = ::getaddrinfo(hp.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot resolve \"", hp.host, "\": ", ::gai_strerror(rc)));
-  }
-  std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
-  *len = res->ai_addrlen;
-  ::freeaddrinfo(res);
-  return ss;
-}
-
 inline std::string SockaddrToString(const sockaddr_storage& ss) {
   char buf[INET6_ADDRSTRLEN] = {0};
   if (ss.ss_family == AF_INET) {
@@ -106,32 +79,6 @@ inline std::string SockaddrToString(const sockaddr_storage& ss) {
     return JoinHostPort(buf, ntohs(v6->sin6_port));
   }
   return "unknown";
-}
-
-// A non-blocking listening socket; port 0 picks a free port (BoundPort).
-inline absl::StatusOr<UniqueFd> ListenTcp(const std::string& host, uint16_t port, int backlog) {
-  socklen_t len = 0;
-  auto addr = Resolve(HostPort{host, port}, &len);
-  if (!addr.ok()) return addr.status();
-  UniqueFd fd(::socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoToStatus(errno, "socket");
-  int one = 1;
-  (void)::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), len) != 0) {
-    return ErrnoToStatus(errno, absl::StrCat("bind ", JoinHostPort(host, port)));
-  }
-  if (::listen(fd.get(), backlog) != 0) return ErrnoToStatus(errno, "listen");
-  return fd;
-}
-
-inline absl::StatusOr<uint16_t> BoundPort(int fd) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof(ss);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
-    return ErrnoToStatus(errno, "getsockname");
-  }
-  return ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
-                                       : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
 }
 
 // "host:port" connected within `timeout_ns` (base/tcp_connect.h: a

@@ -111,7 +111,7 @@ class DecodeConnector {
   DecodeConnector(const DecodeConnector&) = delete;
   DecodeConnector& operator=(const DecodeConnector&) = delete;
   ~DecodeConnector() {
-    server_->Stop();
+    if (server_ != nullptr) server_->Stop();  // null when Create failed before it
     for (const transport::SegmentDesc& s : segments_) (void)transport_->UnregisterMemory(s.id);
   }
 

@@ -394,6 +394,29 @@ TEST(PdConnectorTest, BadRequestsAreRefusedWithClearErrors) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
 }
 
+// Create failing half way (memory the transport refuses, a port in use)
+// returns the error and cleans up what it had set up.
+TEST(PdConnectorTest, CreateThatFailsHalfWayReturnsItsError) {
+  auto shm = ShmTransport::Create({});
+  ASSERT_TRUE(shm.ok());
+  Cache heap(Layout(KvOrder::kLayerFirst, 16, 8));  // not memfd memory: SHM refuses it
+  DecodeConnectorOptions d;
+  d.location = transport::MemoryLocation::SharedMemory();
+  auto dc = DecodeConnector<ShmTransport>::Create(shm->get(), heap.layout, heap.Bases(), d);
+  EXPECT_FALSE(dc.ok());
+  Side ps;
+  Cache src(Layout(KvOrder::kLayerFirst, 16, 8), 1);
+  auto first =
+      PrefillConnector<TcpTransport>::Create(ps.transport.get(), src.layout, src.ConstBases());
+  ASSERT_TRUE(first.ok());
+  PrefillConnectorOptions o;
+  const std::string address = (*first)->rpc_address();
+  o.rpc_port = static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+  auto second =
+      PrefillConnector<TcpTransport>::Create(ps.transport.get(), src.layout, src.ConstBases(), o);
+  EXPECT_FALSE(second.ok());
+}
+
 // A prefill process killed with SIGKILL after its first layer: the decode
 // side's wait for the next layer ends with UNAVAILABLE within the probe time,
 // and End says the blocks are not reusable until the source's timeout.

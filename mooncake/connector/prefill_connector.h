@@ -110,13 +110,13 @@ class PrefillConnector {
 
   // Stops serving, cancels what is in flight and waits for the sender.
   ~PrefillConnector() {
-    server_->Stop();
+    if (server_ != nullptr) server_->Stop();
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
-    sender_.join();
+    if (sender_.joinable()) sender_.join();  // not started when Create failed
   }
 
   // Where decode sides send their pulls ("host:port").
@@ -392,11 +392,10 @@ absl::StatusOr<proto::PullResponse> PrefillConnector<T>::OnPull(const proto::Pul
     } else {
       if (fresh) r.expires = absl::Now() + absl::Milliseconds(options_.request_timeout_ms);
       r.expected_pulls = req.dst_ranks();
-      auto& p = r.pulls.emplace(req.pull_id(), std::move(pull)).first->second;
+      r.pulls.emplace(req.pull_id(), std::move(pull));
       for (uint32_t layer = 0; r.added && layer < r.saved.size(); ++layer) {
         if (r.saved[layer]) Enqueue(it->first, req.pull_id(), layer);
       }
-      (void)p;
     }
   }
   if (!refused.ok()) {

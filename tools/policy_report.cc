@@ -103,7 +103,7 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
 struct NamedTrace {
   std::string name;
   std::vector<TraceRequest> requests;
-  std::vector<uint32_t> session_of;  // empty for a real trace
+  std::vector<uint32_t> client_of;  // empty for a real trace
 };
 
 // The online policies, in table order, then Belady.
@@ -144,14 +144,14 @@ std::vector<Row> Measure(const Args& args, const NamedTrace& trace) {
 }
 
 void PrintTrace(const NamedTrace& trace, const std::vector<Row>& rows) {
-  const TraceShape s = MeasureTraceShape(trace.requests, trace.session_of);
+  const TraceShape s = MeasureTraceShape(trace.requests, trace.client_of);
   std::printf(
-      "\n%s: %llu requests, %llu blocks requested, %llu distinct, reused %.3f, cross-session "
+      "\n%s: %llu requests, %llu blocks requested, %llu distinct, reused %.3f, cross-client "
       "%s, reuse distance p50 %llu p90 %llu blocks\n",
       trace.name.c_str(), static_cast<unsigned long long>(s.requests),
       static_cast<unsigned long long>(s.requested_blocks),
       static_cast<unsigned long long>(s.distinct_blocks), s.reused_share,
-      trace.session_of.empty() ? "n/a" : absl::StrCat(s.cross_session_share).substr(0, 5).c_str(),
+      trace.client_of.empty() ? "n/a" : absl::StrCat(s.cross_client_share).substr(0, 5).c_str(),
       static_cast<unsigned long long>(s.reuse_distance_p50),
       static_cast<unsigned long long>(s.reuse_distance_p90));
   std::printf("%-12s %8s", "tokens", "blocks");
@@ -223,7 +223,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "policy_report: %s\n", std::string(trace.status().message()).c_str());
       return 1;
     }
-    report(NamedTrace{preset, std::move(trace->requests), std::move(trace->session_of)});
+    report(NamedTrace{preset, std::move(trace->requests), std::move(trace->client_of)});
   }
   PrintSummary(*args, names, summary);
   return 0;

@@ -1,10 +1,10 @@
 // trace_gen: writes a synthetic Mooncake-format JSONL trace
 // (mooncake/index/trace_generator.h documents the model and the presets).
 //
-//   trace_gen --preset=NAME [--seed=1] [--sessions=N] [--rate_scale=X]
+//   trace_gen --preset=NAME [--seed=1] [--clients=N] [--rate_scale=X]
 //             [--block_tokens=512] [--out=PATH] [--shape]
 //
-// --sessions and --rate_scale override the preset's session count and scale
+// --clients and --rate_scale override the preset's client count and scale
 // its arrival rate. Writes to stdout unless --out is given; --shape prints the
 // trace's shape (mooncake/index/trace_shape.h) to stderr. The same flags give
 // the same bytes. Exit status 1 with a message on a bad argument.
@@ -38,7 +38,7 @@ struct Args {
 absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
   Args args;
   uint64_t seed = 1;
-  int64_t sessions = -1;
+  int64_t clients = -1;
   double rate_scale = 1.0;
   uint64_t block_tokens = 512;
   for (int i = 1; i < argc; ++i) {
@@ -52,8 +52,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       args.preset = std::string(*v);
     } else if (auto v = value("--seed=")) {
       ok = absl::SimpleAtoi(*v, &seed);
-    } else if (auto v = value("--sessions=")) {
-      ok = absl::SimpleAtoi(*v, &sessions) && sessions > 0;
+    } else if (auto v = value("--clients=")) {
+      ok = absl::SimpleAtoi(*v, &clients) && clients > 0;
     } else if (auto v = value("--rate_scale=")) {
       ok = absl::SimpleAtod(*v, &rate_scale) && rate_scale > 0;
     } else if (auto v = value("--block_tokens=")) {
@@ -75,8 +75,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
   absl::StatusOr<TraceGeneratorOptions> options = TracePreset(args.preset, seed);
   if (!options.ok()) return options.status();
   args.options = *options;
-  if (sessions > 0) args.options.sessions = static_cast<uint32_t>(sessions);
-  args.options.sessions_per_s *= rate_scale;
+  if (clients > 0) args.options.clients = static_cast<uint32_t>(clients);
+  args.options.clients_per_s *= rate_scale;
   args.options.block_tokens = block_tokens;
   return args;
 }
@@ -108,15 +108,15 @@ int Main(int argc, char** argv) {
     return 1;
   }
   if (args->shape) {
-    const TraceShape s = MeasureTraceShape(trace->requests, trace->session_of);
+    const TraceShape s = MeasureTraceShape(trace->requests, trace->client_of);
     std::fprintf(stderr,
                  "%s seed %llu: %llu requests, %llu blocks requested, %llu distinct, reused %.3f, "
-                 "cross-session %.3f, reuse distance p50 %llu p90 %llu blocks\n",
+                 "cross-client %.3f, reuse distance p50 %llu p90 %llu blocks\n",
                  args->preset.c_str(), static_cast<unsigned long long>(args->options.seed),
                  static_cast<unsigned long long>(s.requests),
                  static_cast<unsigned long long>(s.requested_blocks),
                  static_cast<unsigned long long>(s.distinct_blocks), s.reused_share,
-                 s.cross_session_share, static_cast<unsigned long long>(s.reuse_distance_p50),
+                 s.cross_client_share, static_cast<unsigned long long>(s.reuse_distance_p50),
                  static_cast<unsigned long long>(s.reuse_distance_p90));
   }
   return 0;

@@ -1,8 +1,8 @@
 // Synthetic Mooncake-format request traces, deterministic from a seed, for
 // judging eviction policies on workloads they were not tuned on.
 //
-// A trace is a set of *sessions* whose requests are merged by time. Sessions
-// start as a Poisson process (`sessions_per_s`) and are one of three kinds,
+// A trace is a set of *clients* whose requests are merged by time. Clients
+// start as a Poisson process (`clients_per_s`) and are one of three kinds,
 // drawn by weight:
 //
 //   chat    a system prompt, then turns: prompt = everything so far (system
@@ -20,11 +20,11 @@
 //
 // Token accounting follows the public Mooncake traces: a prompt of T tokens
 // names ceil(T / block_tokens) hash ids, root first. Full blocks keep their
-// id while a session grows; the last, partial block gets a fresh id and is a
+// id while a client grows; the last, partial block gets a fresh id and is a
 // different block (a new id) in the next request, as a real block hash is.
 // A shared prefix (a system prompt, or system prompt + document) has fixed
-// ids for its full blocks; the block where it ends mixes it with a session's
-// own tokens, so that block is the session's own. System prompts and
+// ids for its full blocks; the block where it ends mixes it with a client's
+// own tokens, so that block is the client's own. System prompts and
 // documents are picked by Zipf popularity (weight of rank r: 1 / r^skew).
 //
 // Determinism: SplitMix64 and closed-form samplers (no <random>
@@ -66,7 +66,7 @@ struct LogNormal {
 };
 
 // A shared-prefix family: `count` distinct texts, lengths drawn once each,
-// picked per session with Zipf(`skew`) popularity.
+// picked per client with Zipf(`skew`) popularity.
 struct SharedPrefixes {
   uint32_t count = 1;
   LogNormal tokens{.median = 600, .sigma = 0.0, .min = 1, .max = 200000};
@@ -110,25 +110,25 @@ struct DocQaOptions {
 struct TraceGeneratorOptions {
   uint64_t seed = 1;
   uint64_t block_tokens = 512;  // tokens per hash id; REQUIRES > 0
-  uint32_t sessions = 6000;
-  double sessions_per_s = 2.0;  // Poisson arrival rate of new sessions
-  // Session kinds, by relative weight (at least one positive).
+  uint32_t clients = 6000;
+  double clients_per_s = 2.0;  // Poisson arrival rate of new clients
+  // Client kinds, by relative weight (at least one positive).
   double chat_weight = 1.0;
   double agent_weight = 0.0;
   double docqa_weight = 0.0;
-  // System prompts of chat and docqa sessions (agents have their own).
+  // System prompts of chat and docqa clients (agents have their own).
   SharedPrefixes system;
   ChatOptions chat;
   AgentOptions agent;
   DocQaOptions docqa;
 };
 
-// A generated trace: requests sorted by timestamp (ties by session), and the
-// session each request belongs to (not part of the JSONL format; tests and
+// A generated trace: requests sorted by timestamp (ties by client), and the
+// client each request belongs to (not part of the JSONL format; tests and
 // shape measurements use it).
 struct GeneratedTrace {
   std::vector<TraceRequest> requests;
-  std::vector<uint32_t> session_of;
+  std::vector<uint32_t> client_of;
 };
 
 }  // namespace mooncake::index
@@ -182,11 +182,11 @@ class ZipfSampler {
   std::vector<double> cdf_;
 };
 
-// One session's growing prompt. `prefix` holds the ids of the shared
-// prefix's full blocks; `own` the session's full blocks after it.
-class SessionContext {
+// One client's growing prompt. `prefix` holds the ids of the shared
+// prefix's full blocks; `own` the client's full blocks after it.
+class ClientContext {
  public:
-  SessionContext(const std::vector<uint64_t>* prefix, uint64_t prefix_tokens, uint64_t block_tokens)
+  ClientContext(const std::vector<uint64_t>* prefix, uint64_t prefix_tokens, uint64_t block_tokens)
       : prefix_(prefix), tokens_(prefix_tokens), block_tokens_(block_tokens) {
     MC_ASSERT(prefix->size() == prefix_tokens / block_tokens, "prefix ids and length disagree");
   }
@@ -251,7 +251,7 @@ class PrefixCatalog {
 
 struct TimedRequest {
   index::TraceRequest request;
-  uint32_t session;
+  uint32_t client;
   uint32_t seq;
 };
 
@@ -267,8 +267,8 @@ class TraceBuilder {
   index::GeneratedTrace Build() {
     const double weights = o_.chat_weight + o_.agent_weight + o_.docqa_weight;
     double start_s = 0;
-    for (uint32_t s = 0; s < o_.sessions; ++s) {
-      start_s += rng_.Exponential(o_.sessions_per_s);
+    for (uint32_t s = 0; s < o_.clients; ++s) {
+      start_s += rng_.Exponential(o_.clients_per_s);
       const double kind = rng_.Uniform() * weights;
       if (kind < o_.chat_weight) {
         Chat(s, start_s);
@@ -279,26 +279,26 @@ class TraceBuilder {
       }
     }
     std::sort(out_.begin(), out_.end(), [](const TimedRequest& a, const TimedRequest& b) {
-      return std::tie(a.request.timestamp_ms, a.session, a.seq) <
-             std::tie(b.request.timestamp_ms, b.session, b.seq);
+      return std::tie(a.request.timestamp_ms, a.client, a.seq) <
+             std::tie(b.request.timestamp_ms, b.client, b.seq);
     });
     index::GeneratedTrace trace;
     for (TimedRequest& t : out_) {
       trace.requests.push_back(std::move(t.request));
-      trace.session_of.push_back(t.session);
+      trace.client_of.push_back(t.client);
     }
     return trace;
   }
 
  private:
-  void Emit(uint32_t session, uint32_t seq, double t_s, const SessionContext& ctx,
+  void Emit(uint32_t client, uint32_t seq, double t_s, const ClientContext& ctx,
             uint64_t output_tokens) {
     const auto ms = static_cast<int64_t>(std::llround(t_s * 1000.0));
-    out_.push_back({ctx.Request(ms, output_tokens, next_id_), session, seq});
+    out_.push_back({ctx.Request(ms, output_tokens, next_id_), client, seq});
   }
 
   // Turns of a chat-like exchange over `ctx`, starting at `t_s`.
-  void Turns(uint32_t s, double t_s, const index::ChatOptions& c, SessionContext& ctx) {
+  void Turns(uint32_t s, double t_s, const index::ChatOptions& c, ClientContext& ctx) {
     uint64_t question = static_cast<uint64_t>(rng_.Draw(c.first_tokens));
     for (uint32_t turn = 0; turn < c.turns_max; ++turn) {
       ctx.Grow(question, next_id_);
@@ -315,7 +315,7 @@ class TraceBuilder {
   void Chat(uint32_t s, double t_s) {
     const uint32_t p = system_.Pick(rng_);
     const uint64_t tokens = system_.Tokens(p);
-    SessionContext ctx(&system_.Ids(PrefixCatalog::kNone, p, tokens, next_id_), tokens,
+    ClientContext ctx(&system_.Ids(PrefixCatalog::kNone, p, tokens, next_id_), tokens,
                        o_.block_tokens);
     Turns(s, t_s, o_.chat, ctx);
   }
@@ -324,7 +324,7 @@ class TraceBuilder {
     const uint32_t p = system_.Pick(rng_);
     const uint32_t d = documents_.Pick(rng_);
     const uint64_t tokens = system_.Tokens(p) + documents_.Tokens(d);
-    SessionContext ctx(&documents_.Ids(p, d, tokens, next_id_), tokens, o_.block_tokens);
+    ClientContext ctx(&documents_.Ids(p, d, tokens, next_id_), tokens, o_.block_tokens);
     Turns(s, t_s, o_.docqa.followups, ctx);
   }
 
@@ -332,7 +332,7 @@ class TraceBuilder {
     const index::AgentOptions& a = o_.agent;
     const uint32_t p = agents_.Pick(rng_);
     const uint64_t tokens = agents_.Tokens(p);
-    SessionContext ctx(&agents_.Ids(PrefixCatalog::kNone, p, tokens, next_id_), tokens,
+    ClientContext ctx(&agents_.Ids(PrefixCatalog::kNone, p, tokens, next_id_), tokens,
                        o_.block_tokens);
     ctx.Grow(static_cast<uint64_t>(rng_.Draw(a.task_tokens)), next_id_);
     const uint64_t steps = rng_.DrawCount(a.steps);
@@ -364,11 +364,11 @@ inline absl::Status ValidateTraceGeneratorOptions(const TraceGeneratorOptions& o
     return absl::InvalidArgumentError(absl::StrCat("trace generator: ", AbslView(what)));
   };
   if (o.block_tokens == 0) return bad("block_tokens must be positive");
-  if (o.sessions == 0 || o.sessions > 10'000'000) return bad("sessions must be in [1, 1e7]");
-  if (!(o.sessions_per_s > 0)) return bad("sessions_per_s must be positive");
+  if (o.clients == 0 || o.clients > 10'000'000) return bad("clients must be in [1, 1e7]");
+  if (!(o.clients_per_s > 0)) return bad("clients_per_s must be positive");
   if (o.chat_weight < 0 || o.agent_weight < 0 || o.docqa_weight < 0 ||
       !(o.chat_weight + o.agent_weight + o.docqa_weight > 0)) {
-    return bad("session kind weights must be >= 0 with a positive sum");
+    return bad("client kind weights must be >= 0 with a positive sum");
   }
   for (const SharedPrefixes* f : {&o.system, &o.agent.system, &o.docqa.documents}) {
     if (f->count == 0 || f->count > 1'000'000) return bad("prefix count must be in [1, 1e6]");
@@ -405,7 +405,7 @@ inline std::string FormatTraceLine(const TraceRequest& r) {
 // 10K-20K requests, 200K-500K blocks requested at 512 tokens per block):
 //
 //   chat        like the Mooncake conversation trace: one 600-token system
-//               prompt, 2 sessions/s, turn continuation 0.31 rising by 0.1.
+//               prompt, 2 clients/s, turn continuation 0.31 rising by 0.1.
 //   chat-skew   200 system prompts of ~2.5K tokens, Zipf 1.2 popularity.
 //   chat-load   chat at 3x the arrival rate (more interleaving between turns)
 //               and shorter threads (continuation 0.2 rising by 0.05).
@@ -430,25 +430,25 @@ inline absl::StatusOr<TraceGeneratorOptions> TracePreset(std::string_view name, 
                 .tokens = {.median = 2500, .sigma = 0.7, .min = 200, .max = 30000},
                 .skew = 1.2};
   } else if (name == "chat-load") {
-    o.sessions = 9000;
-    o.sessions_per_s = 6.0;
+    o.clients = 9000;
+    o.clients_per_s = 6.0;
     o.chat.continue_first = 0.2;
     o.chat.continue_step = 0.05;
   } else if (name == "agent" || name == "agent-load") {
     o.chat_weight = 0;
     o.agent_weight = 1;
-    o.sessions = 800;
-    o.sessions_per_s = 0.5;
+    o.clients = 800;
+    o.clients_per_s = 0.5;
     if (name == "agent-load") {
-      o.sessions_per_s = 2.0;
+      o.clients_per_s = 2.0;
       o.agent.system.count = 64;
       o.agent.system.skew = 0.6;
     }
   } else if (name == "docqa" || name == "docqa-flat") {
     o.chat_weight = 0;
     o.docqa_weight = 1;
-    o.sessions = 8000;
-    o.sessions_per_s = 3.0;
+    o.clients = 8000;
+    o.clients_per_s = 3.0;
     o.system.tokens.median = 300;
     if (name == "docqa-flat") {
       o.docqa.documents.count = 400;
@@ -458,8 +458,8 @@ inline absl::StatusOr<TraceGeneratorOptions> TracePreset(std::string_view name, 
     o.chat_weight = 0.6;
     o.agent_weight = 0.2;
     o.docqa_weight = 0.2;
-    o.sessions = 4000;
-    o.sessions_per_s = name == "mixed" ? 2.0 : 5.0;
+    o.clients = 4000;
+    o.clients_per_s = name == "mixed" ? 2.0 : 5.0;
   } else {
     return absl::NotFoundError(
         absl::StrCat("unknown trace preset \"", AbslView(name),

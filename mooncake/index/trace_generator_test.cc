@@ -12,11 +12,11 @@
 namespace mooncake::index {
 namespace {
 
-// A preset with fewer sessions, so every test stays fast.
-TraceGeneratorOptions Small(const std::string& preset, uint64_t seed = 1, uint32_t sessions = 400) {
+// A preset with fewer clients, so every test stays fast.
+TraceGeneratorOptions Small(const std::string& preset, uint64_t seed = 1, uint32_t clients = 400) {
   absl::StatusOr<TraceGeneratorOptions> o = TracePreset(preset, seed);
   EXPECT_TRUE(o.ok()) << o.status();
-  o->sessions = sessions;
+  o->clients = clients;
   return *o;
 }
 
@@ -37,7 +37,7 @@ TEST(TraceGeneratorTest, EveryPresetParsesBackWithMooncakeTrace) {
   for (const std::string& preset : TracePresetNames()) {
     const GeneratedTrace trace = *GenerateTrace(Small(preset, 3, 150));
     ASSERT_FALSE(trace.requests.empty()) << preset;
-    ASSERT_EQ(trace.session_of.size(), trace.requests.size());
+    ASSERT_EQ(trace.client_of.size(), trace.requests.size());
     absl::StatusOr<std::vector<TraceRequest>> parsed = ParseTrace(Jsonl(trace));
     ASSERT_TRUE(parsed.ok()) << preset << ": " << parsed.status();
     ASSERT_EQ(parsed->size(), trace.requests.size()) << preset;
@@ -56,7 +56,7 @@ TEST(TraceGeneratorTest, EveryPresetParsesBackWithMooncakeTrace) {
   }
 }
 
-// A session's next request keeps every full block of the previous one and
+// A client's next request keeps every full block of the previous one and
 // replaces its partial last block, as real block hashes do.
 TEST(TraceGeneratorTest, NextRequestKeepsFullBlocksAndReplacesThePartialOne) {
   for (const std::string preset : {"chat", "agent", "docqa"}) {
@@ -65,8 +65,8 @@ TEST(TraceGeneratorTest, NextRequestKeepsFullBlocksAndReplacesThePartialOne) {
     size_t continuations = 0;
     for (size_t i = 0; i < trace.requests.size(); ++i) {
       const TraceRequest& r = trace.requests[i];
-      const TraceRequest* prev = last[trace.session_of[i]];
-      last[trace.session_of[i]] = &r;
+      const TraceRequest* prev = last[trace.client_of[i]];
+      last[trace.client_of[i]] = &r;
       if (prev == nullptr) continue;
       ++continuations;
       const size_t full = static_cast<size_t>(prev->input_length / 512);
@@ -83,9 +83,9 @@ TEST(TraceGeneratorTest, NextRequestKeepsFullBlocksAndReplacesThePartialOne) {
 }
 
 TEST(TraceGeneratorTest, PresetsDifferMeasurably) {
-  auto shape = [](const std::string& preset, uint32_t sessions) {
-    const GeneratedTrace t = *GenerateTrace(Small(preset, 1, sessions));
-    return MeasureTraceShape(t.requests, t.session_of);
+  auto shape = [](const std::string& preset, uint32_t clients) {
+    const GeneratedTrace t = *GenerateTrace(Small(preset, 1, clients));
+    return MeasureTraceShape(t.requests, t.client_of);
   };
   const TraceShape chat = shape("chat", 1500);
   const TraceShape skew = shape("chat-skew", 1500);
@@ -98,10 +98,10 @@ TEST(TraceGeneratorTest, PresetsDifferMeasurably) {
   EXPECT_LT(chat.reused_share, 0.5);
   EXPECT_GT(agent.reused_share, 0.85);
   EXPECT_GT(docqa.reused_share, 0.85);
-  // Shared system prompts and documents show up as cross-session blocks.
-  EXPECT_LT(chat.cross_session_share, 0.1);
-  EXPECT_GT(skew.cross_session_share, 2 * chat.cross_session_share);
-  EXPECT_GT(docqa.cross_session_share, 0.9);
+  // Shared system prompts and documents show up as cross-client blocks.
+  EXPECT_LT(chat.cross_client_share, 0.1);
+  EXPECT_GT(skew.cross_client_share, 2 * chat.cross_client_share);
+  EXPECT_GT(docqa.cross_client_share, 0.9);
   // Shorter threads reuse less; load and flat popularity push reuses apart.
   EXPECT_LT(load.reused_share, chat.reused_share - 0.05);
   EXPECT_GT(agent_load.reuse_distance_p50, 3 * agent.reuse_distance_p50 / 2);
@@ -128,16 +128,16 @@ TEST(TraceShapeTest, SmallTraceByHand) {
   t[1].hash_ids = {0, 1, 3};
   t[2].hash_ids = {0, 1, 2, 4};
   t[3].hash_ids = {5};
-  const std::vector<uint32_t> sessions = {0, 1, 0, 2};
-  const TraceShape s = MeasureTraceShape(t, sessions);
+  const std::vector<uint32_t> clients = {0, 1, 0, 2};
+  const TraceShape s = MeasureTraceShape(t, clients);
   EXPECT_EQ(s.requested_blocks, 11u);
   EXPECT_EQ(s.distinct_blocks, 6u);
   EXPECT_DOUBLE_EQ(s.reused_share, 5.0 / 11);
-  // [0] and [0 1] are requested by sessions 0 and 1, three times each.
-  EXPECT_DOUBLE_EQ(s.cross_session_share, 6.0 / 11);
+  // [0] and [0 1] are requested by clients 0 and 1, three times each.
+  EXPECT_DOUBLE_EQ(s.cross_client_share, 6.0 / 11);
   // Reuse distances 3, 3, 3, 3, 6.
   EXPECT_EQ(s.reuse_distance_p50, 3u);
-  EXPECT_EQ(MeasureTraceShape(t).cross_session_share, 0.0);
+  EXPECT_EQ(MeasureTraceShape(t).cross_client_share, 0.0);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Shape of a request trace as a prefix cache sees it: how much of it is
 // reused at all, how far apart reuses are, and how much is shared between
-// sessions. Used to show that generated traces differ, and printed beside
+// clients. Used to show that generated traces differ, and printed beside
 // hit rates so a reader can tell why a policy wins on one trace and not on
 // another.
 //
@@ -30,22 +30,22 @@ struct TraceShape {
   // Requested blocks that were requested before (the hit rate of an
   // unlimited cache).
   double reused_share = 0;
-  // Requested blocks that more than one session requests (0 without
-  // sessions): shared system prompts and documents.
-  double cross_session_share = 0;
+  // Requested blocks that more than one client requests (0 without
+  // clients): shared system prompts and documents.
+  double cross_client_share = 0;
   // Over reuses: blocks requested since the block's previous request
   // (the distance an LRU cache must span), median and 90th percentile.
   uint64_t reuse_distance_p50 = 0;
   uint64_t reuse_distance_p90 = 0;
 };
 
-// `session_of` is empty or names each request's session.
+// `client_of` is empty or names each request's client.
 inline TraceShape MeasureTraceShape(std::span<const TraceRequest> trace,
-                                    std::span<const uint32_t> session_of = {}) {
-  MC_ASSERT(session_of.empty() || session_of.size() == trace.size(), "one session per request");
+                                    std::span<const uint32_t> client_of = {}) {
+  MC_ASSERT(client_of.empty() || client_of.size() == trace.size(), "one client per request");
   struct Block {
     uint64_t last_position;
-    uint32_t first_session;
+    uint32_t first_client;
     bool shared;
     uint32_t requests;
   };
@@ -58,19 +58,19 @@ inline TraceShape MeasureTraceShape(std::span<const TraceRequest> trace,
   uint64_t position = 0;
   uint64_t reused = 0;
   for (size_t r = 0; r < trace.size(); ++r) {
-    const uint32_t session = session_of.empty() ? 0 : session_of[r];
+    const uint32_t client = client_of.empty() ? 0 : client_of[r];
     uint32_t parent = kRoot;
     nodes.clear();
     for (uint64_t id : trace[r].hash_ids) {
       auto [it, fresh] = node_of.try_emplace({parent, id}, static_cast<uint32_t>(blocks.size()));
       if (fresh) {
-        blocks.push_back({position, session, false, 0});
+        blocks.push_back({position, client, false, 0});
       } else {
         Block& b = blocks[it->second];
         ++reused;
         distances.push_back(position - b.last_position);
         b.last_position = position;
-        b.shared |= b.first_session != session;
+        b.shared |= b.first_client != client;
       }
       parent = it->second;
       nodes.push_back(parent);
@@ -85,7 +85,7 @@ inline TraceShape MeasureTraceShape(std::span<const TraceRequest> trace,
     shape.reused_share = static_cast<double>(reused) / static_cast<double>(position);
     uint64_t shared = 0;
     for (const Block& b : blocks) shared += b.shared ? b.requests : 0;
-    if (!session_of.empty()) shape.cross_session_share = static_cast<double>(shared) / position;
+    if (!client_of.empty()) shape.cross_client_share = static_cast<double>(shared) / position;
   }
   if (!distances.empty()) {
     auto quantile = [&](double q) {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -89,29 +90,6 @@ KvLayout MakeLayout(const std::string& order, const std::string& dtype, uint32_t
   return l;
 }
 
-// A transport by protocol name, for the connector that owns it.
-struct Transports {
-  std::unique_ptr<transport::TcpTransport> tcp;
-  std::unique_ptr<transport::ShmTransport> shm;
-
-  explicit Transports(const std::string& protocol, const std::string& host) {
-    if (protocol == "tcp") {
-      transport::TcpTransport::Options o;
-      o.bind_host = host;
-      auto t = transport::TcpTransport::Create(o);
-      if (!t.ok()) Throw(t.status());
-      tcp = std::move(*t);
-    } else if (protocol == "shm") {
-      auto t = transport::ShmTransport::Create({});
-      if (!t.ok()) Throw(t.status());
-      shm = std::move(*t);
-    } else {
-      throw py::value_error("protocol '" + protocol + "': want tcp or shm");
-    }
-  }
-};
-
-template <typename Conn>
 std::vector<std::byte*> Bases(const std::vector<uintptr_t>& addrs) {
   std::vector<std::byte*> v;
   for (uintptr_t a : addrs) {
@@ -121,28 +99,23 @@ std::vector<std::byte*> Bases(const std::vector<uintptr_t>& addrs) {
   return v;
 }
 
-class PyPrefill {
+// A connector (Conn = PrefillConnector or DecodeConnector) with the transport
+// it owns, chosen by protocol name. `make(transport*, bool shm)` creates it.
+template <template <typename> class Conn>
+class PyConnector {
  public:
-  PyPrefill(const KvLayout& layout, const std::vector<uintptr_t>& bases,
-            const std::string& protocol, const std::string& rpc_host, uint16_t rpc_port,
-            double request_timeout_s)
-      : transports_(protocol, rpc_host) {
-    PrefillConnectorOptions o;
-    o.rpc_host = rpc_host;
-    o.rpc_port = rpc_port;
-    o.request_timeout_ms = static_cast<int64_t>(request_timeout_s * 1000);
-    std::vector<const std::byte*> b;
-    for (std::byte* p : Bases<PyPrefill>(bases)) b.push_back(p);
-    if (transports_.tcp) {
-      auto c =
-          PrefillConnector<transport::TcpTransport>::Create(transports_.tcp.get(), layout, b, o);
-      if (!c.ok()) Throw(c.status());
-      tcp_ = std::move(*c);
+  template <typename Make>
+  PyConnector(const std::string& protocol, const std::string& host, Make&& make) {
+    if (protocol == "tcp") {
+      transport::TcpTransport::Options o;
+      o.bind_host = host;
+      tcp_transport_ = Value(transport::TcpTransport::Create(o));
+      tcp_ = Value(make(tcp_transport_.get(), false));
+    } else if (protocol == "shm") {
+      shm_transport_ = Value(transport::ShmTransport::Create({}));
+      shm_ = Value(make(shm_transport_.get(), true));
     } else {
-      auto c =
-          PrefillConnector<transport::ShmTransport>::Create(transports_.shm.get(), layout, b, o);
-      if (!c.ok()) Throw(c.status());
-      shm_ = std::move(*c);
+      throw py::value_error("protocol '" + protocol + "': want tcp or shm");
     }
   }
   template <typename F>
@@ -151,44 +124,52 @@ class PyPrefill {
   }
 
  private:
-  Transports transports_;
-  std::unique_ptr<PrefillConnector<transport::TcpTransport>> tcp_;
-  std::unique_ptr<PrefillConnector<transport::ShmTransport>> shm_;
-};
-
-class PyDecode {
- public:
-  PyDecode(const KvLayout& layout, const std::vector<uintptr_t>& bases, const std::string& protocol,
-           const std::string& rpc_host, uint16_t rpc_port, uint32_t tp_rank, uint32_t tp_ranks)
-      : transports_(protocol, rpc_host) {
-    DecodeConnectorOptions o;
-    o.rpc_host = rpc_host;
-    o.rpc_port = rpc_port;
-    o.tp_rank = tp_rank;
-    o.tp_ranks = tp_ranks;
-    if (transports_.tcp) {
-      auto c = DecodeConnector<transport::TcpTransport>::Create(transports_.tcp.get(), layout,
-                                                                Bases<PyDecode>(bases), o);
-      if (!c.ok()) Throw(c.status());
-      tcp_ = std::move(*c);
-    } else {
-      o.location = transport::MemoryLocation::SharedMemory();
-      auto c = DecodeConnector<transport::ShmTransport>::Create(transports_.shm.get(), layout,
-                                                                Bases<PyDecode>(bases), o);
-      if (!c.ok()) Throw(c.status());
-      shm_ = std::move(*c);
-    }
-  }
-  template <typename F>
-  auto With(F&& f) {
-    return tcp_ ? f(*tcp_) : f(*shm_);
+  template <typename T>
+  static T Value(absl::StatusOr<T> v) {
+    if (!v.ok()) Throw(v.status());
+    return std::move(*v);
   }
 
- private:
-  Transports transports_;
-  std::unique_ptr<DecodeConnector<transport::TcpTransport>> tcp_;
-  std::unique_ptr<DecodeConnector<transport::ShmTransport>> shm_;
+  // Declared before the connectors: destroyed after them.
+  std::unique_ptr<transport::TcpTransport> tcp_transport_;
+  std::unique_ptr<transport::ShmTransport> shm_transport_;
+  std::unique_ptr<Conn<transport::TcpTransport>> tcp_;
+  std::unique_ptr<Conn<transport::ShmTransport>> shm_;
 };
+
+using PyPrefill = PyConnector<PrefillConnector>;
+using PyDecode = PyConnector<DecodeConnector>;
+
+PyPrefill MakePrefill(const KvLayout& layout, const std::vector<uintptr_t>& bases,
+                      const std::string& protocol, const std::string& rpc_host, uint16_t rpc_port,
+                      double request_timeout_s) {
+  PrefillConnectorOptions o;
+  o.rpc_host = rpc_host;
+  o.rpc_port = rpc_port;
+  o.request_timeout_ms = static_cast<int64_t>(request_timeout_s * 1000);
+  std::vector<const std::byte*> b;
+  for (std::byte* p : Bases(bases)) b.push_back(p);
+  return PyPrefill(protocol, rpc_host, [&](auto* transport, bool /*shm*/) {
+    using T = std::remove_pointer_t<decltype(transport)>;
+    return PrefillConnector<T>::Create(transport, layout, b, o);
+  });
+}
+
+PyDecode MakeDecode(const KvLayout& layout, const std::vector<uintptr_t>& bases,
+                    const std::string& protocol, const std::string& rpc_host, uint16_t rpc_port,
+                    uint32_t tp_rank, uint32_t tp_ranks) {
+  DecodeConnectorOptions o;
+  o.rpc_host = rpc_host;
+  o.rpc_port = rpc_port;
+  o.tp_rank = tp_rank;
+  o.tp_ranks = tp_ranks;
+  return PyDecode(protocol, rpc_host, [&](auto* transport, bool shm) {
+    using T = std::remove_pointer_t<decltype(transport)>;
+    // SHM peers map the decode cache: it must be memfd memory (SharedBuffer).
+    if (shm) o.location = transport::MemoryLocation::SharedMemory();
+    return DecodeConnector<T>::Create(transport, layout, Bases(bases), o);
+  });
+}
 
 // Memory an SHM decode cache must live in (memfd), exposed as a writable
 // buffer (numpy.frombuffer / torch.frombuffer wrap it without a copy).
@@ -270,9 +251,7 @@ PYBIND11_MODULE(_connector, m) {
       .def_buffer(&PySharedBuffer::Info);
 
   py::class_<PyPrefill>(m, "PrefillConnector")
-      .def(py::init<const KvLayout&, const std::vector<uintptr_t>&, const std::string&,
-                    const std::string&, uint16_t, double>(),
-           py::arg("layout"), py::arg("bases"), py::arg("protocol") = "tcp",
+      .def(py::init(&MakePrefill), py::arg("layout"), py::arg("bases"), py::arg("protocol") = "tcp",
            py::arg("rpc_host") = "127.0.0.1", py::arg("rpc_port") = 0,
            py::arg("request_timeout_s") = 120.0, nogil)
       .def_property_readonly(
@@ -314,9 +293,7 @@ PYBIND11_MODULE(_connector, m) {
       });
 
   py::class_<PyDecode>(m, "DecodeConnector")
-      .def(py::init<const KvLayout&, const std::vector<uintptr_t>&, const std::string&,
-                    const std::string&, uint16_t, uint32_t, uint32_t>(),
-           py::arg("layout"), py::arg("bases"), py::arg("protocol") = "tcp",
+      .def(py::init(&MakeDecode), py::arg("layout"), py::arg("bases"), py::arg("protocol") = "tcp",
            py::arg("rpc_host") = "127.0.0.1", py::arg("rpc_port") = 0, py::arg("tp_rank") = 0,
            py::arg("tp_ranks") = 1, nogil)
       .def_property_readonly(

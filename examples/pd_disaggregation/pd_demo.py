@@ -171,7 +171,7 @@ class PagePool:
                     chunk = self.cache.kv_view(layer, kv)[blocks[i]]
                     parts.append(chunk[:rows].contiguous().numpy())
             rc = self.store.put_parts(key, *parts)
-            if rc not in (0, -706):  # -706: already stored (an earlier identical prompt)
+            if rc != 0:  # a put of a key already stored returns 0 (Mooncake's rule)
                 raise RuntimeError(f"put_parts({key}) = {rc}")
             saved += 1
         return saved

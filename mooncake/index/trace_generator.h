@@ -316,7 +316,7 @@ class TraceBuilder {
     const uint32_t p = system_.Pick(rng_);
     const uint64_t tokens = system_.Tokens(p);
     ClientContext ctx(&system_.Ids(PrefixCatalog::kNone, p, tokens, next_id_), tokens,
-                       o_.block_tokens);
+                      o_.block_tokens);
     Turns(s, t_s, o_.chat, ctx);
   }
 
@@ -333,7 +333,7 @@ class TraceBuilder {
     const uint32_t p = agents_.Pick(rng_);
     const uint64_t tokens = agents_.Tokens(p);
     ClientContext ctx(&agents_.Ids(PrefixCatalog::kNone, p, tokens, next_id_), tokens,
-                       o_.block_tokens);
+                      o_.block_tokens);
     ctx.Grow(static_cast<uint64_t>(rng_.Draw(a.task_tokens)), next_id_);
     const uint64_t steps = rng_.DrawCount(a.steps);
     for (uint32_t step = 0; step < steps; ++step) {

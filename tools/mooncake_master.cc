@@ -30,7 +30,9 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -68,6 +70,17 @@ ABSL_FLAG(bool, enable_http_metadata_server, false,
 ABSL_FLAG(int32_t, http_metadata_server_port, 8080, "metadata server port; 0 = any free port");
 // Mooncake binds 0.0.0.0; this master binds loopback unless told otherwise.
 ABSL_FLAG(std::string, http_metadata_server_host, "127.0.0.1", "metadata server address");
+// High availability (docs/ha.md): masters sharing a cluster_id on one etcd
+// elect a leader; the others are hot standbys. Clients and workers find the
+// leader with master_server_addr / --master = etcd://HOST:PORT[/CLUSTER_ID].
+ABSL_FLAG(bool, enable_ha, false, "join an HA cluster on etcd (leader or hot standby)");
+ABSL_FLAG(std::string, ha_backend_type, "etcd", "HA coordination service: etcd (the only one)");
+ABSL_FLAG(std::string, ha_backend_connstring, "",
+          "etcd endpoints, HOST:PORT[;HOST:PORT...] (also accepts ',')");
+ABSL_FLAG(std::string, etcd_endpoints, "", "the older name of --ha_backend_connstring");
+ABSL_FLAG(std::string, cluster_id, "mooncake_cluster", "the HA cluster's name");
+ABSL_FLAG(int64_t, ha_lease_ttl_ms, 2000,
+          "the leader's etcd lease; a dead leader is replaced about this long after it stops");
 // This program's own.
 ABSL_FLAG(std::string, ready_file, "",
           "when serving, atomically write rpc=<host:port>, http=<host:port>, "
@@ -82,10 +95,7 @@ constexpr std::string_view kProgram = "mooncake_master";
 // implemented here.
 constexpr node::RefusedFlag kRefused[] = {
     {"config_path", "give the settings as flags"},
-    {"enable_ha", "there is no high-availability mode (etcd leader election); run one master"},
-    {"etcd_endpoints", "there is no high-availability mode; run one master"},
-    {"client_ttl", "there is no high-availability mode"},
-    {"cluster_id", "there is no high-availability mode or persistence"},
+    {"client_ttl", "clients of an HA cluster follow the leader through etcd; no TTL"},
     {"root_fs_dir", "there is no file-system storage backend; workers take --ssd_path"},
     {"global_file_segment_size", "there is no file-system storage backend"},
     {"enable_offload", "workers offload to their SSD tier (mooncake_store --ssd_path)"},
@@ -183,6 +193,26 @@ MasterConfig ConfigFromFlags() {
   }
   o.high_watermark = high;
   o.low_watermark = high - ratio;
+  if (absl::GetFlag(FLAGS_enable_ha)) {
+    if (absl::GetFlag(FLAGS_ha_backend_type) != "etcd") {
+      BadFlags(absl::StrCat("--ha_backend_type=", absl::GetFlag(FLAGS_ha_backend_type),
+                            ": only etcd is supported"));
+    }
+    std::string conn = absl::GetFlag(FLAGS_ha_backend_connstring);
+    if (conn.empty()) conn = absl::GetFlag(FLAGS_etcd_endpoints);
+    if (conn.empty()) BadFlags("--enable_ha needs --ha_backend_connstring=HOST:PORT[;...]");
+    std::string list;
+    for (absl::string_view h : absl::StrSplit(conn, absl::ByAnyChar(",;"), absl::SkipEmpty())) {
+      absl::StrAppend(&list, list.empty() ? "" : ",",
+                      absl::StartsWith(h, "http://") ? "" : "http://", h);
+    }
+    o.ha_etcd = list;
+    o.ha_cluster = absl::GetFlag(FLAGS_cluster_id);
+    o.ha_lease_ttl_ms = absl::GetFlag(FLAGS_ha_lease_ttl_ms);
+  } else if (!absl::GetFlag(FLAGS_ha_backend_connstring).empty() ||
+             !absl::GetFlag(FLAGS_etcd_endpoints).empty()) {
+    BadFlags("--ha_backend_connstring/--etcd_endpoints need --enable_ha");
+  }
   if (const absl::Status s = node::ValidateStoreNodeOptions(o); !s.ok()) {
     BadFlags(StdView(s.message()));
   }

@@ -48,8 +48,7 @@ check_metadata() {
 }
 
 # ---- Flags: Mooncake flags not implemented, unknown and bad ones exit 2 -----------
-for args in "--enable_ha=true" "--etcd_endpoints=127.0.0.1:2379" "--v=1" "--noenable_ha" \
-            "--cluster_id=c" "--memory_allocator=cachelib" "--root_fs_dir=/tmp" \
+for args in "--v=1" "--memory_allocator=cachelib" "--root_fs_dir=/tmp" \
             "--enable_gc" "--client_ttl=10" "--rpc_enable_tcp_no_delay=true"; do
   set +e
   msg=$("$master_bin" $args 2>&1)
@@ -64,7 +63,9 @@ for args in "--enable_ha=true" "--etcd_endpoints=127.0.0.1:2379" "--v=1" "--noen
 done
 for args in "--bogus=1" "--port=70000" "--port=x" "--eviction_ratio=0.95" \
             "--eviction_high_watermark_ratio=1.5" "--default_kv_lease_ttl=0" "--max_threads=0" \
-            "--rpc_address=nohost" "--flagfile=/dev/null" "--undefok=enable_ha" "positional"; do
+            "--rpc_address=nohost" "--flagfile=/dev/null" "--undefok=enable_ha" "positional" \
+            "--enable_ha" "--etcd_endpoints=127.0.0.1:2379" "--enable_ha --ha_backend_type=zk" \
+            "--enable_ha --ha_backend_connstring=127.0.0.1:1 --cluster_id=bad!"; do
   set +e
   msg=$("$master_bin" $args 2>&1)
   rc=$?

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -23,7 +24,9 @@
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -40,7 +43,16 @@
 ABSL_FLAG(std::string, role, "all", "all (master + one worker in this process), master or worker");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
           "master RPC address (roles all, master); port 0 = any free port");
-ABSL_FLAG(std::string, master, "127.0.0.1:50051", "master to join (role worker)");
+ABSL_FLAG(std::string, master, "127.0.0.1:50051",
+          "master to join (role worker): host:port, or etcd://host:port[,host:port]/CLUSTER for "
+          "the leader of an HA cluster (docs/ha.md)");
+ABSL_FLAG(std::string, ha_etcd, "",
+          "role master: etcd endpoints (host:port[,host:port]) of an HA cluster; this master "
+          "becomes its leader or a hot standby (docs/ha.md). Empty: a single master, no etcd");
+ABSL_FLAG(std::string, ha_cluster, "mooncake", "the HA cluster's name ([A-Za-z0-9_.-]{1,64})");
+ABSL_FLAG(int64_t, ha_lease_ttl_ms, 2000,
+          "the leader's etcd lease (>= 1000; whole seconds at etcd): a dead leader is replaced "
+          "about this long after it stops renewing");
 ABSL_FLAG(std::string, http, "127.0.0.1:9090",
           "/metrics and /health address; port 0 = any free port; empty = off");
 ABSL_FLAG(std::string, segment_bytes, "1G", "bytes per worker segment (suffixes K, M, G, T)");
@@ -119,9 +131,27 @@ node::StoreNodeOptions OptionsFromFlags() {
   auto listen = node::ParseHostPort("listen", absl::GetFlag(FLAGS_listen), true);
   check(listen.status());
   o.listen = *listen;
-  auto master = node::ParseHostPort("master", absl::GetFlag(FLAGS_master), false);
-  check(master.status());
-  o.master = *master;
+  const std::string master_flag = absl::GetFlag(FLAGS_master);
+  if (master_flag.starts_with("etcd://")) {
+    auto etcd = node::ParseEtcdMaster(master_flag);
+    check(etcd.status());
+    std::tie(o.master_etcd, o.master_cluster) = *etcd;
+  } else {
+    auto master = node::ParseHostPort("master", master_flag, false);
+    check(master.status());
+    o.master = *master;
+  }
+  o.ha_etcd = absl::GetFlag(FLAGS_ha_etcd);
+  if (!o.ha_etcd.empty() && !o.ha_etcd.starts_with("http://")) {
+    std::string list;
+    for (absl::string_view h : absl::StrSplit(o.ha_etcd, ',')) {
+      absl::StrAppend(&list, list.empty() ? "" : ",",
+                      absl::StartsWith(h, "http://") ? "" : "http://", h);
+    }
+    o.ha_etcd = list;
+  }
+  o.ha_cluster = absl::GetFlag(FLAGS_ha_cluster);
+  o.ha_lease_ttl_ms = absl::GetFlag(FLAGS_ha_lease_ttl_ms);
   const std::string http = absl::GetFlag(FLAGS_http);
   o.http_enabled = !http.empty();
   if (o.http_enabled) {

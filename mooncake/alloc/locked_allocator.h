@@ -13,6 +13,7 @@
 #ifndef MOONCAKE_ALLOC_LOCKED_ALLOCATOR_H_
 #define MOONCAKE_ALLOC_LOCKED_ALLOCATOR_H_
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <type_traits>
@@ -25,6 +26,16 @@
 
 namespace mooncake::alloc {
 
+// An Allocator that can also reserve a given range, for rebuilding a known
+// layout (TlsfAllocator::Claim): Claim(offset, size) reserves exactly
+// [offset, offset + size rounded up to the model's granule) when all of it is
+// free, returning an Allocation free() accepts; std::nullopt, with nothing
+// changed, otherwise.
+template <typename A>
+concept ClaimableAllocator = Allocator<A> && requires(A& a, uint64_t offset, uint64_t size) {
+  { a.Claim(offset, size) } -> std::same_as<std::optional<Allocation>>;
+};
+
 template <Allocator A>
 class LockedAllocator {
  public:
@@ -36,6 +47,13 @@ class LockedAllocator {
   [[nodiscard]] std::optional<Allocation> allocate(uint64_t size, uint64_t alignment) {
     absl::MutexLock lock(&mu_);
     return inner_.allocate(size, alignment);
+  }
+
+  // A's Claim under the lock; only when A has one.
+  [[nodiscard]] std::optional<Allocation> Claim(uint64_t offset,
+                                                uint64_t size) requires ClaimableAllocator<A> {
+    absl::MutexLock lock(&mu_);
+    return inner_.Claim(offset, size);
   }
 
   void free(const Allocation& allocation) {
@@ -62,6 +80,8 @@ class LockedAllocator {
 };
 
 static_assert(Allocator<LockedAllocator<alloc_internal::AllocatorArchetype>>);
+// Claim is forwarded only when the inner model has one.
+static_assert(!ClaimableAllocator<LockedAllocator<alloc_internal::AllocatorArchetype>>);
 
 }  // namespace mooncake::alloc
 

@@ -16,6 +16,18 @@ namespace {
 
 using Locked = LockedAllocator<TlsfAllocator>;
 
+static_assert(ClaimableAllocator<TlsfAllocator>);
+static_assert(ClaimableAllocator<Locked>);
+
+// Has Claim with the wrong result type: not claimable.
+struct BadClaim {
+  std::optional<Allocation> allocate(uint64_t size, uint64_t alignment);
+  void free(const Allocation& allocation);
+  AllocatorStats stats() const;
+  bool Claim(uint64_t offset, uint64_t size);
+};
+static_assert(Allocator<BadClaim> && !ClaimableAllocator<BadClaim>);
+
 struct LockedTlsfFactory {
   using Allocator = Locked;
   static constexpr bool kServesWholeRange = true;
@@ -73,6 +85,18 @@ TEST(LockedAllocatorTest, ConcurrentCallersNeverShareBytes) {
   }
   for (std::thread& th : threads) th.join();
   EXPECT_EQ(collisions.load(), 0);
+  EXPECT_EQ(shared.stats().live_allocations, 0u);
+  shared.WithLock([](TlsfAllocator& a) { a.CheckInvariants(); });
+}
+
+TEST(LockedAllocatorTest, ClaimForwardsUnderTheLock) {
+  Locked shared(TlsfAllocator(TlsfOptions{.capacity_bytes = 1 << 16, .granularity_bytes = 64}));
+  const std::optional<Allocation> c = shared.Claim(4096, 100);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->offset, 4096u);
+  EXPECT_FALSE(shared.Claim(4096, 64).has_value());
+  EXPECT_EQ(shared.stats().used_bytes, 100u);
+  shared.free(*c);
   EXPECT_EQ(shared.stats().live_allocations, 0u);
   shared.WithLock([](TlsfAllocator& a) { a.CheckInvariants(); });
 }

@@ -212,6 +212,36 @@ class TlsfAllocator {
     });
   }
 
+  // Reserves exactly [offset, offset + ReservedBytes(size)) if every byte of
+  // it is free, returning an Allocation that free() and stats() treat as one
+  // allocate() returned; for rebuilding a known layout (a standby master
+  // replaying (offset, size) records). std::nullopt, with nothing changed,
+  // when size is 0, offset is not a multiple of the granule, the range runs
+  // past the capacity, or any byte of it is reserved.
+  //
+  // Complexity: O(1) when the range lies in the free extent left after the
+  // previous Claim or in the last extent of the range (so claims in ascending
+  // offset order are O(1) each); otherwise an O(records) walk.
+  [[nodiscard]] std::optional<Allocation> Claim(uint64_t offset, uint64_t size) {
+    if (size == 0 || size > capacity_ || offset % granule_ != 0) return std::nullopt;
+    const uint64_t reserved = RoundUp(size, granule_);
+    if (offset >= capacity_ || reserved > capacity_ - offset) return std::nullopt;
+    if (!HasSpareRecords()) return std::nullopt;
+    const uint32_t index = FindRecordAt(offset);
+    MC_ASSERT(index != kNone, "TlsfAllocator::Claim: the records do not cover the offset");
+    // Free extents are never adjacent, so a range past this one's end
+    // reaches a reserved byte.
+    if (nodes_[index].state != State::kFree || EndOf(index) - offset < reserved) {
+      return std::nullopt;
+    }
+    const Allocation a = Carve(index, size, reserved, offset);
+    // The free remainder after the claim, where an ascending claim lands next.
+    claim_hint_ = nodes_[alloc_internal::HandleIndex(a.handle)].next_phys;
+    MC_DASSERT(a.offset == offset && nodes_[alloc_internal::HandleIndex(a.handle)].size == reserved,
+               "Claim reserved the wrong extent");
+    return a;
+  }
+
   void free(const Allocation& allocation) {
     const uint32_t index = alloc_internal::HandleIndex(allocation.handle);
     MC_ASSERT(alloc_internal::HandleOwnerTag(allocation.handle) == owner_tag_,
@@ -423,6 +453,29 @@ class TlsfAllocator {
   }
 
   uint64_t EndOf(uint32_t index) const { return nodes_[index].offset + nodes_[index].size; }
+
+  bool Covers(uint32_t index, uint64_t offset) const {
+    const Node& node = nodes_[index];
+    return (node.state == State::kFree || node.state == State::kUsed) && node.offset <= offset &&
+           offset - node.offset < node.size;
+  }
+
+  // The record whose extent holds `offset` (< capacity_): the Claim hint or
+  // the last record when either covers it (O(1)), else a walk in physical
+  // order (O(records)). A stale hint is harmless: any record covering the
+  // offset is the one, as the records tile the range.
+  uint32_t FindRecordAt(uint64_t offset) const {
+    if (Covers(claim_hint_, offset)) return claim_hint_;
+    if (const uint32_t last = nodes_[kNone].prev_phys; Covers(last, offset)) return last;
+    return FindRecordAtSlow(offset);
+  }
+
+  [[gnu::noinline]] uint32_t FindRecordAtSlow(uint64_t offset) const {
+    for (uint32_t i = nodes_[kNone].next_phys; i != kNone; i = nodes_[i].next_phys) {
+      if (offset - nodes_[i].offset < nodes_[i].size) return i;
+    }
+    return kNone;
+  }
 
   // Marks used record `index` unused again (a fence, a moved-away record, or a
   // rolled-back new place) without touching used_bytes_; returns the record
@@ -648,6 +701,7 @@ class TlsfAllocator {
   uint64_t reserved_bytes_ = 0;
   uint64_t live_ = 0;
   uint32_t spare_head_ = kNone;
+  uint32_t claim_hint_ = kNone;  // a record near the last Claim; may be stale
   uint64_t fl_bitmap_ = 0;
   std::array<uint32_t, kFlCount> sl_bitmap_;
   std::array<uint32_t, kBinCount> heads_;

@@ -1,5 +1,6 @@
 #include "mooncake/alloc/tlsf_allocator.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <random>
@@ -349,6 +350,228 @@ TEST(TlsfAllocatorTest, RelocationKeepsEveryAllocationsBytes) {
     EXPECT_GT(relocations, 0u);
     a.CheckInvariants();
   }
+}
+
+// The (offset, size) records a standby master replays; gaps between them.
+std::vector<std::pair<uint64_t, uint64_t>> ClaimLayout() {
+  return {{0, 100}, {128, 64}, {1024, 4000}, {8192, 1}, {8256, 8000}, {65536, 64}};
+}
+
+void ExpectLayoutClaimed(TlsfAllocator& a, const std::vector<Allocation>& claimed) {
+  uint64_t used = 0, reserved = 0;
+  for (const Allocation& c : claimed) {
+    used += c.size;
+    reserved += a.ReservedBytes(c.size);
+  }
+  const AllocatorStats s = a.stats();
+  EXPECT_EQ(s.used_bytes, used);
+  EXPECT_EQ(s.free_bytes, a.capacity_bytes() - reserved);
+  EXPECT_EQ(s.live_allocations, claimed.size());
+  a.CheckInvariants();
+}
+
+// Frees every claim (in the given order) and checks the whole range is one
+// free extent again.
+void FreeAllAndAllocateEverything(TlsfAllocator& a, const std::vector<Allocation>& claimed) {
+  for (const Allocation& c : claimed) {
+    a.free(c);
+    a.CheckInvariants();
+  }
+  EXPECT_EQ(a.stats().live_allocations, 0u);
+  const std::optional<Allocation> all = a.allocate(a.capacity_bytes(), 1);
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(all->offset, 0u);
+  a.free(*all);
+}
+
+TEST(TlsfAllocatorTest, ClaimsInAscendingOrderRebuildTheLayout) {
+  TlsfAllocator a({.capacity_bytes = 1 << 20, .granularity_bytes = 64});
+  std::vector<Allocation> claimed;
+  for (const auto& [offset, size] : ClaimLayout()) {
+    const std::optional<Allocation> c = a.Claim(offset, size);
+    ASSERT_TRUE(c.has_value()) << offset;
+    EXPECT_EQ(c->offset, offset);
+    EXPECT_EQ(c->size, size);
+    EXPECT_TRUE(a.Owns(*c));
+    claimed.push_back(*c);
+    a.CheckInvariants();
+  }
+  ExpectLayoutClaimed(a, claimed);
+  // allocate() fills the gaps the claims left, never a claimed byte.
+  const std::optional<Allocation> gap = a.allocate(64, 64);
+  ASSERT_TRUE(gap.has_value());
+  EXPECT_EQ(gap->offset, 192u);
+  a.free(*gap);
+  FreeAllAndAllocateEverything(a, claimed);
+}
+
+// 200k ascending claims behind a used tail: a walk of the records per claim
+// would be ~2e10 steps and time the test out; the hint makes each O(1).
+TEST(TlsfAllocatorTest, AscendingClaimsStayConstantTimeBehindAUsedTail) {
+  constexpr uint64_t kGranule = 64, kClaims = 200'000, kCap = kGranule * (2 * kClaims + 2);
+  TlsfAllocator a({.capacity_bytes = kCap, .granularity_bytes = kGranule});
+  ASSERT_TRUE(a.Claim(kCap - kGranule, kGranule).has_value());
+  for (uint64_t i = 0; i < kClaims; ++i) {
+    ASSERT_TRUE(a.Claim(2 * i * kGranule, kGranule).has_value()) << i;
+  }
+  EXPECT_EQ(a.stats().live_allocations, kClaims + 1);
+  a.CheckInvariants();
+}
+
+TEST(TlsfAllocatorTest, ClaimsInAnyOrderRebuildTheSameLayout) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::pair<uint64_t, uint64_t>> layout = ClaimLayout();
+    std::shuffle(layout.begin(), layout.end(), rng);
+    TlsfAllocator a({.capacity_bytes = 1 << 20, .granularity_bytes = 64});
+    std::vector<Allocation> claimed;
+    for (const auto& [offset, size] : layout) {
+      const std::optional<Allocation> c = a.Claim(offset, size);
+      ASSERT_TRUE(c.has_value()) << offset;
+      ASSERT_EQ(c->offset, offset);
+      claimed.push_back(*c);
+      a.CheckInvariants();
+    }
+    ExpectLayoutClaimed(a, claimed);
+    std::shuffle(claimed.begin(), claimed.end(), rng);
+    FreeAllAndAllocateEverything(a, claimed);
+  }
+}
+
+TEST(TlsfAllocatorTest, OverlappingClaimIsRefusedWithNoSideEffect) {
+  TlsfAllocator a({.capacity_bytes = 1 << 16, .granularity_bytes = 64});
+  const std::optional<Allocation> first = a.Claim(1024, 1000);  // reserves [1024, 2048)
+  ASSERT_TRUE(first.has_value());
+  const AllocatorStats before = a.stats();
+  EXPECT_FALSE(a.Claim(1024, 64).has_value());    // same start
+  EXPECT_FALSE(a.Claim(1984, 64).has_value());    // last granule, in the rounding
+  EXPECT_FALSE(a.Claim(960, 128).has_value());    // runs into it from below
+  EXPECT_FALSE(a.Claim(1536, 4096).has_value());  // starts inside, runs past it
+  EXPECT_EQ(a.stats().used_bytes, before.used_bytes);
+  EXPECT_EQ(a.stats().free_bytes, before.free_bytes);
+  EXPECT_EQ(a.stats().live_allocations, 1u);
+  a.CheckInvariants();
+  // Its neighbours on both sides are still free.
+  EXPECT_TRUE(a.Claim(960, 64).has_value());
+  EXPECT_TRUE(a.Claim(2048, 64).has_value());
+  a.CheckInvariants();
+}
+
+TEST(TlsfAllocatorTest, ClaimStraddlingAUsedRecordIsRefused) {
+  TlsfAllocator a({.capacity_bytes = 1 << 16, .granularity_bytes = 64});
+  ASSERT_TRUE(a.Claim(4096, 4096).has_value());
+  // allocate() takes [0, 64) from the low end.
+  const std::optional<Allocation> low = a.allocate(64, 64);
+  ASSERT_TRUE(low.has_value());
+  ASSERT_EQ(low->offset, 0u);
+  EXPECT_FALSE(a.Claim(64, 16384).has_value());  // over the used [4096, 8192)
+  EXPECT_FALSE(a.Claim(0, 128).has_value());     // over the allocated [0, 64)
+  EXPECT_EQ(a.stats().live_allocations, 2u);
+  a.CheckInvariants();
+  const std::optional<Allocation> between = a.Claim(64, 4096 - 64);  // exactly the hole
+  ASSERT_TRUE(between.has_value());
+  EXPECT_TRUE(a.Claim(8192, 64).has_value());
+  a.CheckInvariants();
+  a.free(*between);
+  a.CheckInvariants();
+}
+
+TEST(TlsfAllocatorTest, ClaimRefusesMisalignedEmptyAndOutOfRange) {
+  constexpr uint64_t kCap = 1 << 16;
+  TlsfAllocator a({.capacity_bytes = kCap, .granularity_bytes = 64});
+  EXPECT_FALSE(a.Claim(32, 64).has_value());  // off the granule
+  EXPECT_FALSE(a.Claim(1, 1).has_value());
+  EXPECT_FALSE(a.Claim(0, 0).has_value());
+  EXPECT_FALSE(a.Claim(kCap, 64).has_value());
+  EXPECT_FALSE(a.Claim(kCap - 64, 65).has_value());  // rounds up to 128: past the end
+  EXPECT_FALSE(a.Claim(0, kCap + 1).has_value());
+  EXPECT_FALSE(a.Claim(0, UINT64_MAX).has_value());
+  EXPECT_FALSE(a.Claim(UINT64_MAX & ~uint64_t{63}, 64).has_value());
+  EXPECT_EQ(a.stats().live_allocations, 0u);
+  a.CheckInvariants();
+  // A size off the granule reserves the rounded-up range, like allocate().
+  const std::optional<Allocation> c = a.Claim(kCap - 128, 65);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(a.stats().used_bytes, 65u);
+  EXPECT_EQ(a.stats().free_bytes, kCap - 128);
+  EXPECT_FALSE(a.Claim(kCap - 64, 64).has_value());
+  a.free(*c);
+  EXPECT_TRUE(a.Claim(0, kCap).has_value());  // the whole range
+  a.CheckInvariants();
+}
+
+// Claims, allocations and frees in random order against a map of granules.
+TEST(TlsfAllocatorTest, ClaimAgreesWithAGranuleBitmap) {
+  constexpr uint64_t kGranule = 64, kGranules = 512, kCap = kGranule * kGranules;
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    std::mt19937_64 rng(seed);
+    TlsfAllocator a({.capacity_bytes = kCap, .granularity_bytes = kGranule});
+    std::vector<bool> used(kGranules, false);
+    std::vector<Allocation> live;
+    auto mark = [&](const Allocation& x, bool value) {
+      for (uint64_t g = x.offset / kGranule; g < (x.offset + a.ReservedBytes(x.size)) / kGranule;
+           ++g) {
+        ASSERT_NE(used[g], value) << "granule " << g;
+        used[g] = value;
+      }
+    };
+    int claims = 0;
+    for (int op = 0; op < 3000; ++op) {
+      const uint64_t r = rng() % 100;
+      if (r < 50) {
+        // Mostly aligned offsets; a few off the granule or past the end.
+        uint64_t offset = (rng() % (kGranules + 4)) * kGranule;
+        if (rng() % 16 == 0) offset += 1 + rng() % (kGranule - 1);
+        const uint64_t size = rng() % 8 == 0 ? rng() % 3 : 1 + rng() % (8 * kGranule);
+        bool expect = size != 0 && offset % kGranule == 0 && offset < kCap &&
+                      a.ReservedBytes(size) <= kCap - offset;
+        for (uint64_t g = offset / kGranule; expect && g * kGranule < offset + size; ++g) {
+          expect = !used[g];
+        }
+        const std::optional<Allocation> c = a.Claim(offset, size);
+        ASSERT_EQ(c.has_value(), expect) << "op " << op << " offset " << offset << " size " << size;
+        if (c) {
+          ASSERT_EQ(c->offset, offset);
+          mark(*c, true);
+          live.push_back(*c);
+          ++claims;
+        }
+      } else if (r < 65) {
+        if (std::optional<Allocation> x = a.allocate(1 + rng() % (4 * kGranule), kGranule)) {
+          mark(*x, true);
+          live.push_back(*x);
+        }
+      } else if (!live.empty()) {
+        const size_t i = rng() % live.size();
+        mark(live[i], false);
+        a.free(live[i]);
+        live[i] = live.back();
+        live.pop_back();
+      }
+      a.CheckInvariants();
+      const uint64_t used_granules =
+          static_cast<uint64_t>(std::count(used.begin(), used.end(), true));
+      ASSERT_EQ(a.stats().free_bytes, kCap - used_granules * kGranule);
+      ASSERT_EQ(a.stats().live_allocations, live.size());
+    }
+    EXPECT_GT(claims, 100);
+    for (const Allocation& x : live) a.free(x);
+    EXPECT_TRUE(a.allocate(kCap, 1).has_value());
+  }
+}
+
+TEST(TlsfAllocatorTest, ClaimedAllocationsHandleGoesStaleAfterFree) {
+  if (!AssertEnabled(AssertLevel::kDebug)) GTEST_SKIP();
+  testing::FLAGS_gtest_death_test_style = "threadsafe";
+  TlsfAllocator a({.capacity_bytes = 1 << 16, .granularity_bytes = 64});
+  const std::optional<Allocation> c = a.Claim(4096, 64);
+  ASSERT_TRUE(c.has_value());
+  a.free(*c);
+  const std::optional<Allocation> again = a.Claim(4096, 64);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_DEATH(a.free(*c), "double free or stale handle");
+  a.free(*again);
+  a.CheckInvariants();
 }
 
 }  // namespace

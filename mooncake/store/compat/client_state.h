@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -41,6 +42,7 @@
 #include "mooncake/store/client.h"
 #include "mooncake/store/compat/client_daemon.pb.h"
 #include "mooncake/store/compat/store_config.h"
+#include "mooncake/store/ha/leader_resolver.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/tcp_channel.h"
 #include "mooncake/store/worker/worker.h"
@@ -142,10 +144,38 @@ inline absl::Status CheckCommon(const StoreConfig& c) {
   return absl::OkStatus();
 }
 
+// `addr`: "host:port", or "etcd://HOST:PORT[;HOST:PORT...][/CLUSTER_ID]" for
+// the leader of an HA cluster (mooncake_master --enable_ha; CLUSTER_ID
+// defaults to Mooncake's "mooncake_cluster"): calls then follow the leader
+// across failovers (docs/ha.md).
 inline absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> ConnectMaster(const std::string& addr) {
   rpc::TcpChannelOptions o;
   o.connect_timeout_ns = kRpcTimeoutMs * 1'000'000;
   o.default_timeout_ns = kRpcTimeoutMs * 1'000'000;
+  if (absl::StartsWith(addr, "etcd://")) {
+    std::string rest = addr.substr(7);
+    std::string cluster = "mooncake_cluster";
+    if (const size_t slash = rest.find('/'); slash != std::string::npos) {
+      cluster = rest.substr(slash + 1);
+      rest.resize(slash);
+    }
+    std::string endpoints;
+    for (absl::string_view h : absl::StrSplit(rest, absl::ByAnyChar(",;"), absl::SkipEmpty())) {
+      absl::StrAppend(&endpoints, endpoints.empty() ? "" : ",", "http://", h);
+    }
+    auto resolve = ha::LeaderResolver(endpoints, cluster);
+    if (!resolve.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("master_server_addr '", addr, "': ", resolve.status().message()));
+    }
+    o.resolve = *std::move(resolve);
+    auto ch = rpc::TcpChannel::Connect("", o);
+    if (!ch.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("master_server_addr '", addr, "': ", ch.status().message()));
+    }
+    return ch;
+  }
   auto ch = rpc::TcpChannel::Connect(addr, o);
   if (!ch.ok()) {
     return absl::UnavailableError(

@@ -56,8 +56,10 @@
 #include "mooncake/store/master/internal/membership_path.h"
 #include "mooncake/store/master/internal/put_path.h"
 #include "mooncake/store/master/internal/read_path.h"
+#include "mooncake/store/master/internal/restore_path.h"
 #include "mooncake/store/master/internal/tier_path.h"
 #include "mooncake/store/master/master_options.h"
+#include "mooncake/store/master/mutation_log.h"
 #include "mooncake/store/rpc/master.pb.h"
 
 namespace mooncake::master {
@@ -201,6 +203,26 @@ class Master {
   absl::StatusOr<proto::TierReportResponse> TierReport(const proto::TierReportRequest& r) {
     return master_internal::TierReport(s_, r);
   }
+
+  // ---- High availability (mooncake/store/ha) ----------------------------------
+
+  // Reports every later change of the durable state to `log` (mutation_log.h);
+  // null: none. `log` must outlive the master. Call before the master serves.
+  void SetMutationLog(MutationLog* log) { s_.log = log; }
+
+  // Fills this fresh master with another master's durable state (see
+  // internal/restore_path.h for what comes back). Errors: FAILED_PRECONDITION
+  // (not fresh), those of mounting a segment under its id.
+  absl::StatusOr<RestoreReport> Restore(std::vector<RestoredSegment> segments,
+                                        std::vector<RestoredObject> objects,
+                                        uint64_t next_id) requires
+      requires(SegmentPool<A>& p, uint64_t v) {
+    p.Claim(v, v, v);
+  }
+  { return master_internal::Restore(s_, std::move(segments), std::move(objects), next_id); }
+
+  // The next put id or version this master would hand out.
+  uint64_t NextId() const { return s_.ids.Peek(); }
 
   // ---- Housekeeping ------------------------------------------------------------
 

@@ -137,6 +137,14 @@ class IdSource {
     // relaxed: only uniqueness matters; the ids publish no memory.
     return next_.fetch_add(1, std::memory_order_relaxed);
   }
+  // Ids below `next` are never handed out again (a master restored from
+  // another's log continues after its ids).
+  void AdvanceTo(uint64_t next) {
+    uint64_t cur = next_.load(std::memory_order_relaxed);
+    while (cur < next && !next_.compare_exchange_weak(cur, next, std::memory_order_relaxed)) {
+    }
+  }
+  uint64_t Peek() const { return next_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<uint64_t> next_{1};

@@ -5,6 +5,10 @@
 // Segment ids are assigned here, start at 1 and are never reused in a pool's
 // life, so an allocation of an unmounted segment can never be freed into a
 // newer one: Free of an unknown segment id is a no-op that returns false.
+// A standby master rebuilding the pool after a failover restores each
+// segment under the id the previous master gave it (MountWithId, in any
+// order) and each live replica's range in it (Claim); later Mounts assign ids
+// above every restored one.
 //
 // A is built per segment by a factory (capacity -> StatusOr<A>); the default
 // comes from SegmentAllocatorTraits<A> (defined for TlsfAllocator; give the
@@ -28,8 +32,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <concepts>
 #include <cstdint>
 #include <functional>
+#include <iterator>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -139,31 +146,41 @@ class SegmentPool {
   // worker id or name, size 0; or what the factory refuses), ALREADY_EXISTS
   // (this worker already mounted a segment of that name).
   absl::StatusOr<uint64_t> Mount(const store::proto::SegmentDescriptor& desc) {
-    if (desc.worker_id().empty() || desc.name().empty() || desc.size_bytes() == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "segment needs a worker_id, a name and size_bytes > 0 (worker '", desc.worker_id(),
-          "', name '", desc.name(), "', size ", desc.size_bytes(), ")"));
-    }
-    absl::StatusOr<A> allocator = factory_(desc.size_bytes());
-    if (!allocator.ok()) return allocator.status();
-    auto seg = std::make_shared<Segment>(std::move(*allocator));
-    seg->desc = desc;
-    seg->capacity_bytes = seg->allocator.stats().capacity_bytes;
+    absl::StatusOr<std::shared_ptr<Segment>> seg = NewSegment(desc);
+    if (!seg.ok()) return seg.status();
     std::unique_lock lock(map_mu_);
-    for (const auto& [id, s] : segments_) {
-      if (s->desc.worker_id() == desc.worker_id() && s->desc.name() == desc.name()) {
-        return absl::AlreadyExistsError(absl::StrCat("worker '", desc.worker_id(),
-                                                     "' already mounted segment '", desc.name(),
-                                                     "' as id ", id));
-      }
-    }
+    if (absl::Status s = CheckNameFree(desc); !s.ok()) return s;
     const uint64_t id = next_id_++;
-    seg->id = id;
-    capacity_bytes_.fetch_add(seg->capacity_bytes, std::memory_order_relaxed);
-    segments_.emplace(id, std::move(seg));
-    ++generation_;
-    table_ = nullptr;
+    Insert(id, std::move(*seg));
     return id;
+  }
+
+  // Mounts `desc` as segment `id`, an id a previous master assigned (a
+  // standby restoring the pool after a failover; any order). Errors as
+  // Mount's, plus INVALID_ARGUMENT for id 0 or UINT64_MAX and ALREADY_EXISTS
+  // when `id` is mounted or was assigned by this pool before (ids are never
+  // reused). Ids below `id` that no one was given stay free for MountWithId;
+  // Mount assigns ids above every id restored.
+  absl::Status MountWithId(uint64_t id, const store::proto::SegmentDescriptor& desc) {
+    if (id == 0 || id == UINT64_MAX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("segment id must be in [1, 2^64 - 1), got ", id));
+    }
+    absl::StatusOr<std::shared_ptr<Segment>> seg = NewSegment(desc);
+    if (!seg.ok()) return seg.status();
+    std::unique_lock lock(map_mu_);
+    if (segments_.contains(id)) {
+      return absl::AlreadyExistsError(absl::StrCat("segment id ", id, " is already mounted"));
+    }
+    if (!IsUnassigned(id)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "segment id ", id, " was assigned before and unmounted; ids are not reused"));
+    }
+    if (absl::Status s = CheckNameFree(desc); !s.ok()) return s;
+    MarkAssigned(id);
+    Insert(id, std::move(*seg));
+    MC_DASSERT(next_id_ > id, "Mount must never assign a restored id");
+    return absl::OkStatus();
   }
 
   // Forgets segment `id`; its live allocations are dropped, not freed.
@@ -205,8 +222,33 @@ class SegmentPool {
     return a;
   }
 
+  // Reserves exactly [offset, offset + size rounded up to A's granule) of
+  // segment `id` (a live replica the previous master placed there), counted
+  // in used_bytes as an Allocate is; free it with Free. nullopt if the segment
+  // is gone or A refuses (any byte taken, misaligned, out of range; see
+  // alloc::ClaimableAllocator, spelled out here because this target does not
+  // depend on locked_allocator).
+  std::optional<alloc::Allocation> Claim(uint64_t id, uint64_t offset, uint64_t size) requires
+      requires(A& a, uint64_t o, uint64_t n) {
+    { a.Claim(o, n) } -> std::same_as<std::optional<alloc::Allocation>>;
+  }
+  {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return std::nullopt;
+    absl::MutexLock lock(&s->mu);
+    if (s->dead) return std::nullopt;
+    std::optional<alloc::Allocation> a = s->allocator.Claim(offset, size);
+    if (a.has_value()) {
+      MC_DASSERT(a->offset == offset && a->size == size, "Claim returned another range");
+      // relaxed: statistics; the allocator's state is under s->mu.
+      s->used_bytes.fetch_add(a->size, std::memory_order_relaxed);
+      used_bytes_.fetch_add(a->size, std::memory_order_relaxed);
+    }
+    return a;
+  }
+
   // Returns `a` to segment `id`; false (nothing done) if it was unmounted.
-  // REQUIRES: `a` came from Allocate(id, ...) and is live.
+  // REQUIRES: `a` came from Allocate(id, ...) or Claim(id, ...) and is live.
   bool Free(uint64_t id, const alloc::Allocation& a) {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return false;
@@ -270,7 +312,13 @@ class SegmentPool {
     if (auto it = segments_.find(id); it != segments_.end()) {
       return {IdState::kMounted, it->second->desc};  // desc is immutable after Mount
     }
-    return {id != 0 && id < next_id_ ? IdState::kUnmounted : IdState::kUnknown, std::nullopt};
+    return {id != 0 && !IsUnassigned(id) ? IdState::kUnmounted : IdState::kUnknown, std::nullopt};
+  }
+
+  // The id the next Mount assigns: above every id assigned or restored so far.
+  uint64_t next_id() const {
+    std::shared_lock lock(map_mu_);
+    return next_id_;
   }
 
   uint64_t used_bytes() const { return used_bytes_.load(std::memory_order_relaxed); }
@@ -291,6 +339,68 @@ class SegmentPool {
     bool dead ABSL_GUARDED_BY(mu) = false;  // unmounted; allocator no longer used
     std::atomic<uint64_t> used_bytes{0};
   };
+
+  // Validates `desc` and builds its segment (not yet in the map).
+  absl::StatusOr<std::shared_ptr<Segment>> NewSegment(
+      const store::proto::SegmentDescriptor& desc) const {
+    if (desc.worker_id().empty() || desc.name().empty() || desc.size_bytes() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "segment needs a worker_id, a name and size_bytes > 0 (worker '", desc.worker_id(),
+          "', name '", desc.name(), "', size ", desc.size_bytes(), ")"));
+    }
+    absl::StatusOr<A> allocator = factory_(desc.size_bytes());
+    if (!allocator.ok()) return allocator.status();
+    auto seg = std::make_shared<Segment>(std::move(*allocator));
+    seg->desc = desc;
+    seg->capacity_bytes = seg->allocator.stats().capacity_bytes;
+    return seg;
+  }
+
+  absl::Status CheckNameFree(const store::proto::SegmentDescriptor& desc) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_) {
+    for (const auto& [id, s] : segments_) {
+      if (s->desc.worker_id() == desc.worker_id() && s->desc.name() == desc.name()) {
+        return absl::AlreadyExistsError(absl::StrCat("worker '", desc.worker_id(),
+                                                     "' already mounted segment '", desc.name(),
+                                                     "' as id ", id));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void Insert(uint64_t id, std::shared_ptr<Segment> seg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_) {
+    MC_ASSERT(id != 0 && id < next_id_ && !segments_.contains(id), "segment id not free");
+    seg->id = id;
+    capacity_bytes_.fetch_add(seg->capacity_bytes, std::memory_order_relaxed);
+    segments_.emplace(id, std::move(seg));
+    ++generation_;
+    table_ = nullptr;
+  }
+
+  // True if no one was ever given `id`: at or above next_id_, or in a range
+  // a MountWithId skipped.
+  bool IsUnassigned(uint64_t id) const ABSL_SHARED_LOCKS_REQUIRED(map_mu_) {
+    if (id >= next_id_) return true;
+    auto it = skipped_ids_.upper_bound(id);
+    if (it == skipped_ids_.begin()) return false;
+    --it;
+    return id < it->second;  // it->first <= id
+  }
+
+  // REQUIRES: IsUnassigned(id).
+  void MarkAssigned(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_) {
+    MC_DASSERT(IsUnassigned(id), "marking an assigned id");
+    if (id >= next_id_) {
+      if (id > next_id_) skipped_ids_.emplace(next_id_, id);
+      next_id_ = id + 1;
+      return;
+    }
+    auto it = std::prev(skipped_ids_.upper_bound(id));
+    const auto [lo, hi] = *it;
+    skipped_ids_.erase(it);
+    if (lo < id) skipped_ids_.emplace(lo, id);
+    if (id + 1 < hi) skipped_ids_.emplace(id + 1, hi);
+  }
 
   std::shared_ptr<const SegmentTable> BuildTable() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(map_mu_) {
     auto t = std::make_shared<SegmentTable>();
@@ -332,6 +442,9 @@ class SegmentPool {
   mutable std::shared_mutex map_mu_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<Segment>> segments_ ABSL_GUARDED_BY(map_mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(map_mu_) = 1;
+  // Ids below next_id_ that MountWithId skipped and no one was given yet, as
+  // disjoint [first, end) ranges keyed by first; at most one per MountWithId.
+  std::map<uint64_t, uint64_t> skipped_ids_ ABSL_GUARDED_BY(map_mu_);
   uint64_t generation_ ABSL_GUARDED_BY(map_mu_) = 0;  // Mounts and Unmounts so far
   // Null after a Mount/Unmount until Candidates() rebuilds it. mutable: a cache.
   mutable std::shared_ptr<const SegmentTable> table_ ABSL_GUARDED_BY(map_mu_);

@@ -1,6 +1,8 @@
 #include "mooncake/store/master/segment_pool.h"
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,6 +145,106 @@ TEST(SegmentPoolTest, UnmountRacingAllocationsKeepsTotalsExact) {
     EXPECT_EQ(pool.capacity_bytes(), 0u);
   }
 }
+
+TEST(SegmentPoolTest, MountWithIdRestoresIdsInAnyOrder) {
+  SegmentPool<alloc::TlsfAllocator> pool;
+  ASSERT_TRUE(pool.MountWithId(7, Desc("w1", "dram", 1 << 20)).ok());
+  ASSERT_TRUE(pool.MountWithId(3, Desc("w2", "dram", 1 << 20)).ok());
+  EXPECT_EQ(pool.next_id(), 8u);
+  EXPECT_TRUE(pool.Contains(7));
+  EXPECT_TRUE(pool.Contains(3));
+  EXPECT_EQ(pool.capacity_bytes(), 2u << 20);
+  EXPECT_EQ(pool.Descriptor(3)->worker_id(), "w2");
+  // Taken ids and names.
+  EXPECT_TRUE(absl::IsAlreadyExists(pool.MountWithId(7, Desc("w3", "dram", 1 << 20))));
+  EXPECT_TRUE(absl::IsAlreadyExists(pool.MountWithId(5, Desc("w1", "dram", 1 << 20))));
+  // Same validation as Mount.
+  EXPECT_TRUE(absl::IsInvalidArgument(pool.MountWithId(5, Desc("", "s", 1 << 20))));
+  EXPECT_TRUE(absl::IsInvalidArgument(pool.MountWithId(5, Desc("w3", "s", 0))));
+  EXPECT_TRUE(absl::IsInvalidArgument(pool.MountWithId(0, Desc("w3", "s", 1 << 20))));
+  EXPECT_TRUE(absl::IsInvalidArgument(pool.MountWithId(UINT64_MAX, Desc("w3", "s", 1 << 20))));
+  // Skipped ids are unknown, not unmounted, until restored.
+  EXPECT_EQ(pool.Describe(5).first, SegmentPool<alloc::TlsfAllocator>::IdState::kUnknown);
+  EXPECT_EQ(pool.Describe(1).first, SegmentPool<alloc::TlsfAllocator>::IdState::kUnknown);
+  ASSERT_TRUE(pool.MountWithId(5, Desc("w3", "dram", 1 << 20)).ok());
+  ASSERT_TRUE(pool.MountWithId(1, Desc("w4", "dram", 1 << 20)).ok());
+  // Mount never reuses a restored id.
+  const absl::StatusOr<uint64_t> fresh = pool.Mount(Desc("w5", "dram", 1 << 20));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(*fresh, 8u);
+  // An unmounted id is never mounted again, with or without an id.
+  ASSERT_TRUE(pool.Unmount(5).ok());
+  EXPECT_EQ(pool.Describe(5).first, SegmentPool<alloc::TlsfAllocator>::IdState::kUnmounted);
+  EXPECT_TRUE(absl::IsAlreadyExists(pool.MountWithId(5, Desc("w3", "dram", 1 << 20))));
+  EXPECT_EQ(*pool.Mount(Desc("w3", "dram", 1 << 20)), 9u);
+  // The ids still never given out remain restorable.
+  ASSERT_TRUE(pool.MountWithId(2, Desc("w6", "dram", 1 << 20)).ok());
+  ASSERT_TRUE(pool.MountWithId(6, Desc("w7", "dram", 1 << 20)).ok());
+  EXPECT_EQ(pool.Describe(4).first, SegmentPool<alloc::TlsfAllocator>::IdState::kUnknown);
+  std::vector<uint64_t> ids;
+  for (const SegmentTable::Entry& e : pool.Candidates()->segments) ids.push_back(e.id);
+  EXPECT_EQ(ids, (std::vector<uint64_t>{1, 2, 3, 6, 7, 8, 9}));
+}
+
+TEST(SegmentPoolTest, MountWithIdRefreshesCandidates) {
+  SegmentPool<alloc::TlsfAllocator> pool;
+  const uint64_t a = *pool.Mount(Desc("w1", "dram", 1 << 20));
+  std::shared_ptr<const SegmentTable> before = pool.Candidates();
+  ASSERT_TRUE(pool.MountWithId(10, Desc("w2", "dram", 1 << 20)).ok());
+  std::shared_ptr<const SegmentTable> after = pool.Candidates();
+  EXPECT_GT(after->generation, before->generation);
+  ASSERT_EQ(after->segments.size(), 2u);
+  EXPECT_EQ(after->segments[0].id, a);
+  EXPECT_EQ(after->segments[1].id, 10u);
+  EXPECT_EQ(after->worker_ids[after->segments[1].worker], "w2");
+  // A refused MountWithId leaves the table alone.
+  EXPECT_FALSE(pool.MountWithId(10, Desc("w3", "dram", 1 << 20)).ok());
+  EXPECT_EQ(pool.Candidates(), after);
+}
+
+TEST(SegmentPoolTest, ClaimRebuildsUsedBytesAndFrees) {
+  SegmentPool<alloc::TlsfAllocator> pool;
+  ASSERT_TRUE(pool.MountWithId(4, Desc("w", "dram", 1 << 20)).ok());
+  std::shared_ptr<const SegmentTable> t = pool.Candidates();
+  std::optional<alloc::Allocation> x = pool.Claim(4, 0, 1000);
+  std::optional<alloc::Allocation> y = pool.Claim(4, 4096, 64);
+  ASSERT_TRUE(x.has_value() && y.has_value());
+  EXPECT_EQ(x->offset, 0u);
+  EXPECT_EQ(y->offset, 4096u);
+  EXPECT_EQ(pool.used_bytes(), 1064u);
+  EXPECT_EQ(pool.Snapshot()[0].used_bytes, 1064u);
+  EXPECT_EQ(t->segments[0].used_bytes->load(), 1064u);
+  EXPECT_EQ(pool.Candidates(), t);  // a claim is not a Mount/Unmount
+  EXPECT_EQ(pool.Stats(4)->live_allocations, 2u);
+  // Taken, misaligned, out of range, unknown segment: refused, totals unchanged.
+  EXPECT_FALSE(pool.Claim(4, 512, 64).has_value());
+  EXPECT_FALSE(pool.Claim(4, 4100, 64).has_value());
+  EXPECT_FALSE(pool.Claim(4, 1 << 20, 64).has_value());
+  EXPECT_FALSE(pool.Claim(5, 0, 64).has_value());
+  EXPECT_EQ(pool.used_bytes(), 1064u);
+  // allocate() keeps off claimed bytes; Free takes claims back.
+  std::optional<alloc::Allocation> z = pool.Allocate(4, 2048, 64);
+  ASSERT_TRUE(z.has_value());
+  EXPECT_TRUE(z->offset >= 4096 + 64 || z->offset + 2048 <= 4096);
+  EXPECT_GE(z->offset, 1024u);
+  EXPECT_TRUE(pool.Free(4, *x));
+  EXPECT_TRUE(pool.Free(4, *y));
+  EXPECT_TRUE(pool.Free(4, *z));
+  EXPECT_EQ(pool.used_bytes(), 0u);
+  // Claims into an unmounted segment fail and leave the totals alone.
+  std::optional<alloc::Allocation> w = pool.Claim(4, 0, 64);
+  ASSERT_TRUE(w.has_value());
+  ASSERT_TRUE(pool.Unmount(4).ok());
+  EXPECT_EQ(pool.used_bytes(), 0u);
+  EXPECT_FALSE(pool.Claim(4, 64, 64).has_value());
+}
+
+template <typename P>
+concept PoolCanClaim = requires(P& p) {
+  p.Claim(uint64_t{1}, uint64_t{0}, uint64_t{64});
+};
+static_assert(PoolCanClaim<SegmentPool<alloc::TlsfAllocator>>);
+static_assert(!PoolCanClaim<SegmentPool<alloc::KvAllocator<>>>);  // KvAllocator has no Claim
 
 }  // namespace
 }  // namespace mooncake::master

@@ -61,6 +61,8 @@
 #include "mooncake/index/lru_policy.h"
 #include "mooncake/index/s3fifo_policy.h"
 #include "mooncake/index/variant_policy.h"
+#include "mooncake/store/ha/ha_master.h"
+#include "mooncake/store/ha/leader_resolver.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
 #include "mooncake/store/node/http_server.h"
@@ -136,6 +138,7 @@ class StoreNode {
     if (server_ != nullptr && options_.drain_ms > 0) {
       absl::SleepFor(absl::Milliseconds(options_.drain_ms));
     }
+    if (ha_ != nullptr) ha_->Stop();  // hands over to a standby first
     if (server_ != nullptr) server_->Stop();
     {
       absl::WriterMutexLock lock(&life_mu_);  // /health and /metrics may be reading it
@@ -152,12 +155,20 @@ class StoreNode {
   std::string rpc_address() const { return server_ ? server_->address() : ""; }
   // The master this node's worker joined ("" on a master-only node).
   std::string master_address() const {
-    if (options_.role == Role::kWorker) return options_.master.ToString();
+    if (options_.role == Role::kWorker) {
+      if (!options_.master_etcd.empty()) {
+        return absl::StrCat("the leader of HA cluster '", options_.master_cluster, "' at ",
+                            options_.master_etcd);
+      }
+      return options_.master.ToString();
+    }
     return options_.role == Role::kAll ? rpc_address() : "";
   }
   std::string http_address() const { return http_ ? http_->address() : ""; }
   MetricsRegistry& metrics() { return metrics_; }
   MasterT* master() { return master_.get(); }
+  // With --ha_etcd: this node's HA state (null otherwise).
+  ha::HaMaster<MasterT>* ha() { return ha_.get(); }
   WorkerT* worker() { return worker_.get(); }
   const StoreNodeOptions& options() const { return options_; }
 
@@ -248,6 +259,60 @@ class StoreNode {
   }
 
   absl::Status StartMaster() {
+    const master::MasterOptions mo = MasterOptionsFromNode();
+    if (!options_.ha_etcd.empty()) return StartHaMaster(mo);
+    auto m = MasterT::Create(mo, &MonotonicClock::Get(), &metrics_, nullptr,
+                             MakeMasterPolicy(options_.eviction_policy));
+    if (!m.ok()) return Context("master", m.status());
+    master_ = std::move(*m);
+    service_ = std::make_unique<master::MasterService<MasterT>>(
+        master_.get(), master::MasterServiceOptions{.tick_interval_ms = options_.tick_interval_ms});
+    registry_ = std::make_unique<rpc::ServiceRegistry>(&metrics_);
+    if (absl::Status s = service_->Register(registry_.get()); !s.ok()) return Context("master", s);
+    RETURN_IF_ERROR(StartRpcServer(mo));
+    service_->StartTicker();
+    return absl::OkStatus();
+  }
+
+  // One master of an HA cluster (docs/ha.md): serves once elected.
+  absl::Status StartHaMaster(const master::MasterOptions& mo) {
+    ha::HaMasterOptions ho;
+    ho.etcd = options_.ha_etcd;
+    ho.cluster = options_.ha_cluster;
+    ho.lease_ttl_ms = options_.ha_lease_ttl_ms;
+    ho.tick_interval_ms = options_.tick_interval_ms;
+    const EvictionPolicyKind policy = options_.eviction_policy;
+    ha_ = std::make_unique<ha::HaMaster<MasterT>>(
+        ho,
+        [this, mo, policy]() {
+          return MasterT::Create(mo, &MonotonicClock::Get(), &metrics_, nullptr,
+                                 MakeMasterPolicy(policy));
+        },
+        &metrics_);
+    registry_ = std::make_unique<rpc::ServiceRegistry>(&metrics_);
+    if (absl::Status s = ha_->Register(registry_.get()); !s.ok()) return Context("HA master", s);
+    RETURN_IF_ERROR(StartRpcServer(mo));
+    if (absl::Status s = ha_->Start(server_->address()); !s.ok()) {
+      return Context(absl::StrCat("HA master (--ha_etcd=", options_.ha_etcd, ")"), s);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status StartRpcServer(const master::MasterOptions& mo) {
+    rpc::RpcServerOptions so;
+    so.host = options_.listen.host;
+    so.port = options_.listen.port;
+    so.io_threads = options_.rpc_io_threads;
+    // TierSync long polls park handler threads: give them their own.
+    so.worker_threads = options_.rpc_worker_threads + mo.tier.max_waiting_polls;
+    server_ = std::make_unique<rpc::RpcServer>(registry_.get(), so);
+    if (absl::Status s = server_->Start(); !s.ok()) {
+      return Context(absl::StrCat("--listen=", options_.listen.ToString()), s);
+    }
+    return absl::OkStatus();
+  }
+
+  master::MasterOptions MasterOptionsFromNode() const {
     master::MasterOptions mo;
     mo.max_object_bytes = options_.max_object_bytes;
     mo.default_replica_count = options_.replicas;
@@ -260,26 +325,7 @@ class StoreNode {
     mo.tier.offload_min_bytes = options_.ssd_offload_min_bytes;
     mo.membership.heartbeat_interval_ms = options_.heartbeat_interval_ms;
     mo.membership.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
-    auto m = MasterT::Create(mo, &MonotonicClock::Get(), &metrics_, nullptr,
-                             MakeMasterPolicy(options_.eviction_policy));
-    if (!m.ok()) return Context("master", m.status());
-    master_ = std::move(*m);
-    service_ = std::make_unique<master::MasterService<MasterT>>(
-        master_.get(), master::MasterServiceOptions{.tick_interval_ms = options_.tick_interval_ms});
-    registry_ = std::make_unique<rpc::ServiceRegistry>(&metrics_);
-    if (absl::Status s = service_->Register(registry_.get()); !s.ok()) return Context("master", s);
-    rpc::RpcServerOptions so;
-    so.host = options_.listen.host;
-    so.port = options_.listen.port;
-    so.io_threads = options_.rpc_io_threads;
-    // TierSync long polls park handler threads: give them their own.
-    so.worker_threads = options_.rpc_worker_threads + mo.tier.max_waiting_polls;
-    server_ = std::make_unique<rpc::RpcServer>(registry_.get(), so);
-    if (absl::Status s = server_->Start(); !s.ok()) {
-      return Context(absl::StrCat("--listen=", options_.listen.ToString()), s);
-    }
-    service_->StartTicker();
-    return absl::OkStatus();
+    return mo;
   }
 
   // Before anything starts (a master would otherwise come up and go down).
@@ -307,6 +353,12 @@ class StoreNode {
     const std::string master = master_address();
     rpc::TcpChannelOptions co;
     co.metrics = &metrics_;
+    if (!options_.master_etcd.empty()) {
+      auto resolve = ha::LeaderResolver(options_.master_etcd, options_.master_cluster);
+      if (!resolve.ok()) return Context("worker: --master", resolve.status());
+      co.resolve = *std::move(resolve);
+      co.connect_timeout_ns = std::max<int64_t>(co.connect_timeout_ns, 10'000'000'000);
+    }
     auto channel = rpc::TcpChannel::Connect(master, co);
     if (!channel.ok()) {
       return Context(absl::StrCat("worker: joining the master at ", master), channel.status());
@@ -463,6 +515,7 @@ class StoreNode {
   MetricsRegistry metrics_;  // declared first among the pieces: they hold its series
   std::unique_ptr<MasterT> master_;
   std::unique_ptr<master::MasterService<MasterT>> service_;
+  std::unique_ptr<ha::HaMaster<MasterT>> ha_;  // with --ha_etcd, instead of master_/service_
   std::unique_ptr<rpc::ServiceRegistry> registry_;
   std::unique_ptr<rpc::RpcServer> server_;
   std::unique_ptr<rpc::TcpChannel> worker_channel_;

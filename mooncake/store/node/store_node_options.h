@@ -15,15 +15,18 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -119,7 +122,40 @@ struct StoreNodeOptions {
   // Shutdown: how long in-flight transfers get between the worker's unmount
   // and the RPC server closing its connections.
   int64_t drain_ms = 200;
+  // Metadata HA (docs/ha.md). Role master: join the HA cluster `ha_cluster`
+  // on the etcd endpoints `ha_etcd` ("http://h:p[,...]"); "" = a single
+  // master that needs no etcd (the default).
+  std::string ha_etcd;
+  std::string ha_cluster = "mooncake";
+  int64_t ha_lease_ttl_ms = 2'000;
+  // Role worker: find the master through etcd (--master=etcd://h:p[,h:p]/CLUSTER)
+  // instead of `master`: endpoints and cluster; "" = use `master`.
+  std::string master_etcd;
+  std::string master_cluster;
 };
+
+// "etcd://h:p[,h:p...]/CLUSTER" -> ("http://h:p[,http://h:p...]", CLUSTER).
+inline absl::StatusOr<std::pair<std::string, std::string>> ParseEtcdMaster(std::string_view text) {
+  constexpr std::string_view kScheme = "etcd://";
+  auto bad = [&](std::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--master=", AbslView(text), ": ", AbslView(why),
+                     " (want etcd://HOST:PORT[,HOST:PORT...]/CLUSTER)"));
+  };
+  if (!text.starts_with(kScheme)) return bad("not an etcd:// address");
+  std::string_view rest = text.substr(kScheme.size());
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos || slash + 1 >= rest.size()) return bad("no cluster name");
+  const std::string_view hosts = rest.substr(0, slash);
+  const std::string_view cluster = rest.substr(slash + 1);
+  if (hosts.empty()) return bad("no etcd endpoint");
+  std::string endpoints;
+  for (absl::string_view h : absl::StrSplit(AbslView(hosts), ',')) {
+    if (h.empty()) return bad("an empty endpoint");
+    absl::StrAppend(&endpoints, endpoints.empty() ? "" : ",", "http://", h);
+  }
+  return std::pair<std::string, std::string>(std::move(endpoints), std::string(cluster));
+}
 
 // "1G", "512M", "64K", "4096" (binary multiples; "1GiB", "1GB" accepted too).
 inline absl::StatusOr<uint64_t> ParseByteSize(std::string_view flag, std::string_view text) {
@@ -264,7 +300,25 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
                               "do not share; give a global or unique-local address"));
     }
   }
-  if (o.role == Role::kWorker && o.master.port == 0) return bad("--master needs a port");
+  if (o.role == Role::kWorker && o.master_etcd.empty() && o.master.port == 0) {
+    return bad("--master needs a port");
+  }
+  if (!o.ha_etcd.empty()) {
+    if (o.role != Role::kMaster) {
+      return bad(
+          "--ha_etcd is for --role=master (workers find the leader with "
+          "--master=etcd://HOST:PORT/CLUSTER)");
+    }
+    if (o.ha_lease_ttl_ms < 1000) return bad("--ha_lease_ttl_ms must be >= 1000");
+  }
+  for (const std::string* c : {&o.ha_cluster, &o.master_cluster}) {
+    const bool ok = c->size() <= 64 && std::all_of(c->begin(), c->end(), [](char ch) {
+                      return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '_' ||
+                             ch == '-' || ch == '.';
+                    });
+    if (!ok) return bad(absl::StrCat("HA cluster name '", *c, "': want [A-Za-z0-9_.-]{1,64}"));
+  }
+  if (!o.ha_etcd.empty() && o.ha_cluster.empty()) return bad("--ha_cluster must not be empty");
   if (EvictionPolicyName(o.eviction_policy) == "?") {
     return bad("--eviction_policy must be lru or s3fifo");
   }

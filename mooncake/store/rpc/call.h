@@ -8,8 +8,10 @@
 //       [](absl::StatusOr<proto::GetReplicasResponse> r) { ... });
 //
 // Call blocks the calling thread until the outcome (at the latest the
-// deadline). CallAsync's callback runs where the channel runs `done` (see
-// channel.h: it must not block). A request over the channel's size limit
+// deadline; in process, an asynchronous handler's answer, however late: see
+// inproc_channel.h). CallAsync's callback runs where the channel runs `done`
+// (see channel.h: it must not block), which in process may be the thread that
+// answers an asynchronous handler's call. A request over the channel's size limit
 // fails with RESOURCE_EXHAUSTED before anything is sent; a response that does
 // not parse fails with INTERNAL.
 #ifndef MOONCAKE_STORE_RPC_CALL_H_

@@ -19,7 +19,9 @@
 //   - Exactly once. `done` runs exactly once per CallRaw, with OK and the
 //     response payload, or with an error and an empty payload. It may run on
 //     the calling thread (immediate failures, in-process channels) or on the
-//     channel's I/O thread; it must not block (it holds up other calls).
+//     channel's I/O thread (or, in process, on the thread that answers an
+//     asynchronous handler's call: service.h RegisterAsync); it must not
+//     block (it holds up other calls).
 //   - Never a hang. Every call has a finite deadline (CallOptions::timeout_ns,
 //     or the channel's default) and `done` runs by then, give or take
 //     scheduling delay.

@@ -1,7 +1,13 @@
 #include "mooncake/store/rpc/service.h"
 
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/store/rpc/echo_testing.h"
@@ -125,6 +131,175 @@ TEST(ServiceRegistryTest, MetricsCountCallsAndErrorsByCode) {
       << text;
   EXPECT_NE(text.find("mooncake_rpc_server_latency_seconds_count{method=\"Echo\"} 4"),
             std::string::npos);
+}
+
+// An AsyncCall that keeps its outcome, so a test can wait for it.
+struct Outcome {
+  absl::Mutex mu;
+  std::optional<absl::Status> status ABSL_GUARDED_BY(mu);
+  std::string payload ABSL_GUARDED_BY(mu);
+  std::thread::id thread ABSL_GUARDED_BY(mu);
+
+  absl::Status Wait() {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](std::optional<absl::Status>* s) { return s->has_value(); }, &status));
+    return *status;
+  }
+  bool done() {
+    absl::MutexLock lock(&mu);
+    return status.has_value();
+  }
+};
+
+class RecordingCall final : public rpc_internal::AsyncCall {
+ public:
+  explicit RecordingCall(std::shared_ptr<Outcome> out) : out_(std::move(out)) {}
+
+ private:
+  void Deliver(const absl::Status& status, std::string_view payload) override {
+    absl::MutexLock lock(&out_->mu);
+    EXPECT_FALSE(out_->status.has_value()) << "delivered twice";
+    out_->status = status;
+    out_->payload = std::string(payload);
+    out_->thread = std::this_thread::get_id();
+  }
+  std::shared_ptr<Outcome> out_;
+};
+
+std::shared_ptr<Outcome> StartAsync(const ServiceRegistry& registry, uint16_t method,
+                                    const std::string& request, uint64_t id = 1) {
+  auto out = std::make_shared<Outcome>();
+  registry.InvokeAsync(*registry.Find(method), request, Ctx(method, id),
+                       std::make_unique<RecordingCall>(out));
+  return out;
+}
+
+TEST(ServiceRegistryAsyncTest, CompletesFromAnotherThreadAfterADelay) {
+  MetricsRegistry metrics;
+  ServiceRegistry registry(&metrics);
+  DeferredCompleter completer;
+  ASSERT_TRUE(RegisterEchoAsync(&registry, &completer).ok());
+  registry.Freeze();
+  EXPECT_TRUE(registry.Find(EchoAsyncMethod::kId)->async);
+  auto out =
+      StartAsync(registry, EchoAsyncMethod::kId, MakeEcho("later", 30).SerializeAsString(), 42);
+  // InvokeAsync returned without an answer, and nothing is counted yet.
+  EXPECT_FALSE(out->done());
+  EXPECT_NE(
+      metrics.RenderPrometheus().find("mooncake_rpc_server_calls_total{method=\"EchoAsync\"} 0"),
+      std::string::npos);
+  ASSERT_TRUE(out->Wait().ok());
+  absl::MutexLock lock(&out->mu);
+  EXPECT_EQ(out->thread, completer.thread_id());
+  echo::EchoResponse resp;
+  ASSERT_TRUE(resp.ParseFromString(out->payload));
+  EXPECT_EQ(resp.payload(), "later");
+  EXPECT_EQ(resp.request_id(), 42u);
+  const std::string text = metrics.RenderPrometheus();
+  EXPECT_NE(text.find("mooncake_rpc_server_calls_total{method=\"EchoAsync\"} 1"), std::string::npos)
+      << text;
+}
+
+TEST(ServiceRegistryAsyncTest, ErrorCompletionKeepsCodeAndMessage) {
+  ServiceRegistry registry;
+  DeferredCompleter completer;
+  ASSERT_TRUE(RegisterEchoAsync(&registry, &completer).ok());
+  registry.Freeze();
+  echo::EchoRequest req = MakeEcho("x", 5);
+  req.set_error_code(static_cast<uint32_t>(absl::StatusCode::kNotFound));
+  req.set_error_message("no such key");
+  const absl::Status s =
+      StartAsync(registry, EchoAsyncMethod::kId, req.SerializeAsString())->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(s.message(), "no such key");
+}
+
+TEST(ServiceRegistryAsyncTest, DroppedResponderIsInternal) {
+  MetricsRegistry metrics;
+  ServiceRegistry registry(&metrics);
+  ASSERT_TRUE(registry
+                  .RegisterAsync<EchoAsyncMethod>(
+                      [](const echo::EchoRequest&, Responder<echo::EchoResponse> respond) {
+                        EXPECT_TRUE(respond.pending());
+                      })
+                  .ok());
+  registry.Freeze();
+  auto out = StartAsync(registry, EchoAsyncMethod::kId, MakeEcho("x").SerializeAsString());
+  ASSERT_TRUE(out->done());  // dropped as the handler returned
+  const absl::Status s = out->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(s.message().find("handler dropped the call"), std::string_view::npos) << s;
+  EXPECT_NE(metrics.RenderPrometheus().find(
+                "mooncake_rpc_server_errors_total{code=\"INTERNAL\",method=\"EchoAsync\"} 1"),
+            std::string::npos);
+}
+
+TEST(ServiceRegistryAsyncTest, AssigningOverAPendingResponderDropsIt) {
+  ServiceRegistry registry;
+  std::vector<Responder<echo::EchoResponse>> kept;
+  ASSERT_TRUE(registry
+                  .RegisterAsync<EchoAsyncMethod>(
+                      [&kept](const echo::EchoRequest&, Responder<echo::EchoResponse> respond) {
+                        kept.push_back(std::move(respond));
+                      })
+                  .ok());
+  registry.Freeze();
+  auto first = StartAsync(registry, EchoAsyncMethod::kId, MakeEcho("1").SerializeAsString(), 1);
+  auto second = StartAsync(registry, EchoAsyncMethod::kId, MakeEcho("2").SerializeAsString(), 2);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_FALSE(first->done());
+  kept[0] = std::move(kept[1]);
+  EXPECT_EQ(first->Wait().code(), absl::StatusCode::kInternal);
+  EXPECT_FALSE(second->done());
+  std::move(kept[0])(echo::EchoResponse());
+  EXPECT_TRUE(second->Wait().ok());
+  EXPECT_FALSE(kept[0].pending());
+}
+
+TEST(ServiceRegistryAsyncTest, OversizedResponseIsResourceExhausted) {
+  ServiceRegistry registry(nullptr, /*max_response_bytes=*/100);
+  DeferredCompleter completer;
+  ASSERT_TRUE(RegisterEchoAsync(&registry, &completer).ok());
+  registry.Freeze();
+  echo::EchoRequest req;
+  req.set_response_bytes(101);
+  auto out = StartAsync(registry, EchoAsyncMethod::kId, req.SerializeAsString());
+  const absl::Status s = out->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("EchoAsync response of"), std::string_view::npos) << s;
+  absl::MutexLock lock(&out->mu);
+  EXPECT_TRUE(out->payload.empty());
+}
+
+TEST(ServiceRegistryAsyncTest, MalformedRequestFinishesAtOnceWithoutTheHandler) {
+  ServiceRegistry registry;
+  bool ran = false;
+  ASSERT_TRUE(
+      registry
+          .RegisterAsync<EchoAsyncMethod>(
+              [&ran](const echo::EchoRequest&, Responder<echo::EchoResponse>) { ran = true; })
+          .ok());
+  registry.Freeze();
+  auto out = StartAsync(registry, EchoAsyncMethod::kId, std::string("\x0a\x7f", 2));
+  ASSERT_TRUE(out->done());
+  EXPECT_EQ(out->Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ran);
+}
+
+TEST(ServiceRegistryAsyncTest, InlineFirstIsRefusedAndIdsAreShared) {
+  ServiceRegistry registry;
+  auto noop = [](const echo::EchoRequest&, Responder<echo::EchoResponse>) {};
+  EXPECT_EQ(
+      registry.RegisterAsync<EchoAsyncMethod>(noop, {.mode = ExecutionMode::kInlineFirst}).code(),
+      absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(registry.Register<EchoMethod>(EchoHandler).ok());
+  // Sync and async registrations share one id space.
+  struct SameId : EchoMethod {};
+  EXPECT_EQ(registry.RegisterAsync<SameId>(noop).code(), absl::StatusCode::kAlreadyExists);
+  registry.Freeze();
+  EXPECT_EQ(registry.RegisterAsync<EchoAsyncMethod>(noop).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

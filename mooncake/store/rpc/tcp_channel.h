@@ -25,6 +25,15 @@
 // UNAVAILABLE. Nothing is retried automatically: only the caller knows which
 // of its calls are idempotent.
 //
+// Failover (options.resolve set: a server that moves, such as the leader of an
+// HA master cluster found in etcd): the address comes from resolve() before
+// the first connect and again whenever a call is answered UNAVAILABLE
+// (connection lost or refused, "not the leader", overloaded); such a call is
+// sent again, to the address resolve() gives then, every failover_retry_ns
+// until its deadline. So a call spans a failover and fails only at its
+// deadline. Only for servers whose every method may safely run twice (the HA
+// master's are: docs/ha.md says why).
+//
 // Metrics: per method with prefix "mooncake_rpc_client" (latency from send to
 // completion), on `options.metrics` or a private registry.
 //
@@ -40,6 +49,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -73,26 +84,57 @@ struct TcpChannelOptions {
   size_t max_pending_calls = 65536;            // more in flight: RESOURCE_EXHAUSTED
   int64_t reconnect_backoff_ns = 100'000'000;
   MetricsRegistry* metrics = nullptr;  // null: a private registry
+  // Failover (see the file comment): where the server is now; null = the
+  // address given to Connect, always.
+  std::function<absl::StatusOr<std::string>()> resolve;
+  int64_t failover_retry_ns = 50'000'000;  // between attempts of a call
 };
 
 class TcpChannel {
  public:
   // Connects now. Errors: INVALID_ARGUMENT (address, options), UNAVAILABLE
   // (refused, unreachable), DEADLINE_EXCEEDED (connect timed out).
+  // With options.resolve, `address` is ignored: resolve() is asked (again
+  // every failover_retry_ns while it fails or the server refuses) until a
+  // connection is made or connect_timeout_ns passes.
   static absl::StatusOr<std::unique_ptr<TcpChannel>> Connect(std::string address,
                                                              TcpChannelOptions options = {}) {
     if (absl::Status s = CheckOptions(options); !s.ok()) return s;
     auto channel = std::unique_ptr<TcpChannel>(new TcpChannel(std::move(address), options));
-    auto fd = rpc_internal::ConnectTcp(channel->address_, options.connect_timeout_ns);
-    if (!fd.ok()) return fd.status();
-    absl::MutexLock lock(&channel->mu_);
-    channel->conn_ = channel->MakeConnection(std::move(*fd));
-    return channel;
+    const int64_t deadline = MonotonicClock::Get().NowNs() + options.connect_timeout_ns;
+    for (;;) {
+      absl::Status failed;
+      if (options.resolve != nullptr) {
+        absl::StatusOr<std::string> a = options.resolve();
+        if (a.ok()) {
+          absl::MutexLock lock(&channel->mu_);
+          channel->address_ = *a;
+        } else {
+          failed = a.status();
+        }
+      }
+      if (failed.ok()) {
+        const int64_t left = deadline - MonotonicClock::Get().NowNs();
+        auto fd = rpc_internal::ConnectTcp(channel->address(), std::max<int64_t>(left, 1'000'000));
+        if (fd.ok()) {
+          absl::MutexLock lock(&channel->mu_);
+          channel->conn_ = channel->MakeConnection(std::move(*fd));
+          return channel;
+        }
+        failed = fd.status();
+      }
+      if (options.resolve == nullptr ||
+          MonotonicClock::Get().NowNs() + options.failover_retry_ns >= deadline) {
+        return failed;
+      }
+      std::this_thread::sleep_for(std::chrono::nanoseconds(options.failover_retry_ns));
+    }
   }
 
   TcpChannel(const TcpChannel&) = delete;
   TcpChannel& operator=(const TcpChannel&) = delete;
   ~TcpChannel() {
+    StopRetries();
     std::vector<ConnPtr> conns;
     {
       absl::MutexLock lock(&mu_);
@@ -100,7 +142,7 @@ class TcpChannel {
       if (conn_ != nullptr) conns.push_back(conn_);
     }
     const absl::Status closed =
-        absl::CancelledError(absl::StrCat("channel to ", address_, " closed"));
+        absl::CancelledError(absl::StrCat("channel to ", address(), " closed"));
     for (const ConnPtr& c : conns) c->Break(closed);
     // A caller receiving for itself (CallerReceive) holds its connection and
     // may be completing calls (into metrics_): the break wakes it, and it lets
@@ -127,6 +169,16 @@ class TcpChannel {
     }
     int64_t timeout_ns = options.timeout_ns > 0 ? options.timeout_ns : options_.default_timeout_ns;
     timeout_ns = std::min(timeout_ns, options_.max_timeout_ns);
+    if (options_.resolve != nullptr) {
+      auto call = std::make_shared<FailoverCall>();
+      call->method_id = method_id;
+      call->method_name = method_name;
+      call->request = std::string(request);
+      call->deadline_ns = MonotonicClock::Get().NowNs() + timeout_ns;
+      call->done = std::move(done);
+      Attempt(std::move(call), /*re_resolve=*/false);
+      return;
+    }
     auto conn = Connection(timeout_ns);
     if (!conn.ok()) {
       done(conn.status(), {});
@@ -196,7 +248,13 @@ class TcpChannel {
   };
 
   uint32_t max_payload_bytes() const { return options_.max_payload_bytes; }
-  const std::string& address() const { return address_; }
+  // The server's address (with resolve: the latest answer).
+  std::string address() const {
+    absl::MutexLock lock(&mu_);
+    return address_;
+  }
+  // Calls sent again after UNAVAILABLE (failover, see the file comment).
+  uint64_t failover_retries() const { return failover_retries_.load(std::memory_order_relaxed); }
   MetricsRegistry* metrics() const { return metrics_.registry(); }
 
   // Calls in flight on the current connection.
@@ -247,7 +305,7 @@ class TcpChannel {
     return absl::OkStatus();
   }
 
-  ConnPtr MakeConnection(UniqueFd fd) {
+  ConnPtr MakeConnection(UniqueFd fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return std::make_shared<rpc_internal::ClientConnection>(
         std::move(fd), address_,
         rpc_internal::ClientConnectionLimits{options_.max_payload_bytes,
@@ -255,8 +313,111 @@ class TcpChannel {
         &metrics_);
   }
 
+  // One call that follows the server (options.resolve).
+  struct FailoverCall {
+    uint16_t method_id = 0;
+    std::string_view method_name;
+    std::string request;
+    int64_t deadline_ns = 0;
+    RawDone done;
+  };
+
+  // Sends `call` (to a freshly resolved address when `re_resolve`); an
+  // UNAVAILABLE answer with time left is queued for another attempt.
+  void Attempt(std::shared_ptr<FailoverCall> call, bool re_resolve) {
+    const int64_t left = call->deadline_ns - MonotonicClock::Get().NowNs();
+    if (left <= 0) {
+      call->done(absl::DeadlineExceededError(
+                     absl::StrCat(AbslView(call->method_name),
+                                  ": no server answered before the deadline (", address(), ")")),
+                 {});
+      return;
+    }
+    auto conn = Connection(left, re_resolve);
+    if (!conn.ok()) {
+      Retry(std::move(call), conn.status());
+      return;
+    }
+    ConnPtr c = *conn;
+    c->Call(call->method_id, call->method_name, call->request, left,
+            [this, call](const absl::Status& s, std::string_view payload) mutable {
+              if (absl::IsUnavailable(s)) {
+                Retry(std::move(call), s);
+                return;
+              }
+              call->done(s, payload);
+            });
+  }
+
+  // Queues `call` for another attempt after failover_retry_ns (on the retry
+  // thread: never blocks a connection's I/O thread), or ends it with `why`
+  // when its deadline comes first or the channel is closing.
+  void Retry(std::shared_ptr<FailoverCall> call, const absl::Status& why) {
+    const int64_t at = MonotonicClock::Get().NowNs() + options_.failover_retry_ns;
+    if (at >= call->deadline_ns) {
+      call->done(why, {});
+      return;
+    }
+    {
+      absl::MutexLock lock(&retry_mu_);
+      if (!retry_stop_) {
+        if (!retry_thread_.joinable()) retry_thread_ = std::thread([this] { RetryLoop(); });
+        retries_.emplace(at, std::move(call));
+        failover_retries_.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    call->done(absl::CancelledError("channel closed"), {});
+  }
+
+  void RetryLoop() {
+    absl::MutexLock lock(&retry_mu_);
+    for (;;) {
+      if (retry_stop_) return;
+      const int64_t now = MonotonicClock::Get().NowNs();
+      if (retries_.empty() || retries_.begin()->first > now) {
+        const int64_t wait = retries_.empty() ? 100'000'000 : retries_.begin()->first - now;
+        retry_mu_.AwaitWithTimeout(absl::Condition(&retry_stop_), absl::Nanoseconds(wait));
+        continue;
+      }
+      std::shared_ptr<FailoverCall> call = std::move(retries_.begin()->second);
+      retries_.erase(retries_.begin());
+      retry_mu_.Unlock();
+      Attempt(std::move(call), /*re_resolve=*/true);
+      retry_mu_.Lock();
+    }
+  }
+
+  void StopRetries() {
+    std::multimap<int64_t, std::shared_ptr<FailoverCall>> left;
+    {
+      absl::MutexLock lock(&retry_mu_);
+      retry_stop_ = true;
+    }
+    if (retry_thread_.joinable()) retry_thread_.join();
+    {
+      absl::MutexLock lock(&retry_mu_);
+      left.swap(retries_);
+    }
+    for (auto& [at, call] : left) call->done(absl::CancelledError("channel closed"), {});
+  }
+
   // The live connection, reconnecting if it broke (see the file comment).
-  absl::StatusOr<ConnPtr> Connection(int64_t timeout_ns) {
+  // `re_resolve` (failover): ask resolve() where the server is now, and move
+  // there if it moved.
+  absl::StatusOr<ConnPtr> Connection(int64_t timeout_ns, bool re_resolve = false) {
+    if (re_resolve && options_.resolve != nullptr) {
+      absl::StatusOr<std::string> a = options_.resolve();
+      if (!a.ok()) return absl::UnavailableError(a.status().message());
+      absl::MutexLock lock(&mu_);
+      if (*a != address_) {
+        address_ = *a;
+        if (conn_ != nullptr) {
+          conn_->Break(absl::UnavailableError(absl::StrCat("the server moved to ", address_)));
+        }
+        last_attempt_ns_ = 0;  // connect there now
+      }
+    }
     absl::Status last;
     {
       absl::MutexLock lock(&mu_);
@@ -271,7 +432,8 @@ class TcpChannel {
       reconnecting_ = true;
       last_attempt_ns_ = now;
     }
-    auto fd = rpc_internal::ConnectTcp(address_, std::min(timeout_ns, options_.connect_timeout_ns));
+    auto fd =
+        rpc_internal::ConnectTcp(address(), std::min(timeout_ns, options_.connect_timeout_ns));
     absl::MutexLock lock(&mu_);
     reconnecting_ = false;
     if (!fd.ok()) {
@@ -287,7 +449,7 @@ class TcpChannel {
     return conn_;
   }
 
-  const std::string address_;
+  std::string address_ ABSL_GUARDED_BY(mu_);  // changes only with options_.resolve
   const TcpChannelOptions options_;
   mutable rpc_internal::MetricsTable metrics_;
   mutable absl::Mutex mu_;
@@ -296,6 +458,12 @@ class TcpChannel {
   bool reconnecting_ ABSL_GUARDED_BY(mu_) = false;
   int64_t last_attempt_ns_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  // Failover retries (options_.resolve).
+  absl::Mutex retry_mu_;
+  std::multimap<int64_t, std::shared_ptr<FailoverCall>> retries_ ABSL_GUARDED_BY(retry_mu_);
+  bool retry_stop_ ABSL_GUARDED_BY(retry_mu_) = false;
+  std::thread retry_thread_;
+  std::atomic<uint64_t> failover_retries_{0};
 };
 
 static_assert(RpcChannel<TcpChannel>);

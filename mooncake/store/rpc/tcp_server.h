@@ -30,6 +30,17 @@
 //   - a peer that does not read its responses: once `max_output_bytes` are
 //     unsent, the server stops reading that peer's requests until it catches
 //     up (memory per connection stays bounded).
+// Async handlers (ServiceRegistry::RegisterAsync) start like the others
+// (kInline on the I/O thread, kWorker on the pool, after the queue's deadline
+// check) and return without an answer; the thread that completes the
+// Responder serializes the answer and writes it to the connection (or queues
+// it behind a cork or a slow reader, exactly like a worker's answer).
+// Responses of one connection may so leave in any order; callers match them
+// by request id. An answer for a connection that has closed, or a server that
+// has stopped, is dropped: the Responder holds the connection by shared_ptr,
+// and a closed connection ignores sends. The server does not bound the async
+// calls outstanding; the handler's own queue does (a caller bounds its calls
+// in flight, too: TcpChannel's max_pending_calls).
 // Metrics: per method (service.h), plus mooncake_rpc_server_connections
 // (gauge), _protocol_errors_total, _overloaded_total, _read_pauses_total and
 // _deferred_total (kInlineFirst calls moved to the pool, service.h).
@@ -37,7 +48,10 @@
 // Thread-safety: Start, Stop and the destructor from one owning thread;
 // address()/port() from any thread after Start. Stop drops queued calls (their
 // connections are closed first, so their callers see UNAVAILABLE) and waits
-// for running handlers to return.
+// for running handlers to return. It does not wait for async calls still
+// outstanding: their callers see UNAVAILABLE (connection closed) at once, and
+// their later completions, from any thread, are dropped (metrics still
+// recorded; the registry must outlive them).
 #ifndef MOONCAKE_STORE_RPC_TCP_SERVER_H_
 #define MOONCAKE_STORE_RPC_TCP_SERVER_H_
 
@@ -49,6 +63,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -66,6 +81,7 @@
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/tcp_listen.h"
 #include "mooncake/store/rpc/frame.h"
+#include "mooncake/store/rpc/internal/async_call.h"
 #include "mooncake/store/rpc/internal/server_connection.h"
 #include "mooncake/store/rpc/internal/socket.h"
 #include "mooncake/store/rpc/internal/worker_pool.h"
@@ -127,6 +143,29 @@ class IoLoop {
   std::vector<std::pair<UniqueFd, std::string>> adopt_ ABSL_GUARDED_BY(adopt_mu_);
   absl::flat_hash_map<uint64_t, ConnPtr> conns_;              // loop thread only
   absl::flat_hash_map<uint64_t, int64_t> draining_until_ns_;  // loop thread only
+};
+
+// Where an async call's answer goes on a TCP server: the connection that
+// carried its request (kept alive by this call; SendResponse/SendError are
+// thread-safe and no-ops once it is closed).
+class ConnectionCall final : public AsyncCall {
+ public:
+  ConnectionCall(std::shared_ptr<ServerConnection> conn, const rpc::FrameHeader& response)
+      : conn_(std::move(conn)), response_(response) {
+    MC_DASSERT(conn_ != nullptr && response_.kind == rpc::FrameKind::kResponse, "bad call");
+  }
+
+ private:
+  void Deliver(const absl::Status& status, std::string_view payload) override {
+    if (status.ok()) {
+      conn_->SendResponse(response_, payload);
+    } else {
+      conn_->SendError(response_, status);
+    }
+  }
+
+  const std::shared_ptr<ServerConnection> conn_;
+  const rpc::FrameHeader response_;
 };
 
 // State every loop shares.
@@ -397,6 +436,11 @@ inline void IoLoop::HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, 
   resp.method_id = h.method_id;
   resp.request_id = h.request_id;
   if (handler->options.mode != rpc::ExecutionMode::kWorker) {
+    if (handler->async) {
+      registry.InvokeAsync(*handler, frame.payload, ctx,
+                           std::make_unique<ConnectionCall>(conn, resp));
+      return;
+    }
     std::string out;
     ctx.may_defer = handler->options.mode == rpc::ExecutionMode::kInlineFirst;
     const absl::Status s = registry.Invoke(*handler, frame.payload, ctx, &out);
@@ -411,23 +455,27 @@ inline void IoLoop::HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, 
     shared_->deferred->Increment();
     ctx.may_defer = false;
   }
-  const bool queued = shared_->workers->TrySubmit(
-      [conn, handler, &registry, ctx, resp, payload = std::string(frame.payload)]() mutable {
-        if (ctx.deadline_ns != 0 && MonotonicClock::Get().NowNs() > ctx.deadline_ns) {
-          registry.RecordRejected(handler->method_id, handler->name,
-                                  absl::StatusCode::kDeadlineExceeded, ctx.received_ns);
-          conn->SendError(resp, absl::DeadlineExceededError(
-                                    absl::StrCat(handler->name, " expired in the server's queue")));
-          return;
-        }
-        std::string out;
-        const absl::Status s = registry.Invoke(*handler, payload, ctx, &out);
-        if (s.ok()) {
-          conn->SendResponse(resp, out);
-        } else {
-          conn->SendError(resp, s);
-        }
-      });
+  const bool queued = shared_->workers->TrySubmit([conn, handler, &registry, ctx, resp,
+                                                   payload = std::string(frame.payload)]() mutable {
+    if (ctx.deadline_ns != 0 && MonotonicClock::Get().NowNs() > ctx.deadline_ns) {
+      registry.RecordRejected(handler->method_id, handler->name,
+                              absl::StatusCode::kDeadlineExceeded, ctx.received_ns);
+      conn->SendError(resp, absl::DeadlineExceededError(
+                                absl::StrCat(handler->name, " expired in the server's queue")));
+      return;
+    }
+    if (handler->async) {
+      registry.InvokeAsync(*handler, payload, ctx, std::make_unique<ConnectionCall>(conn, resp));
+      return;
+    }
+    std::string out;
+    const absl::Status s = registry.Invoke(*handler, payload, ctx, &out);
+    if (s.ok()) {
+      conn->SendResponse(resp, out);
+    } else {
+      conn->SendError(resp, s);
+    }
+  });
   if (!queued) {
     shared_->overloaded->Increment();
     registry.RecordRejected(handler->method_id, handler->name, absl::StatusCode::kUnavailable,

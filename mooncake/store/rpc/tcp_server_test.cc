@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/store/rpc/call.h"
@@ -445,6 +447,239 @@ TEST_F(TcpServerTest, SeveralIoThreadsServeManyConnections) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// ---- Async handlers ----------------------------------------------------------
+
+// Keeps the Responders of its calls, for a test to answer when it likes.
+struct StashMethod {
+  static constexpr uint16_t kId = 7;
+  static constexpr std::string_view kName = "Stash";
+  using Request = echo::EchoRequest;
+  using Response = echo::EchoResponse;
+};
+// Drops its Responders unanswered.
+struct DropMethod {
+  static constexpr uint16_t kId = 8;
+  static constexpr std::string_view kName = "Drop";
+  using Request = echo::EchoRequest;
+  using Response = echo::EchoResponse;
+};
+
+class TcpServerAsyncTest : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kMaxResponseBytes = 64 << 10;
+
+  void Start(RpcServerOptions options = {}) {
+    ASSERT_TRUE(RegisterEchoAsync(&registry_, &completer_).ok());
+    ASSERT_TRUE(registry_
+                    .RegisterAsync<StashMethod>(
+                        [this](const echo::EchoRequest&, Responder<echo::EchoResponse> r) {
+                          absl::MutexLock lock(&mu_);
+                          stash_.push_back(std::move(r));
+                        },
+                        {.mode = ExecutionMode::kInline})
+                    .ok());
+    ASSERT_TRUE(registry_
+                    .RegisterAsync<DropMethod>(
+                        [](const echo::EchoRequest&, Responder<echo::EchoResponse>) {})
+                    .ok());
+    server_ = std::make_unique<RpcServer>(&registry_, options);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+
+  std::vector<Responder<echo::EchoResponse>> WaitStashed(size_t n) {
+    absl::MutexLock lock(&mu_);
+    want_ = n;
+    mu_.AwaitWithTimeout(absl::Condition(this, &TcpServerAsyncTest::Enough), absl::Seconds(5));
+    EXPECT_EQ(stash_.size(), n);
+    return std::move(stash_);
+  }
+  bool Enough() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stash_.size() >= want_; }
+
+  bool WaitForMetric(const std::string& needle) {
+    for (int i = 0; i < 500; ++i) {
+      if (metrics_.RenderPrometheus().find(needle) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "no " << needle << " in\n" << metrics_.RenderPrometheus();
+    return false;
+  }
+
+  static void Answer(std::vector<Responder<echo::EchoResponse>> stashed) {
+    // From another thread, as a group-commit thread would.
+    std::thread([stashed = std::move(stashed)]() mutable {
+      for (auto& r : stashed) {
+        echo::EchoResponse resp;
+        resp.set_payload("late");
+        std::move(r)(resp);
+      }
+    }).join();
+  }
+
+  // Destroyed in reverse: the server first, then the completer (answering
+  // what is left after the server is gone), then the registry.
+  MetricsRegistry metrics_;
+  ServiceRegistry registry_{&metrics_, kMaxResponseBytes};
+  DeferredCompleter completer_;
+  absl::Mutex mu_;
+  std::vector<Responder<echo::EchoResponse>> stash_ ABSL_GUARDED_BY(mu_);
+  size_t want_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<RpcServer> server_;
+};
+
+TEST_F(TcpServerAsyncTest, AnswerComesLaterFromAnotherThread) {
+  Start();
+  auto channel = TcpChannel::Connect(server_->address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  for (const bool inline_start : {false, true}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto r = inline_start ? Call<EchoAsyncInlineMethod>(**channel, MakeEcho("deferred", 30))
+                          : Call<EchoAsyncMethod>(**channel, MakeEcho("deferred", 30));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->payload(), "deferred");
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(30));
+  }
+  WaitForMetric("mooncake_rpc_server_calls_total{method=\"EchoAsyncInline\"} 1");
+  WaitForMetric("mooncake_rpc_server_calls_total{method=\"EchoAsync\"} 1");
+}
+
+TEST_F(TcpServerAsyncTest, ManyPipelinedCallsOnOneConnectionKeepTheirIds) {
+  Start();
+  RawConn conn(server_->address());
+  std::string batch;
+  constexpr uint64_t kN = 1000;
+  for (uint64_t id = 1; id <= kN; ++id) {
+    // Later ids often finish first: delays 0..6 ms.
+    batch += EchoFrame(id, MakeEcho(std::to_string(id), static_cast<uint32_t>((kN - id) % 7)),
+                       id % 2 ? EchoAsyncMethod::kId : EchoAsyncInlineMethod::kId);
+  }
+  ASSERT_TRUE(conn.Send(batch));
+  std::vector<int> seen(kN + 1, 0);
+  for (uint64_t i = 0; i < kN; ++i) {
+    auto f = conn.Read();
+    ASSERT_TRUE(f.has_value());
+    ASSERT_EQ(f->header.code, absl::StatusCode::kOk) << f->payload;
+    ASSERT_LE(f->header.request_id, kN);
+    echo::EchoResponse resp;
+    ASSERT_TRUE(resp.ParseFromString(f->payload));
+    EXPECT_EQ(resp.payload(), std::to_string(f->header.request_id));
+    EXPECT_EQ(resp.request_id(), f->header.request_id);
+    ++seen[f->header.request_id];
+  }
+  for (uint64_t id = 1; id <= kN; ++id) EXPECT_EQ(seen[id], 1) << id;
+}
+
+TEST_F(TcpServerAsyncTest, ManyConcurrentCallsThroughOneChannel) {
+  Start({.io_threads = 2, .worker_threads = 2});
+  auto channel = TcpChannel::Connect(server_->address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 250;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kCalls; ++k) {
+        const std::string p = std::to_string(t * 1000 + k);
+        auto r = k % 2 ? Call<EchoAsyncMethod>(**channel, MakeEcho(p, k % 3))
+                       : Call<EchoAsyncInlineMethod>(**channel, MakeEcho(p, k % 3));
+        if (!r.ok() || r->payload() != p) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_F(TcpServerAsyncTest, ErrorAnswerKeepsCodeAndMessage) {
+  Start();
+  auto channel = TcpChannel::Connect(server_->address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  echo::EchoRequest req = MakeEcho("x", 5);
+  req.set_error_code(static_cast<uint32_t>(absl::StatusCode::kFailedPrecondition));
+  req.set_error_message("lease held elsewhere");
+  auto r = Call<EchoAsyncInlineMethod>(**channel, req);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.status().message(), "lease held elsewhere");
+}
+
+TEST_F(TcpServerAsyncTest, DroppedResponderAnswersInternal) {
+  Start();
+  auto channel = TcpChannel::Connect(server_->address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto r = Call<DropMethod>(**channel, MakeEcho("x"));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(r.status().message().find("handler dropped the call"), std::string_view::npos)
+      << r.status();
+}
+
+TEST_F(TcpServerAsyncTest, OversizedAnswerIsResourceExhausted) {
+  Start();
+  auto channel = TcpChannel::Connect(server_->address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  echo::EchoRequest req = MakeEcho("", 2);
+  req.set_response_bytes(kMaxResponseBytes + 1);
+  auto r = Call<EchoAsyncMethod>(**channel, req);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  req.set_response_bytes(kMaxResponseBytes - 16);
+  auto ok = Call<EchoAsyncMethod>(**channel, req);
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->payload().size(), kMaxResponseBytes - 16);
+}
+
+TEST_F(TcpServerAsyncTest, AnswerAfterTheClientDisconnectedIsDropped) {
+  Start();
+  auto conn = std::make_unique<RawConn>(server_->address());
+  ASSERT_TRUE(conn->Send(EchoFrame(1, MakeEcho("a"), StashMethod::kId) +
+                         EchoFrame(2, MakeEcho("b"), StashMethod::kId)));
+  std::vector<Responder<echo::EchoResponse>> stashed = WaitStashed(2);
+  conn.reset();
+  ASSERT_TRUE(WaitForMetric("mooncake_rpc_server_connections 0"));
+  Answer(std::move(stashed));
+  WaitForMetric("mooncake_rpc_server_calls_total{method=\"Stash\"} 2");
+  auto channel = TcpChannel::Connect(server_->address());
+  ASSERT_TRUE(channel.ok());
+  EXPECT_TRUE(Call<EchoAsyncMethod>(**channel, MakeEcho("still here")).ok());
+}
+
+TEST_F(TcpServerAsyncTest, StopDoesNotWaitForOutstandingCallsAndLateAnswersAreDropped) {
+  Start();
+  auto channel = TcpChannel::Connect(server_->address());
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  absl::Mutex mu;
+  std::vector<absl::Status> outcomes;
+  for (int i = 0; i < 3; ++i) {
+    CallAsync<StashMethod>(**channel, MakeEcho("x"), {.timeout_ns = 60'000'000'000},
+                           [&](absl::StatusOr<echo::EchoResponse> r) {
+                             absl::MutexLock lock(&mu);
+                             outcomes.push_back(r.status());
+                           });
+  }
+  // A call the completer answers long after the server is gone.
+  CallAsync<EchoAsyncMethod>(**channel, MakeEcho("y", 200), {.timeout_ns = 60'000'000'000},
+                             [&](absl::StatusOr<echo::EchoResponse> r) {
+                               absl::MutexLock lock(&mu);
+                               outcomes.push_back(r.status());
+                             });
+  std::vector<Responder<echo::EchoResponse>> stashed = WaitStashed(3);
+  const auto t0 = std::chrono::steady_clock::now();
+  server_->Stop();
+  server_.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  {
+    // The callers learn at once that the connection is gone.
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(mu.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::vector<absl::Status>* v) { return v->size() == 4; }, &outcomes),
+        absl::Seconds(5)));
+    for (const absl::Status& s : outcomes) EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  }
+  Answer(std::move(stashed));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));  // the completer's answer, too
+  WaitForMetric("mooncake_rpc_server_calls_total{method=\"Stash\"} 3");
+  WaitForMetric("mooncake_rpc_server_calls_total{method=\"EchoAsync\"} 1");
 }
 
 }  // namespace

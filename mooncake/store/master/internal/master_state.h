@@ -34,6 +34,7 @@
 #include "mooncake/store/master/master_metrics.h"
 #include "mooncake/store/master/master_options.h"
 #include "mooncake/store/master/membership.h"
+#include "mooncake/store/master/mutation_log.h"
 #include "mooncake/store/master/object_meta.h"
 #include "mooncake/store/master/object_table.h"
 #include "mooncake/store/master/segment_pool.h"
@@ -101,6 +102,9 @@ struct MasterState {
   // map (Stats' deferred_frees; SweepDeferred skips the walk at 0).
   std::atomic<uint64_t> deferred_entries{0};
   std::atomic<int64_t> ssd_objects{0};  // objects whose SSD copy is kStored
+  // Where changes of the durable state are reported (mutation_log.h); null:
+  // nowhere. Set before the master serves, never changed while it does.
+  master::MutationLog* log = nullptr;
 
   int64_t Now() const { return clock->NowNs(); }
 
@@ -108,7 +112,15 @@ struct MasterState {
 
   absl::Status SetTenant(std::string_view name, uint64_t capacity, uint64_t pinned_capacity) {
     if (absl::Status s = quota.SetCapacity(name, capacity); !s.ok()) return s;
-    return pinned_quota.SetCapacity(name, pinned_capacity == 0 ? capacity : pinned_capacity);
+    absl::Status s =
+        pinned_quota.SetCapacity(name, pinned_capacity == 0 ? capacity : pinned_capacity);
+    if (s.ok() && log != nullptr) log->TenantSet(name, capacity, pinned_capacity);
+    return s;
+  }
+
+  // Under the shard lock of `key`, after `m` changed.
+  void LogSet(std::string_view key, const ObjectMeta& m, int64_t now) {
+    if (log != nullptr) log->ObjectSet(key, m, now);
   }
 
   // The tenant a request names ("" = the default one). The view lives as long
@@ -177,6 +189,7 @@ struct MasterState {
     } else {
       r.to_free = std::move(m.replicas);
     }
+    if (log != nullptr) log->ObjectErased(it->first);
     shard.objects.erase(it);
     return r;
   }
@@ -344,6 +357,7 @@ struct MasterState {
         if (m.ssd == master::SsdState::kStored && !m.Expired(now)) {
           dram = std::move(m.replicas);
           m.replicas.clear();
+          LogSet(key, m, now);
           tenant = m.tenant;
           pin = m.pin;
           return true;

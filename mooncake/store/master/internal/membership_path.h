@@ -32,7 +32,10 @@ namespace proto = ::mooncake::store::proto;
 template <typename A, typename P>
 uint64_t DropSegments(MasterState<A, P>& s, const std::vector<uint64_t>& segments) {
   if (segments.empty()) return 0;
-  for (const uint64_t id : segments) s.pool.Unmount(id).IgnoreError();  // gone already: fine
+  for (const uint64_t id : segments) {
+    if (s.pool.Unmount(id).ok() && s.log != nullptr) s.log->SegmentUnmounted(id);
+  }  // gone already: fine
+  const int64_t now = s.Now();
   const absl::flat_hash_set<uint64_t> dead(segments.begin(), segments.end());
   auto on_dead = [&](const Replica& r) { return dead.contains(r.segment_id); };
   uint64_t dropped = 0;
@@ -57,6 +60,7 @@ uint64_t DropSegments(MasterState<A, P>& s, const std::vector<uint64_t>& segment
         MC_DASSERT(r.to_free.empty() && r.charge == 0, "no replica left");
         continue;
       }
+      s.LogSet(it->first, m, now);
       ++it;
     }
     for (auto& [id, d] : sh.deferred) std::erase_if(d.replicas, on_dead);
@@ -70,6 +74,9 @@ template <typename A, typename P>
 absl::StatusOr<proto::MountSegmentResponse> MountSegment(MasterState<A, P>& s,
                                                          const proto::MountSegmentRequest& req) {
   ASSIGN_OR_RETURN(const uint64_t id, s.pool.Mount(req.segment()));
+  if (s.log != nullptr) {
+    if (auto desc = s.pool.Descriptor(id); desc.has_value()) s.log->SegmentMounted(id, *desc);
+  }
   s.workers.AddSegment(req.segment().worker_id(), id, s.Now());
   proto::MountSegmentResponse resp;
   resp.set_segment_id(id);

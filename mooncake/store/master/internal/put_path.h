@@ -301,6 +301,7 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
     if (m == nullptr || m->committed() || m->put_id != put_id) return false;
     m->replicas = *placed;
     for (const Replica& r : m->replicas) master::ToProto(r, resp.add_replicas());
+    s.LogSet(slot, *m, now);
     return true;
   });
   if (!ours) {
@@ -395,8 +396,11 @@ void SwapInLocked(MasterState<A, P>& s, ObjectTable::Shard& sh, const std::strin
     out.replaced = s.RetireLocked(sh, old, now, 0);  // leased: the free waits (deferred)
   }
   ObjectMeta moved = std::move(rit->second);
+  if (s.log != nullptr) s.log->ObjectErased(rit->first);
   sh.objects.erase(rit);
-  sh.objects.emplace(key, std::move(moved));
+  auto [it, fresh] = sh.objects.emplace(key, std::move(moved));
+  MC_DASSERT(fresh, "the replaced version left the table first");
+  s.LogSet(key, it->second, now);
 }
 
 template <typename A, typename P>
@@ -431,6 +435,8 @@ absl::StatusOr<proto::PutEndResponse> PutEnd(MasterState<A, P>& s,
             "workers left); nothing was stored"));
       } else if (master::IsReplacementKey(it->first)) {
         SwapInLocked(s, sh, req.key(), it, now, out);
+      } else {
+        s.LogSet(it->first, m, now);
       }
     }
   });

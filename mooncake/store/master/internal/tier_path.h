@@ -76,6 +76,7 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
         freed = m.ChargeBytes();
         to_free = std::move(m.replicas);
         m.replicas.clear();
+        s.LogSet(rec.key, m, now);
         tenant = m.tenant;
         pin = m.pin;
       } else {
@@ -143,6 +144,7 @@ void FinishLoad(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl::S
       rep->state = master::ReplicaState::kComplete;
       free_range = false;
       admit = m.ChargeBytes();
+      s.LogSet(rec.key, m, now);
       return;
     }
     m.replicas.erase(rep);
@@ -155,7 +157,11 @@ void FinishLoad(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl::S
         m.ssd_worker_id == rec.worker_id) {
       drop = s.TakeSsdCopyLocked(m);
     }
-    if (m.replicas.empty() && m.ssd == master::SsdState::kNone) r = s.RetireLocked(sh, it, now, 0);
+    if (m.replicas.empty() && m.ssd == master::SsdState::kNone) {
+      r = s.RetireLocked(sh, it, now, 0);
+    } else {
+      s.LogSet(rec.key, m, now);
+    }
   });
   if (timed_out && !st.ok()) {
     free_range = false;

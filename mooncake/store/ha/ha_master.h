@@ -1,0 +1,629 @@
+// HaMaster<MasterT>: one of N metadata masters of an HA cluster on etcd
+// (docs/ha.md). One is the leader and serves; the others are hot standbys
+// that replay the oplog and answer every call UNAVAILABLE ("not the leader",
+// naming it) so that clients look the leader up again.
+//
+//   HaMaster<M> ha(options, factory, &metrics);
+//   RETURN_IF_ERROR(ha.Register(&registry));        // before the server starts
+//   ... start the RPC server ...
+//   RETURN_IF_ERROR(ha.Start(server.address()));    // joins the election
+//   ...
+//   ha.Stop();                                      // resigns if leader
+//
+// Roles:
+//   standby   follows the oplog in etcd (every poll_ms) into its ReplayState;
+//             a gap behind a snapshot reloads the snapshot first.
+//   leader    on winning the election (epoch = the etcd revision of the win):
+//             reads the oplog to its end (the old leader is fenced by then:
+//             its appends compare the leader key with its own epoch), builds
+//             a Master from the replayed state (Master::Restore), and serves.
+//             Every change is logged by an OplogWriter; calls that change the
+//             durable state (PutEnd, PutRevoke, Remove, RemoveAll, Mount and
+//             Unmount) are answered once their oplog entries are stored.
+//             Every snapshot_every_batches batches (and at most every
+//             snapshot_min_interval) it writes a snapshot of its mirror of the
+//             durable state and truncates the oplog behind it.
+//   stepping down: when the election says the lease is lost (it steps down
+//             before the lease can expire) or an append is fenced: the
+//             Master goes (calls answer UNAVAILABLE, durable waits fail), and
+//             the node follows the oplog again from its mirror, which holds
+//             exactly the stored batches.
+//
+// What survives a failover: every acknowledged change; pending puts whose
+// PutStart entry was stored (their PutEnd, retried at the new leader,
+// commits). What does not: read leases (clients take new ones), heartbeat
+// sequences (workers count as alive from the takeover), SSD-tier state (HA
+// masters refuse TierSync: SSD tiers and HA are exclusive for now).
+//
+// Thread-safety: Register/Start/Stop from the owner; handlers from the RPC
+// server's threads.
+#ifndef MOONCAKE_STORE_HA_HA_MASTER_H_
+#define MOONCAKE_STORE_HA_HA_MASTER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/clock.h"
+#include "mooncake/base/metrics.h"
+#include "mooncake/base/status_macros.h"
+#include "mooncake/store/ha/election.h"
+#include "mooncake/store/ha/etcd_client.h"
+#include "mooncake/store/ha/oplog_store.h"
+#include "mooncake/store/ha/oplog_writer.h"
+#include "mooncake/store/ha/records.h"
+#include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/rpc/service.h"
+
+namespace mooncake::ha {
+
+struct HaMasterOptions {
+  std::string etcd;     // endpoints, "http://127.0.0.1:2379[,...]"
+  std::string cluster;  // [A-Za-z0-9_.-]{1,64}
+  int64_t lease_ttl_ms = 2000;
+  int64_t poll_ms = 50;  // a standby's oplog poll and leader check
+  uint64_t snapshot_every_batches = 4096;
+  absl::Duration snapshot_min_interval = absl::Seconds(10);
+  int64_t tick_interval_ms = 100;
+  OplogWriterOptions writer;
+};
+
+struct HaMasterStatus {
+  bool leader = false;
+  int64_t epoch = 0;
+  uint64_t applied_seq = 0;  // batches replayed or stored (next_seq - 1)
+  uint64_t failovers = 0;    // times this node became leader
+  uint64_t step_downs = 0;
+  uint64_t corrupt_records = 0;
+  uint64_t snapshots_written = 0;
+  uint64_t snapshots_loaded = 0;
+  int64_t snapshot_unix_ns = 0;  // of the latest snapshot written or loaded
+  std::string last_error;
+};
+
+template <typename MasterT>
+class HaMaster {
+ public:
+  // Makes an empty master for a new term (the same options every time).
+  using Factory = std::function<absl::StatusOr<std::unique_ptr<MasterT>>()>;
+
+  HaMaster(HaMasterOptions options, Factory factory, MetricsRegistry* metrics)
+      : options_(std::move(options)), factory_(std::move(factory)), metrics_(metrics) {}
+  HaMaster(const HaMaster&) = delete;
+  HaMaster& operator=(const HaMaster&) = delete;
+  ~HaMaster() { Stop(); }
+
+  // Registers every method of master.proto, each dispatching to the current
+  // term's master or answering UNAVAILABLE on a standby.
+  absl::Status Register(rpc::ServiceRegistry* registry);
+
+  // Connects to etcd, loads the latest snapshot and the oplog after it, then
+  // follows and joins the election as `advertise` (the address clients
+  // reach this node's RPC server at). Errors: UNAVAILABLE (etcd unreachable:
+  // the message names the endpoints), DATA_LOSS (a corrupt snapshot or oplog
+  // record: never applied), INVALID_ARGUMENT (options).
+  absl::Status Start(std::string advertise);
+
+  // Resigns (if leader) and stops every thread. Idempotent.
+  void Stop();
+
+  HaMasterStatus status() const {
+    absl::MutexLock lock(&status_mu_);
+    HaMasterStatus s = status_;
+    return s;
+  }
+  bool IsLeader() const { return current() != nullptr; }
+  // The current term's master (null on a standby). For stats and tests.
+  std::shared_ptr<MasterT> master() const {
+    std::shared_ptr<Term> t = current();
+    return t == nullptr ? nullptr : t->master;
+  }
+
+ private:
+  struct Term {
+    std::shared_ptr<MasterT> master;
+    std::unique_ptr<OplogWriter> writer;
+    int64_t epoch = 0;
+  };
+
+  std::shared_ptr<Term> current() const {
+    absl::MutexLock lock(&term_mu_);
+    return term_;
+  }
+
+  absl::Status NotLeader() const;
+  absl::Status StartElection();
+  void RestartElection();
+  absl::Status CatchUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(replay_mu_);
+  absl::Status LoadSnapshot() ABSL_EXCLUSIVE_LOCKS_REQUIRED(replay_mu_);
+  void RoleLoop();
+  absl::Status Promote(int64_t epoch);
+  void Demote(const std::string& why);
+  void MaybeSnapshot(const std::shared_ptr<Term>& term);
+  void SetError(const absl::Status& s) {
+    absl::MutexLock lock(&status_mu_);
+    status_.last_error = s.ToString();
+    if (absl::IsDataLoss(s)) ++status_.corrupt_records;
+  }
+  void RefreshGauges();
+
+  const HaMasterOptions options_;
+  const Factory factory_;
+  MetricsRegistry* const metrics_;
+  std::optional<EtcdClient> etcd_;
+  std::optional<OplogStore> store_;
+  std::unique_ptr<LeaderElection> election_;
+  std::string advertise_;
+
+  mutable absl::Mutex replay_mu_;
+  ReplayState replay_ ABSL_GUARDED_BY(replay_mu_);
+
+  mutable absl::Mutex term_mu_;
+  std::shared_ptr<Term> term_ ABSL_GUARDED_BY(term_mu_);
+
+  // Events for the role thread.
+  absl::Mutex events_mu_;
+  std::optional<int64_t> elected_ ABSL_GUARDED_BY(events_mu_);
+  std::optional<std::string> lost_ ABSL_GUARDED_BY(events_mu_);
+  bool stop_ ABSL_GUARDED_BY(events_mu_) = false;
+  std::thread role_thread_;
+
+  mutable absl::Mutex status_mu_;
+  HaMasterStatus status_ ABSL_GUARDED_BY(status_mu_);
+  std::string leader_hint_ ABSL_GUARDED_BY(status_mu_);  // "addr (epoch E)" as etcd says
+  absl::Time last_snapshot_ = absl::InfinitePast();
+  uint64_t batches_at_snapshot_ = 0;
+  Gauge* g_leader_ = nullptr;
+  Gauge* g_epoch_ = nullptr;
+  Gauge* g_applied_ = nullptr;
+  Gauge* g_lag_ = nullptr;
+  Gauge* g_snapshot_age_ = nullptr;
+  Counter* c_failovers_ = nullptr;
+  Counter* c_step_downs_ = nullptr;
+};
+
+// ---- Definitions -------------------------------------------------------------
+
+template <typename MasterT>
+absl::Status HaMaster<MasterT>::NotLeader() const {
+  std::string leader;
+  {
+    absl::MutexLock lock(&status_mu_);
+    leader = leader_hint_;
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "this master (", advertise_, ") is not the leader of HA cluster '", options_.cluster,
+      "'; the leader is ", leader.empty() ? std::string("not elected yet") : leader));
+}
+
+template <typename MasterT>
+absl::Status HaMaster<MasterT>::StartElection() {
+  ElectionOptions eo;
+  eo.cluster = options_.cluster;
+  eo.candidate_id = advertise_;
+  eo.ttl_ms = options_.lease_ttl_ms;
+  eo.poll_ms = options_.poll_ms;
+  eo.on_elected = [this](int64_t epoch) {
+    absl::MutexLock lock(&events_mu_);
+    elected_ = epoch;
+  };
+  eo.on_lost = [this](std::string_view why) {
+    absl::MutexLock lock(&events_mu_);
+    lost_ = std::string(why);
+  };
+  ASSIGN_OR_RETURN(election_, LeaderElection::Create(*etcd_, std::move(eo)));
+  return election_->Start();
+}
+
+template <typename MasterT>
+void HaMaster<MasterT>::RestartElection() {
+  if (election_ != nullptr) election_->Resign().IgnoreError();
+  {
+    absl::MutexLock lock(&events_mu_);
+    elected_.reset();  // of the term just resigned
+    lost_.reset();
+  }
+  if (absl::Status st = StartElection(); !st.ok()) SetError(st);
+}
+
+template <typename MasterT>
+absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
+  const rpc::HandlerOptions fast{.mode = rpc::ExecutionMode::kInline};
+  const rpc::HandlerOptions slow{.mode = rpc::ExecutionMode::kWorker};
+  // Reads, heartbeats and PutStart (its entry is stored with the next batch;
+  // nothing is acknowledged by it): answered at once.
+#define MOONCAKE_HA_SYNC_(Name, opts)                                   \
+  if (absl::Status s = registry->Register<rpc::Name##Method>(           \
+          [this](const typename rpc::Name##Method::Request& r)          \
+              -> absl::StatusOr<typename rpc::Name##Method::Response> { \
+            std::shared_ptr<Term> t = current();                        \
+            if (t == nullptr) return NotLeader();                       \
+            return t->master->Name(r);                                  \
+          },                                                            \
+          opts);                                                        \
+      !s.ok()) {                                                        \
+    return s;                                                           \
+  }
+  // Changes of the durable state: answered once their entries are stored.
+#define MOONCAKE_HA_DURABLE_(Name, opts)                                                      \
+  if (absl::Status s = registry->RegisterAsync<rpc::Name##Method>(                            \
+          [this](const typename rpc::Name##Method::Request& r, const rpc::ServerCallContext&, \
+                 rpc::Responder<typename rpc::Name##Method::Response> done) {                 \
+            std::shared_ptr<Term> t = current();                                              \
+            if (t == nullptr) return std::move(done)(NotLeader());                            \
+            auto resp = t->master->Name(r);                                                   \
+            const uint64_t n = t->writer->appended();                                         \
+            auto d = std::make_shared<rpc::Responder<typename rpc::Name##Method::Response>>(  \
+                std::move(done));                                                             \
+            t->writer->WhenDurable(n, [resp = std::move(resp), d](absl::Status s) mutable {   \
+              if (!s.ok()) return std::move(*d)(s);                                           \
+              std::move (*d)(std::move(resp));                                                \
+            });                                                                               \
+          },                                                                                  \
+          opts);                                                                              \
+      !s.ok()) {                                                                              \
+    return s;                                                                                 \
+  }
+  MOONCAKE_HA_DURABLE_(MountSegment, slow)
+  MOONCAKE_HA_DURABLE_(UnmountSegment, slow)
+  MOONCAKE_HA_SYNC_(Heartbeat, fast)
+  MOONCAKE_HA_SYNC_(PutStart, slow)
+  MOONCAKE_HA_DURABLE_(PutEnd, fast)
+  MOONCAKE_HA_DURABLE_(PutRevoke, fast)
+  MOONCAKE_HA_SYNC_(GetReplicas, fast)
+  MOONCAKE_HA_SYNC_(ReleaseLeases, fast)
+  MOONCAKE_HA_DURABLE_(Remove, fast)
+  MOONCAKE_HA_SYNC_(Exists, fast)
+  MOONCAKE_HA_SYNC_(BatchExists, fast)
+  MOONCAKE_HA_SYNC_(PrefixQuery, fast)
+  MOONCAKE_HA_SYNC_(DescribeSegments, fast)
+  MOONCAKE_HA_DURABLE_(RemoveAll, slow)
+#undef MOONCAKE_HA_SYNC_
+#undef MOONCAKE_HA_DURABLE_
+  // SSD tiers keep state the oplog does not carry: refused, so a tier agent
+  // stays idle instead of offloading what a failover would forget.
+  for (auto reg : {+[](rpc::ServiceRegistry* r) {
+                     return r->Register<rpc::TierSyncMethod>(
+                         [](const rpc::TierSyncMethod::Request&)
+                             -> absl::StatusOr<rpc::TierSyncMethod::Response> {
+                           return absl::FailedPreconditionError(
+                               "SSD tiers are not supported with an HA master (--ha_etcd)");
+                         },
+                         {.mode = rpc::ExecutionMode::kInline});
+                   },
+                   +[](rpc::ServiceRegistry* r) {
+                     return r->Register<rpc::TierReportMethod>(
+                         [](const rpc::TierReportMethod::Request&)
+                             -> absl::StatusOr<rpc::TierReportMethod::Response> {
+                           return absl::FailedPreconditionError(
+                               "SSD tiers are not supported with an HA master (--ha_etcd)");
+                         },
+                         {.mode = rpc::ExecutionMode::kInline});
+                   }}) {
+    RETURN_IF_ERROR(reg(registry));
+  }
+  if (metrics_ != nullptr) {
+    ASSIGN_OR_RETURN(g_leader_, metrics_->GetGauge("mooncake_ha_leader",
+                                                   "1 while this master is the leader", {}));
+    ASSIGN_OR_RETURN(g_epoch_, metrics_->GetGauge("mooncake_ha_epoch",
+                                                  "epoch of the term this master serves", {}));
+    ASSIGN_OR_RETURN(g_applied_, metrics_->GetGauge("mooncake_ha_applied_seq",
+                                                    "oplog batches replayed or stored", {}));
+    ASSIGN_OR_RETURN(g_lag_, metrics_->GetGauge("mooncake_ha_oplog_lag",
+                                                "leader: changes not stored yet; standby: "
+                                                "batches in etcd not replayed yet",
+                                                {}));
+    ASSIGN_OR_RETURN(g_snapshot_age_,
+                     metrics_->GetGauge("mooncake_ha_snapshot_age_seconds",
+                                        "age of the latest snapshot written or loaded", {}));
+    ASSIGN_OR_RETURN(c_failovers_, metrics_->GetCounter("mooncake_ha_failovers_total",
+                                                        "terms this master won", {}));
+    ASSIGN_OR_RETURN(c_step_downs_, metrics_->GetCounter("mooncake_ha_step_downs_total",
+                                                         "terms this master lost", {}));
+  }
+  return absl::OkStatus();
+}
+
+template <typename MasterT>
+absl::Status HaMaster<MasterT>::LoadSnapshot() {
+  ASSIGN_OR_RETURN(auto snap, store_->ReadSnapshot());
+  if (!snap.has_value()) return absl::OkStatus();
+  hproto::Snapshot s;
+  RETURN_IF_ERROR(DecodeRecord(RecordKind::kSnapshot, snap->second, &s));
+  if (s.next_seq() != snap->first) {
+    return absl::DataLossError(absl::StrCat("snapshot manifest says batch ", snap->first,
+                                            ", the snapshot says ", s.next_seq()));
+  }
+  if (s.next_seq() <= replay_.next_seq()) return absl::OkStatus();  // not newer
+  replay_.Load(s);
+  absl::MutexLock lock(&status_mu_);
+  ++status_.snapshots_loaded;
+  status_.snapshot_unix_ns = s.unix_ns();
+  return absl::OkStatus();
+}
+
+template <typename MasterT>
+absl::Status HaMaster<MasterT>::CatchUp() {
+  for (;;) {
+    ASSIGN_OR_RETURN(auto batches, store_->ReadFrom(replay_.next_seq()));
+    if (batches.empty()) return absl::OkStatus();
+    if (batches.front().first != replay_.next_seq()) {
+      // Truncated behind a snapshot: load it, then go on from there.
+      const uint64_t before = replay_.next_seq();
+      RETURN_IF_ERROR(LoadSnapshot());
+      if (replay_.next_seq() == before || replay_.next_seq() > batches.front().first) {
+        return absl::DataLossError(absl::StrCat("oplog gap: batch ", before,
+                                                " is missing and no snapshot covers it (next is ",
+                                                batches.front().first, ")"));
+      }
+      continue;
+    }
+    for (const auto& [seq, bytes] : batches) {
+      if (seq != replay_.next_seq()) break;  // read again from there
+      hproto::OplogBatch b;
+      RETURN_IF_ERROR(DecodeRecord(RecordKind::kBatch, bytes, &b));
+      if (b.seq() != seq) {
+        return absl::DataLossError(
+            absl::StrCat("oplog batch stored as ", seq, " says it is ", b.seq()));
+      }
+      RETURN_IF_ERROR(replay_.Apply(b));
+    }
+  }
+}
+
+template <typename MasterT>
+absl::Status HaMaster<MasterT>::Start(std::string advertise) {
+  advertise_ = std::move(advertise);
+  ASSIGN_OR_RETURN(HaKeys keys, HaKeys::For(options_.cluster));
+  static_cast<void>(keys);
+  if (options_.lease_ttl_ms < 1000 || options_.poll_ms <= 0) {
+    return absl::InvalidArgumentError("HA: lease TTL must be >= 1000 ms and poll_ms > 0");
+  }
+  ASSIGN_OR_RETURN(EtcdClient etcd, EtcdClient::Create(options_.etcd));
+  etcd_ = etcd;
+  store_.emplace(etcd, options_.cluster);
+  {
+    absl::MutexLock lock(&replay_mu_);
+    if (absl::Status s = LoadSnapshot(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("HA cluster '", options_.cluster, "' at ",
+                                                 etcd.Describe(), ": ", s.message()));
+    }
+    if (absl::Status s = CatchUp(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("HA cluster '", options_.cluster, "' at ",
+                                                 etcd.Describe(), ": ", s.message()));
+    }
+  }
+  RETURN_IF_ERROR(StartElection());
+  role_thread_ = std::thread([this] { RoleLoop(); });
+  return absl::OkStatus();
+}
+
+template <typename MasterT>
+void HaMaster<MasterT>::Stop() {
+  {
+    absl::MutexLock lock(&events_mu_);
+    if (stop_) return;
+    stop_ = true;
+  }
+  if (role_thread_.joinable()) role_thread_.join();
+  // Hand over at once: finish this term's writes, then resign.
+  std::shared_ptr<Term> t = current();
+  if (t != nullptr) {
+    {
+      absl::MutexLock lock(&term_mu_);
+      term_.reset();  // new calls answer UNAVAILABLE (clients go to the next leader)
+    }
+    // Calls already made are answered once stored (bounded: 2 lease TTLs).
+    const absl::Time until = absl::Now() + absl::Milliseconds(2 * options_.lease_ttl_ms);
+    while (t->writer->lag() > 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
+    t->writer->Stop();
+  }
+  if (election_ != nullptr) {
+    if (t != nullptr) {
+      election_->Resign().IgnoreError();
+    } else {
+      election_->Stop();
+    }
+  }
+}
+
+template <typename MasterT>
+void HaMaster<MasterT>::RoleLoop() {
+  int64_t last_tick_ns = 0;
+  for (;;) {
+    std::optional<int64_t> elected;
+    std::optional<std::string> lost;
+    {
+      absl::MutexLock lock(&events_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_mu_) {
+        return stop_ || elected_.has_value() || lost_.has_value();
+      };
+      events_mu_.AwaitWithTimeout(
+          absl::Condition(&ready),
+          absl::Milliseconds(std::min(options_.poll_ms, options_.tick_interval_ms)));
+      if (stop_) return;
+      std::swap(elected, elected_);
+      std::swap(lost, lost_);
+    }
+    if (lost.has_value() && current() != nullptr) {
+      Demote(*lost);
+      // Fenced while the election still holds the lease: give it up, or no
+      // one would serve.
+      if (election_ != nullptr && election_->IsLeader()) RestartElection();
+    }
+    if (elected.has_value() && current() == nullptr) {
+      if (absl::Status st = Promote(*elected); !st.ok()) {
+        SetError(st);
+        RestartElection();  // let another one try; this one campaigns again
+      }
+    }
+    std::shared_ptr<Term> t = current();
+    if (t == nullptr) {
+      {
+        absl::MutexLock lock(&replay_mu_);
+        if (absl::Status st = CatchUp(); !st.ok()) SetError(st);
+      }
+      if (auto l = ReadLeader(*etcd_, options_.cluster); l.ok()) {
+        absl::MutexLock lock(&status_mu_);
+        leader_hint_ =
+            l->has_value() ? absl::StrCat((*l)->id, " (epoch ", (*l)->epoch, ")") : std::string();
+      }
+    } else {
+      const int64_t now = MonotonicClock::Get().NowNs();
+      if (now - last_tick_ns >= options_.tick_interval_ms * 1'000'000) {
+        t->master->Tick();
+        last_tick_ns = now;
+      }
+      MaybeSnapshot(t);
+    }
+    RefreshGauges();
+  }
+}
+
+template <typename MasterT>
+absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
+  std::vector<master::RestoredSegment> segments;
+  std::vector<master::RestoredObject> objects;
+  uint64_t bad = 0, first_seq = 0, next_id = 0;
+  {
+    absl::MutexLock lock(&replay_mu_);
+    // The old leader is fenced now: everything it stored is in etcd.
+    RETURN_IF_ERROR(CatchUp());
+    replay_.ToRestore(ClockPair{MonotonicClock::Get().NowNs(), absl::GetCurrentTimeNanos()},
+                      &segments, &objects, &bad);
+    first_seq = replay_.next_seq();
+    next_id = replay_.next_id();
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<MasterT> fresh, factory_());
+  std::shared_ptr<MasterT> m(std::move(fresh));
+  ASSIGN_OR_RETURN(master::RestoreReport report,
+                   m->Restore(std::move(segments), std::move(objects), next_id));
+  static_cast<void>(report);
+  auto term = std::make_shared<Term>();
+  term->epoch = epoch;
+  term->master = m;
+  std::weak_ptr<MasterT> weak = m;
+  term->writer = std::make_unique<OplogWriter>(
+      epoch, first_seq, &MonotonicClock::Get(),
+      [this, epoch](uint64_t seq, std::string_view bytes) {
+        return store_->Append(epoch, seq, bytes);
+      },
+      [this](const hproto::OplogBatch& b) {
+        absl::MutexLock lock(&replay_mu_);
+        if (absl::Status s = replay_.Apply(b); !s.ok()) SetError(s);
+      },
+      [this](const absl::Status& s) {
+        absl::MutexLock lock(&events_mu_);
+        lost_ = std::string(s.message());
+      },
+      [weak] {
+        std::shared_ptr<MasterT> mm = weak.lock();
+        return mm == nullptr ? uint64_t{0} : mm->NextId();
+      },
+      options_.writer);
+  m->SetMutationLog(term->writer.get());
+  term->writer->Start();
+  {
+    absl::MutexLock lock(&term_mu_);
+    term_ = term;
+  }
+  {
+    absl::MutexLock lock(&status_mu_);
+    status_.leader = true;
+    status_.epoch = epoch;
+    ++status_.failovers;
+  }
+  if (c_failovers_ != nullptr) c_failovers_->Increment();
+  last_snapshot_ = absl::Now();
+  {
+    absl::MutexLock lock(&replay_mu_);
+    batches_at_snapshot_ = replay_.batches();
+  }
+  return absl::OkStatus();
+}
+
+template <typename MasterT>
+void HaMaster<MasterT>::Demote(const std::string& why) {
+  std::shared_ptr<Term> t;
+  {
+    absl::MutexLock lock(&term_mu_);
+    t = std::move(term_);
+  }
+  if (t == nullptr) return;
+  t->writer->Stop();  // waiters answered UNAVAILABLE
+  {
+    absl::MutexLock lock(&status_mu_);
+    status_.leader = false;
+    ++status_.step_downs;
+    status_.last_error = absl::StrCat("stepped down: ", why);
+  }
+  if (c_step_downs_ != nullptr) c_step_downs_->Increment();
+  // The mirror holds exactly the stored batches: following resumes there.
+}
+
+template <typename MasterT>
+void HaMaster<MasterT>::MaybeSnapshot(const std::shared_ptr<Term>& term) {
+  hproto::Snapshot snap;
+  {
+    absl::MutexLock lock(&replay_mu_);
+    if (replay_.batches() - batches_at_snapshot_ < options_.snapshot_every_batches ||
+        absl::Now() - last_snapshot_ < options_.snapshot_min_interval) {
+      return;
+    }
+    snap = replay_.ToSnapshot(absl::GetCurrentTimeNanos());
+    batches_at_snapshot_ = replay_.batches();
+  }
+  last_snapshot_ = absl::Now();
+  const std::string bytes = EncodeRecord(RecordKind::kSnapshot, snap);
+  absl::Status s = store_->WriteSnapshot(term->epoch, snap.next_seq(), bytes);
+  if (s.ok()) s = store_->TruncateBelow(snap.next_seq());
+  if (!s.ok()) {
+    SetError(s);
+    return;
+  }
+  absl::MutexLock lock(&status_mu_);
+  ++status_.snapshots_written;
+  status_.snapshot_unix_ns = snap.unix_ns();
+}
+
+template <typename MasterT>
+void HaMaster<MasterT>::RefreshGauges() {
+  std::shared_ptr<Term> t = current();
+  uint64_t applied = 0;
+  {
+    absl::MutexLock lock(&replay_mu_);
+    applied = replay_.next_seq() - 1;
+  }
+  HaMasterStatus st;
+  {
+    absl::MutexLock lock(&status_mu_);
+    status_.applied_seq = applied;
+    st = status_;
+  }
+  if (g_leader_ == nullptr) return;
+  g_leader_->Set(t != nullptr ? 1.0 : 0.0);
+  g_epoch_->Set(static_cast<double>(t != nullptr ? t->epoch : 0));
+  g_applied_->Set(static_cast<double>(applied));
+  g_lag_->Set(static_cast<double>(t != nullptr ? t->writer->lag() : 0));
+  g_snapshot_age_->Set(
+      st.snapshot_unix_ns == 0
+          ? 0.0
+          : static_cast<double>(absl::GetCurrentTimeNanos() - st.snapshot_unix_ns) / 1e9);
+}
+
+}  // namespace mooncake::ha
+
+#endif  // MOONCAKE_STORE_HA_HA_MASTER_H_

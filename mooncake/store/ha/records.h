@@ -1,0 +1,338 @@
+// The oplog's records and the state they replay into.
+//
+// Framing (every oplog batch and snapshot as stored in etcd), little endian:
+//
+//   offset  size  field
+//   0       4     magic "MCHA"
+//   4       1     format version (1)
+//   5       1     kind (1 = OplogBatch, 2 = Snapshot)
+//   6       2     reserved, 0
+//   8       8     payload length
+//   16      8     StableHash64(payload, seed = kind)
+//   24      n     the proto message (ha.proto)
+//
+// DecodeRecord refuses (DATA_LOSS, saying what is wrong) anything else: a
+// short or long record, another magic, version or kind, a checksum mismatch,
+// a payload that does not parse. A refused record is never applied.
+//
+// ReplayState is the durable state a standby keeps by applying batches in
+// order (mutation_log.h says what is reported): segments, tenants and the
+// object table, each object with the order of its last change. It turns into
+// a Snapshot and back, and into what Master::Restore takes.
+//
+// Thread-safety: functions are pure; ReplayState is a plain value (its owner
+// locks it).
+#ifndef MOONCAKE_STORE_HA_RECORDS_H_
+#define MOONCAKE_STORE_HA_RECORDS_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "mooncake/base/absl_compat.h"
+#include "mooncake/base/hash.h"
+#include "mooncake/store/ha/ha.pb.h"
+#include "mooncake/store/master/internal/restore_path.h"
+#include "mooncake/store/master/object_meta.h"
+
+namespace mooncake::ha {
+
+namespace hproto = ::mooncake::store::ha::proto;
+
+enum class RecordKind : uint8_t { kBatch = 1, kSnapshot = 2 };
+
+inline constexpr size_t kRecordHeaderBytes = 24;
+inline constexpr char kRecordMagic[4] = {'M', 'C', 'H', 'A'};
+inline constexpr uint8_t kRecordVersion = 1;
+
+namespace records_internal {
+inline void PutLe64(char* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+inline uint64_t GetLe64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  return v;
+}
+inline std::string_view KindName(RecordKind k) {
+  return k == RecordKind::kBatch ? "oplog batch" : "snapshot";
+}
+}  // namespace records_internal
+
+inline std::string EncodeRecord(RecordKind kind, const google::protobuf::Message& m) {
+  std::string payload;
+  m.SerializeToString(&payload);
+  std::string out(kRecordHeaderBytes, '\0');
+  std::memcpy(out.data(), kRecordMagic, 4);
+  out[4] = static_cast<char>(kRecordVersion);
+  out[5] = static_cast<char>(kind);
+  records_internal::PutLe64(out.data() + 8, payload.size());
+  records_internal::PutLe64(out.data() + 16, StableHash64(payload, static_cast<uint64_t>(kind)));
+  out += payload;
+  return out;
+}
+
+inline absl::Status DecodeRecord(RecordKind kind, std::string_view bytes,
+                                 google::protobuf::Message* m) {
+  const std::string what(records_internal::KindName(kind));
+  if (bytes.size() < kRecordHeaderBytes) {
+    return absl::DataLossError(absl::StrCat(what, " record of ", bytes.size(),
+                                            " bytes is shorter than its 24-byte header"));
+  }
+  if (std::memcmp(bytes.data(), kRecordMagic, 4) != 0) {
+    return absl::DataLossError(absl::StrCat(what, " record: bad magic (not MCHA)"));
+  }
+  if (static_cast<uint8_t>(bytes[4]) != kRecordVersion) {
+    return absl::DataLossError(absl::StrCat(what, " record: format version ",
+                                            static_cast<int>(static_cast<uint8_t>(bytes[4])),
+                                            " is not 1"));
+  }
+  if (static_cast<uint8_t>(bytes[5]) != static_cast<uint8_t>(kind)) {
+    return absl::DataLossError(absl::StrCat(what, " record: kind ",
+                                            static_cast<int>(static_cast<uint8_t>(bytes[5])),
+                                            " is not ", static_cast<int>(kind)));
+  }
+  if (bytes[6] != 0 || bytes[7] != 0) {
+    return absl::DataLossError(absl::StrCat(what, " record: reserved bytes are not 0"));
+  }
+  const uint64_t length = records_internal::GetLe64(bytes.data() + 8);
+  if (length != bytes.size() - kRecordHeaderBytes) {
+    return absl::DataLossError(absl::StrCat(what, " record: header says ", length,
+                                            " payload bytes, the record holds ",
+                                            bytes.size() - kRecordHeaderBytes));
+  }
+  const std::string_view payload = bytes.substr(kRecordHeaderBytes);
+  if (records_internal::GetLe64(bytes.data() + 16) !=
+      StableHash64(payload, static_cast<uint64_t>(kind))) {
+    return absl::DataLossError(absl::StrCat(what, " record: checksum mismatch (corrupt)"));
+  }
+  if (!m->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return absl::DataLossError(absl::StrCat(what, " record: payload does not parse"));
+  }
+  return absl::OkStatus();
+}
+
+// The wall clock of a deadline on a master's clock (0 stays 0).
+struct ClockPair {
+  int64_t mono_ns = 0;
+  int64_t unix_ns = 0;
+  int64_t ToUnix(int64_t mono) const { return mono == 0 ? 0 : mono - mono_ns + unix_ns; }
+  // At least 1 (0 means "none"): a deadline already past stays past.
+  int64_t ToMono(int64_t unix) const {
+    return unix == 0 ? 0 : std::max<int64_t>(1, unix - unix_ns + mono_ns);
+  }
+};
+
+inline void ToRecord(std::string_view key, const master::ObjectMeta& m, const ClockPair& clock,
+                     hproto::ObjectRecord* out) {
+  out->set_key(std::string(key));
+  out->set_committed(m.committed());
+  out->set_size_bytes(m.size_bytes);
+  out->set_checksum(m.checksum);
+  out->set_checksum_format(m.checksum_format);
+  out->set_put_id(m.put_id);
+  out->set_version(m.version);
+  out->set_tenant(m.tenant);
+  out->set_pin(static_cast<uint32_t>(m.pin));
+  out->set_pin_ttl_ms(m.pin_ttl_ms);
+  out->set_pin_until_unix_ns(clock.ToUnix(m.pin_until_ns));
+  out->set_ttl_ms(m.ttl_ms);
+  out->set_expire_at_unix_ns(clock.ToUnix(m.expire_at_ns));
+  for (const master::Replica& r : m.replicas) {
+    hproto::ReplicaRecord* rr = out->add_replicas();
+    rr->set_segment_id(r.segment_id);
+    rr->set_worker_id(r.worker_id);
+    rr->set_host_id(r.host_id);
+    rr->set_offset(r.allocation.offset);
+    rr->set_length(r.allocation.size);
+    rr->set_complete(r.state == master::ReplicaState::kComplete);
+  }
+  if (m.tensor != nullptr) {
+    *out->mutable_tensor() = *m.tensor;
+  }
+}
+
+// INVALID_ARGUMENT for a record no master could have written (a bad pin
+// level, no replica, a zero size).
+inline absl::StatusOr<master::RestoredObject> FromRecord(const hproto::ObjectRecord& r,
+                                                         const ClockPair& clock) {
+  if (r.pin() > static_cast<uint32_t>(master::PinLevel::kHard)) {
+    return absl::InvalidArgumentError(absl::StrCat("object record: pin level ", r.pin()));
+  }
+  if (r.size_bytes() == 0 || r.replicas().empty()) {
+    return absl::InvalidArgumentError("object record without a size or a replica");
+  }
+  master::RestoredObject o;
+  o.key = r.key();
+  master::ObjectMeta& m = o.meta;
+  m.state = r.committed() ? master::ObjectState::kCommitted : master::ObjectState::kPending;
+  m.size_bytes = r.size_bytes();
+  m.checksum = r.checksum();
+  m.checksum_format = r.checksum_format();
+  m.put_id = r.put_id();
+  m.version = r.version();
+  m.tenant = r.tenant();
+  m.pin = static_cast<master::PinLevel>(r.pin());
+  m.pin_ttl_ms = r.pin_ttl_ms();
+  m.pin_until_ns = clock.ToMono(r.pin_until_unix_ns());
+  m.ttl_ms = r.ttl_ms();
+  m.expire_at_ns = clock.ToMono(r.expire_at_unix_ns());
+  for (const hproto::ReplicaRecord& rr : r.replicas()) {
+    if (rr.length() != r.size_bytes()) {
+      return absl::InvalidArgumentError("object record: a replica's length is not the size");
+    }
+    master::Replica rep;
+    rep.segment_id = rr.segment_id();
+    rep.worker_id = rr.worker_id();
+    rep.host_id = rr.host_id();
+    rep.allocation.offset = rr.offset();
+    rep.allocation.size = rr.length();
+    rep.state = rr.complete() ? master::ReplicaState::kComplete : master::ReplicaState::kAllocated;
+    m.replicas.push_back(std::move(rep));
+  }
+  if (r.has_tensor()) m.tensor = std::make_shared<const store::proto::TensorMeta>(r.tensor());
+  return o;
+}
+
+class ReplayState {
+ public:
+  // The batch must be the next one (seq == next_seq()): FAILED_PRECONDITION
+  // otherwise, and nothing is applied.
+  absl::Status Apply(const hproto::OplogBatch& b) {
+    if (b.seq() != next_seq_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("oplog gap: expected batch ", next_seq_, ", got ", b.seq()));
+    }
+    for (const hproto::Mutation& mu : b.mutations()) ApplyOne(mu);
+    next_id_ = std::max(next_id_, b.next_id());
+    epoch_ = std::max(epoch_, b.epoch());
+    ++next_seq_;
+    ++batches_;
+    return absl::OkStatus();
+  }
+
+  void ApplyOne(const hproto::Mutation& mu) {
+    switch (mu.op_case()) {
+      case hproto::Mutation::kObjectSet: {
+        auto& slot = objects_[mu.object_set().key()];
+        slot.first = ++order_;
+        slot.second = mu.object_set();
+        break;
+      }
+      case hproto::Mutation::kObjectErased:
+        objects_.erase(mu.object_erased());
+        break;
+      case hproto::Mutation::kSegmentMounted:
+        segments_[mu.segment_mounted().id()] = mu.segment_mounted().desc();
+        break;
+      case hproto::Mutation::kSegmentUnmounted:
+        segments_.erase(mu.segment_unmounted());
+        break;
+      case hproto::Mutation::kTenantSet:
+        tenants_[mu.tenant_set().name()] = mu.tenant_set();
+        break;
+      case hproto::Mutation::OP_NOT_SET:
+        break;
+    }
+  }
+
+  // Replaces everything with `s` (the state after every batch < s.next_seq()).
+  void Load(const hproto::Snapshot& s) {
+    Clear();
+    next_seq_ = s.next_seq();
+    next_id_ = s.next_id();
+    epoch_ = s.epoch();
+    for (const hproto::SegmentRecord& seg : s.segments()) segments_[seg.id()] = seg.desc();
+    for (const hproto::TenantRecord& t : s.tenants()) tenants_[t.name()] = t;
+    for (const hproto::ObjectRecord& o : s.objects()) objects_[o.key()] = {++order_, o};
+  }
+
+  hproto::Snapshot ToSnapshot(int64_t unix_ns) const {
+    hproto::Snapshot s;
+    s.set_next_seq(next_seq_);
+    s.set_next_id(next_id_);
+    s.set_epoch(epoch_);
+    s.set_unix_ns(unix_ns);
+    for (const auto& [id, desc] : segments_) {
+      hproto::SegmentRecord* r = s.add_segments();
+      r->set_id(id);
+      *r->mutable_desc() = desc;
+    }
+    for (const auto& [name, t] : tenants_) *s.add_tenants() = t;
+    for (const auto* e : Ordered()) *s.add_objects() = e->second.second;
+    return s;
+  }
+
+  // What Master::Restore takes. Records that cannot be restored are counted
+  // in *bad (never applied).
+  void ToRestore(const ClockPair& clock, std::vector<master::RestoredSegment>* segments,
+                 std::vector<master::RestoredObject>* objects, uint64_t* bad) const {
+    for (const auto& [id, desc] : segments_) segments->push_back({id, desc});
+    std::sort(segments->begin(), segments->end(),
+              [](const auto& a, const auto& b) { return a.id < b.id; });
+    for (const auto* e : Ordered()) {
+      absl::StatusOr<master::RestoredObject> o = FromRecord(e->second.second, clock);
+      if (o.ok()) {
+        objects->push_back(*std::move(o));
+      } else {
+        ++*bad;
+      }
+    }
+  }
+
+  void Clear() {
+    objects_.clear();
+    segments_.clear();
+    tenants_.clear();
+    next_seq_ = 1;
+    next_id_ = 1;
+    epoch_ = 0;
+    order_ = 0;
+  }
+
+  uint64_t next_seq() const { return next_seq_; }
+  uint64_t next_id() const { return next_id_; }
+  int64_t epoch() const { return epoch_; }
+  uint64_t batches() const { return batches_; }
+  size_t objects() const { return objects_.size(); }
+  size_t segments() const { return segments_.size(); }
+  const absl::flat_hash_map<std::string, hproto::TenantRecord>& tenants() const { return tenants_; }
+  // For tests: the record of `key`, null if absent.
+  const hproto::ObjectRecord* Find(std::string_view key) const {
+    auto it = objects_.find(AbslView(key));
+    return it == objects_.end() ? nullptr : &it->second.second;
+  }
+
+ private:
+  using Entry = std::pair<const std::string, std::pair<uint64_t, hproto::ObjectRecord>>;
+
+  std::vector<const Entry*> Ordered() const {
+    std::vector<const Entry*> out;
+    out.reserve(objects_.size());
+    for (const Entry& e : objects_) out.push_back(&e);
+    std::sort(out.begin(), out.end(),
+              [](const Entry* a, const Entry* b) { return a->second.first < b->second.first; });
+    return out;
+  }
+
+  absl::flat_hash_map<std::string, std::pair<uint64_t, hproto::ObjectRecord>> objects_;
+  absl::flat_hash_map<uint64_t, store::proto::SegmentDescriptor> segments_;
+  absl::flat_hash_map<std::string, hproto::TenantRecord> tenants_;
+  uint64_t next_seq_ = 1;  // batches are numbered from 1
+  uint64_t next_id_ = 1;
+  int64_t epoch_ = 0;
+  uint64_t order_ = 0;
+  uint64_t batches_ = 0;
+};
+
+}  // namespace mooncake::ha
+
+#endif  // MOONCAKE_STORE_HA_RECORDS_H_

@@ -209,6 +209,7 @@ MasterConfig ConfigFromFlags() {
     o.ha_etcd = list;
     o.ha_cluster = absl::GetFlag(FLAGS_cluster_id);
     o.ha_lease_ttl_ms = absl::GetFlag(FLAGS_ha_lease_ttl_ms);
+    o.on_event = [](const std::string& line) { node::LogLine("event: " + line); };
   } else if (!absl::GetFlag(FLAGS_ha_backend_connstring).empty() ||
              !absl::GetFlag(FLAGS_etcd_endpoints).empty()) {
     BadFlags("--ha_backend_connstring/--etcd_endpoints need --enable_ha");

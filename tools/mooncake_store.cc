@@ -152,6 +152,7 @@ node::StoreNodeOptions OptionsFromFlags() {
   }
   o.ha_cluster = absl::GetFlag(FLAGS_ha_cluster);
   o.ha_lease_ttl_ms = absl::GetFlag(FLAGS_ha_lease_ttl_ms);
+  o.on_event = [](const std::string& line) { node::LogLine("event: " + line); };
   const std::string http = absl::GetFlag(FLAGS_http);
   o.http_enabled = !http.empty();
   if (o.http_enabled) {

@@ -456,6 +456,16 @@ class EtcdClient {
     return Call("/v3/lease/revoke", req).status();
   }
 
+  // Discards the key history older than `revision` (etcd keeps every
+  // revision until compacted: a log that rewrites keys must compact, or etcd
+  // grows to its quota). Current values are kept. FAILED_PRECONDITION when
+  // `revision` is already compacted (nothing to do) or in the future.
+  absl::Status Compact(int64_t revision) const {
+    nlohmann::json req;
+    req["revision"] = std::to_string(revision);
+    return Call("/v3/kv/compaction", req).status();
+  }
+
   // etcd's range_end covering every key that starts with `prefix`: the prefix
   // with its last byte below 0xff incremented (trailing 0xff bytes dropped);
   // "\0" (every key) when there is none.

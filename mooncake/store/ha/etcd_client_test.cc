@@ -110,6 +110,20 @@ TEST_F(EtcdClientTest, PutRangeDelete) {
   EXPECT_EQ(c.Range("/u")->kvs.size(), 1u);
 }
 
+TEST_F(EtcdClientTest, CompactDropsHistoryKeepsValues) {
+  const EtcdClient& c = *client_;
+  ASSERT_TRUE(c.Put("/h/k", "v1").ok());
+  absl::StatusOr<int64_t> rev = c.Put("/h/k", "v2");
+  ASSERT_TRUE(rev.ok()) << rev.status();
+  ASSERT_TRUE(c.Compact(*rev).ok());
+  absl::StatusOr<EtcdRange> r = c.Range("/h/k");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->kvs.size(), 1u);
+  EXPECT_EQ(r->kvs[0].value, "v2");
+  // Compacting again to the same revision is refused, clearly.
+  EXPECT_TRUE(absl::IsFailedPrecondition(c.Compact(*rev))) << c.Compact(*rev);
+}
+
 TEST_F(EtcdClientTest, TxnRunsTheBranchTheComparesChoose) {
   const EtcdClient& c = *client_;
   const std::vector<EtcdCompare> absent = {{.key = "/x", .target = EtcdCompare::kCreate}};

@@ -18,22 +18,24 @@
 //             its appends compare the leader key with its own epoch), builds
 //             a Master from the replayed state (Master::Restore), and serves.
 //             Every change is logged by an OplogWriter; calls that change the
-//             durable state (PutEnd, PutRevoke, Remove, RemoveAll, Mount and
-//             Unmount) are answered once their oplog entries are stored.
+//             durable state (PutStart, PutEnd, PutRevoke, Remove, RemoveAll,
+//             Mount and Unmount) are answered once their oplog entries are
+//             stored.
 //             Every snapshot_every_batches batches (and at most every
 //             snapshot_min_interval) it writes a snapshot of its mirror of the
-//             durable state and truncates the oplog behind it.
+//             durable state, truncates the oplog behind it and compacts etcd's
+//             history.
 //   stepping down: when the election says the lease is lost (it steps down
 //             before the lease can expire) or an append is fenced: the
 //             Master goes (calls answer UNAVAILABLE, durable waits fail), and
 //             the node follows the oplog again from its mirror, which holds
 //             exactly the stored batches.
 //
-// What survives a failover: every acknowledged change; pending puts whose
-// PutStart entry was stored (their PutEnd, retried at the new leader,
-// commits). What does not: read leases (clients take new ones), heartbeat
-// sequences (workers count as alive from the takeover), SSD-tier state (HA
-// masters refuse TierSync: SSD tiers and HA are exclusive for now).
+// What survives a failover: every acknowledged change, pending puts included
+// (their PutEnd, retried at the new leader, commits; a PutStart sent again
+// with its request_id gets the same put). What does not: read leases (clients take new ones),
+// heartbeat sequences (workers count as alive from the takeover), SSD-tier state (HA masters refuse
+// TierSync: SSD tiers and HA are exclusive for now).
 //
 // Thread-safety: Register/Start/Stop from the owner; handlers from the RPC
 // server's threads.
@@ -79,6 +81,9 @@ struct HaMasterOptions {
   absl::Duration snapshot_min_interval = absl::Seconds(10);
   int64_t tick_interval_ms = 100;
   OplogWriterOptions writer;
+  // Called with one line per event (became leader, stepped down, snapshot
+  // written, a record refused); null: none. From the node's role thread.
+  std::function<void(const std::string&)> on_event;
 };
 
 struct HaMasterStatus {
@@ -154,11 +159,18 @@ class HaMaster {
   void Demote(const std::string& why);
   void MaybeSnapshot(const std::shared_ptr<Term>& term);
   void SetError(const absl::Status& s) {
-    absl::MutexLock lock(&status_mu_);
-    status_.last_error = s.ToString();
-    if (absl::IsDataLoss(s)) ++status_.corrupt_records;
+    {
+      absl::MutexLock lock(&status_mu_);
+      if (status_.last_error == s.ToString()) return;  // said already
+      status_.last_error = s.ToString();
+      if (absl::IsDataLoss(s)) ++status_.corrupt_records;
+    }
+    Event(absl::StrCat("HA: ", s.ToString()));
   }
   void RefreshGauges();
+  void Event(const std::string& line) const {
+    if (options_.on_event != nullptr) options_.on_event(line);
+  }
 
   const HaMasterOptions options_;
   const Factory factory_;
@@ -170,6 +182,7 @@ class HaMaster {
 
   mutable absl::Mutex replay_mu_;
   ReplayState replay_ ABSL_GUARDED_BY(replay_mu_);
+  uint64_t standby_lag_ ABSL_GUARDED_BY(replay_mu_) = 0;  // batches in etcd not replayed
 
   mutable absl::Mutex term_mu_;
   std::shared_ptr<Term> term_ ABSL_GUARDED_BY(term_mu_);
@@ -243,8 +256,7 @@ template <typename MasterT>
 absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
   const rpc::HandlerOptions fast{.mode = rpc::ExecutionMode::kInline};
   const rpc::HandlerOptions slow{.mode = rpc::ExecutionMode::kWorker};
-  // Reads, heartbeats and PutStart (its entry is stored with the next batch;
-  // nothing is acknowledged by it): answered at once.
+  // Reads and heartbeats: answered at once.
 #define MOONCAKE_HA_SYNC_(Name, opts)                                   \
   if (absl::Status s = registry->Register<rpc::Name##Method>(           \
           [this](const typename rpc::Name##Method::Request& r)          \
@@ -257,7 +269,8 @@ absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
       !s.ok()) {                                                        \
     return s;                                                           \
   }
-  // Changes of the durable state: answered once their entries are stored.
+  // Changes of the durable state, PutStart included (so a new leader knows
+  // every range a writer was given): answered once their entries are stored.
 #define MOONCAKE_HA_DURABLE_(Name, opts)                                                      \
   if (absl::Status s = registry->RegisterAsync<rpc::Name##Method>(                            \
           [this](const typename rpc::Name##Method::Request& r, const rpc::ServerCallContext&, \
@@ -280,7 +293,7 @@ absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
   MOONCAKE_HA_DURABLE_(MountSegment, slow)
   MOONCAKE_HA_DURABLE_(UnmountSegment, slow)
   MOONCAKE_HA_SYNC_(Heartbeat, fast)
-  MOONCAKE_HA_SYNC_(PutStart, slow)
+  MOONCAKE_HA_DURABLE_(PutStart, slow)
   MOONCAKE_HA_DURABLE_(PutEnd, fast)
   MOONCAKE_HA_DURABLE_(PutRevoke, fast)
   MOONCAKE_HA_SYNC_(GetReplicas, fast)
@@ -475,6 +488,11 @@ void HaMaster<MasterT>::RoleLoop() {
       {
         absl::MutexLock lock(&replay_mu_);
         if (absl::Status st = CatchUp(); !st.ok()) SetError(st);
+        if (auto last = store_->LastSeq(); last.ok()) {
+          standby_lag_ = last->has_value() && **last >= replay_.next_seq()
+                             ? **last - replay_.next_seq() + 1
+                             : 0;
+        }
       }
       if (auto l = ReadLeader(*etcd_, options_.cluster); l.ok()) {
         absl::MutexLock lock(&status_mu_);
@@ -509,9 +527,9 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<MasterT> fresh, factory_());
   std::shared_ptr<MasterT> m(std::move(fresh));
+  const int64_t restore_start = MonotonicClock::Get().NowNs();
   ASSIGN_OR_RETURN(master::RestoreReport report,
                    m->Restore(std::move(segments), std::move(objects), next_id));
-  static_cast<void>(report);
   auto term = std::make_shared<Term>();
   term->epoch = epoch;
   term->master = m;
@@ -547,6 +565,17 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
     ++status_.failovers;
   }
   if (c_failovers_ != nullptr) c_failovers_->Increment();
+  Event(absl::StrCat("HA: leader of '", options_.cluster, "' (epoch ", epoch, "): restored ",
+                     report.objects, " objects, ", report.pending, " pending puts and ",
+                     report.segments, " segments from oplog batch ", first_seq - 1, " in ",
+                     (MonotonicClock::Get().NowNs() - restore_start) / 1'000'000, " ms",
+                     report.dropped_objects + report.dropped_replicas + bad > 0
+                         ? absl::StrCat("; dropped ", report.dropped_objects, " objects and ",
+                                        report.dropped_replicas,
+                                        " replicas that could not be "
+                                        "restored, ",
+                                        bad, " unreadable records")
+                         : std::string()));
   last_snapshot_ = absl::Now();
   {
     absl::MutexLock lock(&replay_mu_);
@@ -571,6 +600,8 @@ void HaMaster<MasterT>::Demote(const std::string& why) {
     status_.last_error = absl::StrCat("stepped down: ", why);
   }
   if (c_step_downs_ != nullptr) c_step_downs_->Increment();
+  Event(absl::StrCat("HA: stepped down from epoch ", t->epoch, ": ", why,
+                     "; following the oplog again"));
   // The mirror holds exactly the stored batches: following resumes there.
 }
 
@@ -594,9 +625,21 @@ void HaMaster<MasterT>::MaybeSnapshot(const std::shared_ptr<Term>& term) {
     SetError(s);
     return;
   }
-  absl::MutexLock lock(&status_mu_);
-  ++status_.snapshots_written;
-  status_.snapshot_unix_ns = snap.unix_ns();
+  // etcd keeps every revision of every key until compacted: drop the
+  // history of the truncated batches (current values stay).
+  if (auto r = etcd_->Range(store_->keys().Leader()); r.ok() && r->revision > 0) {
+    if (absl::Status c = etcd_->Compact(r->revision); !c.ok() && !absl::IsFailedPrecondition(c)) {
+      SetError(c);
+    }
+  }
+  {
+    absl::MutexLock lock(&status_mu_);
+    ++status_.snapshots_written;
+    status_.snapshot_unix_ns = snap.unix_ns();
+  }
+  Event(absl::StrCat("HA: snapshot of ", snap.objects_size(), " objects (", bytes.size(),
+                     " bytes) up to oplog batch ", snap.next_seq() - 1,
+                     "; the oplog behind it is truncated"));
 }
 
 template <typename MasterT>
@@ -617,7 +660,12 @@ void HaMaster<MasterT>::RefreshGauges() {
   g_leader_->Set(t != nullptr ? 1.0 : 0.0);
   g_epoch_->Set(static_cast<double>(t != nullptr ? t->epoch : 0));
   g_applied_->Set(static_cast<double>(applied));
-  g_lag_->Set(static_cast<double>(t != nullptr ? t->writer->lag() : 0));
+  uint64_t standby_lag = 0;
+  {
+    absl::MutexLock lock(&replay_mu_);
+    standby_lag = standby_lag_;
+  }
+  g_lag_->Set(static_cast<double>(t != nullptr ? t->writer->lag() : standby_lag));
   g_snapshot_age_->Set(
       st.snapshot_unix_ns == 0
           ? 0.0

@@ -139,6 +139,7 @@ inline void ToRecord(std::string_view key, const master::ObjectMeta& m, const Cl
   out->set_checksum(m.checksum);
   out->set_checksum_format(m.checksum_format);
   out->set_put_id(m.put_id);
+  out->set_request_id(m.request_id);
   out->set_version(m.version);
   out->set_tenant(m.tenant);
   out->set_pin(static_cast<uint32_t>(m.pin));
@@ -178,6 +179,7 @@ inline absl::StatusOr<master::RestoredObject> FromRecord(const hproto::ObjectRec
   m.checksum = r.checksum();
   m.checksum_format = r.checksum_format();
   m.put_id = r.put_id();
+  m.request_id = r.request_id();
   m.version = r.version();
   m.tenant = r.tenant();
   m.pin = static_cast<master::PinLevel>(r.pin());

@@ -212,6 +212,31 @@ TEST_F(ReplayToRestore, CommittedRemovedAndPendingObjectsComeBack) {
   EXPECT_EQ(follower->Stats().used_bytes, before.used_bytes + 50 * 8192);
 }
 
+TEST_F(ReplayToRestore, APutStartSentAgainGetsTheSamePutEvenAtTheNewLeader) {
+  ASSERT_TRUE(leader_->MountSegment(MountReq("w1", 1 << 20)).ok());
+  sp::PutStartRequest req = PutReq("k", 3000);
+  req.set_request_id(77);
+  auto first = leader_->PutStart(req);
+  ASSERT_TRUE(first.ok());
+  auto again = leader_->PutStart(req);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->put_id(), first->put_id());
+  ASSERT_EQ(again->replicas_size(), 1);
+  EXPECT_EQ(again->replicas(0).offset(), first->replicas(0).offset());
+  sp::PutStartRequest other = req;
+  other.set_request_id(78);
+  EXPECT_TRUE(absl::IsAlreadyExists(leader_->PutStart(other).status()));
+  EXPECT_EQ(leader_->Stats().pending_puts, 1);
+
+  master::RestoreReport report;
+  auto follower = Restored(Replay(), &report);
+  auto resent = follower->PutStart(req);  // the channel resends it at the new leader
+  ASSERT_TRUE(resent.ok()) << resent.status();
+  EXPECT_EQ(resent->put_id(), first->put_id());
+  EXPECT_EQ(resent->replicas(0).offset(), first->replicas(0).offset());
+  ASSERT_TRUE(follower->PutEnd(EndReq("k", first->put_id())).ok());
+}
+
 TEST_F(ReplayToRestore, UnmountedSegmentAndReplaceAreReplayed) {
   ASSERT_TRUE(leader_->MountSegment(MountReq("w1", 1 << 20)).ok());
   auto m2 = leader_->MountSegment(MountReq("w2", 1 << 20));

@@ -68,6 +68,7 @@ struct ObjectMeta {
   uint64_t checksum = 0;
   uint32_t checksum_format = 0;  // store::proto::ChecksumFormat, as the writer gave it
   uint64_t put_id = 0;           // the put that created (or is creating) this object
+  uint64_t request_id = 0;       // pending: the PutStart's request_id (0: none)
   uint64_t version = 0;          // 0 while pending; unique across keys once committed
   std::string tenant;
   PinLevel pin = PinLevel::kNone;

@@ -281,6 +281,7 @@ class StoreNode {
     ho.cluster = options_.ha_cluster;
     ho.lease_ttl_ms = options_.ha_lease_ttl_ms;
     ho.tick_interval_ms = options_.tick_interval_ms;
+    ho.on_event = options_.on_event;
     const EvictionPolicyKind policy = options_.eviction_policy;
     ha_ = std::make_unique<ha::HaMaster<MasterT>>(
         ho,

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -132,6 +133,8 @@ struct StoreNodeOptions {
   // instead of `master`: endpoints and cluster; "" = use `master`.
   std::string master_etcd;
   std::string master_cluster;
+  // Where the node reports events (HA: leader changes, snapshots); null: nowhere.
+  std::function<void(const std::string&)> on_event;
 };
 
 // "etcd://h:p[,h:p...]/CLUSTER" -> ("http://h:p[,http://h:p...]", CLUSTER).

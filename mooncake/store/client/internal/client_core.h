@@ -154,6 +154,12 @@ class ClientCore {
     }
   }
 
+  uint64_t NextRequestId() {
+    // relaxed: only uniqueness matters.
+    const uint64_t id = next_request_id_.fetch_add(1, std::memory_order_relaxed);
+    return id != 0 ? id : next_request_id_.fetch_add(1, std::memory_order_relaxed);
+  }
+
   std::string Tenant(std::string_view t) const {
     return t.empty() ? options_.tenant : std::string(t);
   }
@@ -334,6 +340,12 @@ class ClientCore {
   const client::ClientOptions options_;
   C* const channel_;
   std::unique_ptr<transport::Router> router_;
+  // PutStartRequest.request_id: a random start, then a counter (unique per
+  // client; a resent PutStart is known by it).
+  std::atomic<uint64_t> next_request_id_{[] {
+    std::random_device rd;
+    return ((uint64_t{rd()} << 32) ^ rd()) | 1;
+  }()};
   client::SegmentResolver resolver_;
   client::MetadataCache cache_;
   BufferRegistry buffers_;

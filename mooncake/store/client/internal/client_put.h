@@ -177,6 +177,7 @@ std::vector<absl::Status> ClientCore<C>::PutRound(std::span<const client::PutIte
     if (o.tensor != nullptr) *r.mutable_tensor() = *o.tensor;
     r.set_client_id(options_.client_id);
     r.set_client_host_id(options_.host_id);
+    r.set_request_id(NextRequestId());
     who.push_back(i);
   }
   std::vector<client::PutItem> started;

@@ -139,10 +139,12 @@ PinLevel PinToKeep(MasterState<A, P>& s, const std::string& key, std::string_vie
 // Inserts the pending entry for `put_id` under the key, or under
 // ReplacementKey(key) when it replaces a committed object; returns which.
 // Retires stale occupants (a timed-out put, an expired object) first.
+// A PutStart sent again (same key, same nonzero request_id) while its put
+// is pending: *same_put is set to that put's id and nothing changes.
 template <typename A, typename P>
 absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutStartRequest& req,
                                        std::string_view tenant, const PinChoice& pin,
-                                       uint64_t put_id, int64_t now) {
+                                       uint64_t put_id, int64_t now, uint64_t* same_put) {
   const std::string& key = req.key();
   const bool replace = req.options().replace();
   std::vector<std::pair<std::string, Retired>> stale;
@@ -162,9 +164,17 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
     };
     PinLevel level = pin.keep ? PinLevel::kNone : pin.level;
     int64_t pin_until_ns = 0;
+    auto resent = [&](const ObjectMeta& m) {
+      return !m.committed() && req.request_id() != 0 && m.request_id == req.request_id() &&
+             m.size_bytes == req.size_bytes();
+    };
     auto it = sh.objects.find(key);
     if (it != sh.objects.end() && !retire_stale(it)) {
       const ObjectMeta& old = it->second;
+      if (resent(old)) {
+        *same_put = old.put_id;
+        return absl::OkStatus();
+      }
       if (!replace || !old.committed() || old.tenant != tenant) return KeyTaken(key, old);
       slot = master::ReplacementKey(key);
       if (pin.keep) {
@@ -178,6 +188,11 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
     }
     const std::string replacement = slot == key ? master::ReplacementKey(key) : slot;
     if (auto r = sh.objects.find(replacement); r != sh.objects.end() && !retire_stale(r)) {
+      if (resent(r->second)) {
+        *same_put = r->second.put_id;
+        slot = replacement;
+        return absl::OkStatus();
+      }
       return absl::AlreadyExistsError(absl::StrCat("key '", absl::CEscape(key),
                                                    "' is being replaced (put ", r->second.put_id,
                                                    "); retry after that put ends or is revoked"));
@@ -187,6 +202,7 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
     m.checksum = req.checksum();
     m.checksum_format = static_cast<uint32_t>(req.checksum_format());
     m.put_id = put_id;
+    m.request_id = req.request_id();
     m.tenant = std::string(tenant);
     m.pin = level;
     m.pin_ttl_ms = pin.keep || level != PinLevel::kSoft ? 0 : pin.ttl_ms;
@@ -198,7 +214,7 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
   });
   for (auto& [k, r] : stale) s.FinishRetired(r, k, /*erase_from_evictor=*/true);
   if (!status.ok()) return status;
-  s.pending_puts.fetch_add(1, std::memory_order_relaxed);
+  if (*same_put == 0) s.pending_puts.fetch_add(1, std::memory_order_relaxed);
   return slot;
 }
 
@@ -255,12 +271,33 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
   const uint64_t charge = req.size_bytes() * replicas;  // no overflow: both are bounded
   RETURN_IF_ERROR(s.AdmitCharge(tenant, pin, charge));
   const uint64_t put_id = s.ids.Next();
+  uint64_t same_put = 0;
   absl::StatusOr<std::string> reserved =
-      ReserveKey(s, req, tenant, PinChoice{pin, po.pin_ttl_ms(), keep_pin}, put_id, now);
+      ReserveKey(s, req, tenant, PinChoice{pin, po.pin_ttl_ms(), keep_pin}, put_id, now, &same_put);
   if (!reserved.ok()) {
     s.ReleaseCharge(tenant, pin, charge);
     s.metrics.puts_failed->Increment();
     return reserved.status();
+  }
+  if (same_put != 0) {  // sent again: the first answer, once more
+    s.ReleaseCharge(tenant, pin, charge);
+    proto::PutStartResponse resp;
+    const bool placed = s.table.With(*reserved, [&](ObjectTable::Shard& sh) {
+      const ObjectMeta* m = sh.Find(*reserved);
+      if (m == nullptr || m->committed() || m->put_id != same_put || m->replicas.empty()) {
+        return false;
+      }
+      for (const Replica& r : m->replicas) master::ToProto(r, resp.add_replicas());
+      return true;
+    });
+    if (!placed) {
+      return absl::AbortedError(absl::StrCat("put ", same_put, " of key '",
+                                             absl::CEscape(req.key()),
+                                             "' is still being placed; start again"));
+    }
+    resp.set_put_id(same_put);
+    resp.set_put_timeout_ms(static_cast<uint64_t>(s.options.put_timeout_ms));
+    return resp;
   }
   const std::string& slot = *reserved;  // the key, or its ReplacementKey
   // Once placed, the entry carries the charge (ChargeBytes: size x replicas):

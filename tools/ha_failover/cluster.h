@@ -8,29 +8,23 @@
 // process at that index with a new one of the same flags (a new standby).
 // The leader is whatever etcd's leader key names (ha::ReadLeader).
 //
-// Every child gets PR_SET_PDEATHSIG(SIGKILL), so a campaign that dies leaves
-// nothing behind; the destructor kills and reaps every child (etcd last).
+// Children are tools/bench's ChildProcess (PR_SET_PDEATHSIG(SIGKILL), so a
+// campaign that dies leaves nothing behind); the destructor SIGKILLs and reaps
+// every child (etcd last), stopped ones included.
 //
 // Thread-safety: one owning thread.
 #ifndef MOONCAKE_TOOLS_HA_FAILOVER_CLUSTER_H_
 #define MOONCAKE_TOOLS_HA_FAILOVER_CLUSTER_H_
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -44,96 +38,11 @@
 #include "mooncake/store/ha/election.h"
 #include "mooncake/store/ha/etcd_client.h"
 #include "mooncake/store/ha/testing/etcd_process.h"
+#include "tools/bench/child_process.h"
+#include "tools/bench/servers.h"
+#include "tools/bench/text_query.h"
 
 namespace mooncake::ha_failover {
-
-// One child process with its output in a log file. tools/bench/child_process.h
-// has the same shape but is visible to //tools only.
-class Child {
- public:
-  Child() = default;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child() { Kill(SIGKILL); }
-
-  absl::Status Spawn(const std::vector<std::string>& argv, const std::string& log) {
-    MC_ASSERT(pid_ <= 0, "Spawn over a running child");
-    MC_ASSERT(!argv.empty(), "a child needs a program");
-    if (access(argv[0].c_str(), X_OK) != 0) {
-      return absl::NotFoundError(absl::StrCat(argv[0], " is not an executable file"));
-    }
-    log_ = log;
-    const pid_t parent = getpid();
-    const pid_t pid = fork();
-    if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-    if (pid == 0) Exec(argv, log, parent);  // never returns
-    pid_ = pid;
-    return absl::OkStatus();
-  }
-
-  pid_t pid() const { return pid_; }
-
-  // False once it has exited (reaps it).
-  bool Running() {
-    if (pid_ <= 0) return false;
-    if (waitpid(pid_, &status_, WNOHANG) == pid_) pid_ = -1;
-    return pid_ > 0;
-  }
-
-  // Sends `sig`; with SIGKILL also reaps (the process is gone on return).
-  void Kill(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    if (sig == SIGKILL) {
-      while (waitpid(pid_, &status_, 0) < 0 && errno == EINTR) {
-      }
-      pid_ = -1;
-    }
-  }
-
-  // Waits for the exit; false (still running) after `timeout`.
-  bool WaitExit(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (Running()) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(2));
-    }
-    return true;
-  }
-
-  int exit_status() const { return status_; }
-
-  std::string LogTail(size_t max_bytes = 1500) const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string s = ss.str();
-    return s.size() > max_bytes ? s.substr(s.size() - max_bytes) : s;
-  }
-
- private:
-  [[noreturn]] static void Exec(const std::vector<std::string>& argv, const std::string& log,
-                                pid_t parent) {
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(126);  // the parent died before prctl
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd >= 0) {
-      dup2(fd, STDOUT_FILENO);
-      dup2(fd, STDERR_FILENO);
-      close(fd);
-    }
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    std::fprintf(stderr, "exec %s: %s\n", args[0], std::strerror(errno));
-    _exit(127);
-  }
-
-  pid_t pid_ = -1;
-  int status_ = 0;
-  std::string log_;
-};
 
 struct ClusterOptions {
   std::string store_binary;  // tools/mooncake_store
@@ -151,6 +60,8 @@ class HaCluster {
   HaCluster(const HaCluster&) = delete;
   HaCluster& operator=(const HaCluster&) = delete;
   ~HaCluster() {
+    for (auto& n : workers_) KillAndReap(n->child);
+    for (auto& n : masters_) KillAndReap(n->child);
     workers_.clear();
     masters_.clear();
     etcd_.reset();
@@ -177,6 +88,7 @@ class HaCluster {
   }
 
   std::string etcd_endpoint() const { return etcd_->endpoint(); }
+  const ha::EtcdClient& etcd() const { return *etcd_client_; }
   const std::string& cluster() const { return options_.cluster; }
   int masters() const { return options_.masters; }
 
@@ -206,12 +118,28 @@ class HaCluster {
                                                     " (last etcd error: ", last.ToString(), ")"));
   }
 
-  // Signals master `i`; SIGKILL also reaps it.
-  void SignalMaster(int i, int sig) { masters_[i]->child.Kill(sig); }
-  bool WaitMasterExit(int i, absl::Duration timeout) {
-    return masters_[i]->child.WaitExit(timeout);
+  // Signals master `i` (SIGSTOP and SIGCONT too); SIGKILL also reaps it.
+  void SignalMaster(int i, int sig) {
+    bench::ChildProcess& c = masters_[i]->child;
+    if (sig == SIGKILL) {
+      KillAndReap(c);
+    } else if (c.pid() > 0) {
+      ::kill(c.pid(), sig);
+    }
   }
-  int MasterExitStatus(int i) const { return masters_[i]->child.exit_status(); }
+  bool WaitMasterExit(int i, absl::Duration timeout) {
+    return WaitExit(masters_[i]->child, timeout);
+  }
+
+  // The RPC address master `i` advertises (its candidate id in etcd).
+  const std::string& MasterRpc(int i) const { return masters_[i]->rpc; }
+
+  // Metric `name` on master `i`'s /metrics (its http address from its ready
+  // file); UNAVAILABLE or DEADLINE_EXCEEDED when it does not answer.
+  absl::StatusOr<double> MasterMetric(int i, std::string_view name) const {
+    ASSIGN_OR_RETURN(std::string text, bench::HttpGet(masters_[i]->http, "/metrics"));
+    return bench::PrometheusValue(text, name);
+  }
 
   // Starts master `i` again (same flags; a new standby, or the leader if none
   // is left); returns once it is serving (its ready file is written).
@@ -224,9 +152,8 @@ class HaCluster {
   absl::Status CheckAlive() {
     for (size_t i = 0; i < workers_.size(); ++i) {
       if (!workers_[i]->child.Running()) {
-        return absl::InternalError(absl::StrCat("worker ", i, " exited (status ",
-                                                workers_[i]->child.exit_status(), "):\n",
-                                                workers_[i]->child.LogTail()));
+        return absl::InternalError(
+            absl::StrCat("worker ", i, " exited: ", workers_[i]->child.Describe()));
       }
     }
     return absl::OkStatus();
@@ -236,10 +163,28 @@ class HaCluster {
 
  private:
   struct Node {
-    Child child;
-    std::string rpc;  // the master's RPC address (empty for a worker)
+    bench::ChildProcess child;
+    std::string rpc;   // the RPC address from the ready file
+    std::string http;  // the HTTP (/metrics) address from the ready file
     int generation = 0;
   };
+
+  // SIGKILL works on a stopped process too; Running() reaps it.
+  static void KillAndReap(bench::ChildProcess& c) {
+    if (c.pid() <= 0) return;
+    ::kill(c.pid(), SIGKILL);
+    while (c.Running()) absl::SleepFor(absl::Milliseconds(1));
+  }
+
+  // False (still running) after `timeout`.
+  static bool WaitExit(bench::ChildProcess& c, absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (c.Running()) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return true;
+  }
 
   explicit HaCluster(ClusterOptions options) : options_(std::move(options)) {}
 
@@ -268,34 +213,25 @@ class HaCluster {
     std::vector<std::string> argv = {options_.store_binary, "--http=127.0.0.1:0",
                                      "--status_interval=0", absl::StrCat("--ready_file=", ready)};
     argv.insert(argv.end(), flags.begin(), flags.end());
-    RETURN_IF_ERROR(n.child.Spawn(argv, absl::StrCat(options_.dir, "/", name, ".log")));
+    ASSIGN_OR_RETURN(
+        n.child, bench::ChildProcess::Spawn(argv, absl::StrCat(options_.dir, "/", name, ".log")));
     const absl::Time deadline = absl::Now() + options_.start_timeout;
     while (absl::Now() < deadline) {
       if (!n.child.Running()) {
-        return absl::UnavailableError(absl::StrCat(name, " exited (status ", n.child.exit_status(),
-                                                   "):\n", n.child.LogTail()));
+        return absl::UnavailableError(absl::StrCat(name, " exited: ", n.child.Describe()));
       }
-      std::map<std::string, std::string> kv = ReadReadyFile(ready);
-      if (kv.contains("pid")) {
+      // Empty until rpc, http and pid are all written.
+      std::map<std::string, std::string> kv = bench::ReadReadyFile(ready);
+      if (!kv.empty()) {
         n.rpc = kv["rpc"];
+        n.http = kv["http"];
         return absl::OkStatus();
       }
       absl::SleepFor(absl::Milliseconds(5));
     }
     return absl::DeadlineExceededError(absl::StrCat(name, " wrote no ready file in ",
                                                     absl::FormatDuration(options_.start_timeout),
-                                                    ":\n", n.child.LogTail()));
-  }
-
-  // The "key=value" lines of a store's ready file (written atomically).
-  static std::map<std::string, std::string> ReadReadyFile(const std::string& path) {
-    std::ifstream in(path);
-    std::map<std::string, std::string> kv;
-    for (std::string line; std::getline(in, line);) {
-      const size_t eq = line.find('=');
-      if (eq != std::string::npos) kv[line.substr(0, eq)] = line.substr(eq + 1);
-    }
-    return kv;
+                                                    ": ", n.child.Describe()));
   }
 
   ClusterOptions options_;

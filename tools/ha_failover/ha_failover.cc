@@ -13,7 +13,18 @@
 //   --mode=cold     SIGKILLs every master while the workers stay up and
 //                   starts new ones (--rounds times); every acknowledged
 //                   object must still be readable.
-// At the end every key is read once more and checked. Prints a summary (and
+//   --mode=isolate  cuts the leader off with SIGSTOP for --pause_ms (longer
+//                   than the lease TTL) and then SIGCONTs it, --kills times.
+//                   A standby must take over and serve (RTO as for kill;
+//                   clients whose call was queued at the stopped leader wait
+//                   for SIGCONT or their deadline), and the resumed old
+//                   leader must step down within --step_down_timeout_ms of
+//                   SIGCONT (etcd names another leader and its /metrics say
+//                   mooncake_ha_leader 0) and then follow: its
+//                   mooncake_ha_applied_seq reaches the leader's.
+// At the end every key is read once more and checked, and the oplog still
+// in etcd is checked for fencing (fencing.h: contiguous seqs, epochs that
+// never go back). Prints a summary (and
 // --json=FILE); exits 1 when an acknowledged object was lost or read wrong,
 // 2 when the campaign itself could not run (a process did not start, the
 // cluster did not recover within --settle_timeout). The RTO target (P99 <=
@@ -33,6 +44,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,12 +60,18 @@
 #include "mooncake/base/clock.h"
 #include "mooncake/base/status_macros.h"
 #include "tools/ha_failover/cluster.h"
+#include "tools/ha_failover/fencing.h"
 #include "tools/ha_failover/workload.h"
 
 ABSL_FLAG(std::string, mode, "kill",
-          "kill (SIGKILL the leader), rolling (SIGTERM each master) "
-          "or cold (SIGKILL every master at once)");
-ABSL_FLAG(int32_t, kills, 20, "--mode=kill: how many times the leader is killed");
+          "kill (SIGKILL the leader), rolling (SIGTERM each master), "
+          "cold (SIGKILL every master at once) or isolate (SIGSTOP the leader, then SIGCONT)");
+ABSL_FLAG(int32_t, kills, 20,
+          "--mode=kill and isolate: how many times the leader is killed or isolated");
+ABSL_FLAG(int64_t, pause_ms, 3000,
+          "--mode=isolate: how long the leader stays stopped (more than --lease_ttl_ms)");
+ABSL_FLAG(int64_t, step_down_timeout_ms, 5000,
+          "--mode=isolate: longest wait from SIGCONT until the old leader says it is not leader");
 ABSL_FLAG(int32_t, rounds, 1, "--mode=rolling and cold: how many rounds");
 ABSL_FLAG(int32_t, clients, 8, "client threads, each with its own channel and client");
 ABSL_FLAG(int32_t, keys_per_client, 32, "keys each client writes (no key has two writers)");
@@ -82,6 +100,11 @@ struct Event {
   int new_leader = -1;
   int64_t leader_ns = 0;    // from the event to a new leader in etcd
   int64_t recovery_ns = 0;  // the RTO: to every client's first success
+  // --mode=isolate: from SIGCONT until the old leader's mooncake_ha_leader is
+  // 0, and until its mooncake_ha_applied_seq reached the leader's.
+  int64_t step_down_ns = -1;
+  int64_t follow_ns = -1;
+  uint64_t followed_to_seq = 0;
 };
 
 struct Report {
@@ -91,7 +114,9 @@ struct Report {
   uint64_t failed_during_events = 0;  // rolling: its target is 0
   uint64_t keys_checked = 0;
   uint64_t unreadable = 0;
-  std::string error;  // the campaign could not finish
+  std::string fencing;            // the fencing check's summary line
+  std::string fencing_violation;  // what the fencing check found wrong
+  std::string error;              // the campaign could not finish
 };
 
 absl::StatusOr<std::string> FindStoreBinary() {
@@ -126,8 +151,9 @@ absl::StatusOr<std::string> MakeWorkDir() {
 
 // Waits until a running master other than `not_this` leads and every client
 // completed a call started after `workload.BeginEvent()`; fills the timings.
+// `on_tick` (if any) runs on every poll.
 absl::Status AwaitRecovery(HaCluster& cluster, Workload& workload, int not_this, int64_t start_ns,
-                           Event& e) {
+                           Event& e, const std::function<void()>& on_tick = {}) {
   const absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_settle_timeout_s));
   while (e.new_leader < 0 || e.recovery_ns == 0) {
     if (absl::Now() > deadline) {
@@ -136,6 +162,7 @@ absl::Status AwaitRecovery(HaCluster& cluster, Workload& workload, int not_this,
           " s (new leader: ", e.new_leader < 0 ? "none" : absl::StrCat("master", e.new_leader),
           "; every client succeeded since: ", e.recovery_ns != 0 ? "yes" : "no", ")"));
     }
+    if (on_tick) on_tick();
     RETURN_IF_ERROR(cluster.CheckAlive());
     if (e.new_leader < 0) {
       absl::StatusOr<int> l = cluster.LeaderIndex();
@@ -164,6 +191,83 @@ absl::Status RunKills(HaCluster& cluster, Workload& workload, Report& report) {
     RETURN_IF_ERROR(AwaitRecovery(cluster, workload, leader, start, e));
     report.events.push_back(e);
     RETURN_IF_ERROR(cluster.RestartMaster(leader));
+    Pause(absl::GetFlag(FLAGS_interval_ms));
+  }
+  return absl::OkStatus();
+}
+
+// After SIGCONT of the old leader `old`: waits until etcd names another
+// running master and `old`'s /metrics say it is not leader (else the old
+// leader still serves: an error), then until its applied seq reaches what
+// the leader had applied by then.
+absl::Status AwaitStepDownAndFollow(HaCluster& cluster, int old, int64_t cont_ns, Event& e) {
+  const int64_t step_down_timeout_ms = absl::GetFlag(FLAGS_step_down_timeout_ms);
+  const absl::Time step_down_deadline = absl::Now() + absl::Milliseconds(step_down_timeout_ms);
+  absl::StatusOr<double> is_leader = -1.0;
+  absl::StatusOr<int> leader = -1;
+  while (true) {
+    leader = cluster.LeaderIndex();
+    is_leader = cluster.MasterMetric(old, "mooncake_ha_leader");
+    if (leader.ok() && *leader >= 0 && *leader != old && is_leader.ok() && *is_leader == 0) break;
+    if (absl::Now() > step_down_deadline) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(e.what, ": the old leader master", old, " did not step down within ",
+                       step_down_timeout_ms, " ms of SIGCONT (etcd's leader: ",
+                       leader.ok() ? absl::StrCat("master", *leader) : leader.status().ToString(),
+                       "; its mooncake_ha_leader: ",
+                       is_leader.ok() ? absl::StrCat(*is_leader) : is_leader.status().ToString(),
+                       ")\n", cluster.MasterLogTail(old)));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  e.step_down_ns = NowNs() - cont_ns;
+  ASSIGN_OR_RETURN(const double target, cluster.MasterMetric(*leader, "mooncake_ha_applied_seq"));
+  const absl::Time follow_deadline =
+      absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_settle_timeout_s));
+  absl::StatusOr<double> applied = 0.0;
+  while (true) {
+    applied = cluster.MasterMetric(old, "mooncake_ha_applied_seq");
+    if (applied.ok() && *applied >= target) break;
+    if (absl::Now() > follow_deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(e.what, ": the old leader master", old, " did not follow: applied seq ",
+                       applied.ok() ? absl::StrCat(*applied) : applied.status().ToString(),
+                       ", the leader's was ", target, " ", absl::GetFlag(FLAGS_settle_timeout_s),
+                       " s before\n", cluster.MasterLogTail(old)));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  e.follow_ns = NowNs() - cont_ns;
+  e.followed_to_seq = static_cast<uint64_t>(*applied);
+  return absl::OkStatus();
+}
+
+absl::Status RunIsolate(HaCluster& cluster, Workload& workload, Report& report) {
+  const int64_t pause_ns = absl::GetFlag(FLAGS_pause_ms) * 1'000'000;
+  for (int k = 0; k < absl::GetFlag(FLAGS_kills); ++k) {
+    ASSIGN_OR_RETURN(int leader, cluster.WaitLeader(-1, absl::Seconds(15)));
+    Event e{.what = absl::StrCat("SIGSTOP leader master", leader)};
+    const int64_t start = NowNs();
+    cluster.SignalMaster(leader, SIGSTOP);
+    workload.BeginEvent();
+    int64_t cont_ns = 0;
+    auto resume_when_due = [&] {
+      if (cont_ns == 0 && NowNs() - start >= pause_ns) {
+        cluster.SignalMaster(leader, SIGCONT);
+        cont_ns = NowNs();
+      }
+    };
+    absl::Status recovered = AwaitRecovery(cluster, workload, leader, start, e, resume_when_due);
+    if (!recovered.ok()) {
+      cluster.SignalMaster(leader, SIGCONT);
+      return recovered;
+    }
+    while (cont_ns == 0) {
+      absl::SleepFor(absl::Milliseconds(1));
+      resume_when_due();
+    }
+    RETURN_IF_ERROR(AwaitStepDownAndFollow(cluster, leader, cont_ns, e));
+    report.events.push_back(e);
     Pause(absl::GetFlag(FLAGS_interval_ms));
   }
   return absl::OkStatus();
@@ -230,7 +334,8 @@ Rto RtoOf(const Report& r) {
 }
 
 bool Passed(const Report& r) {
-  return r.error.empty() && r.totals.lost == 0 && r.totals.wrong == 0;
+  return r.error.empty() && r.fencing_violation.empty() && r.totals.lost == 0 &&
+         r.totals.wrong == 0;
 }
 
 void PrintSummary(const Report& r) {
@@ -240,6 +345,13 @@ void PrintSummary(const Report& r) {
     const Event& e = r.events[i];
     std::printf("  %-5zu %-28s master%-4d %8.3f s    %8.3f s\n", i + 1, e.what.c_str(),
                 e.new_leader, Seconds(e.leader_ns), Seconds(e.recovery_ns));
+    if (e.step_down_ns >= 0) {
+      std::printf(
+          "        old leader after SIGCONT: not leader in %.3f s, applied seq %llu in "
+          "%.3f s\n",
+          Seconds(e.step_down_ns), static_cast<unsigned long long>(e.followed_to_seq),
+          Seconds(e.follow_ns));
+    }
   }
   const Rto rto = RtoOf(r);
   std::printf("\n  %-24s %s\n", "mode", r.mode.c_str());
@@ -262,6 +374,10 @@ void PrintSummary(const Report& r) {
   std::printf("  %-24s %llu keys, %llu unreadable\n", "final check",
               static_cast<unsigned long long>(r.keys_checked),
               static_cast<unsigned long long>(r.unreadable));
+  if (!r.fencing.empty()) std::printf("  %-24s %s\n", "fencing", r.fencing.c_str());
+  if (!r.fencing_violation.empty()) {
+    std::printf("  %-24s FAILED: %s\n", "fencing", r.fencing_violation.c_str());
+  }
   for (const std::string& a : r.totals.anomalies) std::printf("  ! %s\n", a.c_str());
   for (const std::string& f : r.totals.failures) std::printf("  failed call: %s\n", f.c_str());
   if (!r.error.empty()) std::printf("  campaign error: %s\n", r.error.c_str());
@@ -287,20 +403,27 @@ absl::Status WriteJson(const std::string& path, const Report& r) {
   const Rto rto = RtoOf(r);
   std::string events;
   for (const Event& e : r.events) {
-    absl::StrAppendFormat(&events, "%s{\"what\": %s, \"leader_s\": %.4f, \"rto_s\": %.4f}",
+    absl::StrAppendFormat(&events, "%s{\"what\": %s, \"leader_s\": %.4f, \"rto_s\": %.4f",
                           events.empty() ? "" : ", ", JsonString(e.what), Seconds(e.leader_ns),
                           Seconds(e.recovery_ns));
+    if (e.step_down_ns >= 0) {
+      absl::StrAppendFormat(&events, ", \"step_down_s\": %.4f, \"follow_s\": %.4f",
+                            Seconds(e.step_down_ns), Seconds(e.follow_ns));
+    }
+    events += "}";
   }
   const std::string json = absl::StrFormat(
       "{\n  \"mode\": %s,\n  \"events\": %d,\n  \"ops_ok\": %d,\n  \"ops_failed\": %d,\n"
       "  \"failed_during_events\": %d,\n  \"lost\": %d,\n  \"wrong\": %d,\n"
       "  \"rto_median_s\": %.4f,\n  \"rto_p99_s\": %.4f,\n  \"rto_max_s\": %.4f,\n"
       "  \"rto_target_p99_s\": %.1f,\n  \"rto_target_met\": %s,\n  \"keys_checked\": %d,\n"
-      "  \"unreadable\": %d,\n  \"error\": %s,\n  \"passed\": %s,\n  \"per_event\": [%s]\n}\n",
+      "  \"unreadable\": %d,\n  \"fencing\": %s,\n  \"fencing_violation\": %s,\n  \"error\": %s,\n "
+      " \"passed\": %s,\n  \"per_event\": [%s]\n}\n",
       JsonString(r.mode), r.events.size(), r.totals.ok, r.totals.failed, r.failed_during_events,
       r.totals.lost, r.totals.wrong, rto.median, rto.p99, rto.max, kRtoTargetP99Seconds,
       rto.p99 <= kRtoTargetP99Seconds ? "true" : "false", r.keys_checked, r.unreadable,
-      JsonString(r.error), Passed(r) ? "true" : "false", events);
+      JsonString(r.fencing), JsonString(r.fencing_violation), JsonString(r.error),
+      Passed(r) ? "true" : "false", events);
   std::ofstream out(path);
   out << json;
   out.close();
@@ -315,13 +438,15 @@ absl::Status Campaign(HaCluster& cluster, Workload& workload, Report& report) {
   Pause(absl::GetFlag(FLAGS_warmup_ms));
   if (report.mode == "kill") return RunKills(cluster, workload, report);
   if (report.mode == "rolling") return RunRolling(cluster, workload, report);
+  if (report.mode == "isolate") return RunIsolate(cluster, workload, report);
   return RunCold(cluster, workload, report);
 }
 
 int Main() {
   Report report{.mode = absl::GetFlag(FLAGS_mode)};
-  if (report.mode != "kill" && report.mode != "rolling" && report.mode != "cold") {
-    std::fprintf(stderr, "ha_failover: --mode must be kill, rolling or cold\n");
+  if (report.mode != "kill" && report.mode != "rolling" && report.mode != "cold" &&
+      report.mode != "isolate") {
+    std::fprintf(stderr, "ha_failover: --mode must be kill, rolling, cold or isolate\n");
     return 2;
   }
   absl::StatusOr<std::string> binary = FindStoreBinary();
@@ -361,6 +486,18 @@ int Main() {
       report.unreadable = *unreadable;
     } else {
       report.error = absl::StrCat("final check: ", unreadable.status().ToString());
+    }
+  }
+  if (report.error.empty()) {
+    absl::StatusOr<FencingReport> f = CheckFencing((*cluster)->etcd(), (*cluster)->cluster());
+    if (f.ok()) {
+      report.fencing =
+          absl::StrCat(f->batches, " batches from ", f->epochs.size(),
+                       " epochs, epochs never go back (seq ", f->first_seq, "..", f->last_seq, ")");
+    } else if (absl::IsDataLoss(f.status())) {
+      report.fencing_violation = f.status().ToString();
+    } else {
+      report.error = absl::StrCat("fencing check: ", f.status().ToString());
     }
   }
   report.totals = workload.totals();

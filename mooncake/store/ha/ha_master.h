@@ -168,6 +168,17 @@ class HaMaster {
     Event(absl::StrCat("HA: ", s.ToString()));
   }
   void RefreshGauges();
+  // Applies the queued stored batches to the mirror.
+  void DrainMirror() ABSL_EXCLUSIVE_LOCKS_REQUIRED(replay_mu_) {
+    std::vector<hproto::OplogBatch> q;
+    {
+      absl::MutexLock lock(&mirror_mu_);
+      q.swap(mirror_queue_);
+    }
+    for (const hproto::OplogBatch& b : q) {
+      if (absl::Status st = replay_.Apply(b); !st.ok()) SetError(st);
+    }
+  }
   void Event(const std::string& line) const {
     if (options_.on_event != nullptr) options_.on_event(line);
   }
@@ -183,6 +194,10 @@ class HaMaster {
   mutable absl::Mutex replay_mu_;
   ReplayState replay_ ABSL_GUARDED_BY(replay_mu_);
   uint64_t standby_lag_ ABSL_GUARDED_BY(replay_mu_) = 0;  // batches in etcd not replayed
+  // Stored batches of this term not applied to replay_ yet (lock order:
+  // replay_mu_ -> mirror_mu_).
+  absl::Mutex mirror_mu_;
+  std::vector<hproto::OplogBatch> mirror_queue_ ABSL_GUARDED_BY(mirror_mu_);
 
   mutable absl::Mutex term_mu_;
   std::shared_ptr<Term> term_ ABSL_GUARDED_BY(term_mu_);
@@ -443,6 +458,8 @@ void HaMaster<MasterT>::Stop() {
     const absl::Time until = absl::Now() + absl::Milliseconds(2 * options_.lease_ttl_ms);
     while (t->writer->lag() > 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
     t->writer->Stop();
+    absl::MutexLock lock(&replay_mu_);
+    DrainMirror();
   }
   if (election_ != nullptr) {
     if (t != nullptr) {
@@ -539,9 +556,11 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
       [this, epoch](uint64_t seq, std::string_view bytes) {
         return store_->Append(epoch, seq, bytes);
       },
-      [this](const hproto::OplogBatch& b) {
-        absl::MutexLock lock(&replay_mu_);
-        if (absl::Status s = replay_.Apply(b); !s.ok()) SetError(s);
+      [this](hproto::OplogBatch&& b) {
+        // Queued: applied to the mirror by the role thread, so a snapshot
+        // being written never holds up a commit.
+        absl::MutexLock lock(&mirror_mu_);
+        mirror_queue_.push_back(std::move(b));
       },
       [this](const absl::Status& s) {
         absl::MutexLock lock(&events_mu_);
@@ -594,6 +613,10 @@ void HaMaster<MasterT>::Demote(const std::string& why) {
   if (t == nullptr) return;
   t->writer->Stop();  // waiters answered UNAVAILABLE
   {
+    absl::MutexLock lock(&replay_mu_);
+    DrainMirror();  // the mirror now holds every stored batch
+  }
+  {
     absl::MutexLock lock(&status_mu_);
     status_.leader = false;
     ++status_.step_downs;
@@ -610,6 +633,7 @@ void HaMaster<MasterT>::MaybeSnapshot(const std::shared_ptr<Term>& term) {
   hproto::Snapshot snap;
   {
     absl::MutexLock lock(&replay_mu_);
+    DrainMirror();
     if (replay_.batches() - batches_at_snapshot_ < options_.snapshot_every_batches ||
         absl::Now() - last_snapshot_ < options_.snapshot_min_interval) {
       return;

@@ -15,8 +15,9 @@
 //   - other errors (etcd unreachable, a timeout): the same batch is retried
 //     every retry_backoff until it is stored or Stop() (the election steps
 //     down before the lease can expire, and Stop fails the waiters).
-// A stored batch is handed to on_batch (the leader's mirror of the durable
-// state, for snapshots) before its waiters are answered.
+// A stored batch is handed to on_batch (for the leader's mirror of the
+// durable state; it must be quick: the next batch waits) before its waiters
+// are answered.
 //
 // Thread-safety: the MutationLog calls, appended(), WhenDurable() from any
 // thread; Start/Stop from the owner. Callbacks run on the committer thread
@@ -63,7 +64,7 @@ struct OplogWriterStats {
 class OplogWriter final : public master::MutationLog {
  public:
   using AppendFn = std::function<absl::Status(uint64_t seq, std::string_view bytes)>;
-  using BatchFn = std::function<void(const hproto::OplogBatch&)>;
+  using BatchFn = std::function<void(hproto::OplogBatch&&)>;
   using FatalFn = std::function<void(const absl::Status&)>;
   using NextIdFn = std::function<uint64_t()>;
   using Done = std::function<void(absl::Status)>;
@@ -225,14 +226,15 @@ class OplogWriter final : public master::MutationLog {
                                                 s.message(), "): it is not the leader any more")));
         return;
       }
-      if (on_batch_ != nullptr) on_batch_(batch);
+      const auto stored = static_cast<uint64_t>(batch.mutations_size());
+      if (on_batch_ != nullptr) on_batch_(std::move(batch));
       std::vector<Done> ready;
       {
         absl::MutexLock lock(&mu_);
         ++next_seq_;
-        durable_ += static_cast<uint64_t>(batch.mutations_size());
+        durable_ += stored;
         ++stats_.batches;
-        stats_.mutations += static_cast<uint64_t>(batch.mutations_size());
+        stats_.mutations += stored;
         stats_.bytes += bytes.size();
         stats_.last_commit_ns = clock_->NowNs() - start;
         auto end = waiters_.upper_bound(durable_);

@@ -31,8 +31,11 @@
 // (connection lost or refused, "not the leader", overloaded); such a call is
 // sent again, to the address resolve() gives then, every failover_retry_ns
 // until its deadline. So a call spans a failover and fails only at its
-// deadline. Only for servers whose every method may safely run twice (the HA
-// master's are: docs/ha.md says why).
+// deadline. A server that stops answering without closing (paused, cut off)
+// is noticed too: while calls wait and none completes for failover_probe_ns,
+// resolve() is asked again, and if the server moved the connection is broken
+// so its calls go to the new address. Only for servers whose every method may safely run twice (the
+// HA master's are: docs/ha.md says why).
 //
 // Metrics: per method with prefix "mooncake_rpc_client" (latency from send to
 // completion), on `options.metrics` or a private registry.
@@ -88,6 +91,10 @@ struct TcpChannelOptions {
   // address given to Connect, always.
   std::function<absl::StatusOr<std::string>()> resolve;
   int64_t failover_retry_ns = 50'000'000;  // between attempts of a call
+  // While calls wait and none completes for this long, resolve() is asked
+  // whether the server moved (a leader paused or cut off answers nothing;
+  // the calls then go to the new one instead of waiting for their deadline).
+  int64_t failover_probe_ns = 250'000'000;
 };
 
 class TcpChannel {
@@ -117,8 +124,11 @@ class TcpChannel {
         const int64_t left = deadline - MonotonicClock::Get().NowNs();
         auto fd = rpc_internal::ConnectTcp(channel->address(), std::max<int64_t>(left, 1'000'000));
         if (fd.ok()) {
-          absl::MutexLock lock(&channel->mu_);
-          channel->conn_ = channel->MakeConnection(std::move(*fd));
+          {
+            absl::MutexLock lock(&channel->mu_);
+            channel->conn_ = channel->MakeConnection(std::move(*fd));
+          }
+          if (options.resolve != nullptr) channel->StartRetryThread();
           return channel;
         }
         failed = fd.status();
@@ -255,6 +265,8 @@ class TcpChannel {
   }
   // Calls sent again after UNAVAILABLE (failover, see the file comment).
   uint64_t failover_retries() const { return failover_retries_.load(std::memory_order_relaxed); }
+  // Connections broken because the server went silent and moved (Probe).
+  uint64_t silent_moves() const { return silent_moves_.load(std::memory_order_relaxed); }
   MetricsRegistry* metrics() const { return metrics_.registry(); }
 
   // Calls in flight on the current connection.
@@ -298,9 +310,11 @@ class TcpChannel {
                                                      kMaxPayloadBytesCeiling));
     }
     if (o.connect_timeout_ns <= 0 || o.default_timeout_ns <= 0 || o.max_timeout_ns <= 0 ||
-        o.max_pending_calls < 1 || o.reconnect_backoff_ns < 0) {
+        o.max_pending_calls < 1 || o.reconnect_backoff_ns < 0 || o.failover_retry_ns <= 0 ||
+        o.failover_probe_ns <= 0) {
       return absl::InvalidArgumentError(
-          "timeouts and max_pending_calls must be positive, reconnect_backoff_ns >= 0");
+          "timeouts, failover intervals and max_pending_calls must be positive, "
+          "reconnect_backoff_ns >= 0");
     }
     return absl::OkStatus();
   }
@@ -341,6 +355,7 @@ class TcpChannel {
     ConnPtr c = *conn;
     c->Call(call->method_id, call->method_name, call->request, left,
             [this, call](const absl::Status& s, std::string_view payload) mutable {
+              completions_.fetch_add(1, std::memory_order_relaxed);
               if (absl::IsUnavailable(s)) {
                 Retry(std::move(call), s);
                 return;
@@ -370,13 +385,53 @@ class TcpChannel {
     call->done(absl::CancelledError("channel closed"), {});
   }
 
+  void StartRetryThread() {
+    absl::MutexLock lock(&retry_mu_);
+    if (!retry_stop_ && !retry_thread_.joinable()) {
+      retry_thread_ = std::thread([this] { RetryLoop(); });
+    }
+  }
+
+  // The retry thread's check for a server that went silent (see the file
+  // comment): only acts when resolve() names another address.
+  void Probe() {
+    ConnPtr c;
+    {
+      absl::MutexLock lock(&mu_);
+      c = conn_;
+    }
+    const uint64_t done = completions_.load(std::memory_order_relaxed);
+    const bool progress = done != probe_completions_;
+    probe_completions_ = done;
+    if (c == nullptr || c->broken() || c->pending() == 0 || progress) return;
+    absl::StatusOr<std::string> a = options_.resolve();
+    if (!a.ok()) return;
+    absl::MutexLock lock(&mu_);
+    if (*a == address_ || conn_ != c) return;
+    address_ = *a;
+    conn_->Break(absl::UnavailableError(absl::StrCat("no answer for ",
+                                                     options_.failover_probe_ns / 1'000'000,
+                                                     " ms and the server moved to ", address_)));
+    last_attempt_ns_ = 0;  // connect there now
+    silent_moves_.fetch_add(1, std::memory_order_relaxed);
+  }
+
   void RetryLoop() {
     absl::MutexLock lock(&retry_mu_);
+    int64_t next_probe = MonotonicClock::Get().NowNs() + options_.failover_probe_ns;
     for (;;) {
       if (retry_stop_) return;
       const int64_t now = MonotonicClock::Get().NowNs();
+      if (now >= next_probe) {
+        retry_mu_.Unlock();
+        Probe();
+        retry_mu_.Lock();
+        next_probe = MonotonicClock::Get().NowNs() + options_.failover_probe_ns;
+        continue;
+      }
       if (retries_.empty() || retries_.begin()->first > now) {
-        const int64_t wait = retries_.empty() ? 100'000'000 : retries_.begin()->first - now;
+        const int64_t wait =
+            std::min(next_probe, retries_.empty() ? next_probe : retries_.begin()->first) - now;
         retry_mu_.AwaitWithTimeout(absl::Condition(&retry_stop_), absl::Nanoseconds(wait));
         continue;
       }
@@ -464,6 +519,9 @@ class TcpChannel {
   bool retry_stop_ ABSL_GUARDED_BY(retry_mu_) = false;
   std::thread retry_thread_;
   std::atomic<uint64_t> failover_retries_{0};
+  std::atomic<uint64_t> completions_{0};  // answers to failover calls (Probe)
+  uint64_t probe_completions_ = 0;        // retry thread only
+  std::atomic<uint64_t> silent_moves_{0};
 };
 
 static_assert(RpcChannel<TcpChannel>);

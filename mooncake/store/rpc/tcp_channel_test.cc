@@ -498,5 +498,94 @@ TEST_F(TcpChannelTest, PerMethodMetricsOnBothSides) {
   EXPECT_NE(srv.find("mooncake_rpc_server_connections 1"), std::string::npos) << srv;
 }
 
+// ---- Failover (TcpChannelOptions::resolve) ------------------------------------
+
+namespace failover {
+
+struct Server {
+  ServiceRegistry registry;
+  std::unique_ptr<RpcServer> server;
+};
+
+std::unique_ptr<Server> StartEcho(int64_t sleep_ms) {
+  auto s = std::make_unique<Server>();
+  EXPECT_TRUE(s->registry
+                  .Register<EchoMethod>(
+                      [sleep_ms](const echo::EchoRequest& req, const ServerCallContext& ctx) {
+                        std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+                        return EchoHandler(req, ctx);
+                      })
+                  .ok());
+  s->server = std::make_unique<RpcServer>(&s->registry, RpcServerOptions{.worker_threads = 2});
+  EXPECT_TRUE(s->server->Start().ok());
+  return s;
+}
+
+TEST(TcpChannelFailoverTest, CallsFollowTheServerWhenTheFirstOneGoes) {
+  auto a = StartEcho(0);
+  auto b = StartEcho(0);
+  absl::Mutex mu;
+  std::string where = a->server->address();
+  TcpChannelOptions o;
+  o.resolve = [&]() -> absl::StatusOr<std::string> {
+    absl::MutexLock lock(&mu);
+    return where;
+  };
+  auto ch = TcpChannel::Connect("", o);
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  EXPECT_EQ((*ch)->address(), a->server->address());
+  ASSERT_TRUE(Call<EchoMethod>(**ch, MakeEcho("one")).ok());
+  a->server->Stop();
+  {
+    absl::MutexLock lock(&mu);
+    where = b->server->address();
+  }
+  auto r = Call<EchoMethod>(**ch, MakeEcho("two"), {.timeout_ns = 5'000'000'000});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->payload(), "two");
+  EXPECT_EQ((*ch)->address(), b->server->address());
+  EXPECT_GE((*ch)->failover_retries(), 1u);
+}
+
+TEST(TcpChannelFailoverTest, ASilentServerIsLeftWhenTheResolverNamesAnother) {
+  auto silent = StartEcho(3'000);  // answers, but only after 3 s
+  auto b = StartEcho(0);
+  absl::Mutex mu;
+  std::string where = silent->server->address();
+  TcpChannelOptions o;
+  o.resolve = [&]() -> absl::StatusOr<std::string> {
+    absl::MutexLock lock(&mu);
+    return where;
+  };
+  o.failover_probe_ns = 100'000'000;
+  auto ch = TcpChannel::Connect("", o);
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  std::thread flip([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    absl::MutexLock lock(&mu);
+    where = b->server->address();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto r = Call<EchoMethod>(**ch, MakeEcho("moved"), {.timeout_ns = 10'000'000'000});
+  const auto took = std::chrono::steady_clock::now() - start;
+  flip.join();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_LT(took, std::chrono::milliseconds(2'500));  // not the silent server's 3 s
+  EXPECT_EQ((*ch)->silent_moves(), 1u);
+}
+
+TEST(TcpChannelFailoverTest, NoServerAtAllFailsAtTheDeadline) {
+  TcpChannelOptions o;
+  o.resolve = []() -> absl::StatusOr<std::string> {
+    return absl::UnavailableError("no leader elected");
+  };
+  o.connect_timeout_ns = 300'000'000;
+  auto ch = TcpChannel::Connect("", o);
+  EXPECT_TRUE(absl::IsUnavailable(ch.status())) << ch.status();
+  o.failover_probe_ns = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(TcpChannel::Connect("", o).status()));
+}
+
+}  // namespace failover
 }  // namespace
 }  // namespace mooncake::rpc

@@ -71,6 +71,8 @@ ABSL_FLAG(int, depth, 32, "put pairs in flight per client in the pipelined runs"
 ABSL_FLAG(uint64_t, object_bytes, 4096, "size of every object put");
 ABSL_FLAG(uint64_t, segment_gib, 64, "size of the one mounted segment (bookkeeping only)");
 ABSL_FLAG(std::string, json, "", "write the medians to this file as JSON");
+ABSL_FLAG(int, batches_in_flight, 1,
+          "HA on: oplog batches being stored at once (OplogWriterOptions)");
 
 namespace mooncake::ha {
 namespace {
@@ -147,6 +149,7 @@ struct HaNode {
     HaMasterOptions o;
     o.etcd = etcd->endpoint();
     o.cluster = "bench";
+    o.writer.batches_in_flight = absl::GetFlag(FLAGS_batches_in_flight);
     ha = std::make_unique<HaMaster<M>>(
         o,
         [this]() -> absl::StatusOr<std::unique_ptr<M>> {

@@ -392,11 +392,15 @@ absl::Status HaMaster<MasterT>::CatchUp() {
       // Truncated behind a snapshot: load it, then go on from there.
       const uint64_t before = replay_.next_seq();
       RETURN_IF_ERROR(LoadSnapshot());
-      if (replay_.next_seq() == before || replay_.next_seq() > batches.front().first) {
-        return absl::DataLossError(absl::StrCat("oplog gap: batch ", before,
-                                                " is missing and no snapshot covers it (next is ",
-                                                batches.front().first, ")"));
+      if (replay_.next_seq() > batches.front().first) {
+        return absl::DataLossError(absl::StrCat("snapshot up to batch ", replay_.next_seq() - 1,
+                                                " is past the oplog's first batch ",
+                                                batches.front().first));
       }
+      // Otherwise a hole: the leader stores batches concurrently, and a later
+      // one may land first. Wait for it (a new leader discards what follows a
+      // hole its predecessor never filled: none of it was acknowledged).
+      if (replay_.next_seq() == before) return absl::OkStatus();
       continue;
     }
     for (const auto& [seq, bytes] : batches) {
@@ -537,6 +541,14 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
     absl::MutexLock lock(&replay_mu_);
     // The old leader is fenced now: everything it stored is in etcd.
     RETURN_IF_ERROR(CatchUp());
+    // Batches after a hole it never filled were never acknowledged (changes
+    // are acknowledged in seq order): discard them so the seqs are ours.
+    ASSIGN_OR_RETURN(std::optional<uint64_t> last, store_->LastSeq());
+    if (last.has_value() && *last >= replay_.next_seq()) {
+      RETURN_IF_ERROR(store_->DiscardFrom(epoch, replay_.next_seq()));
+      Event(absl::StrCat("HA: discarded unacknowledged oplog batches ", replay_.next_seq(), "..",
+                         *last, " after a hole the previous leader left"));
+    }
     replay_.ToRestore(ClockPair{MonotonicClock::Get().NowNs(), absl::GetCurrentTimeNanos()},
                       &segments, &objects, &bad);
     first_seq = replay_.next_seq();

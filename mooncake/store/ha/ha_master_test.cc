@@ -206,6 +206,38 @@ TEST_F(HaMasterTest, ColdRestartFromSnapshotAndOplogTail) {
   ExpectSame(*c, want);
 }
 
+TEST_F(HaMasterTest, ANewLeaderDiscardsBatchesAfterAHoleItsPredecessorLeft) {
+  // A predecessor (epoch of a leader key made here) stored batch 2 and died
+  // before batch 1 landed: batch 2 was never acknowledged.
+  auto etcd = *EtcdClient::Create(etcd_->endpoint());
+  OplogStore store(etcd, "test");
+  ASSERT_TRUE(etcd.Put("/mooncake/ha/test/leader", "gone:1").ok());
+  auto lk = etcd.Range("/mooncake/ha/test/leader");
+  ASSERT_TRUE(lk.ok());
+  hproto::OplogBatch orphan;
+  orphan.set_seq(2);
+  orphan.set_epoch(lk->kvs[0].create_revision);
+  orphan.add_mutations()->set_object_erased("x");
+  ASSERT_TRUE(
+      store.Append(lk->kvs[0].create_revision, 2, EncodeRecord(RecordKind::kBatch, orphan)).ok());
+  ASSERT_TRUE(etcd.DeleteRange("/mooncake/ha/test/leader").ok());
+
+  ASSERT_TRUE(StartNode(Options()).ok());
+  ASSERT_NE(WaitLeader(), nullptr);
+  auto c = Client();
+  std::vector<sp::GetReplicasResponse> want;
+  MountAndPut(*c, 5, &want);  // batches 1.. are this leader's
+  auto first = store.ReadFrom(1);
+  ASSERT_TRUE(first.ok());
+  ASSERT_FALSE(first->empty());
+  EXPECT_EQ(first->front().first, 1u);
+  for (const auto& [seq, bytes] : *first) {
+    hproto::OplogBatch b;
+    ASSERT_TRUE(DecodeRecord(RecordKind::kBatch, bytes, &b).ok());
+    EXPECT_NE(b.epoch(), orphan.epoch()) << "batch " << seq << " is the orphan";
+  }
+}
+
 TEST_F(HaMasterTest, BadInputIsRefusedClearly) {
   HaMasterOptions o = Options();
   o.cluster = "bad name!";

@@ -153,6 +153,25 @@ class OplogStore {
     return std::optional<uint64_t>(*seq);
   }
 
+  // Deletes every batch with seq >= `seq`, iff the leader key is still
+  // `epoch`'s (one fenced Txn). A new leader calls it for the batches after
+  // the first hole it found: its predecessor stored them out of order and
+  // died before the hole was filled, so none of them was acknowledged.
+  absl::Status DiscardFrom(int64_t epoch, uint64_t seq) const {
+    MC_ASSERT(epoch > 0, "an epoch is a create revision");
+    ASSIGN_OR_RETURN(
+        EtcdTxnResult r,
+        etcd_.Txn({LeaderIs(epoch)},
+                  {{.kind = EtcdOp::kDeleteRange,
+                    .key = keys_.Oplog(seq),
+                    .range_end = EtcdClient::PrefixEnd(keys_.OplogPrefix())}},
+                  {{.kind = EtcdOp::kRange, .key = keys_.Leader(), .keys_only = true}}));
+    if (r.succeeded) return absl::OkStatus();
+    if (r.ranges.empty()) return absl::DataLossError("oplog discard: txn answer is short");
+    RETURN_IF_ERROR(Fenced(epoch, r.ranges[0], "oplog discard"));
+    return absl::InternalError("oplog discard: the compare failed without a fence");
+  }
+
   // Deletes every batch with seq < `seq` (one DeleteRange).
   absl::Status TruncateBelow(uint64_t seq) const {
     if (seq == 0) return absl::OkStatus();

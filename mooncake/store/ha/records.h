@@ -232,6 +232,13 @@ class ReplayState {
       case hproto::Mutation::kObjectErased:
         objects_.erase(mu.object_erased());
         break;
+      case hproto::Mutation::kObjectReplaced: {
+        objects_.erase(mu.object_replaced().replacement_key());
+        auto& slot = objects_[mu.object_replaced().object().key()];
+        slot.first = ++order_;
+        slot.second = mu.object_replaced().object();
+        break;
+      }
       case hproto::Mutation::kSegmentMounted:
         segments_[mu.segment_mounted().id()] = mu.segment_mounted().desc();
         break;

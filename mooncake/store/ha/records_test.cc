@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -237,6 +238,60 @@ TEST_F(ReplayToRestore, APutStartSentAgainGetsTheSamePutEvenAtTheNewLeader) {
   ASSERT_TRUE(follower->PutEnd(EndReq("k", first->put_id())).ok());
 }
 
+// A leader may die after any batch: every prefix of the log must hold a
+// replaced key whole (the old version or the new one, never neither).
+TEST(ReplayPrefixes, AReplaceIsNeverHalfInTheLog) {
+  FakeClock clock;
+  master::MasterOptions mo;
+  auto m = *master::Master<>::Create(mo, &clock);
+  absl::Mutex mu;
+  std::vector<std::string> stored;
+  OplogWriterOptions o;
+  o.max_batch_bytes = 1;  // one report per batch: every cut the log can have
+  OplogWriter w(
+      2, 1, &clock,
+      [&](uint64_t, std::string_view bytes) {
+        absl::MutexLock lock(&mu);
+        stored.emplace_back(bytes);
+        return absl::OkStatus();
+      },
+      nullptr, nullptr, [&] { return m->NextId(); }, o);
+  m->SetMutationLog(&w);
+  w.Start();
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", 1 << 20)).ok());
+  auto s1 = m->PutStart(PutReq("a", 1000));
+  ASSERT_TRUE(s1.ok());
+  ASSERT_TRUE(m->PutEnd(EndReq("a", s1->put_id())).ok());
+  const uint64_t committed_at = w.appended();
+  sp::PutStartRequest rep = PutReq("a", 2000);
+  rep.mutable_options()->set_replace(true);
+  auto s2 = m->PutStart(rep);
+  ASSERT_TRUE(s2.ok()) << s2.status();
+  ASSERT_TRUE(m->PutEnd(EndReq("a", s2->put_id())).ok());
+  while (w.durable() < w.appended()) absl::SleepFor(absl::Milliseconds(1));
+  absl::MutexLock lock(&mu);
+  ASSERT_GT(stored.size(), committed_at);
+  for (size_t n = committed_at; n <= stored.size(); ++n) {
+    ReplayState r;
+    for (size_t i = 0; i < n; ++i) {
+      hproto::OplogBatch b;
+      ASSERT_TRUE(DecodeRecord(RecordKind::kBatch, stored[i], &b).ok());
+      ASSERT_TRUE(r.Apply(b).ok());
+    }
+    const hproto::ObjectRecord* a = r.Find("a");
+    ASSERT_NE(a, nullptr) << "after " << n << " batches";
+    EXPECT_TRUE(a->committed());
+  }
+  ReplayState all;
+  for (const std::string& bytes : stored) {
+    hproto::OplogBatch b;
+    ASSERT_TRUE(DecodeRecord(RecordKind::kBatch, bytes, &b).ok());
+    ASSERT_TRUE(all.Apply(b).ok());
+  }
+  EXPECT_EQ(all.Find("a")->size_bytes(), 2000u);
+  EXPECT_EQ(all.objects(), 1u);  // the pending replacement left with the commit
+}
+
 TEST_F(ReplayToRestore, UnmountedSegmentAndReplaceAreReplayed) {
   ASSERT_TRUE(leader_->MountSegment(MountReq("w1", 1 << 20)).ok());
   auto m2 = leader_->MountSegment(MountReq("w2", 1 << 20));
@@ -267,6 +322,56 @@ TEST_F(ReplayToRestore, UnmountedSegmentAndReplaceAreReplayed) {
   EXPECT_EQ(b->object().size_bytes(), 7000u);
   EXPECT_EQ(a->object().version(), b->object().version());
   EXPECT_EQ(a->replicas_size(), b->replicas_size());
+}
+
+TEST(OplogWriterOrder, BatchesLandingOutOfOrderAreAcknowledgedInOrder) {
+  FakeClock clock;
+  absl::Mutex mu;
+  bool release_first = false;
+  std::vector<uint64_t> delivered;
+  OplogWriterOptions o;
+  o.batches_in_flight = 3;
+  OplogWriter w(
+      3, 1, &clock,
+      [&](uint64_t seq, std::string_view) {
+        if (seq == 1) {  // the first batch is stored last
+          absl::MutexLock lock(&mu);
+          mu.Await(absl::Condition(&release_first));
+        }
+        return absl::OkStatus();
+      },
+      [&](hproto::OplogBatch&& b) {
+        absl::MutexLock lock(&mu);
+        delivered.push_back(b.seq());
+      },
+      nullptr, nullptr, o);
+  w.Start();
+  std::atomic<int> acked{0};
+  w.ObjectErased("a");
+  w.WhenDurable(1, [&](absl::Status s) {
+    EXPECT_TRUE(s.ok());
+    acked.fetch_add(1);
+  });
+  // Wait until batch 1 is being stored, then queue more: they go in batch 2+.
+  while (w.next_seq() < 2) absl::SleepFor(absl::Milliseconds(1));
+  w.ObjectErased("b");
+  w.WhenDurable(2, [&](absl::Status s) {
+    EXPECT_TRUE(s.ok());
+    acked.fetch_add(1);
+  });
+  while (w.stats().batches < 1) absl::SleepFor(absl::Milliseconds(1));  // batch 2 stored
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(acked.load(), 0);  // batch 2 is stored, but batch 1 is not
+  EXPECT_EQ(w.durable(), 0u);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_TRUE(delivered.empty());
+    release_first = true;
+  }
+  while (acked.load() < 2) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(w.durable(), 2u);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(delivered, (std::vector<uint64_t>{1, 2}));
 }
 
 TEST_F(ReplayToRestore, AFencedWriterFailsItsWaiters) {

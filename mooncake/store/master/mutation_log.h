@@ -10,7 +10,9 @@
 // derives again.
 //
 // Ordering: object reports are made under the shard lock of the key, after
-// the change, so the reports of one key are in the order of its changes.
+// the change, so the reports of one key are in the order of its changes. One
+// operation's change of one key is one report (a replace's commit included:
+// ObjectReplaced), so a replayer that stops anywhere sees it whole or not.
 // Reports of different keys, segments and tenants may interleave in any
 // order; a replayer must not assume more (an object may be reported before
 // the mount of its segment; a replica on a segment that is gone at the end
@@ -40,6 +42,12 @@ class MutationLog {
   // `key` left the table (removed, evicted, expired, revoked, timed out, lost
   // its last replica, or moved by a replace's commit).
   virtual void ObjectErased(std::string_view key) = 0;
+  // A replace committed: the pending entry `replacement_key` left the table
+  // and `m` is now the entry `key`, in place of the version it replaced. One
+  // report, so a log never holds half of it (the replaced version gone and
+  // the new one not there).
+  virtual void ObjectReplaced(std::string_view key, std::string_view replacement_key,
+                              const ObjectMeta& m, int64_t now_ns) = 0;
   virtual void SegmentMounted(uint64_t id, const store::proto::SegmentDescriptor& desc) = 0;
   virtual void SegmentUnmounted(uint64_t id) = 0;
   virtual void TenantSet(std::string_view name, uint64_t capacity_bytes,

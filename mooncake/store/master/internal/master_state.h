@@ -159,8 +159,9 @@ struct MasterState {
 
   // Takes `it` out of `shard`. Its space is returned in Retired::to_free, or
   // parked in shard.deferred while it is leased or until hold_until_ns.
+  // `logged` false: the caller reports the change itself (a replace's commit).
   Retired RetireLocked(ObjectTable::Shard& shard, decltype(shard.objects.begin()) it, int64_t now,
-                       int64_t hold_until_ns) {
+                       int64_t hold_until_ns, bool logged = true) {
     ObjectMeta& m = it->second;
     Retired r{.tenant = std::move(m.tenant),
               .pin = m.pin,
@@ -189,7 +190,7 @@ struct MasterState {
     } else {
       r.to_free = std::move(m.replicas);
     }
-    if (log != nullptr) log->ObjectErased(it->first);
+    if (log != nullptr && logged) log->ObjectErased(it->first);
     shard.objects.erase(it);
     return r;
   }

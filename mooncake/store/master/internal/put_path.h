@@ -430,14 +430,15 @@ void SwapInLocked(MasterState<A, P>& s, ObjectTable::Shard& sh, const std::strin
   MC_DASSERT(rit->second.committed(), "only a committed replacement is swapped in");
   if (auto old = sh.objects.find(key); old != sh.objects.end()) {
     MC_DASSERT(old->second.committed(), "a key being replaced has no other put pending");
-    out.replaced = s.RetireLocked(sh, old, now, 0);  // leased: the free waits (deferred)
+    // leased: the free waits (deferred). Reported below, with the new version.
+    out.replaced = s.RetireLocked(sh, old, now, 0, /*logged=*/false);
   }
   ObjectMeta moved = std::move(rit->second);
-  if (s.log != nullptr) s.log->ObjectErased(rit->first);
+  const std::string replacement = rit->first;
   sh.objects.erase(rit);
   auto [it, fresh] = sh.objects.emplace(key, std::move(moved));
   MC_DASSERT(fresh, "the replaced version left the table first");
-  s.LogSet(key, it->second, now);
+  if (s.log != nullptr) s.log->ObjectReplaced(key, replacement, it->second, now);
 }
 
 template <typename A, typename P>

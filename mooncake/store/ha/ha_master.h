@@ -149,6 +149,26 @@ class HaMaster {
     return term_;
   }
 
+  // The term calls may be served by: none past the election's step-down
+  // point (last renewal + TTL - TTL/4), even if this node's threads have not
+  // noticed yet (a leader stalled by a pause answers nothing, reads included,
+  // once it resumes after its lease could have expired).
+  std::shared_ptr<Term> serving() const {
+    std::shared_ptr<Term> t = current();
+    if (t == nullptr) return nullptr;
+    if (absl::GetCurrentTimeNanos() >= serve_until_unix_ns_.load(std::memory_order_acquire)) {
+      return nullptr;
+    }
+    return t;
+  }
+
+  void RefreshServeUntil() {
+    if (election_ == nullptr) return;
+    const absl::Duration ttl = absl::Milliseconds(options_.lease_ttl_ms);
+    serve_until_unix_ns_.store(absl::ToUnixNanos(election_->last_renewal() + ttl - ttl / 4),
+                               std::memory_order_release);
+  }
+
   absl::Status NotLeader() const;
   absl::Status StartElection();
   void RestartElection();
@@ -201,6 +221,8 @@ class HaMaster {
 
   mutable absl::Mutex term_mu_;
   std::shared_ptr<Term> term_ ABSL_GUARDED_BY(term_mu_);
+  // serving()'s bound, Unix ns; set at promotion and on every role-loop pass.
+  std::atomic<int64_t> serve_until_unix_ns_{0};
 
   // Events for the role thread.
   absl::Mutex events_mu_;
@@ -276,7 +298,7 @@ absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
   if (absl::Status s = registry->Register<rpc::Name##Method>(           \
           [this](const typename rpc::Name##Method::Request& r)          \
               -> absl::StatusOr<typename rpc::Name##Method::Response> { \
-            std::shared_ptr<Term> t = current();                        \
+            std::shared_ptr<Term> t = serving();                        \
             if (t == nullptr) return NotLeader();                       \
             return t->master->Name(r);                                  \
           },                                                            \
@@ -290,7 +312,7 @@ absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
   if (absl::Status s = registry->RegisterAsync<rpc::Name##Method>(                            \
           [this](const typename rpc::Name##Method::Request& r, const rpc::ServerCallContext&, \
                  rpc::Responder<typename rpc::Name##Method::Response> done) {                 \
-            std::shared_ptr<Term> t = current();                                              \
+            std::shared_ptr<Term> t = serving();                                              \
             if (t == nullptr) return std::move(done)(NotLeader());                            \
             auto resp = t->master->Name(r);                                                   \
             const uint64_t n = t->writer->appended();                                         \
@@ -521,6 +543,7 @@ void HaMaster<MasterT>::RoleLoop() {
             l->has_value() ? absl::StrCat((*l)->id, " (epoch ", (*l)->epoch, ")") : std::string();
       }
     } else {
+      RefreshServeUntil();
       const int64_t now = MonotonicClock::Get().NowNs();
       if (now - last_tick_ns >= options_.tick_interval_ms * 1'000'000) {
         t->master->Tick();
@@ -585,6 +608,7 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
       options_.writer);
   m->SetMutationLog(term->writer.get());
   term->writer->Start();
+  RefreshServeUntil();
   {
     absl::MutexLock lock(&term_mu_);
     term_ = term;

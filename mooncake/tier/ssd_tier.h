@@ -377,7 +377,7 @@ class SsdTier {
   absl::Status OpenFiles();
   absl::Status Recover();
   // Sets (with this boot's id) or clears every file header's kFileFlagUnsynced. A file is
-  // synced before its flag is cleared: what a kNoSync session wrote must be durable before
+  // synced before its flag is cleared: what a kNoSync run wrote must be durable before
   // the file stops saying it may not be.
   absl::Status MarkFiles(bool unsynced);
   absl::Status RebuildAllocator(uint32_t file, std::vector<alloc::Allocation>& extents,

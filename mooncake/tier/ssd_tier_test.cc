@@ -705,7 +705,7 @@ TEST(SsdTierTest, ProcessCrashKeepsAcknowledgedWritesWhenASyncFails) {
     std::vector<std::byte> back(data.size());
     ASSERT_TRUE(ReadBlocking(*t, "w", back).ok());
     EXPECT_EQ(back, data);
-    // The remove's failed sync leaves its extent quarantined (never reused this session).
+    // The remove's failed sync leaves its extent quarantined (never reused while the tier is open).
     EXPECT_GT(t->info().quarantined_bytes, 0u);
     EXPECT_GE(t->info().failed_syncs, 1u);
     EXPECT_GE(t->stats().io_errors, t->info().failed_syncs);

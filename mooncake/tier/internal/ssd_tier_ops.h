@@ -610,7 +610,7 @@ inline void SsdTier::FinishRemove(Op* op, absl::Status status) {
   }
   // A failed remove is not acknowledged, but the header block may be zeroed
   // on disk all the same (the device can fail after writing), so the object
-  // is no longer served in this session either way: its extent stays
+  // is no longer served while the tier stays open either way: its extent stays
   // quarantined and, after a restart, it is present only if its record still
   // verifies.
   // Dropping the op's reference frees the extent now, unless a read still

@@ -192,7 +192,7 @@ class RdmaEngine {
   static bool BatchDone(const Batch& b) { return b.all_done() && b.extra.wrs_outstanding == 0; }
 
   // Owner side: one per accepted control connection.
-  struct Session {
+  struct ControlConn {
     UniqueFd fd;
     QueuePair qp;
     bool has_qp = false;
@@ -229,8 +229,8 @@ class RdmaEngine {
   transport::BatchResult TakeResult(transport::BatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void ServeLoop();
-  absl::Status HandleMessage(Session& s);
-  void DropSession(Session& s);
+  absl::Status HandleMessage(ControlConn& s);
+  void DropControlConn(ControlConn& s);
 
   V verbs_;
   const RdmaOptions options_;
@@ -249,7 +249,7 @@ class RdmaEngine {
   UniqueFd wake_read_, wake_write_;
   std::thread server_;
   std::atomic<bool> stopping_{false};
-  std::vector<std::unique_ptr<Session>> sessions_;  // server thread only
+  std::vector<std::unique_ptr<ControlConn>> control_conns_;  // server thread only
 
   absl::Mutex mu_;
   std::mt19937 rng_ ABSL_GUARDED_BY(mu_);

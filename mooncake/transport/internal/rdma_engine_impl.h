@@ -62,8 +62,8 @@ void RdmaEngine<V>::Shutdown() {
     [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &byte, 1);
     server_.join();
   }
-  for (auto& s : sessions_) DropSession(*s);
-  sessions_.clear();
+  for (auto& s : control_conns_) DropControlConn(*s);
+  control_conns_.clear();
   absl::MutexLock lock(&mu_);
   for (auto& [id, c] : conns_) {
     if (c->qp.handle != QpHandle{}) verbs_.ModifyQpToError(c->qp.handle).IgnoreError();
@@ -334,7 +334,7 @@ absl::Status RdmaEngine<V>::CloseSegment(transport::SegmentHandle handle) {
 
 // --- Owner side: the control server --------------------------------------------
 
-inline constexpr size_t kRdmaSessionsMax = 1024;
+inline constexpr size_t kRdmaControlConnsMax = 1024;
 
 template <RdmaVerbs V>
 void RdmaEngine<V>::ServeLoop() {
@@ -343,16 +343,16 @@ void RdmaEngine<V>::ServeLoop() {
     fds.clear();
     fds.push_back({wake_read_.get(), POLLIN, 0});
     fds.push_back({listen_fd_.get(), POLLIN, 0});
-    for (auto& s : sessions_) fds.push_back({s->fd.get(), POLLIN, 0});
+    for (auto& s : control_conns_) fds.push_back({s->fd.get(), POLLIN, 0});
     const int n = ::poll(fds.data(), fds.size(), 200);
     if (n <= 0) continue;
     if (fds[0].revents != 0) break;
-    // Sessions first: fds[2 + i] matches sessions_[i] only before accepting.
-    for (size_t i = sessions_.size(); i-- > 0;) {
+    // Control connections first: fds[2 + i] matches control_conns_[i] only before accepting.
+    for (size_t i = control_conns_.size(); i-- > 0;) {
       if (fds[2 + i].revents == 0) continue;
-      if (!HandleMessage(*sessions_[i]).ok()) {
-        DropSession(*sessions_[i]);
-        sessions_.erase(sessions_.begin() + static_cast<ptrdiff_t>(i));
+      if (!HandleMessage(*control_conns_[i]).ok()) {
+        DropControlConn(*control_conns_[i]);
+        control_conns_.erase(control_conns_.begin() + static_cast<ptrdiff_t>(i));
       }
     }
     if ((fds[1].revents & POLLIN) == 0) continue;
@@ -360,19 +360,19 @@ void RdmaEngine<V>::ServeLoop() {
       const int fd = ::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) break;
       UniqueFd owned(fd);
-      if (sessions_.size() >= kRdmaSessionsMax) continue;  // closes it: bounded
+      if (control_conns_.size() >= kRdmaControlConnsMax) continue;  // closes it: bounded
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      auto s = std::make_unique<Session>();
+      auto s = std::make_unique<ControlConn>();
       s->fd = std::move(owned);
-      sessions_.push_back(std::move(s));
+      control_conns_.push_back(std::move(s));
     }
   }
 }
 
-// Serves one control message. A non-OK return closes the session.
+// Serves one control message. A non-OK return closes that control connection.
 template <RdmaVerbs V>
-absl::Status RdmaEngine<V>::HandleMessage(Session& s) {
+absl::Status RdmaEngine<V>::HandleMessage(ControlConn& s) {
   const absl::Time deadline = absl::Now() + options_.io_timeout;
   ASSIGN_OR_RETURN(RdmaMessage m, rdma_ctl::RecvRdmaMessage(s.fd.get(), deadline));
   RdmaMessage reply;
@@ -418,7 +418,7 @@ absl::Status RdmaEngine<V>::HandleMessage(Session& s) {
 }
 
 template <RdmaVerbs V>
-void RdmaEngine<V>::DropSession(Session& s) {
+void RdmaEngine<V>::DropControlConn(ControlConn& s) {
   if (s.has_qp) verbs_.DestroyQp(s.qp.handle).IgnoreError();
   s.has_qp = false;
   s.fd.Reset();

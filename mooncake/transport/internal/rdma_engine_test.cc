@@ -278,7 +278,7 @@ TEST(RdmaEngineTest, BatchesInFlightAreBounded) {
   ASSERT_TRUE(p.requester->Wait(*b, absl::Now() + absl::Seconds(5)).ok());
 }
 
-// Garbage on the control port closes that session only; the server goes on.
+// Garbage on the control port closes that control connection only; the server goes on.
 TEST(RdmaEngineTest, ControlServerSurvivesGarbage) {
   Pair p(4096, RdmaOptions{});
   auto hp = rdma_ctl::ParseEndpoint(p.owner->LocalEndpoint(), "rdma");

@@ -441,8 +441,7 @@ absl::Status HaMaster<MasterT>::CatchUp() {
 template <typename MasterT>
 absl::Status HaMaster<MasterT>::Start(std::string advertise) {
   advertise_ = std::move(advertise);
-  ASSIGN_OR_RETURN(HaKeys keys, HaKeys::For(options_.cluster));
-  static_cast<void>(keys);
+  RETURN_IF_ERROR(ValidateClusterName(options_.cluster));
   if (options_.lease_ttl_ms < 1000 || options_.poll_ms <= 0) {
     return absl::InvalidArgumentError("HA: lease TTL must be >= 1000 ms and poll_ms > 0");
   }

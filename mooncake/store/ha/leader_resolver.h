@@ -34,8 +34,7 @@ namespace mooncake::ha {
 
 inline absl::StatusOr<std::function<absl::StatusOr<std::string>()>> LeaderResolver(
     std::string_view endpoints, std::string cluster) {
-  ASSIGN_OR_RETURN(HaKeys keys, HaKeys::For(cluster));
-  static_cast<void>(keys);
+  RETURN_IF_ERROR(ValidateClusterName(cluster));
   EtcdClientOptions eo;
   eo.timeout = absl::Milliseconds(500);  // a call's retries span the failover
   ASSIGN_OR_RETURN(EtcdClient etcd, EtcdClient::Create(endpoints, eo));

@@ -200,9 +200,7 @@ class OplogWriter final : public master::MutationLog {
 
  private:
   void Push(hproto::Mutation mu) {
-    const size_t bytes = mu.ByteSizeLong();
     absl::MutexLock lock(&mu_);
-    queue_bytes_ += bytes;
     queue_.push_back(std::move(mu));
     ++appended_;
   }
@@ -227,7 +225,6 @@ class OplogWriter final : public master::MutationLog {
         }
         for (size_t i = 0; i < n; ++i) *batch.add_mutations() = std::move(queue_[i]);
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-        queue_bytes_ -= bytes;
         seq = next_seq_++;
         batch.set_seq(seq);
         batch.set_epoch(epoch_);
@@ -305,7 +302,6 @@ class OplogWriter final : public master::MutationLog {
   const NextIdFn next_id_;
   const OplogWriterOptions options_;
   std::vector<hproto::Mutation> queue_ ABSL_GUARDED_BY(mu_);
-  size_t queue_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t durable_ ABSL_GUARDED_BY(mu_) = 0;
   std::multimap<uint64_t, Done> waiters_ ABSL_GUARDED_BY(mu_);

@@ -33,6 +33,7 @@
 #include "absl/strings/str_split.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/host_port.h"
+#include "mooncake/store/ha/keys.h"
 #include "mooncake/store/master/master_options.h"
 #include "mooncake/tier/tier.h"
 
@@ -314,14 +315,15 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     }
     if (o.ha_lease_ttl_ms < 1000) return bad("--ha_lease_ttl_ms must be >= 1000");
   }
-  for (const std::string* c : {&o.ha_cluster, &o.master_cluster}) {
-    const bool ok = c->size() <= 64 && std::all_of(c->begin(), c->end(), [](char ch) {
-                      return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '_' ||
-                             ch == '-' || ch == '.';
-                    });
-    if (!ok) return bad(absl::StrCat("HA cluster name '", *c, "': want [A-Za-z0-9_.-]{1,64}"));
+  if (!o.ha_etcd.empty()) {
+    if (absl::Status s = ha::ValidateClusterName(o.ha_cluster); !s.ok())
+      return bad(StdView(s.message()));
   }
-  if (!o.ha_etcd.empty() && o.ha_cluster.empty()) return bad("--ha_cluster must not be empty");
+  if (!o.master_etcd.empty()) {
+    if (absl::Status s = ha::ValidateClusterName(o.master_cluster); !s.ok()) {
+      return bad(StdView(s.message()));
+    }
+  }
   if (EvictionPolicyName(o.eviction_policy) == "?") {
     return bad("--eviction_policy must be lru or s3fifo");
   }

@@ -170,6 +170,17 @@ class HaMaster {
   }
 
   absl::Status NotLeader() const;
+  // Registers M to answer FAILED_PRECONDITION: "<what> not supported with an
+  // HA master".
+  template <typename M>
+  static absl::Status RefuseUnderHa(rpc::ServiceRegistry* r, std::string_view what) {
+    return r->Register<M>(
+        [msg = absl::StrCat(AbslView(what), " not supported with an HA master (--ha_etcd)")](
+            const typename M::Request&) -> absl::StatusOr<typename M::Response> {
+          return absl::FailedPreconditionError(msg);
+        },
+        {.mode = rpc::ExecutionMode::kInline});
+  }
   absl::Status StartElection();
   void RestartElection();
   absl::Status CatchUp() ABSL_EXCLUSIVE_LOCKS_REQUIRED(replay_mu_);
@@ -344,27 +355,20 @@ absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
 #undef MOONCAKE_HA_SYNC_
 #undef MOONCAKE_HA_DURABLE_
   // SSD tiers keep state the oplog does not carry: refused, so a tier agent
-  // stays idle instead of offloading what a failover would forget.
-  for (auto reg : {+[](rpc::ServiceRegistry* r) {
-                     return r->Register<rpc::TierSyncMethod>(
-                         [](const rpc::TierSyncMethod::Request&)
-                             -> absl::StatusOr<rpc::TierSyncMethod::Response> {
-                           return absl::FailedPreconditionError(
-                               "SSD tiers are not supported with an HA master (--ha_etcd)");
-                         },
-                         {.mode = rpc::ExecutionMode::kInline});
-                   },
-                   +[](rpc::ServiceRegistry* r) {
-                     return r->Register<rpc::TierReportMethod>(
-                         [](const rpc::TierReportMethod::Request&)
-                             -> absl::StatusOr<rpc::TierReportMethod::Response> {
-                           return absl::FailedPreconditionError(
-                               "SSD tiers are not supported with an HA master (--ha_etcd)");
-                         },
-                         {.mode = rpc::ExecutionMode::kInline});
-                   }}) {
-    RETURN_IF_ERROR(reg(registry));
-  }
+  // stays idle instead of offloading what a failover would forget. Copies
+  // between workers likewise: a copy's destination range is not in the
+  // oplog, so a new leader could hand it out again while a deposed leader's
+  // task still writes it.
+  constexpr std::string_view kTiers = "SSD tiers are";
+  constexpr std::string_view kCopies = "copies between workers (drain, copy and move tasks) are";
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::TierSyncMethod>(registry, kTiers));
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::TierReportMethod>(registry, kTiers));
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::CopySyncMethod>(registry, kCopies));
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::DrainWorkerMethod>(registry, kCopies));
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::DrainStatusMethod>(registry, kCopies));
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::CreateCopyTaskMethod>(registry, kCopies));
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::CreateMoveTaskMethod>(registry, kCopies));
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::QueryTaskMethod>(registry, kCopies));
   if (metrics_ != nullptr) {
     ASSIGN_OR_RETURN(g_leader_, metrics_->GetGauge("mooncake_ha_leader",
                                                    "1 while this master is the leader", {}));

@@ -148,6 +148,9 @@ inline void ToRecord(std::string_view key, const master::ObjectMeta& m, const Cl
   out->set_ttl_ms(m.ttl_ms);
   out->set_expire_at_unix_ns(clock.ToUnix(m.expire_at_ns));
   for (const master::Replica& r : m.replicas) {
+    // A copy's destination belongs to its task, which a new leader does not
+    // inherit: only the source's replicas are state.
+    if (r.state == master::ReplicaState::kCopying) continue;
     hproto::ReplicaRecord* rr = out->add_replicas();
     rr->set_segment_id(r.segment_id);
     rr->set_worker_id(r.worker_id);

@@ -56,6 +56,7 @@
 #include "mooncake/store/master/internal/membership_path.h"
 #include "mooncake/store/master/internal/put_path.h"
 #include "mooncake/store/master/internal/read_path.h"
+#include "mooncake/store/master/internal/replication_path.h"
 #include "mooncake/store/master/internal/restore_path.h"
 #include "mooncake/store/master/internal/tier_path.h"
 #include "mooncake/store/master/master_options.h"
@@ -80,6 +81,8 @@ struct TickReport {
   uint64_t evicted_objects = 0;
   uint64_t evicted_bytes = 0;
   uint64_t tier_tasks_timed_out = 0;
+  uint64_t copy_tasks_timed_out = 0;
+  uint64_t hot_bytes_dropped = 0;  // hot extra replicas given back for space
 };
 
 struct MasterStats {
@@ -95,6 +98,7 @@ struct MasterStats {
   int64_t ssd_objects = 0;          // objects with a stored SSD copy
   uint64_t offloading_bytes = 0;    // DRAM bytes offloads in flight will free
   size_t tier_tasks = 0;            // queued or in flight
+  size_t copy_tasks = 0;            // copies between workers queued or in flight
   size_t put_deadline_entries = 0;  // about the puts still pending (ended ones leave)
 };
 
@@ -203,6 +207,28 @@ class Master {
   absl::StatusOr<proto::TierReportResponse> TierReport(const proto::TierReportRequest& r) {
     return master_internal::TierReport(s_, r);
   }
+  // May wait up to r.wait_ms (a long poll): bind it to a handler thread.
+  absl::StatusOr<proto::CopySyncResponse> CopySync(const proto::CopySyncRequest& r) {
+    return master_internal::CopySync(s_, r);
+  }
+  // Walks every shard once (the worker's objects, hottest first).
+  absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(const proto::DrainWorkerRequest& r) {
+    return master_internal::DrainWorker(s_, r);
+  }
+  absl::StatusOr<proto::DrainStatusResponse> DrainStatus(const proto::DrainStatusRequest& r) {
+    return master_internal::GetDrainStatus(s_, r);
+  }
+  absl::StatusOr<proto::CreateCopyTaskResponse> CreateCopyTask(
+      const proto::CreateCopyTaskRequest& r) {
+    return master_internal::CreateCopyTask(s_, r);
+  }
+  absl::StatusOr<proto::CreateMoveTaskResponse> CreateMoveTask(
+      const proto::CreateMoveTaskRequest& r) {
+    return master_internal::CreateMoveTask(s_, r);
+  }
+  absl::StatusOr<proto::QueryTaskResponse> QueryTask(const proto::QueryTaskRequest& r) {
+    return master_internal::QueryTask(s_, r);
+  }
 
   // ---- High availability (mooncake/store/ha) ----------------------------------
 
@@ -235,12 +261,15 @@ class Master {
     r.deferred_freed = s_.SweepDeferred(now);
     std::tie(r.workers_expired, r.replicas_dropped) = master_internal::ExpireWorkers(s_, now);
     r.tier_tasks_timed_out = master_internal::ExpireTierTasks(s_, now);
+    r.copy_tasks_timed_out = master_internal::ExpireCopyTasks(s_, now);  // and plans copies
     // Offloads in flight free their DRAM when the tier acknowledges: count
     // them as freed already, so one round does not offload twice as much.
     const double used = static_cast<double>(s_.pool.used_bytes()) -
                         static_cast<double>(s_.offloading_bytes.load(std::memory_order_relaxed));
     const double cap = static_cast<double>(s_.pool.capacity_bytes());
     if (WatermarkEvicting(used, cap)) {
+      // Hot extra replicas are the first space to give back.
+      r.hot_bytes_dropped = master_internal::DropHotExtras(s_);
       const auto target = static_cast<uint64_t>(used - s_.options.low_watermark * cap);
       const EvictionResult e = s_.Evict(target, now);
       r.evicted_objects = e.victims;
@@ -269,6 +298,7 @@ class Master {
                        .ssd_objects = s_.ssd_objects.load(std::memory_order_relaxed),
                        .offloading_bytes = s_.offloading_bytes.load(std::memory_order_relaxed),
                        .tier_tasks = s_.tiers.tasks(),
+                       .copy_tasks = s_.repl.copies.tasks(),
                        .put_deadline_entries = s_.put_deadlines.size()};
   }
 
@@ -356,7 +386,10 @@ class Master {
   std::vector<SegmentView> Segments() const { return s_.pool.Snapshot(); }
   std::vector<TierWorkerView> Tiers() const { return s_.tiers.Snapshot(); }
   // Wakes TierSync long polls and makes new ones answer at once (shutdown).
-  void StopTierWaits() { s_.tiers.StopWaiting(); }
+  void StopTierWaits() {
+    s_.tiers.StopWaiting();
+    s_.repl.copies.StopWaiting();
+  }
   std::optional<qos::TenantUsage> TenantUsage(std::string_view tenant) const {
     return s_.quota.Usage(tenant.empty() ? std::string_view(s_.options.default_tenant) : tenant);
   }

@@ -15,6 +15,8 @@
 //   worker_used_bytes{worker}, segment_fragmentation{segment} gauges
 //   tenant_used_bytes{tenant}, tenant_capacity_bytes{tenant} gauges,
 //   tenant_refused_total{tenant}
+//   copies_total{kind=user|drain|repair|hot, result=ok|failed}, copied_bytes_total,
+//   hot_replicas_dropped_total, repair_backlog, hot_extra_bytes   (replication)
 //
 // Thread-safety: pointers are set once in the constructor; the series are
 // atomics; PerWorker/PerSegment take the registry's mutex (Tick only). A
@@ -80,6 +82,16 @@ class MasterMetrics {
     tier_shortfall_bytes = G("tier_shortfall_bytes",
                              "SSD tier capacity not counted on after tiers refused records for "
                              "space (fragmentation).");
+    static constexpr const char* kKinds[] = {"user", "drain", "repair", "hot"};
+    for (int k = 0; k < 4; ++k) {
+      copies_ok[k] = Copy(kKinds[k], "ok");
+      copies_failed[k] = Copy(kKinds[k], "failed");
+    }
+    copied_bytes = C("copied_bytes_total", "Replica bytes copied between workers.", {});
+    hot_dropped =
+        C("hot_replicas_dropped_total", "Hot-object extra replicas dropped for space.", {});
+    repair_backlog = G("repair_backlog", "Objects waiting for re-replication.");
+    hot_extra_bytes = G("hot_extra_bytes", "Segment bytes held by hot-object extra replicas.");
   }
 
   Gauge* PerWorker(std::string_view worker_id) {
@@ -141,6 +153,11 @@ class MasterMetrics {
   Counter *tier_offloads, *tier_offload_failures, *tier_loads, *tier_load_failures, *tier_drops,
       *tier_drop_failures, *tier_ssd_evictions, *tier_quarantined_bytes;
   Gauge *tier_objects, *tier_capacity_bytes, *tier_reserved_bytes, *tier_shortfall_bytes;
+  // Indexed by master::CopyKind.
+  Counter* copies_ok[4];
+  Counter* copies_failed[4];
+  Counter *copied_bytes, *hot_dropped;
+  Gauge *repair_backlog, *hot_extra_bytes;
 
  private:
   Gauge* G(std::string_view name, std::string_view help) {
@@ -163,6 +180,11 @@ class MasterMetrics {
 
   Counter* Tier(std::string_view kind, std::string_view result) {
     return C("tier_tasks_total", "SSD tier tasks the workers finished, by kind and outcome.",
+             {{"kind", std::string(kind)}, {"result", std::string(result)}});
+  }
+
+  Counter* Copy(std::string_view kind, std::string_view result) {
+    return C("copies_total", "Copy tasks ended, by why they ran and outcome.",
              {{"kind", std::string(kind)}, {"result", std::string(result)}});
   }
 

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "mooncake/store/master/copy_registry.h"
 #include "mooncake/store/master/membership.h"
 #include "mooncake/store/master/placement.h"
 #include "mooncake/store/master/tier_registry.h"
@@ -64,6 +65,10 @@ struct MasterOptions {
 
   // Workers' SSD tiers (tier_registry.h): used once a worker reports one.
   TierOptions tier;
+
+  // Copies between workers: drain, re-replication, hot-object replicas and
+  // copy / move tasks (copy_registry.h, docs/elasticity.md).
+  ReplicationOptions replication;
 };
 
 inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
@@ -74,6 +79,9 @@ inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
     return bad("shard_count must be a power of two in [1, 4096]");
   }
   if (o.max_object_bytes == 0) return bad("max_object_bytes must be > 0");
+  if (o.max_replica_count == 0 || o.max_replica_count > 255) {
+    return bad("max_replica_count must be in [1, 255]");
+  }
   if (o.default_replica_count == 0 || o.default_replica_count > o.max_replica_count) {
     return bad("default_replica_count must be in [1, max_replica_count]");
   }
@@ -93,6 +101,15 @@ inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
   if (o.tick_batch_max == 0 || o.max_evictions_per_round == 0) return bad("batch bounds > 0");
   if (o.tier.task_timeout_ms <= 0 || o.tier.max_wait_ms < 0 || o.tier.max_queued_tasks == 0) {
     return bad("tier: task_timeout_ms > 0, max_wait_ms >= 0, max_queued_tasks > 0");
+  }
+  const ReplicationOptions& r = o.replication;
+  if (r.task_timeout_ms <= 0 || r.max_wait_ms < 0 || r.max_queued_tasks == 0 ||
+      r.max_in_flight_per_worker == 0 || r.repair_within_ms <= 0 || r.hot_window_ms <= 0 ||
+      !(r.hot_max_fraction >= 0 && r.hot_max_fraction <= 1) || r.hot_max_replicas == 0) {
+    return bad(
+        "replication: task_timeout_ms, repair_within_ms, hot_window_ms > 0; max_wait_ms >= 0; "
+        "max_queued_tasks, max_in_flight_per_worker, hot_max_replicas > 0; hot_max_fraction in "
+        "[0, 1]");
   }
   return absl::OkStatus();
 }

@@ -57,7 +57,7 @@ class MasterService {
   MasterService& operator=(const MasterService&) = delete;
   ~MasterService() { StopTicker(); }
 
-  // Registers all sixteen methods. Errors: those of ServiceRegistry::Register.
+  // Registers every method of master.proto. Errors: those of ServiceRegistry::Register.
   absl::Status Register(rpc::ServiceRegistry* registry) {
     const rpc::HandlerOptions fast{.mode = options_.inline_metadata_calls
                                                ? rpc::ExecutionMode::kInline
@@ -104,7 +104,13 @@ class MasterService {
     MOONCAKE_BIND_(DescribeSegments, fast)
     MOONCAKE_BIND_(TierSync, slow)  // a long poll: never on an I/O thread
     MOONCAKE_BIND_(TierReport, fast)
-    MOONCAKE_BIND_(RemoveAll, slow)  // walks every shard
+    MOONCAKE_BIND_(RemoveAll, slow)    // walks every shard
+    MOONCAKE_BIND_(CopySync, slow)     // a long poll
+    MOONCAKE_BIND_(DrainWorker, slow)  // walks every shard
+    MOONCAKE_BIND_(DrainStatus, fast)
+    MOONCAKE_BIND_(CreateCopyTask, fast)
+    MOONCAKE_BIND_(CreateMoveTask, fast)
+    MOONCAKE_BIND_(QueryTask, fast)
 #undef MOONCAKE_BIND_
     return absl::OkStatus();
   }

@@ -44,7 +44,10 @@ namespace mooncake::master {
 
 enum class PinLevel : uint8_t { kNone, kSoft, kHard };
 enum class ObjectState : uint8_t { kPending, kCommitted };
-enum class ReplicaState : uint8_t { kAllocated, kComplete };
+// kCopying: the destination of a copy task (replication_path.h); like
+// kAllocated in a committed object it is never readable and belongs to its
+// task until the task ends.
+enum class ReplicaState : uint8_t { kAllocated, kComplete, kCopying };
 // The object's copy on a worker's SSD tier (tier_registry.h):
 //   kNone -> kOffloading (eviction started an OFFLOAD; DRAM replicas stay
 //   readable) -> kStored (the tier acknowledged the record; DRAM replicas may
@@ -60,6 +63,9 @@ struct Replica {
   std::string host_id;  // the segment's host, to order replicas nearest first
   alloc::Allocation allocation;
   ReplicaState state = ReplicaState::kAllocated;
+  // An extra replica added because the object is read often (hot); the
+  // first to go when space is short (replication_path.h).
+  bool hot_extra = false;
 };
 
 struct ObjectMeta {
@@ -88,6 +94,15 @@ struct ObjectMeta {
   // kStored: what the copy is charged on its worker's tier (the record's size as the
   // tier reported it, else TierRegistry::ChargeFor(size_bytes)).
   uint64_t ssd_bytes = 0;
+  // The replica count the put asked for: re-replication restores it after a
+  // worker is lost (0: an object restored from a record without it = 1).
+  uint8_t replica_target = 1;
+  // Reads (GetReplicas and PrefixQuery hits) in the current hot window, and
+  // when that window began and the last read happened: drain and repair go
+  // hottest first, hot-object replicas start above a threshold.
+  uint32_t window_reads = 0;
+  int64_t window_start_ns = 0;
+  int64_t last_read_ns = 0;
 
   bool committed() const { return state == ObjectState::kCommitted; }
   bool Leased(int64_t now_ns) const { return lease_refs > 0 && now_ns < lease_until_ns; }
@@ -108,6 +123,16 @@ struct ObjectMeta {
     return committed() && std::any_of(replicas.begin(), replicas.end(), [](const Replica& r) {
              return r.state == ReplicaState::kAllocated;
            });
+  }
+  // A copy task is filling a replica of this object.
+  bool Copying() const {
+    return std::any_of(replicas.begin(), replicas.end(),
+                       [](const Replica& r) { return r.state == ReplicaState::kCopying; });
+  }
+  size_t CompleteCount() const {
+    return static_cast<size_t>(
+        std::count_if(replicas.begin(), replicas.end(),
+                      [](const Replica& r) { return r.state == ReplicaState::kComplete; }));
   }
   bool HasComplete() const {
     return std::any_of(replicas.begin(), replicas.end(),
@@ -215,15 +240,30 @@ inline void ToProto(const Replica& r, store::proto::Replica* out) {
                                                     : store::proto::REPLICA_ALLOCATED);
 }
 
-// Appends the complete replicas of `meta`, those on `client_host_id` first
-// (stable otherwise: placement order).
+// Appends the complete replicas of `meta`, those on `client_host_id` first,
+// then the others starting at the `rotate`-th (mod their count), so that
+// readers who take the first replica spread over an object's workers.
 inline void AppendReadableReplicas(const ObjectMeta& meta, std::string_view client_host_id,
-                                   google::protobuf::RepeatedPtrField<store::proto::Replica>* out) {
-  for (int pass = 0; pass < 2; ++pass) {
+                                   google::protobuf::RepeatedPtrField<store::proto::Replica>* out,
+                                   uint32_t rotate = 0) {
+  size_t remote = 0;
+  for (const Replica& r : meta.replicas) {
+    if (r.state != ReplicaState::kComplete) continue;
+    if (!client_host_id.empty() && r.host_id == client_host_id) {
+      ToProto(r, out->Add());
+    } else {
+      ++remote;
+    }
+  }
+  if (remote == 0) return;
+  const size_t first = rotate % remote;
+  for (size_t pass = 0; pass < 2; ++pass) {
+    size_t i = 0;
     for (const Replica& r : meta.replicas) {
       if (r.state != ReplicaState::kComplete) continue;
-      const bool local = !client_host_id.empty() && r.host_id == client_host_id;
-      if (local == (pass == 0)) ToProto(r, out->Add());
+      if (!client_host_id.empty() && r.host_id == client_host_id) continue;
+      if ((pass == 0) == (i >= first)) ToProto(r, out->Add());
+      ++i;
     }
   }
 }

@@ -328,6 +328,26 @@ class SegmentPool {
     return segments_.size();
   }
 
+  // A draining segment stays mounted and readable, and keeps its
+  // allocations, but is no placement candidate (Candidates() leaves it out):
+  // no new put lands there. False: `id` is not mounted.
+  bool SetDraining(uint64_t id, bool draining) {
+    std::unique_lock lock(map_mu_);
+    auto it = segments_.find(id);
+    if (it == segments_.end()) return false;
+    if (it->second->draining != draining) {
+      it->second->draining = draining;
+      ++generation_;
+      table_ = nullptr;
+    }
+    return true;
+  }
+  bool IsDraining(uint64_t id) const {
+    std::shared_lock lock(map_mu_);
+    auto it = segments_.find(id);
+    return it != segments_.end() && it->second->draining;
+  }
+
  private:
   struct Segment {
     explicit Segment(A a) : allocator(std::move(a)) {}
@@ -338,6 +358,7 @@ class SegmentPool {
     A allocator ABSL_GUARDED_BY(mu);
     bool dead ABSL_GUARDED_BY(mu) = false;  // unmounted; allocator no longer used
     std::atomic<uint64_t> used_bytes{0};
+    bool draining = false;  // under the pool's map_mu_: not a placement candidate
   };
 
   // Validates `desc` and builds its segment (not yet in the map).
@@ -415,6 +436,7 @@ class SegmentPool {
       return it->second;
     };
     for (const auto& [id, s] : segments_) {
+      if (s->draining) continue;  // still owned by `segments_`; only placement skips it
       t->segments.push_back(SegmentTable::Entry{
           .id = id,
           .capacity_bytes = s->capacity_bytes,
@@ -427,7 +449,7 @@ class SegmentPool {
     std::sort(t->segments.begin(), t->segments.end(),
               [](const auto& a, const auto& b) { return a.id < b.id; });
     MC_ASSERT(t->worker_ids.size() < SegmentTable::kNoIndex, "worker count fits the index");
-    MC_DASSERT(t->segments.size() == segments_.size(), "one entry per mounted segment");
+    MC_DASSERT(t->segments.size() <= segments_.size(), "one entry per mounted segment");
     return t;
   }
 

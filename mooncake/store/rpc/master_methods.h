@@ -34,6 +34,10 @@ inline constexpr size_t kRemoveAllObjectsPerCall = 65536;
 inline constexpr size_t kMaxPreferredSegmentNames = 64;
 // PutOptions.excluded_segment_ids per put.
 inline constexpr size_t kMaxExcludedSegments = 64;
+// CopySync tasks per answer and results per report.
+inline constexpr size_t kMaxCopyTasks = 1024;
+// CreateCopyTask target segment names per call.
+inline constexpr size_t kMaxCopyTargets = 16;
 
 #define MOONCAKE_MASTER_METHOD_(Type, Id, Name)                              \
   struct Type##Method {                                                      \
@@ -60,6 +64,12 @@ MOONCAKE_MASTER_METHOD_(DescribeSegments, DESCRIBE_SEGMENTS, "DescribeSegments")
 MOONCAKE_MASTER_METHOD_(TierSync, TIER_SYNC, "TierSync");
 MOONCAKE_MASTER_METHOD_(TierReport, TIER_REPORT, "TierReport");
 MOONCAKE_MASTER_METHOD_(RemoveAll, REMOVE_ALL, "RemoveAll");
+MOONCAKE_MASTER_METHOD_(CopySync, COPY_SYNC, "CopySync");
+MOONCAKE_MASTER_METHOD_(DrainWorker, DRAIN_WORKER, "DrainWorker");
+MOONCAKE_MASTER_METHOD_(DrainStatus, DRAIN_STATUS, "DrainStatus");
+MOONCAKE_MASTER_METHOD_(CreateCopyTask, CREATE_COPY_TASK, "CreateCopyTask");
+MOONCAKE_MASTER_METHOD_(CreateMoveTask, CREATE_MOVE_TASK, "CreateMoveTask");
+MOONCAKE_MASTER_METHOD_(QueryTask, QUERY_TASK, "QueryTask");
 
 #undef MOONCAKE_MASTER_METHOD_
 

@@ -30,6 +30,7 @@
 #include "mooncake/qos/tenant_quota.h"
 #include "mooncake/store/master/evictor.h"
 #include "mooncake/store/master/internal/deadline_queue.h"
+#include "mooncake/store/master/internal/replication_state.h"
 #include "mooncake/store/master/lease_table.h"
 #include "mooncake/store/master/master_metrics.h"
 #include "mooncake/store/master/master_options.h"
@@ -77,7 +78,8 @@ struct MasterState {
         evictor(std::move(policy)),
         workers(o.membership),
         tiers(o.tier),
-        metrics(registry) {}
+        metrics(registry),
+        repl(o.replication) {}
 
   const master::MasterOptions options;
   Clock* const clock;
@@ -90,6 +92,7 @@ struct MasterState {
   qos::TenantQuota quota;
   qos::TenantQuota pinned_quota;
   master::MasterMetrics metrics;
+  ReplicationState repl;  // copies between workers (replication_path.h)
   master::IdSource ids;
   DeadlineQueue put_deadlines;
   DeadlineQueue ttl_deadlines;
@@ -170,10 +173,11 @@ struct MasterState {
     if (m.committed()) {
       objects.fetch_sub(1, std::memory_order_relaxed);
       object_bytes.fetch_sub(static_cast<int64_t>(m.size_bytes), std::memory_order_relaxed);
-      // A replica being loaded belongs to its LOAD task until the task ends
-      // (the worker may still be writing it): the task frees it then.
+      // A replica being loaded (or copied) belongs to its LOAD (copy) task
+      // until the task ends (a worker may still be writing it): the task
+      // frees it then.
       std::erase_if(m.replicas, [](const Replica& rep) {
-        return rep.state == master::ReplicaState::kAllocated;
+        return rep.state != master::ReplicaState::kComplete;
       });
       r.ssd_drop = TakeSsdCopyLocked(m);
     } else {
@@ -291,6 +295,8 @@ struct MasterState {
     if (!m.committed() || m.Leased(now)) return false;
     // Busy with the SSD tier: an OFFLOAD or a LOAD is in flight.
     if (m.ssd == master::SsdState::kOffloading || m.Loading()) return false;
+    // A copy task is filling a replica: it ends (or times out) first.
+    if (m.Copying()) return false;
     if (m.Expired(now)) return true;
     const PinLevel pin = m.EffectivePin(now);  // a lapsed soft pin evicts like none
     return pin == PinLevel::kNone || (allow_soft_pinned && pin == PinLevel::kSoft);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/master/internal/master_state.h"
+#include "mooncake/store/master/internal/replication_path.h"
 #include "mooncake/store/master/internal/tier_path.h"
 #include "mooncake/store/rpc/master_methods.h"
 
@@ -61,6 +62,7 @@ uint64_t DropSegments(MasterState<A, P>& s, const std::vector<uint64_t>& segment
         continue;
       }
       s.LogSet(it->first, m, now);
+      NoteUnderReplicated(s, it->first, m, now);  // copied back by the repair planner
       ++it;
     }
     for (auto& [id, d] : sh.deferred) std::erase_if(d.replicas, on_dead);
@@ -88,8 +90,12 @@ template <typename A, typename P>
 absl::StatusOr<proto::UnmountSegmentResponse> UnmountSegment(
     MasterState<A, P>& s, const proto::UnmountSegmentRequest& req) {
   RETURN_IF_ERROR(s.workers.RemoveSegment(req.worker_id(), req.segment_id()));
-  // A worker leaves with its last segment, and its SSD tier with it.
-  if (!s.workers.Contains(req.worker_id())) DropTierWorker(s, req.worker_id());
+  // A worker leaves with its last segment, and its SSD tier and the copies
+  // it was to run with it.
+  if (!s.workers.Contains(req.worker_id())) {
+    DropTierWorker(s, req.worker_id());
+    DropCopyWorker(s, req.worker_id());
+  }
   proto::UnmountSegmentResponse resp;
   resp.set_dropped_replicas(DropSegments(s, {req.segment_id()}));
   return resp;
@@ -149,6 +155,7 @@ std::pair<uint64_t, uint64_t> ExpireWorkers(MasterState<A, P>& s, int64_t now) {
   std::vector<uint64_t> segments;
   for (const master::ExpiredWorker& w : gone) {
     DropTierWorker(s, w.worker_id);
+    DropCopyWorker(s, w.worker_id);
     segments.insert(segments.end(), w.segment_ids.begin(), w.segment_ids.end());
   }
   return {gone.size(), DropSegments(s, segments)};

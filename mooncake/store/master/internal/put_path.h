@@ -337,6 +337,7 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
     ObjectMeta* m = sh.Find(slot);
     if (m == nullptr || m->committed() || m->put_id != put_id) return false;
     m->replicas = *placed;
+    m->replica_target = static_cast<uint8_t>(replicas);  // <= max_replica_count <= 255
     for (const Replica& r : m->replicas) master::ToProto(r, resp.add_replicas());
     s.LogSet(slot, *m, now);
     return true;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/master/internal/master_state.h"
+#include "mooncake/store/master/internal/replication_path.h"
 #include "mooncake/store/master/internal/tier_path.h"
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/object_key.h"
@@ -43,7 +44,8 @@ inline void DescribeAndLease(ObjectMeta& m, std::string_view client_host_id, int
                              proto::ObjectInfo* info,
                              google::protobuf::RepeatedPtrField<proto::Replica>* replicas) {
   master::ToProto(m, info);
-  master::AppendReadableReplicas(m, client_host_id, replicas);
+  // Rotated by the object's reads: its readers spread over its workers.
+  master::AppendReadableReplicas(m, client_host_id, replicas, m.window_reads);
   ++m.lease_refs;
   m.lease_until_ns = std::max(m.lease_until_ns, lease_until);
 }
@@ -71,6 +73,7 @@ absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
     }
     DescribeAndLease(*m, req.client_host_id(), now + lease_ns, resp.mutable_object(),
                      resp.mutable_replicas());
+    NoteRead(s, req.key(), *m, now);
   });
   if (version == 0 || (resp.replicas().empty() && !on_ssd)) {
     s.metrics.gets_miss->Increment();
@@ -128,6 +131,7 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
         }
         DescribeAndLease(*m, req.client_host_id(), now + lease_ns, b->mutable_object(),
                          b->mutable_replicas());
+        NoteRead(s, key, *m, now);
         leased.push_back({key, m->version});
       }
       return true;

@@ -356,6 +356,25 @@ TEST_F(MasterReplicationTest, DrainIsPacedByItsBandwidth) {
   EXPECT_EQ(DrainState("w0").objects_moved(), 2u);
 }
 
+TEST_F(MasterReplicationTest, DrainIntoAFullWorkerEvictsItsColdestObjects) {
+  Make({}, /*workers=*/2);
+  for (int i = 0; i < 16; ++i) Put(absl::StrCat("cold", i), "seg1");  // w1 is full
+  for (int i = 0; i < 4; ++i) {
+    Put(absl::StrCat("hot", i), "seg0");
+    ReplicaWorkers(absl::StrCat("hot", i));
+  }
+  Drain("w0");
+  while (RunAll("w0") > 0) master_->Tick();
+  master_->Tick();
+  const proto::DrainStatus st = DrainState("w0");
+  EXPECT_EQ(st.state(), proto::DRAIN_DONE);
+  EXPECT_EQ(st.objects_moved(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(ReplicaWorkers(absl::StrCat("hot", i)), std::set<std::string>({"w1"}));
+  }
+  EXPECT_EQ(master_->Stats().objects, 16);  // four cold ones made room
+}
+
 TEST_F(MasterReplicationTest, DrainDropsReplicasThatExistElsewhereWithoutCopying) {
   Put("two", "seg0", /*replicas=*/1);
   proto::CreateCopyTaskRequest req;  // a second replica beyond the put's count

@@ -217,6 +217,33 @@ PYBIND11_MODULE(store, m) {
                                /*readonly=*/true);
       });
 
+  // Replica tasks, as Mooncake's store_py.cpp binds them (replica_task.h).
+  py::enum_<TaskType>(m, "TaskType")
+      .value("REPLICA_COPY", TaskType::kReplicaCopy)
+      .value("REPLICA_MOVE", TaskType::kReplicaMove)
+      .export_values();
+  py::enum_<TaskStatus>(m, "TaskStatus")
+      .value("PENDING", TaskStatus::kPending)
+      .value("PROCESSING", TaskStatus::kProcessing)
+      .value("SUCCESS", TaskStatus::kSuccess)
+      .value("FAILED", TaskStatus::kFailed)
+      .export_values();
+  py::class_<TaskInfo>(m, "QueryTaskResponse", "Response structure for QueryTask operation.")
+      .def(py::init<>())
+      .def_readonly("id", &TaskInfo::id)
+      .def_readonly("type", &TaskInfo::type)
+      .def_readonly("status", &TaskInfo::status)
+      .def_readonly("created_at_ms_epoch", &TaskInfo::created_at_ms_epoch)
+      .def_readonly("last_updated_at_ms_epoch", &TaskInfo::last_updated_at_ms_epoch)
+      .def_readonly("assigned_client", &TaskInfo::assigned_client)
+      .def_readonly("message", &TaskInfo::message)
+      .def("__repr__", [](const TaskInfo& t) {
+        return "QueryTaskResponse(id=" + std::to_string(t.id.first) + "-" +
+               std::to_string(t.id.second) + ", type=" + std::to_string(static_cast<int>(t.type)) +
+               ", status=" + std::to_string(static_cast<int>(t.status)) +
+               ", assigned_client=" + t.assigned_client + ")";
+      });
+
   using Store = DistributedStore;
   const py::call_guard<py::gil_scoped_release> nogil;
   py::class_<Store>(m, "MooncakeDistributedStore")
@@ -462,5 +489,14 @@ PYBIND11_MODULE(store, m) {
           },
           py::arg("keys"), py::arg("force") = false)
       .def("remove_by_regex", &Store::RemoveByRegex, py::arg("regex_pattern"), nogil)
-      .def("remove_all", &Store::RemoveAll, nogil);
+      .def("remove_all", &Store::RemoveAll, nogil)
+      // ---- replica tasks: (UUID, code) and (QueryTaskResponse | None, code)
+      .def("create_copy_task", &Store::CreateCopyTask, py::arg("key"), py::arg("targets"), nogil,
+           "Copy an object to target segments. Returns (task UUID, 0) or ((0, 0), error code).")
+      .def("create_move_task", &Store::CreateMoveTask, py::arg("key"), py::arg("source"),
+           py::arg("target"), nogil,
+           "Move an object from source segment to target segment. Returns (task UUID, 0) or "
+           "((0, 0), error code).")
+      .def("query_task", &Store::QueryTask, py::arg("task_id"), nogil,
+           "Query the status of a task. Returns (QueryTaskResponse, 0) or (None, error code).");
 }

@@ -12,7 +12,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -32,11 +34,14 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/store/node/demo.h"
+#include "mooncake/store/node/drain.h"
 #include "mooncake/store/node/program.h"
 #include "mooncake/store/node/status_line.h"
 #include "mooncake/store/node/store_node.h"
 #include "mooncake/store/node/store_node_options.h"
 #include "mooncake/tier/tier.h"
+#include "mooncake/transport/route_policy.h"
+#include "mooncake/transport/topology.h"
 
 // THE FLAG CONTRACT: tools/mooncake_bench and the tests spawn this binary
 // with these names; do not rename them.
@@ -89,6 +94,30 @@ ABSL_FLAG(std::string, ssd_compression, "auto",
           "when the SSD tier compresses float-typed (bf16, fp16, fp32, fp8) objects: auto "
           "(where it pays at the device's measured bandwidth), always (more objects fit: for "
           "a tier small against its working set), never");
+ABSL_FLAG(int64_t, repair_within_ms, 10'000,
+          "roles all, master: objects that lose a replica with a worker are copied back to "
+          "their put's replica count within this long (ms), hottest first; 0 = no "
+          "re-replication (docs/elasticity.md)");
+ABSL_FLAG(int32_t, hot_reads, 0,
+          "roles all, master: an object read this many times within --hot_window_ms gets an "
+          "extra replica on another worker (up to 3 in all), dropped first when space runs "
+          "short; 0 = off");
+ABSL_FLAG(int64_t, hot_window_ms, 1'000, "the window --hot_reads counts reads in (ms)");
+ABSL_FLAG(double, hot_max_fraction, 0.1,
+          "the share of the pool's capacity hot extra replicas may hold, in [0, 1]");
+ABSL_FLAG(int64_t, drain_deadline_ms, 0,
+          "roles all, worker: on SIGTERM first ask the master to move this worker's replicas "
+          "to other workers, for at most this long (ms), then unmount and stop; 0 = no drain "
+          "(SIGTERM unmounts at once and the replicas only here are lost). POST "
+          "/drain?deadline_ms=N on --http does the same without stopping");
+ABSL_FLAG(std::string, drain_bandwidth, "0",
+          "bytes per second the drain's copies may use (suffixes K, M, G, T); 0 = the master's "
+          "default");
+ABSL_FLAG(std::string, route_policy, "",
+          "a routing policy file (docs/transport.md, \"Routing policy\"): the host's topology "
+          "is read from --sysfs_root, the path each source and traffic class would take is "
+          "printed at start and exported as mooncake_route_paths; empty = none");
+ABSL_FLAG(std::string, sysfs_root, "/sys", "where --route_policy reads the host's topology");
 ABSL_FLAG(bool, demo, true,
           "role all: run a short workload against itself and print its figures, then serve");
 ABSL_FLAG(absl::Duration, status_interval, absl::Seconds(10),
@@ -201,6 +230,15 @@ node::StoreNodeOptions OptionsFromFlags() {
       tier::ParseCompression(absl::GetFlag(FLAGS_ssd_compression));
   if (!compression) BadFlags("--ssd_compression must be auto, always or never");
   o.ssd_compression = *compression;
+  o.repair_within_ms = absl::GetFlag(FLAGS_repair_within_ms);
+  if (absl::GetFlag(FLAGS_hot_reads) < 0) BadFlags("--hot_reads must be >= 0");
+  o.hot_reads = static_cast<uint32_t>(absl::GetFlag(FLAGS_hot_reads));
+  o.hot_window_ms = absl::GetFlag(FLAGS_hot_window_ms);
+  o.hot_max_fraction = absl::GetFlag(FLAGS_hot_max_fraction);
+  o.drain_deadline_ms = absl::GetFlag(FLAGS_drain_deadline_ms);
+  auto drain_bw = node::ParseByteSize("drain_bandwidth", absl::GetFlag(FLAGS_drain_bandwidth));
+  check(drain_bw.status());
+  o.drain_bandwidth_bytes_per_sec = *drain_bw;
   if (absl::GetFlag(FLAGS_status_interval) < absl::ZeroDuration()) {
     BadFlags("--status_interval must be >= 0");
   }
@@ -371,6 +409,19 @@ int Main(int argc, char** argv) {
   const node::StoreNodeOptions options = OptionsFromFlags();
   WarnAboutAddresses(options);
   node::SetLogTimestamps(absl::GetFlag(FLAGS_log_timestamps));
+  // A bad policy file is a flag error (before anything starts).
+  std::optional<transport::RoutePolicy> route_policy;
+  if (const std::string path = absl::GetFlag(FLAGS_route_policy); !path.empty()) {
+    std::ifstream in(path);
+    if (!in) BadFlags(absl::StrCat("--route_policy: cannot read ", path));
+    std::stringstream text;
+    text << in.rdbuf();
+    absl::StatusOr<transport::RoutePolicy> parsed = transport::ParseRoutePolicy(text.str());
+    if (!parsed.ok()) {
+      BadFlags(absl::StrCat("--route_policy ", path, ": ", parsed.status().message()));
+    }
+    route_policy = std::move(*parsed);
+  }
   if (only_check) {
     Say("flags ok");
     return 0;
@@ -384,6 +435,23 @@ int Main(int argc, char** argv) {
   }
   node::StoreNode& n = **started;
   PrintBanner(n);
+  if (route_policy.has_value()) {
+    absl::StatusOr<transport::Topology> topo =
+        transport::DiscoverTopology(absl::GetFlag(FLAGS_sysfs_root));
+    if (!topo.ok()) {
+      std::fprintf(stderr, "mooncake_store: --route_policy: %s\n",
+                   topo.status().ToString().c_str());
+      n.Shutdown().IgnoreError();
+      return node::kExitCannotStart;
+    }
+    Say(topo->ToString());
+    const transport::RoutePlanner planner(std::move(*topo), *route_policy);
+    const transport::RoutePlans plans = planner.PlanAll();
+    for (const std::string& line : transport::RenderPlans(plans)) Say(absl::StrCat("  ", line));
+    if (const absl::Status s = transport::ExportRoutePlans(plans.plans, n.metrics()); !s.ok()) {
+      std::fprintf(stderr, "mooncake_store: route metrics: %s\n", s.ToString().c_str());
+    }
+  }
   if (absl::GetFlag(FLAGS_demo) && options.role == node::Role::kAll) RunDemo(n);
 
   const node::ReadyFile ready(absl::GetFlag(FLAGS_ready_file));
@@ -423,12 +491,23 @@ int Main(int argc, char** argv) {
       next_status += interval;
     }
   }
-  node::LogLine(absl::StrCat("received ", node::SignalName(sig), ": shutting down (health 503, ",
-                             n.worker() != nullptr ? "worker unmount, " : "",
-                             "drain, stop); a second signal exits at once"));
+  const bool drain = options.drain_deadline_ms > 0 && n.worker() != nullptr && !n.worker_retired();
+  node::LogLine(absl::StrCat(
+      "received ", node::SignalName(sig), ": shutting down (",
+      drain ? absl::StrCat("drain the worker for at most ", options.drain_deadline_ms, " ms, ")
+            : "",
+      "health 503, ", n.worker() != nullptr ? "worker unmount, " : "",
+      "drain, stop); a second signal exits at once"));
   // A second signal cuts the shutdown short (an unreachable master can hold the
-  // unmount for its timeout).
-  node::RunShutdown(signals, ready, [&n] {
+  // unmount for its timeout, a drain for its deadline).
+  node::RunShutdown(signals, ready, [&n, &options, drain] {
+    if (drain) {
+      const absl::StatusOr<store::proto::DrainStatus> d = n.DrainWorker(
+          absl::Milliseconds(options.drain_deadline_ms), options.drain_bandwidth_bytes_per_sec);
+      node::LogLine(d.ok()
+                        ? node::DrainSummaryLine(*d)
+                        : absl::StrCat("drain: ", d.status().ToString(), " (unmounting anyway)"));
+    }
     const absl::Status s = n.Shutdown();
     if (!s.ok()) node::LogLine(absl::StrCat("shutdown: worker unmount: ", s.ToString()));
   });

@@ -178,6 +178,58 @@ class Client {
     return resp.exists();
   }
 
+  // ---- Replica tasks (Mooncake's CreateCopyTask / CreateMoveTask / QueryTask) ----
+  // The master copies the object's bytes between workers; segments are named
+  // as their workers mounted them (WorkerOptions::segment_name). Each call is
+  // one RPC and returns at once: QueryTask follows the task. Errors:
+  // INVALID_ARGUMENT (bad key, 0 or over rpc::kMaxCopyTargets targets, an
+  // empty name), those of the master (NOT_FOUND: no such object, segment or
+  // task), those of the RPC.
+
+  // Copies the object to every segment in `targets`; returns the task id.
+  absl::StatusOr<uint64_t> CreateCopyTask(std::string_view key,
+                                          std::span<const std::string> targets,
+                                          std::string_view tenant = {}) {
+    RETURN_IF_ERROR(rpc::ValidateObjectKey(key));
+    if (targets.empty() || targets.size() > rpc::kMaxCopyTargets) {
+      return absl::InvalidArgumentError(absl::StrCat("CreateCopyTask: 1 to ", rpc::kMaxCopyTargets,
+                                                     " targets, not ", targets.size()));
+    }
+    store::proto::CreateCopyTaskRequest req;
+    req.set_key(std::string(key));
+    req.set_tenant(core_->Tenant(tenant));
+    for (const std::string& t : targets) {
+      if (t.empty()) return absl::InvalidArgumentError("CreateCopyTask: an empty segment name");
+      req.add_targets(t);
+    }
+    ASSIGN_OR_RETURN(auto resp, core_->template CallMaster<rpc::CreateCopyTaskMethod>(req));
+    return resp.task_id();
+  }
+
+  // Moves the object's replica on segment `source` to segment `target`.
+  absl::StatusOr<uint64_t> CreateMoveTask(std::string_view key, std::string_view source,
+                                          std::string_view target, std::string_view tenant = {}) {
+    RETURN_IF_ERROR(rpc::ValidateObjectKey(key));
+    if (source.empty() || target.empty()) {
+      return absl::InvalidArgumentError("CreateMoveTask: source and target must be named");
+    }
+    store::proto::CreateMoveTaskRequest req;
+    req.set_key(std::string(key));
+    req.set_tenant(core_->Tenant(tenant));
+    req.set_source(std::string(source));
+    req.set_target(std::string(target));
+    ASSIGN_OR_RETURN(auto resp, core_->template CallMaster<rpc::CreateMoveTaskMethod>(req));
+    return resp.task_id();
+  }
+
+  // A task's state (NOT_FOUND: no such task; the master forgets finished ones
+  // after a while).
+  absl::StatusOr<store::proto::QueryTaskResponse> QueryTask(uint64_t task_id) {
+    store::proto::QueryTaskRequest req;
+    req.set_task_id(task_id);
+    return core_->template CallMaster<rpc::QueryTaskMethod>(req);
+  }
+
   // ---- Batch calls (one Status per item, same order) ---------------------------
 
   std::vector<absl::Status> BatchPut(std::span<const PutItem> items,

@@ -898,5 +898,29 @@ TEST(ClientPlacement, PutAfterAWorkerDiesGoesToAnotherSegmentAndSkipsItAfterward
   EXPECT_EQ(*c->Get("k2"), Value(3000, 'b'));
 }
 
+TEST(Client, ReplicaTaskCallsCheckTheirArgumentsBeforeAnyRpc) {
+  Store s(1);
+  auto c = s.NewClient();
+  const uint64_t before = s.channel(0).total();
+  const std::vector<std::string> none;
+  const std::vector<std::string> too_many(rpc::kMaxCopyTargets + 1, "seg");
+  const std::vector<std::string> empty_name = {"a", ""};
+  const std::vector<std::string> one = {"seg-0-g0"};
+  EXPECT_TRUE(absl::IsInvalidArgument(c->CreateCopyTask("k", none).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(c->CreateCopyTask("k", too_many).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(c->CreateCopyTask("k", empty_name).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(c->CreateCopyTask("", one).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(c->CreateMoveTask("k", "", "b").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(c->CreateMoveTask("k", "a", "").status()));
+  EXPECT_EQ(s.channel(0).total(), before) << "no RPC left the client";
+  // Valid calls reach the master, one RPC each (this fake does not implement them).
+  EXPECT_FALSE(c->CreateCopyTask("k", one).ok());
+  EXPECT_FALSE(c->CreateMoveTask("k", "a", "b").ok());
+  EXPECT_FALSE(c->QueryTask(1).ok());
+  EXPECT_EQ(s.channel(0).calls(rpc::CreateCopyTaskMethod::kId), 1u);
+  EXPECT_EQ(s.channel(0).calls(rpc::CreateMoveTaskMethod::kId), 1u);
+  EXPECT_EQ(s.channel(0).calls(rpc::QueryTaskMethod::kId), 1u);
+}
+
 }  // namespace
 }  // namespace mooncake::client

@@ -76,6 +76,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/trace.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/qos/scheduler.h"
 #include "mooncake/qos/strict_priority_scheduler.h"
@@ -170,6 +171,8 @@ class Router {
     uint32_t route = 0;  // index into Opened::routes
     uint32_t tries = 0;
     uint64_t* digests = nullptr;  // this slice's chunk digest slots, if any
+    uint32_t index = 0;           // in its batch, for traces
+    int64_t queued_ns = 0;        // trace::NowNs() when it was queued; 0: not traced
   };
   // Per batch, beside the shared records (a request's pieces are its slices).
   struct BatchState {
@@ -178,6 +181,8 @@ class Router {
     // The direct path's Submit to the transport is running (mu_ released):
     // Cancel waits for it, else the transport would start after Cancel returned.
     bool direct_submitting = false;
+    uint64_t bytes = 0;     // of its valid requests
+    int64_t submit_ns = 0;  // trace::NowNs() at Submit; 0: not traced
   };
   using Batches = transport_internal::BatchRecords<BatchState>;
   using Batch = Batches::Batch;
@@ -189,6 +194,7 @@ class Router {
     BatchId batch = 0;
     std::vector<Slice> slices;
     absl::Time started;
+    int64_t started_ns = 0;  // trace::NowNs() then; 0: not traced
   };
   // A sub-batch its submitting thread handed to the transport (direct path);
   // one waiting thread at a time collects it.

@@ -64,6 +64,7 @@
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/compat/client_state.h"
+#include "mooncake/store/compat/replica_task.h"
 #include "mooncake/store/compat/replicate_config.h"
 #include "mooncake/store/compat/return_codes.h"
 #include "mooncake/store/compat/store_config.h"
@@ -452,7 +453,49 @@ class DistributedStore {
   }
   int64_t RemoveAll() { return RemoveMatching(""); }
 
+  // ---- Replica tasks (replica_task.h: ids, enums and fields as Mooncake's) -----------
+  // The master copies the object's bytes between workers; segments are named
+  // as their workers mounted them. Each returns at once with (id, 0), or
+  // ((0, 0), code): kInvalidKey, kInvalidParams (no targets, more than
+  // rpc::kMaxCopyTargets, an empty name), kObjectNotFound (no such object or
+  // segment), kRpcFail; kInternalError before Setup.
+
+  std::pair<TaskUuid, int> CreateCopyTask(std::string_view key,
+                                          const std::vector<std::string>& targets) {
+    if (int k = CheckKey(key); k != kOk) return {TaskUuid{0, 0}, k};
+    return TaskCall([&](ClientState& s) { return s.client->CreateCopyTask(key, targets); });
+  }
+
+  std::pair<TaskUuid, int> CreateMoveTask(std::string_view key, std::string_view source,
+                                          std::string_view target) {
+    if (int k = CheckKey(key); k != kOk) return {TaskUuid{0, 0}, k};
+    return TaskCall([&](ClientState& s) { return s.client->CreateMoveTask(key, source, target); });
+  }
+
+  // (the task, 0), or (nullopt, code): kInvalidParams (an id not made here),
+  // kObjectNotFound (no such task, or one the master has forgotten).
+  std::pair<std::optional<TaskInfo>, int> QueryTask(const TaskUuid& id) {
+    const std::optional<uint64_t> task_id = FromTaskUuid(id);
+    if (!task_id.has_value()) return {std::nullopt, kInvalidParams};
+    return WithClientOr(std::pair<std::optional<TaskInfo>, int>(std::nullopt, kInternalError),
+                        [&](ClientState& s) -> std::pair<std::optional<TaskInfo>, int> {
+                          auto r = s.client->QueryTask(*task_id);
+                          if (!r.ok()) return {std::nullopt, ToMooncakeCode(r.status())};
+                          return {ToTaskInfo(*r), kOk};
+                        });
+  }
+
  private:
+  template <typename F>
+  std::pair<TaskUuid, int> TaskCall(F&& f) {
+    return WithClientOr(std::pair<TaskUuid, int>(TaskUuid{0, 0}, kInternalError),
+                        [&](ClientState& s) -> std::pair<TaskUuid, int> {
+                          absl::StatusOr<uint64_t> r = f(s);
+                          if (!r.ok()) return {TaskUuid{0, 0}, ToMooncakeCode(r.status())};
+                          return {ToTaskUuid(*r), kOk};
+                        });
+  }
+
   int Fail(int code, std::string_view why) {
     absl::MutexLock lock(&error_mu_);
     last_error_ = std::string(why);

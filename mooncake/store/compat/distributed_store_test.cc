@@ -129,5 +129,23 @@ TEST(DistributedStore, MasterDownIsRpcFail) {
   EXPECT_EQ(s.Setup(c), kInvalidParams);
 }
 
+TEST_F(DistributedStoreTest, ReplicaTasksCheckArgumentsWithMooncakesCodes) {
+  DistributedStore s;
+  const std::vector<std::string> targets = {"seg"};
+  EXPECT_EQ(s.CreateCopyTask("k", targets).second, kInternalError) << "before setup";
+  ASSERT_EQ(s.Setup(Config()), kOk) << s.last_error();
+  EXPECT_EQ(s.CreateCopyTask("", targets), std::make_pair(TaskUuid{0, 0}, kInvalidKey));
+  EXPECT_EQ(s.CreateCopyTask("k", {}).second, kInvalidParams);
+  EXPECT_EQ(s.CreateCopyTask("k", {"a", ""}).second, kInvalidParams);
+  EXPECT_EQ(s.CreateMoveTask("k", "", "b").second, kInvalidParams);
+  EXPECT_EQ(s.QueryTask(TaskUuid{1, 5}).second, kInvalidParams) << "not an id made here";
+  EXPECT_EQ(s.QueryTask(TaskUuid{0, 0}).second, kInvalidParams) << "a failed create's id";
+  // A valid call reaches the master: a task id, or the master's refusal.
+  const auto [id, code] = s.CreateCopyTask("absent", targets);
+  EXPECT_NE(code, kOk) << "no such object";
+  EXPECT_EQ(id, (TaskUuid{0, 0}));
+  EXPECT_EQ(s.Close(), kOk);
+}
+
 }  // namespace
 }  // namespace mooncake::compat

@@ -46,7 +46,7 @@ namespace mooncake::master {
 struct ReplicationOptions {
   int64_t task_timeout_ms = 30'000;  // a copy in flight (or untaken) longer fails
   int64_t max_wait_ms = 1'000;       // longest CopySync long poll
-  size_t max_waiting_polls = 4;      // long polls parked at once
+  size_t max_waiting_polls = 16;     // long polls parked at once (one per worker)
   size_t max_queued_tasks = 4'096;   // per source worker
   // Copies a source worker runs at once for drain, repair and hot replicas
   // (user tasks are queued whole; these are fed as slots free up).
@@ -157,6 +157,13 @@ class CopyRegistry {
     if (w.queue.size() >= options_.max_queued_tasks) return std::nullopt;
     const uint64_t id = next_task_id_++;
     rec.task.set_task_id(id);
+    if (rec.user_task_id != 0) {
+      // The worker that copies: known once a copy of the task is queued.
+      if (auto u = users_.find(rec.user_task_id);
+          u != users_.end() && u->second.info.assigned_worker().empty()) {
+        u->second.info.set_assigned_worker(rec.worker_id);
+      }
+    }
     w.queue.push_back(id);
     tasks_.emplace(id, std::move(rec));
     work_.SignalAll();

@@ -180,6 +180,7 @@ TEST_F(MasterReplicationTest, CopyTaskAddsAReplicaVisibleOnlyOnceCopied) {
   const proto::QueryTaskResponse q = Query(created->task_id());
   EXPECT_EQ(q.status(), proto::REPLICA_TASK_SUCCESS);
   EXPECT_EQ(q.type(), proto::REPLICA_COPY);
+  EXPECT_EQ(q.assigned_worker(), "w0");
   EXPECT_GT(q.created_at_ms_epoch(), 0);
   EXPECT_EQ(ReplicaWorkers("k"), std::set<std::string>({"w0", "w2"}));
 }

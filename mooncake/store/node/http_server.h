@@ -4,7 +4,7 @@
 // "Connection: close"); GET and HEAD everywhere, PUT and DELETE only on the
 // paths registered with HttpRoute::writes, whose requests may carry a
 // Content-Length body of at most HttpRoute::max_body_bytes (other paths
-// ignore bodies).
+// ignore bodies); POST alone on HttpRoute::action paths.
 //
 //   HttpServer http({.host = "127.0.0.1", .port = 0});
 //   RETURN_IF_ERROR(http.Handle("/health", [](const HttpRequest&) {
@@ -80,6 +80,9 @@ using HttpHandler = std::function<HttpResponse(const HttpRequest&)>;
 struct HttpRoute {
   bool writes = false;        // PUT and DELETE too, with a Content-Length body
   size_t max_body_bytes = 0;  // larger bodies: 413 (writes only)
+  // POST only, body ignored: an action (GET and HEAD answer 405, so a
+  // crawler or a browser's prefetch never triggers it). Not with writes.
+  bool action = false;
 };
 
 struct HttpServerOptions {
@@ -111,6 +114,8 @@ inline std::string_view HttpReason(int status) {
       return "Method Not Allowed";
     case 408:
       return "Request Timeout";
+    case 409:
+      return "Conflict";
     case 411:
       return "Length Required";
     case 413:
@@ -161,6 +166,7 @@ class HttpServer {
     }
     MC_ASSERT(handler != nullptr, "a null HTTP handler");
     MC_ASSERT(route.writes || route.max_body_bytes == 0, "a body limit on a read-only path");
+    MC_ASSERT(!(route.action && route.writes), "an action path takes POST only");
     if (!handlers_.emplace(path, Route{std::move(handler), route}).second) {
       return absl::AlreadyExistsError(absl::StrCat("HTTP path ", path, " registered twice"));
     }
@@ -351,6 +357,14 @@ class HttpServer {
       return;
     }
     const Route& route = it->second;
+    if (route.options.action) {
+      if (req.method != "POST") {
+        Reject(c, 405, "only POST is served here\n", now, "POST");
+        return;
+      }
+      Answer(c, route, req, now);  // bodies ignored
+      return;
+    }
     const bool write = req.method == "PUT" || req.method == "DELETE";
     if (req.method != "GET" && !head && !(write && route.options.writes)) {
       const std::string_view allow = route.options.writes ? kWriteMethods : kReadMethods;

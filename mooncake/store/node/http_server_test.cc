@@ -277,5 +277,32 @@ TEST(HttpServerBodies, WritesAreOptInAndBodiesArriveWhole) {
   EXPECT_EQ(s.stats().requests, 3u);  // GET /ro, DELETE and PUT /rw
 }
 
+TEST(HttpServerActions, ActionPathsTakePostOnly) {
+  HttpServer s({});
+  int runs = 0;
+  ASSERT_TRUE(s.Handle("/act",
+                       [&runs](const HttpRequest& r) {
+                         ++runs;
+                         return HttpResponse{.body = r.method + " " + r.query};
+                       },
+                       {.action = true})
+                  .ok());
+  ASSERT_TRUE(s.Start().ok());
+  // GET and HEAD (a crawler, a prefetch) never run it.
+  for (const char* req : {"GET /act HTTP/1.1\r\n\r\n", "HEAD /act HTTP/1.1\r\n\r\n",
+                          "PUT /act HTTP/1.1\r\nContent-Length: 0\r\n\r\n"}) {
+    auto a = HttpRaw(s.port(), req);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->status, 405) << req;
+    EXPECT_TRUE(absl::StrContains(a->head, "Allow: POST\r\n")) << a->head;
+  }
+  EXPECT_EQ(runs, 0);
+  auto a = HttpRaw(s.port(), "POST /act?x=1 HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->status, 200);
+  EXPECT_EQ(a->body, "POST x=1");
+  EXPECT_EQ(runs, 1);
+}
+
 }  // namespace
 }  // namespace mooncake::node

@@ -13,7 +13,16 @@
 //             (mooncake_worker_*) and mooncake_node_* (role, uptime, health)
 //   /health   200 "ok" while serving; 503 and the reason otherwise (starting,
 //             a worker segment not mounted, the worker's heartbeats failing,
-//             shutting down)
+//             drained, shutting down)
+//   POST /drain?deadline_ms=N[&bandwidth=B]    (a node with a worker) asks the
+//             master to move this worker's replicas elsewhere (Worker::Drain),
+//             answers the DrainStatus as JSON (drain.h) and unmounts the
+//             worker; the node keeps serving HTTP (/health 503 "drained")
+//             until it is stopped (SIGTERM). Bad query: 400 and why.
+//   POST /preempt?deadline_ms=N[&bandwidth=B]  the same for a cloud's spot
+//             notice, with a timeline (ms since the notice) in the JSON.
+//             Both run on the HTTP thread: /health and /metrics answer after
+//             the drain ends (deadline_ms + worker::kDrainGrace at most).
 //
 //   ASSIGN_OR_RETURN(auto node, StoreNode::Start(options));
 //   ... node->rpc_address(), node->http_address() ...
@@ -42,6 +51,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -49,6 +59,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -58,6 +69,7 @@
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/base/trace.h"
 #include "mooncake/index/lru_policy.h"
 #include "mooncake/index/s3fifo_policy.h"
 #include "mooncake/index/variant_policy.h"
@@ -65,6 +77,7 @@
 #include "mooncake/store/ha/leader_resolver.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
+#include "mooncake/store/node/drain.h"
 #include "mooncake/store/node/http_server.h"
 #include "mooncake/store/node/process_stats.h"
 #include "mooncake/store/node/status_line.h"
@@ -150,6 +163,39 @@ class StoreNode {
     return status;
   }
 
+  // Asks the master to move this node's worker's replicas elsewhere and
+  // waits for the drain (Worker::Drain); the worker stays mounted: Shutdown
+  // (or RetireWorker) next. FAILED_PRECONDITION: no worker, shutting down,
+  // or already retired.
+  absl::StatusOr<store::proto::DrainStatus> DrainWorker(absl::Duration deadline,
+                                                        uint64_t bandwidth_bytes_per_sec) {
+    absl::ReaderMutexLock lock(&life_mu_);  // Shutdown resets worker_ only after the drain
+    if (shutting_down_.load(std::memory_order_acquire)) {
+      return absl::FailedPreconditionError("the node is shutting down");
+    }
+    if (worker_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "this node runs no worker (--role=master): nothing to drain");
+    }
+    if (retired_.load(std::memory_order_acquire)) {
+      return absl::FailedPreconditionError("the worker already left the pool (drained)");
+    }
+    return worker_->Drain(deadline, bandwidth_bytes_per_sec);
+  }
+
+  // Unmounts the worker (Worker::Shutdown) but keeps the node serving HTTP
+  // and, on an all-in-one node, the master. Idempotent.
+  absl::Status RetireWorker() {
+    absl::ReaderMutexLock lock(&life_mu_);
+    if (worker_ == nullptr) return absl::OkStatus();
+    // release: /health readers see it with the unmount.
+    retired_.store(true, std::memory_order_release);
+    return worker_->Shutdown();
+  }
+
+  // The worker left the pool (RetireWorker: POST /drain or /preempt).
+  bool worker_retired() const { return retired_.load(std::memory_order_acquire); }
+
   Role role() const { return options_.role; }
   // "host:port" of the master RPC server ("" on a worker-only node).
   std::string rpc_address() const { return server_ ? server_->address() : ""; }
@@ -177,6 +223,9 @@ class StoreNode {
     // acquire: pairs with the release stores in Start and Shutdown.
     if (shutting_down_.load(std::memory_order_acquire)) return {false, "shutting down"};
     if (!serving_.load(std::memory_order_acquire)) return {false, "starting"};
+    if (retired_.load(std::memory_order_acquire)) {
+      return {false, "drained: the worker left the pool (POST /drain or /preempt); stop the node"};
+    }
     if (worker_ != nullptr) {
       size_t mounted = 0;
       const auto segments = worker_->segments();
@@ -275,7 +324,11 @@ class StoreNode {
   }
 
   // One master of an HA cluster (docs/ha.md): serves once elected.
-  absl::Status StartHaMaster(const master::MasterOptions& mo) {
+  absl::Status StartHaMaster(master::MasterOptions mo) {
+    // Copies between workers are refused with HA (docs/elasticity.md): no
+    // planner starts any.
+    mo.replication.repair = false;
+    mo.replication.hot_reads = 0;
     ha::HaMasterOptions ho;
     ho.etcd = options_.ha_etcd;
     ho.cluster = options_.ha_cluster;
@@ -304,8 +357,9 @@ class StoreNode {
     so.host = options_.listen.host;
     so.port = options_.listen.port;
     so.io_threads = options_.rpc_io_threads;
-    // TierSync long polls park handler threads: give them their own.
-    so.worker_threads = options_.rpc_worker_threads + mo.tier.max_waiting_polls;
+    // TierSync and CopySync long polls park handler threads: give them their own.
+    so.worker_threads =
+        options_.rpc_worker_threads + mo.tier.max_waiting_polls + mo.replication.max_waiting_polls;
     server_ = std::make_unique<rpc::RpcServer>(registry_.get(), so);
     if (absl::Status s = server_->Start(); !s.ok()) {
       return Context(absl::StrCat("--listen=", options_.listen.ToString()), s);
@@ -326,6 +380,11 @@ class StoreNode {
     mo.tier.offload_min_bytes = options_.ssd_offload_min_bytes;
     mo.membership.heartbeat_interval_ms = options_.heartbeat_interval_ms;
     mo.membership.heartbeat_timeout_ms = options_.heartbeat_timeout_ms;
+    mo.replication.repair = options_.repair_within_ms > 0;
+    if (mo.replication.repair) mo.replication.repair_within_ms = options_.repair_within_ms;
+    mo.replication.hot_reads = options_.hot_reads;
+    mo.replication.hot_window_ms = options_.hot_window_ms;
+    mo.replication.hot_max_fraction = options_.hot_max_fraction;
     return mo;
   }
 
@@ -396,10 +455,80 @@ class StoreNode {
       const NodeHealth h = Health();
       return HttpResponse{.status = h.ok ? 200 : 503, .body = h.reason + "\n"};
     }));
+    for (const bool preempt : {false, true}) {
+      RETURN_IF_ERROR(
+          http_->Handle(preempt ? "/preempt" : "/drain",
+                        [this, preempt](const HttpRequest& r) { return HandleDrain(r, preempt); },
+                        {.action = true}));
+    }
+    RETURN_IF_ERROR(http_->Handle("/trace", HandleTrace, {.action = true}));
     if (absl::Status s = http_->Start(); !s.ok()) {
       return Context(absl::StrCat("--http=", options_.http.ToString()), s);
     }
     return absl::OkStatus();
+  }
+
+  // POST /trace?seconds=N (1..60, default 5): turns the transport's span
+  // recording on (it stays on) and answers the spans of the last N seconds as
+  // Chrome trace JSON (ui.perfetto.dev, chrome://tracing; docs/transport.md,
+  // "Tracing"). The first call turns it on and returns little: call again
+  // after N seconds. POST /trace?off turns it off. Handlers run on the
+  // server's one poll thread, so this never sleeps.
+  static HttpResponse HandleTrace(const HttpRequest& req) {
+    const auto seconds = QueryParameter(req.query, "seconds");
+    const auto off = QueryParameter(req.query, "off");
+    if (!seconds.ok() || !off.ok()) return {.status = 400, .body = "malformed query\n"};
+    if (off->has_value()) {
+      trace::Enable(false);
+      return {.body = "tracing off\n"};
+    }
+    int64_t n = 5;
+    if (seconds->has_value() && (!absl::SimpleAtoi(**seconds, &n) || n < 1 || n > 60)) {
+      return {.status = 400, .body = "seconds must be in [1, 60]\n"};
+    }
+    trace::Enable(true);
+    std::ostringstream json;
+    trace::DumpChromeJson(json, absl::Seconds(n));
+    return {.body = json.str(), .content_type = "application/json"};
+  }
+
+  // POST /drain and /preempt (see the header comment).
+  HttpResponse HandleDrain(const HttpRequest& r, bool preempt) {
+    const absl::Time notice = absl::Now();
+    absl::StatusOr<DrainParams> p = ParseDrainQuery(r.query);
+    if (!p.ok()) return {.status = 400, .body = absl::StrCat(p.status().message(), "\n")};
+    const auto since_ms = [notice] { return absl::ToInt64Milliseconds(absl::Now() - notice); };
+    Event(absl::StrCat(preempt ? "preemption notice" : "drain asked", ": deadline ", p->deadline_ms,
+                       " ms"));
+    PreemptTimeline t;
+    t.drain_start_ms = since_ms();
+    absl::StatusOr<store::proto::DrainStatus> s =
+        DrainWorker(absl::Milliseconds(p->deadline_ms), p->bandwidth_bytes_per_sec);
+    if (!s.ok()) {
+      const int code = absl::IsFailedPrecondition(s.status()) ? 409
+                       : absl::IsUnimplemented(s.status())    ? 501
+                       : absl::IsUnavailable(s.status()) || absl::IsDeadlineExceeded(s.status())
+                           ? 503
+                           : 500;
+      return {.status = code, .body = absl::StrCat("drain: ", s.status().ToString(), "\n")};
+    }
+    t.drain_done_ms = since_ms();
+    t.bytes_moved = s->bytes_moved();
+    Event(DrainSummaryLine(*s));
+    const absl::Status unmount = RetireWorker();
+    if (!unmount.ok()) Event(absl::StrCat("after the drain, unmount: ", unmount.ToString()));
+    t.done_ms = since_ms();
+    if (preempt) {
+      Event(absl::StrCat("preemption timeline (ms since the notice): drain start ",
+                         t.drain_start_ms, ", drain done ", t.drain_done_ms, ", unmounted ",
+                         t.done_ms, "; ", t.bytes_moved, " bytes moved"));
+    }
+    return {.body = preempt ? PreemptJson(*s, t, unmount.ok()) : DrainStatusJson(*s, unmount.ok()),
+            .content_type = "application/json"};
+  }
+
+  void Event(const std::string& line) const {
+    if (options_.on_event) options_.on_event(line);
   }
 
   absl::Status RegisterNodeMetrics() {
@@ -525,6 +654,7 @@ class StoreNode {
   std::atomic<bool> serving_{false};
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> shut_down_{false};
+  std::atomic<bool> retired_{false};  // the worker left the pool (RetireWorker)
   // Readers of worker_ (Health, Snapshot) hold it shared; Shutdown resets
   // worker_ holding it exclusively.
   mutable absl::Mutex life_mu_;

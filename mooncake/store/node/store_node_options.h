@@ -111,6 +111,15 @@ struct StoreNodeOptions {
   // objects per byte of SSD: a tier small against its working set hits more
   // often), kNever.
   tier::Compression ssd_compression = tier::Compression::kAuto;
+  // Copies between workers (docs/elasticity.md; master::ReplicationOptions).
+  // Roles all, master. Re-replication of objects that lost a replica with a
+  // worker, finished within repair_within_ms of the loss (0: off); hot-object
+  // replicas for objects read hot_reads times within hot_window_ms (0: off),
+  // holding at most hot_max_fraction of the pool.
+  int64_t repair_within_ms = 10'000;
+  uint32_t hot_reads = 0;
+  int64_t hot_window_ms = 1'000;
+  double hot_max_fraction = 0.1;
   // The read lease a get takes when it names none (MasterOptions::
   // default_lease_ms; mooncake_master --default_kv_lease_ttl). The master's
   // longest lease is 60 s, or this if longer.
@@ -124,6 +133,13 @@ struct StoreNodeOptions {
   // Shutdown: how long in-flight transfers get between the worker's unmount
   // and the RPC server closing its connections.
   int64_t drain_ms = 200;
+  // Leaving the pool (docs/store_binary.md, "Draining"): on SIGTERM a node
+  // with a worker first asks the master to move its replicas elsewhere
+  // (Worker::Drain) for at most drain_deadline_ms, then shuts down as above.
+  // 0: no drain (SIGTERM unmounts at once; the replicas here are lost).
+  // Bandwidth in bytes per second for the moves; 0: the master's default.
+  int64_t drain_deadline_ms = 0;
+  uint64_t drain_bandwidth_bytes_per_sec = 0;
   // Metadata HA (docs/ha.md). Role master: join the HA cluster `ha_cluster`
   // on the etcd endpoints `ha_etcd` ("http://h:p[,...]"); "" = a single
   // master that needs no etcd (the default).
@@ -268,6 +284,9 @@ inline absl::StatusOr<std::vector<master::TenantConfig>> ParseTenants(std::strin
 
 // A day: a longer default lease would pin space that no reader still uses.
 inline constexpr int64_t kMaxDefaultLeaseMs = 86'400'000;
+// The longest drain a node asks for (--drain_deadline_ms, POST /drain): a
+// day; longer is a mistake (a node that never leaves), not a plan.
+inline constexpr int64_t kMaxDrainDeadlineMs = 86'400'000;
 
 // Checks what the parsers cannot see alone (ranges, combinations).
 inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
@@ -350,6 +369,15 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
   if (o.tick_interval_ms <= 0 || o.heartbeat_interval_ms <= 0 ||
       o.heartbeat_timeout_ms <= o.heartbeat_interval_ms || o.drain_ms < 0) {
     return bad("timing: ticks and heartbeats > 0, heartbeat timeout > interval, drain >= 0");
+  }
+  if (o.repair_within_ms < 0 || o.hot_window_ms <= 0 ||
+      !(o.hot_max_fraction >= 0 && o.hot_max_fraction <= 1)) {
+    return bad(
+        "--repair_within_ms must be >= 0, --hot_window_ms > 0, --hot_max_fraction in [0, 1]");
+  }
+  if (o.drain_deadline_ms < 0 || o.drain_deadline_ms > kMaxDrainDeadlineMs) {
+    return bad(absl::StrCat("--drain_deadline_ms must be in [0, ", kMaxDrainDeadlineMs,
+                            "] (0: no drain on SIGTERM)"));
   }
   return absl::OkStatus();
 }

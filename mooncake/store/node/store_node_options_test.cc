@@ -88,6 +88,14 @@ TEST(ValidateStoreNodeOptions, DefaultsAreValidAndRangesChecked) {
   // its master (the binary warns).
   EXPECT_TRUE(with([](StoreNodeOptions& x) { x.replicas = 2; }).ok());
   EXPECT_FALSE(with([](StoreNodeOptions& x) { x.replicas = 9; }).ok());
+  // Draining on SIGTERM: off by default, at most a day.
+  EXPECT_EQ(o.drain_deadline_ms, 0);
+  EXPECT_TRUE(with([](StoreNodeOptions& x) { x.drain_deadline_ms = 30'000; }).ok());
+  const absl::Status drain = with([](StoreNodeOptions& x) { x.drain_deadline_ms = -1; });
+  EXPECT_TRUE(absl::IsInvalidArgument(drain)) << drain;
+  EXPECT_NE(drain.message().find("--drain_deadline_ms"), std::string_view::npos) << drain;
+  EXPECT_FALSE(
+      with([](StoreNodeOptions& x) { x.drain_deadline_ms = kMaxDrainDeadlineMs + 1; }).ok());
   // The worker's TCP transport takes numeric IPv4 and IPv6 addresses (it
   // advertises the text as is); a name is refused at the flag check, not at bind.
   EXPECT_TRUE(with([](StoreNodeOptions& x) { x.worker_host = "::1"; }).ok());

@@ -506,5 +506,53 @@ TEST(StoreNode, ShutdownWithInFlightOperations) {
   EXPECT_GE(ok_ops.load(), 30);
 }
 
+TEST(StoreNode, DrainRoutesTakePostAndCheckTheirQuery) {
+  auto n = StoreNode::Start(TestNodeOptions(Role::kAll));
+  ASSERT_TRUE(n.ok()) << n.status();
+  const uint16_t port = HttpPort(**n);
+  auto post = [port](const std::string& target) {
+    return node_testing::HttpRaw(port, "POST " + target + " HTTP/1.1\r\nHost: t\r\n\r\n");
+  };
+  auto a = HttpGet(port, "/drain?deadline_ms=100");  // a GET never drains
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 405);
+  for (const char* bad : {"/drain", "/drain?deadline_ms=abc", "/preempt?deadline_ms=0",
+                          "/drain?deadline_ms=100&bandwidth=lots", "/drain?deadlin_ms=5"}) {
+    a = post(bad);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->status, 400) << bad;
+    EXPECT_FALSE(a->body.empty()) << bad;
+  }
+  a = post("/drain?deadline_ms=abc");
+  EXPECT_TRUE(absl::StrContains(a->body, "deadline_ms='abc': want an integer")) << a->body;
+  EXPECT_TRUE((*n)->Health().ok) << "a refused drain leaves the worker in the pool";
+
+  // Drained (a master with replica moves) or refused by a master without them.
+  a = post("/drain?deadline_ms=200");
+  ASSERT_TRUE(a.ok()) << a.status();
+  if (a->status == 200) {
+    EXPECT_TRUE(absl::StrContains(a->body, "\"unmounted\":true")) << a->body;
+    auto h = HttpGet(port, "/health");
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h->status, 503);
+    EXPECT_TRUE(absl::StrContains(h->body, "drained")) << h->body;
+    a = post("/drain?deadline_ms=200");
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->status, 409) << a->body;  // already left the pool
+  } else {
+    EXPECT_EQ(a->status, 501) << a->body;
+    EXPECT_TRUE((*n)->Health().ok);
+  }
+}
+
+TEST(StoreNode, DrainOnAMasterOnlyNodeIsAConflict) {
+  auto m = StoreNode::Start(TestNodeOptions(Role::kMaster));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto a = node_testing::HttpRaw(HttpPort(**m), "POST /preempt?deadline_ms=100 HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 409);
+  EXPECT_TRUE(absl::StrContains(a->body, "no worker")) << a->body;
+}
+
 }  // namespace
 }  // namespace mooncake::node

@@ -22,8 +22,14 @@ TEST(MasterMethodsTest, IdsMatchTheProtoEnum) {
   EXPECT_EQ(TierSyncMethod::kId, 14);
   EXPECT_EQ(TierReportMethod::kId, 15);
   EXPECT_EQ(RemoveAllMethod::kId, 16);
-  // Every enum value but UNSPECIFIED has a method type (16 methods).
-  EXPECT_EQ(proto::MasterMethodId_MAX, 16);
+  EXPECT_EQ(CopySyncMethod::kId, 17);
+  EXPECT_EQ(DrainWorkerMethod::kId, 18);
+  EXPECT_EQ(DrainStatusMethod::kId, 19);
+  EXPECT_EQ(CreateCopyTaskMethod::kId, 20);
+  EXPECT_EQ(CreateMoveTaskMethod::kId, 21);
+  EXPECT_EQ(QueryTaskMethod::kId, 22);
+  // Every enum value but UNSPECIFIED has a method type (22 methods).
+  EXPECT_EQ(proto::MasterMethodId_MAX, 22);
 }
 
 TEST(MasterMethodsTest, FullyPopulatedMessagesSurviveTheWire) {

@@ -56,6 +56,7 @@
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/segment_directory_format.h"
 #include "mooncake/store/rpc/worker_id.h"
+#include "mooncake/store/worker/copy_agent.h"
 #include "mooncake/store/worker/tier_agent.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/router.h"
@@ -92,7 +93,16 @@ struct WorkerOptions {
   // back to it and loaded again on a read. nullopt: none. Its files are
   // emptied at start (the master knows no record of a new worker).
   std::optional<TierAgentOptions> tier;
+  // Runs the master's copy tasks (copy_agent.h): what moves replicas off a
+  // draining worker and onto new ones. false: none (tests of other pieces).
+  bool copy_agent = true;
+  CopyAgentOptions copy_agent_options;  // rpc_timeout_ms is taken from above
 };
+
+// Drain: how often the master is asked how a drain goes, and how long past
+// the deadline the worker keeps asking (the master's last copies finishing).
+inline constexpr absl::Duration kDrainPollInterval = absl::Milliseconds(100);
+inline constexpr absl::Duration kDrainGrace = absl::Seconds(2);
 
 struct WorkerStats {
   uint64_t heartbeats_ok = 0;
@@ -127,6 +137,13 @@ class Worker {
       t.rpc_timeout_ms = w->options_.rpc_timeout_ms;
       ASSIGN_OR_RETURN(w->tier_agent_,
                        TierAgent<C>::Start(std::move(t), channel, w->worker_id_,
+                                           [p = w.get()](uint64_t id) { return p->Lookup(id); }));
+    }
+    if (w->options_.copy_agent) {
+      CopyAgentOptions c = w->options_.copy_agent_options;
+      c.rpc_timeout_ms = w->options_.rpc_timeout_ms;
+      ASSIGN_OR_RETURN(w->copy_agent_,
+                       CopyAgent<C>::Start(std::move(c), channel, w->router_.get(), w->worker_id_,
                                            [p = w.get()](uint64_t id) { return p->Lookup(id); }));
     }
     if (w->options_.heartbeat_thread) {
@@ -167,6 +184,7 @@ class Worker {
     // No lock held: its lookups take mu_. Stopped, not destroyed: readers of
     // tier_agent() (a node's metrics) may still look at its stats.
     if (tier_agent_ != nullptr) tier_agent_->Stop();
+    if (copy_agent_ != nullptr) copy_agent_->Stop();
     absl::Status status;
     absl::MutexLock lock(&mu_);
     for (Slot& s : slots_) {
@@ -192,6 +210,7 @@ class Worker {
     }
     if (heartbeat_.joinable()) heartbeat_.join();
     if (tier_agent_ != nullptr) tier_agent_->Stop();
+    if (copy_agent_ != nullptr) copy_agent_->Stop();
     absl::MutexLock lock(&mu_);
     for (Slot& s : slots_) {
       if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
@@ -229,6 +248,50 @@ class Worker {
 
   // The SSD tier's agent; null without a tier (stopped after Shutdown).
   TierAgent<C>* tier_agent() { return tier_agent_.get(); }
+  // The copy tasks' agent; null with options.copy_agent false (stopped after
+  // Shutdown; its stats still answer).
+  CopyAgent<C>* copy_agent() { return copy_agent_.get(); }
+
+  // Asks the master to move every replica here to other workers within
+  // `deadline` (DrainWorker; bandwidth 0: the master's default), then asks
+  // how it goes every kDrainPollInterval until the drain is no longer
+  // DRAIN_RUNNING or `deadline` + kDrainGrace has passed, and returns the last
+  // status (still DRAIN_RUNNING if the master never finished). The worker
+  // stays mounted and serving, and its copy agent does the copying: the
+  // caller calls Shutdown() after. A DrainStatus call that fails is retried
+  // at the next interval. Errors: INVALID_ARGUMENT (deadline <= 0),
+  // FAILED_PRECONDITION (shutting down), DrainWorker's error.
+  absl::StatusOr<proto::DrainStatus> Drain(absl::Duration deadline,
+                                           uint64_t bandwidth_bytes_per_sec) {
+    if (deadline <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError("Drain: the deadline must be > 0");
+    }
+    if (copy_agent_ == nullptr) {
+      return absl::FailedPreconditionError("Drain: this worker runs no copy agent");
+    }
+    proto::DrainWorkerRequest req;
+    req.set_worker_id(worker_id_);
+    req.set_deadline_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(deadline)));
+    req.set_bandwidth_bytes_per_sec(bandwidth_bytes_per_sec);
+    ASSIGN_OR_RETURN(proto::DrainWorkerResponse started,
+                     rpc::Call<rpc::DrainWorkerMethod>(*channel_, req, CallOpts()));
+    proto::DrainStatus status = started.status();
+    const absl::Time give_up = absl::Now() + deadline + kDrainGrace;
+    proto::DrainStatusRequest ask;
+    ask.set_worker_id(worker_id_);
+    while (status.state() == proto::DRAIN_RUNNING && absl::Now() < give_up) {
+      {
+        absl::MutexLock lock(&mu_);
+        wake_.WaitWithTimeout(&mu_, kDrainPollInterval);
+        if (stopping_) return absl::FailedPreconditionError("Drain: worker is shutting down");
+      }
+      auto r = rpc::Call<rpc::DrainStatusMethod>(*channel_, ask, CallOpts());
+      if (r.ok()) status = r->status();
+    }
+    MC_DASSERT(status.state() != proto::DRAIN_RUNNING || absl::Now() >= give_up,
+               "a running drain is returned only past its deadline");
+    return status;
+  }
 
  private:
   struct Slot {
@@ -464,6 +527,8 @@ class Worker {
   // Set in Start; stopped by Shutdown/Abandon after the heartbeat thread
   // ends; destroyed with the worker.
   std::unique_ptr<TierAgent<C>> tier_agent_;
+  // Set in Start (with options.copy_agent); stopped by Shutdown/Abandon.
+  std::unique_ptr<CopyAgent<C>> copy_agent_;
 };
 
 }  // namespace mooncake::worker

@@ -38,9 +38,16 @@ inline absl::StatusOr<BatchId> Router::SubmitWithPriority(std::span<const Transf
     return absl::InvalidArgumentError(
         absl::StrCat("Submit: class ", cls, " >= ", options_.priority_classes));
   }
+  trace::Scope span("router.submit", "router");
   SubBatch direct;
   std::vector<TransferRequest> direct_requests;
   ASSIGN_OR_RETURN(const BatchId id, Admit(requests, cls, &direct, &direct_requests));
+  if (span.active()) {
+    span.set_batch(id);
+    uint64_t bytes = 0;
+    for (const TransferRequest& r : requests) bytes += r.length;
+    span.set_bytes(bytes);
+  }
   if (!direct.slices.empty()) SubmitDirect(std::move(direct), direct_requests);
   return id;
 }
@@ -87,6 +94,9 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
   const bool go_direct = DirectFitsLocked(requests, slices, &direct_transport);
   const auto [id, batch] = batches_.Create(requests);
   batch->extra.cls = cls;
+  const int64_t trace_ns = trace::Enabled() ? trace::NowNs() : 0;
+  batch->extra.submit_ns = trace_ns;
+  uint32_t index = 0;
   for (uint32_t i = 0; i < requests.size(); ++i) {
     const TransferRequest& r = requests[i];
     if (absl::Status s = CheckRequest(r); !s.ok()) {
@@ -94,6 +104,7 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
       continue;
     }
     Opened& o = handles_.at(r.segment);
+    batch->extra.bytes += r.length;
     for (uint64_t off = 0; off < r.length; off += options_.slice_bytes) {
       Slice s{id,
               i,
@@ -103,6 +114,8 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
               r.remote_offset + off,
               std::min(options_.slice_bytes, r.length - off)};
       s.digests = SubrangeDigests(r, off, s.length);
+      s.index = index++;
+      s.queued_ns = trace_ns;
       ++batch->requests[i].pieces_left;
       ++o.slices_alive;
       if (go_direct) {
@@ -135,6 +148,7 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
 inline void Router::SubmitDirect(SubBatch sb, std::span<const TransferRequest> requests) {
   MC_DASSERT(sb.slices.size() == requests.size(), "one transport request per slice");
   sb.started = absl::Now();
+  sb.started_ns = trace::Enabled() ? trace::NowNs() : 0;
   // The submitting thread collects a direct sub-batch (Wait, or Poll):
   // a transport may receive it on that thread.
   absl::StatusOr<BatchId> sub = transports_[sb.transport]->SubmitForWait(requests);
@@ -224,7 +238,13 @@ inline absl::StatusOr<BatchResult> Router::Wait(BatchId id, absl::Time deadline)
   absl::MutexLock lock(&mu_);
   for (;;) {
     ASSIGN_OR_RETURN(const Batch* b, batches_.FindActive(id));
-    if (BatchDone(*b)) return batches_.Take(id);
+    if (BatchDone(*b)) {
+      if (b->extra.submit_ns != 0) {
+        trace::Record("router.complete", "router", b->extra.submit_ns, trace::NowNs(), id, 0,
+                      b->extra.bytes);
+      }
+      return batches_.Take(id);
+    }
     if (auto d = direct_.find(id); d != direct_.end() && !d->second.collecting) {
       if (!WaitDirectLocked(id, deadline)) {
         return absl::DeadlineExceededError(absl::StrCat("Wait: batch ", id, " still in flight"));
@@ -312,6 +332,12 @@ inline void Router::Collect() {
 }
 
 inline void Router::Settle(SubBatch sb, const absl::StatusOr<BatchResult>& r, bool timed_out) {
+  if (sb.started_ns != 0 && trace::Enabled()) {  // each slice's time on its route
+    const int64_t now_ns = trace::NowNs();
+    for (const Slice& s : sb.slices) {
+      trace::Record("router.attempt", "router", sb.started_ns, now_ns, s.batch, s.index, s.length);
+    }
+  }
   slices_in_flight_ -= sb.slices.size();
   if (Batch* b = batches_.Find(sb.batch); b != nullptr) --b->extra.subs_in_flight;
   for (size_t k = 0; k < sb.slices.size(); ++k) {
@@ -340,12 +366,17 @@ inline void Router::Dispatch() {
   std::vector<std::pair<Key, std::vector<Slice>>> groups;
   std::map<Key, size_t> filling;  // the group of `groups` that takes the key's next slice
   size_t taken = 0;
+  const int64_t trace_ns = trace::Enabled() ? trace::NowNs() : 0;
   while (slices_in_flight_ + taken < options_.slices_in_flight_max) {
     std::optional<Slice> s = queue_.Pop();
     if (!s.has_value()) break;
     if (batches_.Find(s->batch) == nullptr) {  // cancelled: never started
       ReleaseSlice(*s);
       continue;
+    }
+    if (s->queued_ns != 0 && trace_ns != 0) {  // a failed-over slice's wait is its retry span
+      trace::Record(s->tries > 0 ? "router.retry" : "router.queue", "router", s->queued_ns,
+                    std::max(s->queued_ns, trace_ns), s->batch, s->index, s->length);
     }
     const Key key{s->batch, handles_.at(s->handle).routes[s->route].transport};
     auto f = filling.find(key);
@@ -371,7 +402,7 @@ inline void Router::Dispatch() {
     }
     slices_in_flight_ += slices.size();
     ++batches_.Find(batch)->extra.subs_in_flight;
-    in_flight_.push_back(SubBatch{t, *sub, batch, std::move(slices), absl::Now()});
+    in_flight_.push_back(SubBatch{t, *sub, batch, std::move(slices), absl::Now(), trace_ns});
   }
 }
 
@@ -392,6 +423,7 @@ inline void Router::OnSliceResult(Slice s, absl::Status status) {
     ++s.route;
     // The failed route may have digested bytes the next one writes again.
     if (s.digests != nullptr) std::fill_n(s.digests, DigestChunkCount(s.length), kNoDigest);
+    s.queued_ns = trace::Enabled() ? trace::NowNs() : 0;
     const uint64_t cost = s.length;
     if (queue_.Push(std::move(s), b->extra.cls, cost) == qos::PushResult::kAccepted) {
       ++failovers_;

@@ -85,6 +85,7 @@
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/tcp_connect.h"
+#include "mooncake/base/trace.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_server.h"
@@ -103,6 +104,7 @@ struct Slice {
   uint32_t length = 0;
   uint64_t tag = 0;
   uint64_t* digests = nullptr;  // READ: this slice's chunk digest slots (SubrangeDigests)
+  int64_t sent_ns = 0;          // trace::NowNs() when its frame went out; 0: not traced
 };
 
 // Connects to host:port (a literal: endpoints carry them) before `deadline`;
@@ -422,6 +424,7 @@ class TcpLane {
     for (;;) {
       std::vector<Slice> out, cancelled;
       bool large = false;  // inline: a reserved batch's large WRITE is in `out`
+      trace::Scope span("tcp.send", "tcp");
       {
         absl::MutexLock lock(&mu_);
         while (!dead_ && !queue_.empty() && out.size() < 64 && WindowOpenLocked(queue_.front())) {
@@ -432,6 +435,7 @@ class TcpLane {
           } else {
             large = large || (inline_mode && IsLargeWrite(s));
             s.tag = next_tag_++;
+            s.sent_ns = span.start_ns();  // 0: not traced
             inflight_bytes_ += s.length;
             pending_.push_back(s);
             out.push_back(std::move(s));
@@ -442,7 +446,11 @@ class TcpLane {
       for (Slice& s : cancelled) {
         SettleSlice(s, absl::CancelledError("cancelled"));
       }
-      if (out.empty()) return;
+      if (out.empty()) {
+        span.Dismiss();
+        return;
+      }
+      if (span.active()) TraceSend(span, out);
       if (large) {  // one sendmsg, then the sender thread has the rest
         SendInlineOrHandOff(out);
         return;
@@ -454,6 +462,15 @@ class TcpLane {
       }
       SettleAnswered(out.back().tag);
     }
+  }
+
+  // The send span's arguments: the first slice and the bytes of all of them.
+  static void TraceSend(trace::Scope& span, const std::vector<Slice>& out) {
+    uint64_t bytes = 0;
+    for (const Slice& s : out) bytes += s.length;
+    span.set_batch(out.front().batch->id());
+    span.set_slice(out.front().index);
+    span.set_bytes(bytes);
   }
 
   // One sendmsg of `out`'s frames; what it leaves goes to the sender thread.
@@ -534,6 +551,7 @@ class TcpLane {
     FrameHeader h;
     size_t body_got = 0;
     std::string message;  // an ERROR frame's text
+    int64_t recv_ns = 0;  // trace::NowNs() when its receive began; 0: not traced
   };
 
   void ReceiverLoop() {
@@ -642,6 +660,7 @@ class TcpLane {
       c.active = true;
       c.slice = pending_.front();
       c.deadline = absl::Now() + limits_.io_timeout;
+      c.recv_ns = c.slice.sent_ns != 0 && trace::Enabled() ? trace::NowNs() : 0;
     }
     const auto broken = [](absl::Status st) { return Step{StepKind::kBroken, {}, std::move(st)}; };
     if (!c.have_header) {
@@ -693,7 +712,17 @@ class TcpLane {
       }
     }
     c.active = false;
+    if (c.recv_ns != 0) TraceFrame(c);
     return {StepKind::kFrame, std::move(c.slice), std::move(outcome)};
+  }
+
+  // A traced slice's round trip (its frame sent to its response in) and the
+  // receive of its response.
+  static void TraceFrame(const Cursor& c) {
+    const int64_t now = trace::NowNs();
+    const uint64_t batch = c.slice.batch->id();
+    trace::Record("tcp.wire", "tcp", c.slice.sent_ns, now, batch, c.slice.index, c.slice.length);
+    trace::Record("tcp.recv", "tcp", c.recv_ns, now, batch, c.slice.index, c.slice.length);
   }
 
   void SettleSlice(const Slice& s, const absl::Status& status) {

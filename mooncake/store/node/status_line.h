@@ -55,6 +55,9 @@ struct NodeSnapshot {
   uint64_t tier_io_errors = 0;
   uint64_t tier_failed_syncs = 0;
   uint64_t tier_corrupt_records = 0;
+  uint64_t copies_done = 0;  // the copy agent's totals (copy_agent.h)
+  uint64_t copies_failed = 0;
+  uint64_t copied_bytes = 0;
 };
 
 // The time at the start of the binary's running lines (serving, status,

@@ -291,6 +291,12 @@ class StoreNode {
         s.tier_failed_syncs = agent->tier().info().failed_syncs;
         s.tier_corrupt_records = ts.corrupt_records;
       }
+      if (auto* agent = w->copy_agent(); agent != nullptr) {
+        const worker::CopyAgentStats cs = agent->stats();
+        s.copies_done = cs.tasks_done;
+        s.copies_failed = cs.tasks_failed;
+        s.copied_bytes = cs.bytes_copied;
+      }
     }
     return s;
   }
@@ -591,6 +597,19 @@ class StoreNode {
                      metrics_.GetCounter("mooncake_worker_tier_corrupt_records_total",
                                          "SSD tier records that failed a checksum (dropped, "
                                          "never served)."));
+    ASSIGN_OR_RETURN(w_copies_ok_,
+                     metrics_.GetCounter("mooncake_worker_copies_total",
+                                         "Copy tasks this worker ran for the master "
+                                         "(drain, re-replication, hot replicas, copy/move tasks).",
+                                         {{"result", "ok"}}));
+    ASSIGN_OR_RETURN(w_copies_failed_,
+                     metrics_.GetCounter("mooncake_worker_copies_total",
+                                         "Copy tasks this worker ran for the master "
+                                         "(drain, re-replication, hot replicas, copy/move tasks).",
+                                         {{"result", "failed"}}));
+    ASSIGN_OR_RETURN(w_copied_bytes_,
+                     metrics_.GetCounter("mooncake_worker_copied_bytes_total",
+                                         "Bytes this worker copied to other workers."));
     return absl::OkStatus();
   }
 
@@ -621,7 +640,9 @@ class StoreNode {
     for (auto [counter, total] :
          {std::pair{w_tier_syncs_, s.tier_syncs}, std::pair{w_tier_io_errors_, s.tier_io_errors},
           std::pair{w_tier_failed_syncs_, s.tier_failed_syncs},
-          std::pair{w_tier_corrupt_, s.tier_corrupt_records}}) {
+          std::pair{w_tier_corrupt_, s.tier_corrupt_records},
+          std::pair{w_copies_ok_, s.copies_done}, std::pair{w_copies_failed_, s.copies_failed},
+          std::pair{w_copied_bytes_, s.copied_bytes}}) {
       counter->Increment(total - std::min(total, counter->Value()));
     }
   }
@@ -676,6 +697,9 @@ class StoreNode {
   Counter* w_tier_io_errors_ = nullptr;
   Counter* w_tier_failed_syncs_ = nullptr;
   Counter* w_tier_corrupt_ = nullptr;
+  Counter* w_copies_ok_ = nullptr;
+  Counter* w_copies_failed_ = nullptr;
+  Counter* w_copied_bytes_ = nullptr;
 };
 
 }  // namespace mooncake::node

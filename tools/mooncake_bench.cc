@@ -160,23 +160,6 @@ T Pick(const absl::Flag<T>& flag, std::string_view name, T quick) {
   return absl::GetFlag(FLAGS_quick) && at_default ? quick : absl::GetFlag(flag);
 }
 
-std::string FindStoreBinary(const char* argv0) {
-  if (!absl::GetFlag(FLAGS_store_binary).empty()) return absl::GetFlag(FLAGS_store_binary);
-  std::vector<std::string> candidates = {
-      absl::StrCat(argv0, ".runfiles/mooncake/tools/mooncake_store")};
-  if (const char* rf = std::getenv("RUNFILES_DIR"); rf != nullptr) {
-    candidates.push_back(absl::StrCat(rf, "/mooncake/tools/mooncake_store"));
-  }
-  const std::string self(argv0);
-  const size_t slash = self.rfind('/');
-  candidates.push_back(
-      absl::StrCat(slash == std::string::npos ? "." : self.substr(0, slash), "/mooncake_store"));
-  for (const std::string& c : candidates) {
-    if (access(c.c_str(), X_OK) == 0) return c;
-  }
-  return "";
-}
-
 // The store client's settings from the --store_* flags (negative values are
 // refused in LoadConfig first: they would wrap in the unsigned fields).
 StoreOptions StoreOptionsFromFlags() {
@@ -191,7 +174,7 @@ StoreOptions StoreOptionsFromFlags() {
   return o;
 }
 
-absl::StatusOr<Config> LoadConfig(const char* argv0) {
+absl::StatusOr<Config> LoadConfig() {
   Config c;
   ASSIGN_OR_RETURN(c.sizes,
                    ParseList("sizes", Pick(FLAGS_sizes, "sizes", std::string("64K,1M")), true));
@@ -257,7 +240,7 @@ absl::StatusOr<Config> LoadConfig(const char* argv0) {
           absl::StrCat("--systems: unknown '", s, "' (memcached, redis, store-tcp, store-shm)"));
     }
   }
-  c.store_binary = FindStoreBinary(argv0);
+  c.store_binary = bench::FindStoreBinary(absl::GetFlag(FLAGS_store_binary)).value_or("");
   c.log_dir = absl::GetFlag(FLAGS_log_dir);
   return c;
 }
@@ -838,7 +821,7 @@ int main(int argc, char** argv) {
   // every absl::Mutex lock (Debian's abseil is built without NDEBUG).
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<mooncake::bench::Config> config = mooncake::bench::LoadConfig(argv[0]);
+  absl::StatusOr<mooncake::bench::Config> config = mooncake::bench::LoadConfig();
   if (!config.ok()) {
     std::fprintf(stderr, "mooncake_bench: %s\n", config.status().ToString().c_str());
     return 2;

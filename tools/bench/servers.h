@@ -6,11 +6,16 @@
 #ifndef MOONCAKE_TOOLS_BENCH_SERVERS_H_
 #define MOONCAKE_TOOLS_BENCH_SERVERS_H_
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,6 +36,31 @@ struct Server {
   std::string http_address;  // store only: /metrics and /health
   int port = 0;
 };
+
+// Where tools/mooncake_store is for a program that starts it: `flag` if set
+// (a --store_binary flag), else the one in this program's runfiles
+// (RUNFILES_DIR, TEST_SRCDIR, <exe>.runfiles) or beside the program.
+inline absl::StatusOr<std::string> FindStoreBinary(std::string_view flag) {
+  if (!flag.empty()) return std::string(flag);
+  std::vector<std::filesystem::path> candidates;
+  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
+    if (const char* d = std::getenv(env); d != nullptr) {
+      candidates.push_back(std::filesystem::path(d) / "mooncake/tools/mooncake_store");
+    }
+  }
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.string() + ".runfiles/mooncake/tools/mooncake_store");
+    candidates.push_back(exe.parent_path() / "mooncake_store");
+    candidates.push_back(exe.parent_path().parent_path() / "mooncake_store");
+  }
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return c.string();
+  }
+  return absl::NotFoundError(
+      "no tools/mooncake_store in the runfiles or beside this program; pass --store_binary");
+}
 
 inline constexpr int kStartAttempts = 3;  // a free port can be taken before the server binds
 

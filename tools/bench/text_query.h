@@ -87,22 +87,29 @@ absl::StatusOr<std::string> TextExchange(std::string_view address, std::string_v
   return reply;
 }
 
-// GET http://address/path (HTTP/1.0); the body of a 200 answer.
-inline absl::StatusOr<std::string> HttpGet(std::string_view address, std::string_view path) {
+// `method` http://address/path (HTTP/1.0, no body); the body of a 200 answer.
+inline absl::StatusOr<std::string> HttpCall(std::string_view method, std::string_view address,
+                                            std::string_view path, int timeout_ms = 5'000) {
   const std::string request =
-      absl::StrCat("GET ", AbslView(path), " HTTP/1.0\r\nHost: ", AbslView(address),
-                   "\r\nConnection: close\r\n\r\n");
-  auto reply = TextExchange(address, request, [](std::string_view) { return false; });
+      absl::StrCat(AbslView(method), " ", AbslView(path), " HTTP/1.0\r\nHost: ", AbslView(address),
+                   "\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+  auto reply = TextExchange(
+      address, request, [](std::string_view) { return false; }, timeout_ms);
   if (!reply.ok()) return reply.status();
   const size_t body = reply->find("\r\n\r\n");
   if (!reply->starts_with("HTTP/1.") || body == std::string::npos) {
     return absl::InternalError(absl::StrCat("not an HTTP answer from ", AbslView(address)));
   }
   if (reply->find(" 200") != reply->find(' ')) {
-    return absl::UnavailableError(
-        absl::StrCat("GET ", AbslView(path), ": ", reply->substr(0, reply->find('\r'))));
+    return absl::UnavailableError(absl::StrCat(AbslView(method), " ", AbslView(path), ": ",
+                                               reply->substr(0, reply->find('\r'))));
   }
   return reply->substr(body + 4);
+}
+
+// GET http://address/path (HTTP/1.0); the body of a 200 answer.
+inline absl::StatusOr<std::string> HttpGet(std::string_view address, std::string_view path) {
+  return HttpCall("GET", address, path);
 }
 
 // The sum of every sample of metric `name` in Prometheus text (one sample

@@ -119,27 +119,6 @@ struct Report {
   std::string error;              // the campaign could not finish
 };
 
-absl::StatusOr<std::string> FindStoreBinary() {
-  if (std::string flag = absl::GetFlag(FLAGS_store_binary); !flag.empty()) return flag;
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::vector<std::filesystem::path> candidates;
-  for (const char* env : {"RUNFILES_DIR", "TEST_SRCDIR"}) {
-    if (const char* d = getenv(env); d != nullptr) {
-      candidates.push_back(std::filesystem::path(d) / "mooncake/tools/mooncake_store");
-    }
-  }
-  if (!ec) {
-    candidates.push_back(exe.string() + ".runfiles/mooncake/tools/mooncake_store");
-    candidates.push_back(exe.parent_path().parent_path() / "mooncake_store");
-  }
-  for (const auto& c : candidates) {
-    if (access(c.c_str(), X_OK) == 0) return c.string();
-  }
-  return absl::NotFoundError(
-      "no tools/mooncake_store in the runfiles or beside this program; pass --store_binary");
-}
-
 absl::StatusOr<std::string> MakeWorkDir() {
   const char* tmp = getenv("TEST_TMPDIR");
   std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/ha_failover.XXXXXX");
@@ -449,7 +428,7 @@ int Main() {
     std::fprintf(stderr, "ha_failover: --mode must be kill, rolling, cold or isolate\n");
     return 2;
   }
-  absl::StatusOr<std::string> binary = FindStoreBinary();
+  absl::StatusOr<std::string> binary = bench::FindStoreBinary(absl::GetFlag(FLAGS_store_binary));
   absl::StatusOr<std::string> dir = MakeWorkDir();
   if (!binary.ok() || !dir.ok()) {
     std::fprintf(stderr, "ha_failover: %s\n",

@@ -262,6 +262,7 @@ class Master {
     std::tie(r.workers_expired, r.replicas_dropped) = master_internal::ExpireWorkers(s_, now);
     r.tier_tasks_timed_out = master_internal::ExpireTierTasks(s_, now);
     r.copy_tasks_timed_out = master_internal::ExpireCopyTasks(s_, now);  // and plans copies
+    s_.pool.DecayReads();
     // Offloads in flight free their DRAM when the tier acknowledges: count
     // them as freed already, so one round does not offload twice as much.
     const double used = static_cast<double>(s_.pool.used_bytes()) -

@@ -265,6 +265,25 @@ class SegmentPool {
     return segments_.contains(id);
   }
 
+  // The reads the master has sent to segment `id` lately (0: not mounted),
+  // counting this one when `count` (relaxed: a load estimate).
+  uint64_t ReadLoad(uint64_t id, bool count) const {
+    std::shared_lock lock(map_mu_);
+    auto it = segments_.find(id);
+    if (it == segments_.end()) return 0;
+    return count ? it->second->recent_reads.fetch_add(1, std::memory_order_relaxed) + 1
+                 : it->second->recent_reads.load(std::memory_order_relaxed);
+  }
+  // Halves every segment's recent reads (the master's Tick): a load that
+  // fades over a few seconds.
+  void DecayReads() {
+    std::shared_lock lock(map_mu_);
+    for (const auto& [id, s] : segments_) {
+      s->recent_reads.store(s->recent_reads.load(std::memory_order_relaxed) / 2,
+                            std::memory_order_relaxed);
+    }
+  }
+
   // Every mounted segment, by id.
   std::vector<SegmentView> Snapshot() const {
     std::vector<SegmentView> out;
@@ -358,6 +377,8 @@ class SegmentPool {
     A allocator ABSL_GUARDED_BY(mu);
     bool dead ABSL_GUARDED_BY(mu) = false;  // unmounted; allocator no longer used
     std::atomic<uint64_t> used_bytes{0};
+    // Reads the master sent here lately (ReadLoad), halved by DecayReads.
+    std::atomic<uint64_t> recent_reads{0};
     bool draining = false;  // under the pool's map_mu_: not a placement candidate
   };
 

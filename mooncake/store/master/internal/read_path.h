@@ -40,12 +40,36 @@ int64_t LeaseNs(const MasterState<A, P>& s, uint64_t lease_ms) {
 }
 
 // Under the shard lock: describes `m` and takes a lease reference on it.
-inline void DescribeAndLease(ObjectMeta& m, std::string_view client_host_id, int64_t lease_until,
-                             proto::ObjectInfo* info,
-                             google::protobuf::RepeatedPtrField<proto::Replica>* replicas) {
+// Replicas come nearest first (on the reader's host), then by the load of
+// their segment (reads the master sent there lately), so readers that take
+// the first replica spread over an object's workers; the chosen segment's
+// load counts this read.
+template <typename A, typename P>
+void DescribeAndLease(MasterState<A, P>& s, ObjectMeta& m, std::string_view client_host_id,
+                      int64_t lease_until, proto::ObjectInfo* info,
+                      google::protobuf::RepeatedPtrField<proto::Replica>* replicas) {
   master::ToProto(m, info);
-  // Rotated by the object's reads: its readers spread over its workers.
+  const int first = replicas->size();
   master::AppendReadableReplicas(m, client_host_id, replicas, m.window_reads);
+  const bool has_local =
+      !client_host_id.empty() &&
+      std::any_of(m.replicas.begin(), m.replicas.end(), [&](const Replica& r) {
+        return r.state == master::ReplicaState::kComplete && r.host_id == client_host_id;
+      });
+  if (replicas->size() - first >= 2 && !has_local) {
+    // Remote replicas only (a local one stays first): least loaded first.
+    int best = first;
+    uint64_t best_load = UINT64_MAX;
+    for (int i = first; i < replicas->size(); ++i) {
+      const uint64_t load = s.pool.ReadLoad(replicas->Get(i).segment_id(), false);
+      if (load < best_load) {
+        best_load = load;
+        best = i;
+      }
+    }
+    if (best != first) replicas->SwapElements(first, best);
+  }
+  if (replicas->size() > first) s.pool.ReadLoad(replicas->Get(first).segment_id(), true);
   ++m.lease_refs;
   m.lease_until_ns = std::max(m.lease_until_ns, lease_until);
 }
@@ -71,7 +95,7 @@ absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
       if (on_ssd) master::ToProto(*m, resp.mutable_object());
       return;
     }
-    DescribeAndLease(*m, req.client_host_id(), now + lease_ns, resp.mutable_object(),
+    DescribeAndLease(s, *m, req.client_host_id(), now + lease_ns, resp.mutable_object(),
                      resp.mutable_replicas());
     NoteRead(s, req.key(), *m, now);
   });
@@ -129,7 +153,7 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
           if (!m->Loading()) to_load.push_back({matched, {key, m->version}});
           return true;
         }
-        DescribeAndLease(*m, req.client_host_id(), now + lease_ns, b->mutable_object(),
+        DescribeAndLease(s, *m, req.client_host_id(), now + lease_ns, b->mutable_object(),
                          b->mutable_replicas());
         NoteRead(s, key, *m, now);
         leased.push_back({key, m->version});

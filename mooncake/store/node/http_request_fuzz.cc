@@ -3,7 +3,8 @@
 // parsing its head again gives the same request. Then what follows the head:
 // RequestBodyBytes gives a length, none, or a 400/501 error, and a body that
 // is all there is the bytes after the head; the query's key parameter
-// decodes (never longer than the query) or is a 400.
+// decodes (never longer than the query) or is a 400; the query of POST
+// /drain and /preempt parses (deadline and bandwidth in range) or is a 400.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/store/node/drain.h"
 #include "mooncake/store/node/http_request.h"
 
 namespace mooncake {
@@ -28,6 +30,8 @@ std::vector<std::string> FuzzSeeds() {
       "PUT /metadata?key=%zz HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nab",
       "PUT /metadata?key=x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
       "DELETE /metadata?x=1&key=%41 HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+      "POST /drain?deadline_ms=30000&bandwidth=1G HTTP/1.1\r\n\r\n",
+      "POST /preempt?deadline_ms=0&bandwidth=-1&x HTTP/1.1\r\n\r\n",
       "",
   };
 }
@@ -66,6 +70,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view body = in.substr(req.head_bytes, **length);
     MC_ASSERT(body.size() == **length && body.data() + body.size() <= in.data() + in.size(),
               "body outside the input");
+  }
+  auto drain = mooncake::node::ParseDrainQuery(req.query);
+  MC_ASSERT(drain.ok() || absl::IsInvalidArgument(drain.status()), "unexpected drain error code");
+  if (drain.ok()) {
+    MC_ASSERT(drain->deadline_ms >= 1 && drain->deadline_ms <= mooncake::node::kMaxDrainDeadlineMs,
+              "a drain deadline out of range");
   }
   auto key = mooncake::node::QueryParameter(req.query, "key");
   MC_ASSERT(key.ok() || absl::IsInvalidArgument(key.status()), "unexpected query error code");

@@ -63,3 +63,50 @@ TEST(ObjectMetaTest, PinLevels) {
 
 }  // namespace
 }  // namespace mooncake::master
+
+namespace mooncake::master {
+namespace {
+
+TEST(ValidateTensorMetaTest, ChecksShapeDtypeLayersAndTp) {
+  store::proto::TensorMeta t;
+  EXPECT_TRUE(ValidateTensorMeta(t, 100).ok());  // nothing given: nothing to check
+  t.set_dtype(store::proto::DTYPE_BF16);
+  EXPECT_TRUE(ValidateTensorMeta(t, 100).ok());  // a dtype alone
+  t.add_shape(2);
+  t.add_shape(16);
+  t.add_shape(8);
+  EXPECT_TRUE(ValidateTensorMeta(t, 2 * 16 * 8 * 2).ok());
+  absl::Status s = ValidateTensorMeta(t, 1000);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_NE(s.message().find("2x16x8 x 2 bytes = 512 bytes, but the object is 1000"),
+            std::string::npos)
+      << s;
+  t.set_codec(1);  // stored compressed: the size is not the shape's
+  EXPECT_TRUE(ValidateTensorMeta(t, 1000).ok());
+  t.set_codec(0);
+  t.set_dtype(store::proto::DTYPE_UNSPECIFIED);
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateTensorMeta(t, 512)));  // shape without dtype
+  t.set_dtype(static_cast<store::proto::DType>(99));
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateTensorMeta(t, 512)));
+  t.set_dtype(store::proto::DTYPE_FP32);
+  t.clear_shape();
+  t.add_shape(UINT64_MAX / 2);
+  t.add_shape(4);
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateTensorMeta(t, 512)));  // overflow
+  t.clear_shape();
+  t.set_layer_begin(4);
+  t.set_layer_end(2);
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateTensorMeta(t, 512)));
+  t.set_layer_end(8);
+  EXPECT_TRUE(ValidateTensorMeta(t, 512).ok());
+  t.set_tp_size(2);
+  t.set_tp_rank(2);
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateTensorMeta(t, 512)));
+  t.set_tp_rank(1);
+  EXPECT_TRUE(ValidateTensorMeta(t, 512).ok());
+  t.set_tp_size(0);
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateTensorMeta(t, 512)));  // a rank without a size
+}
+
+}  // namespace
+}  // namespace mooncake::master

@@ -242,6 +242,7 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
     MasterState<A, P>& s, const proto::PutStartRequest& req, const EvictionBudget& budget) {
   RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
   RETURN_IF_ERROR(master::ValidateObjectSize(req.size_bytes(), s.options.max_object_bytes));
+  if (req.has_tensor()) RETURN_IF_ERROR(master::ValidateTensorMeta(req.tensor(), req.size_bytes()));
   const proto::PutOptions& po = req.options();
   const uint32_t replicas =
       po.replica_count() == 0 ? s.options.default_replica_count : po.replica_count();

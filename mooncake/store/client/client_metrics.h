@@ -24,6 +24,7 @@
 //   registered_buffer_bytes_total       ClientStats::registered_bytes_moved
 //   ssd_load_waits_total                ClientStats::ssd_load_waits
 //   ssd_put_waits_total                 ClientStats::ssd_put_waits
+//   transport_failovers_total           ClientStats::transport_failovers
 // docs/client.md ("Metrics") says what each counts.
 //
 // Two ClientMetrics with one client id (clients that share an id, or a client
@@ -103,7 +104,7 @@ class ClientMetrics {
     std::string_view help;
   };
   // In the order of Fields().
-  static constexpr std::array<Family, 10> kFamilies = {{
+  static constexpr std::array<Family, 11> kFamilies = {{
       {"mooncake_client_master_rpcs_total", "", "Calls the client made to the master."},
       {"mooncake_client_cache_lookups_total", "hit",
        "Object lookups by outcome: hit served from the metadata cache with no master RPC, miss "
@@ -124,13 +125,15 @@ class ClientMetrics {
        "Rounds reads waited for the master to load objects back from SSD."},
       {"mooncake_client_ssd_put_waits_total", "",
        "Rounds puts waited for the master to offload older objects to SSD."},
+      {"mooncake_client_transport_failovers_total", "",
+       "Transfer slices that failed on one transport (e.g. RDMA) and were retried on the next."},
   }};
   static constexpr size_t kFamilyCount = kFamilies.size();
 
   static std::array<uint64_t, kFamilyCount> Fields(const ClientStats& s) {
-    return {s.master_rpcs,         s.cache_hits,   s.cache_misses,  s.replica_fallbacks,
-            s.checksum_mismatches, s.bytes_read,   s.bytes_written, s.registered_bytes_moved,
-            s.ssd_load_waits,      s.ssd_put_waits};
+    return {s.master_rpcs,         s.cache_hits,    s.cache_misses,       s.replica_fallbacks,
+            s.checksum_mismatches, s.bytes_read,    s.bytes_written,      s.registered_bytes_moved,
+            s.ssd_load_waits,      s.ssd_put_waits, s.transport_failovers};
   }
 
   explicit ClientMetrics(std::string client_id) : client_id_(std::move(client_id)) {}

@@ -110,7 +110,7 @@ TEST(ClientMetrics, RenderedCountersMatchPutsAndGetsOfARealClient) {
   for (std::string_view family :
        {"master_rpcs_total", "replica_fallbacks_total", "checksum_mismatches_total",
         "read_bytes_total", "written_bytes_total", "registered_buffer_bytes_total",
-        "ssd_load_waits_total", "ssd_put_waits_total"}) {
+        "ssd_load_waits_total", "ssd_put_waits_total", "transport_failovers_total"}) {
     EXPECT_EQ(ClientValue(text, family, "app-1"), 0u) << family;
     EXPECT_NE(text.find(absl::StrCat("# TYPE mooncake_client_", AbslView(family), " counter\n")),
               std::string::npos)

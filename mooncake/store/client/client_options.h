@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/store/client/rdma_route.h"
 #include "mooncake/store/rpc/master.pb.h"
 
 namespace mooncake::client {
@@ -22,6 +23,12 @@ struct ClientOptions {
   bool use_local = true;  // transports the client may use (the Router picks the best)
   bool use_shm = true;
   bool use_tcp = true;
+  // RDMA (rdma_route.h), ranked below shm and above tcp; a failed RDMA slice
+  // fails over to TCP (stats().transport_failovers). Default: on where the
+  // build has RDMA (--config=rdma); a host with no device just goes without.
+  // Set in a build without RDMA, only `rdma_factory` can make it.
+  bool use_rdma = kRdmaBuilt;
+  RdmaTransportFactory rdma_factory;  // empty: the real verbs
   // The TCP transport's connections per worker, slice size, and the request
   // size above which a request's slices spread over the connections
   // (TcpTransport::Options; docs/client.md has the figures behind them).
@@ -145,6 +152,9 @@ struct ClientStats {
   uint64_t registered_bytes_moved = 0;  // bytes moved from/into registered buffers
   uint64_t ssd_load_waits = 0;          // rounds spent waiting for SSD-tier loads
   uint64_t ssd_put_waits = 0;           // rounds puts spent waiting for SSD-tier offloads
+  // Transfer slices that failed on one transport and were retried on the
+  // next (e.g. RDMA -> TCP): Router::failovers() of the client's router.
+  uint64_t transport_failovers = 0;
 };
 
 }  // namespace mooncake::client

@@ -60,6 +60,8 @@ struct CachedObject {
   std::vector<store::proto::Replica> replicas;  // complete, nearest first
   uint64_t lease_id = 0;
   int64_t lease_end_ns = 0;  // this client's clock; reads must end before it
+  // Reads served from this entry (the master counts them when it is next asked).
+  uint32_t cached_reads = 0;
 };
 
 class MetadataCache {
@@ -73,21 +75,26 @@ class MetadataCache {
   MetadataCache& operator=(const MetadataCache&) = delete;
 
   // The entry for (tenant, key) if its lease has at least `min_remaining_ns`
-  // left; an entry with less is dropped (its lease is ending anyway).
+  // left (counting a read of it); an entry with less is dropped (its lease is
+  // ending anyway), and `*reads_served` (if not null) says how many reads it
+  // served, for the caller's next ask of the master.
   std::optional<CachedObject> Lookup(std::string_view tenant, std::string_view key,
-                                     int64_t min_remaining_ns) {
+                                     int64_t min_remaining_ns, uint32_t* reads_served = nullptr) {
     const std::string k = Key(tenant, key);
     const int64_t now = clock_->NowNs();
     absl::MutexLock lock(&mu_);
     auto it = map_.find(k);
     if (it == map_.end()) return std::nullopt;
     if (it->second->second.lease_end_ns - now < min_remaining_ns) {
+      if (reads_served != nullptr) *reads_served = it->second->second.cached_reads;
       lru_.erase(it->second);
       map_.erase(it);
       return std::nullopt;
     }
     lru_.splice(lru_.begin(), lru_, it->second);  // most recent first
-    return it->second->second;
+    CachedObject& o = it->second->second;
+    if (o.cached_reads < UINT32_MAX) ++o.cached_reads;
+    return o;
   }
 
   // Caches `object`. Returns the leases of entries it displaced (a replaced

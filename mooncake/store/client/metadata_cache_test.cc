@@ -65,3 +65,24 @@ TEST(MetadataCache, ClearReturnsLiveLeases) {
 
 }  // namespace
 }  // namespace mooncake::client
+
+namespace mooncake::client {
+namespace {
+
+TEST(MetadataCacheReadsTest, CountsCachedReadsAndHandsThemOverWhenTheLeaseEnds) {
+  FakeClock clock(1'000'000'000);
+  MetadataCache cache(4, &clock);
+  CachedObject o;
+  o.lease_id = 7;
+  o.lease_end_ns = clock.NowNs() + 1'000'000'000;
+  EXPECT_TRUE(cache.Insert("", "k", o).empty());
+  uint32_t served = 99;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(cache.Lookup("", "k", 0, &served).has_value());
+  EXPECT_EQ(served, 99u);  // untouched on a hit
+  clock.AdvanceMs(2'000);  // the lease ran out
+  EXPECT_FALSE(cache.Lookup("", "k", 0, &served).has_value());
+  EXPECT_EQ(served, 3u);
+}
+
+}  // namespace
+}  // namespace mooncake::client

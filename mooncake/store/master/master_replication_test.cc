@@ -484,6 +484,22 @@ TEST_F(MasterReplicationTest, AHotObjectGetsAnExtraReplicaAndReadsSpreadOverBoth
   EXPECT_EQ(firsts.size(), 2u);
 }
 
+TEST_F(MasterReplicationTest, ReadsServedFromClientCachesCountTowardHotness) {
+  MasterOptions o;
+  o.replication.hot_reads = 50;
+  o.replication.hot_max_fraction = 0.5;
+  Make(o);
+  Put("hot", "seg0");
+  proto::GetReplicasRequest req = GetReq("hot");
+  req.set_cached_reads(60);  // a client served 60 reads from its cache since it asked
+  auto got = master_->GetReplicas(req);
+  ASSERT_TRUE(got.ok());
+  Release(got->lease().lease_id());
+  master_->Tick();
+  EXPECT_EQ(RunAll("w0"), 1u);
+  EXPECT_EQ(ReplicaWorkers("hot").size(), 2u);
+}
+
 TEST_F(MasterReplicationTest, HotExtrasAreDroppedFirstWhenSpaceRunsShort) {
   MasterOptions o;
   o.replication.hot_reads = 2;

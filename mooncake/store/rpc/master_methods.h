@@ -36,6 +36,8 @@ inline constexpr size_t kMaxPreferredSegmentNames = 64;
 inline constexpr size_t kMaxExcludedSegments = 64;
 // CopySync tasks per answer and results per report.
 inline constexpr size_t kMaxCopyTasks = 1024;
+// GetReplicasRequest.cached_reads the master counts from one request.
+inline constexpr uint32_t kMaxCachedReads = 1u << 20;
 // CreateCopyTask target segment names per call.
 inline constexpr size_t kMaxCopyTargets = 16;
 

@@ -1,8 +1,8 @@
 // Worker: contributes memory to the store. It owns memfd-backed DRAM
 // segments, serves them through a transport Router (local for clients in its
-// own process, SHM for clients on its host, TCP for everyone), mounts them
-// with the master, heartbeats, remounts when the master asks, and unmounts on
-// a graceful Shutdown.
+// own process, SHM for clients on its host, RDMA where the build and the host
+// have it, TCP for everyone), mounts them with the master, heartbeats,
+// remounts when the master asks, and unmounts on a graceful Shutdown.
 //
 //   ASSIGN_OR_RETURN(auto channel, rpc::TcpChannel::Connect(master_address));
 //   ASSIGN_OR_RETURN(auto worker, Worker<rpc::TcpChannel>::Start(options, channel.get()));
@@ -51,6 +51,7 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/store/client/rdma_route.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/master_methods.h"
@@ -80,12 +81,17 @@ struct WorkerOptions {
   // the OOM killer mid-serving, and no put pays first-touch page faults.
   // false: pages come on first write. The store binary sets it (true).
   bool reserve_memory = false;
-  std::string host_id;                            // "" = gethostname() (what SHM matching uses)
-  std::string tcp_bind_host = "127.0.0.1";        // where the TCP transport listens
-  uint16_t tcp_port = 0;                          // 0: any free port
-  bool serve_local = true;                        // clients in this process
-  bool serve_shm = true;                          // clients on this host
-  bool serve_tcp = true;                          // everyone
+  std::string host_id;                      // "" = gethostname() (what SHM matching uses)
+  std::string tcp_bind_host = "127.0.0.1";  // where the TCP transport listens
+  uint16_t tcp_port = 0;                    // 0: any free port
+  bool serve_local = true;                  // clients in this process
+  bool serve_shm = true;                    // clients on this host
+  bool serve_tcp = true;                    // everyone
+  // RDMA (store/client/rdma_route.h): on by default where the build has it
+  // (--config=rdma); a host with no device serves without it. Its control
+  // channel listens on tcp_bind_host. `rdma_factory` empty: the real verbs.
+  bool serve_rdma = client::kRdmaBuilt;
+  client::RdmaTransportFactory rdma_factory;
   int64_t rpc_timeout_ms = 2'000;                 // each master call
   int64_t initial_heartbeat_interval_ms = 1'000;  // until the master names one
   bool heartbeat_thread = true;                   // false: the owner calls HeartbeatOnce (tests)
@@ -312,7 +318,7 @@ class Worker {
     if (o.segment_bytes == 0) {
       return absl::InvalidArgumentError("WorkerOptions.segment_bytes must be > 0");
     }
-    if (!o.serve_local && !o.serve_shm && !o.serve_tcp) {
+    if (!o.serve_local && !o.serve_shm && !o.serve_tcp && !o.serve_rdma) {
       return absl::InvalidArgumentError("WorkerOptions: serve at least one transport");
     }
     if (o.rpc_timeout_ms <= 0 || o.initial_heartbeat_interval_ms <= 0) {
@@ -353,6 +359,8 @@ class Worker {
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
           std::move(shm)));
     }
+    RETURN_IF_ERROR(client::AppendRdmaRoute(options_.serve_rdma, options_.rdma_factory,
+                                            options_.tcp_bind_host, &list));
     if (options_.serve_tcp) {
       transport::TcpTransport::Options t;
       t.bind_host = options_.tcp_bind_host;

@@ -35,6 +35,7 @@
 #include "mooncake/store/client/client_options.h"
 #include "mooncake/store/client/internal/buffer_registry.h"
 #include "mooncake/store/client/metadata_cache.h"
+#include "mooncake/store/client/rdma_route.h"
 #include "mooncake/store/client/segment_resolver.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
@@ -93,7 +94,7 @@ inline transport::TcpTransport::Options TcpOptionsFor(const client::ClientOption
 
 // What ClientCore::Create refuses in `o` before it opens anything.
 inline absl::Status CheckClientOptions(const client::ClientOptions& o) {
-  if (!o.use_local && !o.use_shm && !o.use_tcp) {
+  if (!o.use_local && !o.use_shm && !o.use_tcp && !o.use_rdma) {
     return absl::InvalidArgumentError("ClientOptions: enable at least one transport");
   }
   if (o.rpc_timeout_ms <= 0 || o.transfer_timeout_ms <= 0 || o.lease_margin_ms < 0 ||
@@ -135,6 +136,7 @@ class ClientCore {
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
           std::move(shm)));
     }
+    RETURN_IF_ERROR(client::AppendRdmaRoute(o.use_rdma, o.rdma_factory, "127.0.0.1", &list));
     if (o.use_tcp) {
       ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create(TcpOptionsFor(o)));
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(
@@ -239,7 +241,8 @@ class ClientCore {
             l(stats_.cache_misses),        l(stats_.replica_fallbacks),
             l(stats_.checksum_mismatches), l(stats_.bytes_read),
             l(stats_.bytes_written),       l(stats_.registered_bytes_moved),
-            l(stats_.ssd_load_waits),      l(stats_.ssd_put_waits)};
+            l(stats_.ssd_load_waits),      l(stats_.ssd_put_waits),
+            router_->failovers()};
   }
   const std::string& client_id() const { return options_.client_id; }
   client::MetadataCache& cache() { return cache_; }

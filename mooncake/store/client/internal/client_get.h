@@ -29,8 +29,9 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
       (*st)[i] = Annotate(s, "Get", t[i].key);
       continue;
     }
+    uint32_t served = 0;  // reads the cache served before this miss
     if (options_.cache_enabled && !bypass) {
-      if (auto hit = cache_.Lookup(tenant, t[i].key, min_left); hit.has_value()) {
+      if (auto hit = cache_.Lookup(tenant, t[i].key, min_left, &served); hit.has_value()) {
         Add(stats_.cache_hits);
         (*res)[i] = Resolved{true, true, std::move(*hit)};
         continue;
@@ -42,6 +43,7 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
     r.set_tenant(tenant);
     r.set_client_host_id(options_.host_id);
     r.set_lease_ms(options_.lease_ms);
+    r.set_cached_reads(std::min(served, rpc::kMaxCachedReads));
     misses.push_back(i);
   }
   if (misses.empty()) return;

@@ -97,7 +97,8 @@ absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
     }
     DescribeAndLease(s, *m, req.client_host_id(), now + lease_ns, resp.mutable_object(),
                      resp.mutable_replicas());
-    NoteRead(s, req.key(), *m, now);
+    NoteRead(s, req.key(), *m, now,
+             1 + std::min(req.cached_reads(), rpc::kMaxCachedReads));  // reads served from a cache
   });
   if (version == 0 || (resp.replicas().empty() && !on_ssd)) {
     s.metrics.gets_miss->Increment();

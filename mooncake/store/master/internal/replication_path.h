@@ -59,7 +59,8 @@ struct CopyPlan {
 // its window and, the moment it crosses the hot threshold, hands the key to
 // the hot planner.
 template <typename A, typename P>
-void NoteRead(MasterState<A, P>& s, const std::string& key, ObjectMeta& m, int64_t now) {
+void NoteRead(MasterState<A, P>& s, const std::string& key, ObjectMeta& m, int64_t now,
+              uint32_t reads = 1) {
   m.last_read_ns = now;
   const master::ReplicationOptions& o = s.repl.options;
   const int64_t window_ns = o.hot_window_ms * kNsPerMs;
@@ -67,8 +68,10 @@ void NoteRead(MasterState<A, P>& s, const std::string& key, ObjectMeta& m, int64
     m.window_start_ns = now;
     m.window_reads = 0;
   }
-  if (m.window_reads < UINT32_MAX) ++m.window_reads;
-  if (o.hot_reads == 0 || m.window_reads != o.hot_reads) return;
+  const uint32_t before = m.window_reads;
+  m.window_reads = before + std::min(reads, UINT32_MAX - before);
+  // The moment the window crosses the threshold (once per window).
+  if (o.hot_reads == 0 || before >= o.hot_reads || m.window_reads < o.hot_reads) return;
   if (m.replicas.size() >= o.hot_max_replicas) return;
   absl::MutexLock lock(&s.repl.inbox_mu);
   if (s.repl.hot_inbox.size() < 4096) s.repl.hot_inbox.push_back(key);

@@ -1,0 +1,38 @@
+// The RDMA backend of rdma_route.h in a --config=rdma build: the real verbs
+// (transport/rdma_transport.h). rdma_route.h picks it;
+// rdma_backend_off.h is the other build's.
+#ifndef MOONCAKE_STORE_CLIENT_INTERNAL_RDMA_BACKEND_ON_H_
+#define MOONCAKE_STORE_CLIENT_INTERNAL_RDMA_BACKEND_ON_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "mooncake/transport/internal/any_transport.h"
+#include "mooncake/transport/rdma_transport.h"
+
+namespace mooncake::client_internal {
+
+inline constexpr bool kRdmaBackendBuilt = true;
+
+inline absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>> MakeDefaultRdmaTransport(
+    const std::string& listen_host) {
+  transport::RdmaOptions o;
+  o.listen_host = listen_host;
+  absl::StatusOr<std::unique_ptr<transport::RdmaTransport>> t = transport::MakeRdmaTransport(o);
+  if (!t.ok()) return t.status();
+  return std::unique_ptr<transport_internal::AnyTransport>(
+      new transport_internal::AnyTransportOf<transport::RdmaTransport>(std::move(*t)));
+}
+
+// MakeRdmaTransport's answer on a host without an RDMA device.
+inline bool IsNoRdmaDevice(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kFailedPrecondition &&
+         absl::StrContains(s.message(), "no RDMA device");
+}
+
+}  // namespace mooncake::client_internal
+
+#endif  // MOONCAKE_STORE_CLIENT_INTERNAL_RDMA_BACKEND_ON_H_

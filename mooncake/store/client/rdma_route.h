@@ -1,0 +1,77 @@
+// The store's RDMA route: how a worker's and a client's transport Router get
+// an RDMA transport (transport/rdma_transport.h). The Router ranks it below
+// local, cuda and shm and above tcp (transport/router.h), so a peer that both
+// sides reach over RDMA is read and written over it, and a slice that fails on
+// RDMA fails over to TCP (Router::failovers() counts it; a client shows it as
+// ClientStats::transport_failovers).
+//
+// Which RDMA transport. RdmaTransportFactory, when set, makes it (tests hand
+// in RdmaEngine<FakeVerbs> on one in-process fabric); when empty, the real
+// verbs do, in a build with --config=rdma (kRdmaBuilt).
+//
+// The backend. internal/rdma_backend_on.h (links libibverbs) and
+// internal/rdma_backend_off.h; the BUILD file selects which target this one
+// depends on, and the "on" target defines MOONCAKE_STORE_RDMA for its
+// dependents. This is the store's only backend #if: worker.h, client_core.h
+// and the options include this header and never test the macro.
+//
+// A host with no RDMA device (MakeRdmaTransport's FailedPrecondition) simply
+// gets no RDMA route: the store runs on its other transports.
+//
+// Thread-safety: AppendRdmaRoute has no state; call it from any thread.
+#ifndef MOONCAKE_STORE_CLIENT_RDMA_ROUTE_H_
+#define MOONCAKE_STORE_CLIENT_RDMA_ROUTE_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/transport/internal/any_transport.h"
+
+#if defined(MOONCAKE_STORE_RDMA)  // set by //mooncake/store/client:rdma_backend_on
+#include "mooncake/store/client/internal/rdma_backend_on.h"
+#else
+#include "mooncake/store/client/internal/rdma_backend_off.h"
+#endif
+
+namespace mooncake::client {
+
+// Makes the RDMA transport for one Router (its Name() must be "rdma").
+using RdmaTransportFactory =
+    std::function<absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>>()>;
+
+// Whether this build has the real RDMA transport (--config=rdma): the default
+// of WorkerOptions::serve_rdma and ClientOptions::use_rdma.
+inline constexpr bool kRdmaBuilt = client_internal::kRdmaBackendBuilt;
+
+// Appends the RDMA transport to `list` when `enabled`: `factory`'s, else the
+// real verbs' listening for its control channel on `listen_host`. No device:
+// nothing appended, OK. FAILED_PRECONDITION when enabled in a build without
+// RDMA and no factory is set; other errors as the transport's Create says.
+inline absl::Status AppendRdmaRoute(
+    bool enabled, const RdmaTransportFactory& factory, const std::string& listen_host,
+    std::vector<std::unique_ptr<transport_internal::AnyTransport>>* list) {
+  MC_ASSERT(list != nullptr, "AppendRdmaRoute needs a list");
+  if (!enabled) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>> t =
+      factory ? factory() : client_internal::MakeDefaultRdmaTransport(listen_host);
+  if (!t.ok()) {
+    if (factory || !kRdmaBuilt || !client_internal::IsNoRdmaDevice(t.status())) {
+      return t.status();
+    }
+    return absl::OkStatus();  // no device on this host: no RDMA route
+  }
+  MC_ASSERT(*t != nullptr && (*t)->Name() == "rdma",
+            "the RDMA factory must make an rdma transport");
+  list->push_back(std::move(*t));
+  return absl::OkStatus();
+}
+
+}  // namespace mooncake::client
+
+#endif  // MOONCAKE_STORE_CLIENT_RDMA_ROUTE_H_

@@ -24,7 +24,8 @@ ts='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z '
 # ---- Bad flags: a clear message and exit 2 -----------------------------------
 for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=nocolon" \
             "--replicas=x" "--low_watermark=0.99" "--tenants=a" "--ssd_compression=zip" \
-            "--eviction_policy=mru" "positional"; do
+            "--eviction_policy=mru" "--hot_reads=-1" "--hot_max_fraction=2" \
+            "--repair_within_ms=-5" "--route_policy=/no/such/policy" "positional"; do
   set +e
   msg=$("$bin" $args --http= --demo=false 2>&1)
   rc=$?
@@ -33,6 +34,17 @@ for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=no
   [[ -n $msg ]] || fail "$args: no message"
 done
 echo "ok   bad flags exit 2 with a message"
+
+# ---- --route_policy: a bad line is a flag error; a good one prints the routes --
+printf 'latency spread sideways\n' >"$tmp/bad.policy"
+set +e
+msg=$("$bin" --route_policy="$tmp/bad.policy" --only_check_args 2>&1)
+rc=$?
+set -e
+[[ $rc -eq 2 && $msg == *"line 1"* ]] || fail "bad policy: exit $rc: $msg"
+printf '# defaults\nbulk spread all\n' >"$tmp/good.policy"
+msg=$("$bin" --route_policy="$tmp/good.policy" --only_check_args 2>&1) || fail "good policy: $msg"
+echo "ok   --route_policy parses at flag time"
 
 # ---- --version, -h, --only_check_args and the start warnings ------------------
 v=$("$bin" --version 2>&1) || fail "--version exited $?"

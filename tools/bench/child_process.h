@@ -95,6 +95,32 @@ class ChildProcess {
     return true;
   }
 
+  // Sends `sig` to the child if it has not been reaped (e.g. SIGTERM to ask
+  // it to exit gracefully, leaving the reaping to WaitExit or Running).
+  void Signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+
+  // True once the child has exited (reaped) within `timeout`.
+  bool WaitExit(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (Running()) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+    return true;
+  }
+
+  // SIGKILL now, with no SIGTERM first (a crash, as a test of what survives
+  // one), and reap; a stopped child too.
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int status = 0;
+    if (waitpid(pid_, &status, 0) == pid_) exit_status_ = status;
+    pid_ = -1;
+  }
+
   // SIGTERM, then SIGKILL after `grace`. OK if it had already exited.
   absl::Status Stop(absl::Duration grace = absl::Seconds(5)) {
     if (pid_ <= 0) return absl::OkStatus();

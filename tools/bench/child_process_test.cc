@@ -1,5 +1,6 @@
 #include "tools/bench/child_process.h"
 
+#include <csignal>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -39,6 +40,31 @@ TEST(ChildProcessTest, ChildIgnoringSigtermIsKilled) {
   while (c->LogTail().find("ready") == std::string::npos) absl::SleepFor(absl::Milliseconds(5));
   EXPECT_TRUE(absl::IsDeadlineExceeded(c->Stop(absl::Milliseconds(100))));
   EXPECT_FALSE(c->Running());
+}
+
+TEST(ChildProcessTest, KillSkipsSigterm) {
+  auto c = ChildProcess::Spawn(
+      {"/bin/sh", "-c", "trap 'echo got TERM; exit 0' TERM; echo ready; while :; do sleep 1; done"},
+      Log("kill.log"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  while (c->LogTail().find("ready") == std::string::npos) absl::SleepFor(absl::Milliseconds(5));
+  c->Kill();
+  EXPECT_FALSE(c->Running());
+  const std::string d = c->Describe();
+  EXPECT_NE(d.find("killed by signal 9"), std::string::npos) << d;
+  EXPECT_EQ(c->LogTail().find("got TERM"), std::string::npos) << d;
+  c->Kill();  // twice is fine
+}
+
+TEST(ChildProcessTest, SignalThenWaitExitReapsTheChild) {
+  auto c = ChildProcess::Spawn({"sleep", "100"}, Log("signal.log"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->WaitExit(absl::Milliseconds(20)));  // still running
+  c->Signal(SIGTERM);
+  EXPECT_TRUE(c->WaitExit(absl::Seconds(10)));
+  EXPECT_FALSE(c->Running());
+  const std::string d = c->Describe();
+  EXPECT_NE(d.find("killed by signal 15"), std::string::npos) << d;
 }
 
 TEST(ChildProcessTest, WaitForPortFailsWhenTheServerDies) {

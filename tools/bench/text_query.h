@@ -1,6 +1,7 @@
-// Small plain-text queries the benchmark makes on the side of the workload:
-// an HTTP GET (the store's /metrics), a memcached text-protocol request
-// ("stats"), and parsers for their answers.
+// Small plain-text queries the benchmarks make on the side of the workload:
+// an HTTP request (the store's GET /metrics, POST /drain), a memcached
+// text-protocol request ("stats"), and parsers for their answers (Prometheus
+// text, an integer field of a flat JSON object).
 //
 // Thread-safety: free functions with no shared state.
 #ifndef MOONCAKE_TOOLS_BENCH_TEXT_QUERY_H_
@@ -13,7 +14,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -101,8 +104,10 @@ inline absl::StatusOr<std::string> HttpCall(std::string_view method, std::string
     return absl::InternalError(absl::StrCat("not an HTTP answer from ", AbslView(address)));
   }
   if (reply->find(" 200") != reply->find(' ')) {
+    // The start of the body too: it says why (e.g. a refused POST /drain).
     return absl::UnavailableError(absl::StrCat(AbslView(method), " ", AbslView(path), ": ",
-                                               reply->substr(0, reply->find('\r'))));
+                                               reply->substr(0, reply->find('\r')), " ",
+                                               reply->substr(body + 4, 300)));
   }
   return reply->substr(body + 4);
 }
@@ -112,9 +117,25 @@ inline absl::StatusOr<std::string> HttpGet(std::string_view address, std::string
   return HttpCall("GET", address, path);
 }
 
+// True if the labels of a sample line's `series` ("name{a=\"x\",b=\"y\"}")
+// contain each of `labels`; the name itself (its first `name_size` bytes) is
+// not searched.
+inline bool LabelsContain(std::string_view series, size_t name_size,
+                          std::initializer_list<std::string_view> labels) {
+  const std::string_view label_text = series.substr(name_size);
+  for (std::string_view l : labels) {
+    if (label_text.find(l) == std::string_view::npos) return false;
+  }
+  return true;
+}
+
 // The sum of every sample of metric `name` in Prometheus text (one sample
-// for a metric without labels). NOT_FOUND if there is none.
-inline absl::StatusOr<double> PrometheusValue(std::string_view text, std::string_view name) {
+// for a metric without labels) whose label set contains each of `labels`,
+// written as in the text (e.g. {"kind=\"repair\"", "result=\"ok\""}).
+// NOT_FOUND if there is none: a labelled counter that has not moved yet has
+// no sample, so callers wanting 0 for it write `.value_or(0)`.
+inline absl::StatusOr<double> PrometheusValue(std::string_view text, std::string_view name,
+                                              std::initializer_list<std::string_view> labels = {}) {
   double sum = 0;
   bool found = false;
   for (size_t begin = 0; begin < text.size();) {
@@ -126,6 +147,7 @@ inline absl::StatusOr<double> PrometheusValue(std::string_view text, std::string
     const char next = line[name.size()];
     if (next != ' ' && next != '{') continue;
     const size_t space = line.rfind(' ');
+    if (!LabelsContain(line.substr(0, space), name.size(), labels)) continue;
     double v = 0;
     if (!absl::SimpleAtod(AbslView(line.substr(space + 1)), &v)) {
       return absl::InternalError(absl::StrCat("bad sample: ", AbslView(line)));
@@ -135,6 +157,36 @@ inline absl::StatusOr<double> PrometheusValue(std::string_view text, std::string
   }
   if (!found) return absl::NotFoundError(absl::StrCat("no metric ", AbslView(name)));
   return sum;
+}
+
+// The integer N of `"key": N` in a flat JSON object (one without nested
+// objects holding the same key), such as the store's POST /drain answer.
+// NOT_FOUND if the key is absent, INVALID_ARGUMENT if its value is not an
+// integer.
+inline absl::StatusOr<int64_t> JsonIntField(std::string_view json, std::string_view key) {
+  const std::string needle = absl::StrCat("\"", AbslView(key), "\"");
+  size_t at = 0;
+  for (;; at += needle.size()) {
+    at = json.find(needle, at);
+    if (at == std::string_view::npos) {
+      return absl::NotFoundError(absl::StrCat("no field ", needle));
+    }
+    size_t colon = at + needle.size();
+    while (colon < json.size() && json[colon] == ' ') ++colon;
+    if (colon < json.size() && json[colon] == ':') {  // a key, not a string value
+      size_t begin = colon + 1;
+      while (begin < json.size() && json[begin] == ' ') ++begin;
+      size_t end = begin;
+      while (end < json.size() && (json[end] == '-' || (json[end] >= '0' && json[end] <= '9'))) {
+        ++end;
+      }
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(AbslView(json.substr(begin, end - begin)), &v)) {
+        return absl::InvalidArgumentError(absl::StrCat("field ", needle, " is not an integer"));
+      }
+      return v;
+    }
+  }
 }
 
 // memcached "stats": the value of "STAT <name> <value>".

@@ -31,6 +31,39 @@ TEST(PrometheusValueTest, ReadsPlainAndSumsLabelledSamples) {
   EXPECT_TRUE(absl::IsInternal(PrometheusValue("m x\n", "m").status()));
 }
 
+TEST(PrometheusValueTest, FiltersByLabels) {
+  const std::string text =
+      "mooncake_master_copies_total{kind=\"repair\",result=\"ok\"} 3\n"
+      "mooncake_master_copies_total{kind=\"repair\",result=\"failed\"} 1\n"
+      "mooncake_master_copies_total{kind=\"hot\",result=\"ok\"} 7\n";
+  auto repair_ok =
+      PrometheusValue(text, "mooncake_master_copies_total", {"kind=\"repair\"", "result=\"ok\""});
+  ASSERT_TRUE(repair_ok.ok()) << repair_ok.status();
+  EXPECT_DOUBLE_EQ(*repair_ok, 3);
+  EXPECT_DOUBLE_EQ(*PrometheusValue(text, "mooncake_master_copies_total", {"result=\"ok\""}), 10);
+  EXPECT_DOUBLE_EQ(*PrometheusValue(text, "mooncake_master_copies_total"), 11);
+  // A counter that has not moved has no sample.
+  auto hot_failed =
+      PrometheusValue(text, "mooncake_master_copies_total", {"kind=\"hot\"", "result=\"failed\""});
+  EXPECT_TRUE(absl::IsNotFound(hot_failed.status())) << hot_failed.status();
+  EXPECT_DOUBLE_EQ(hot_failed.value_or(0), 0);
+  // The metric's name is not part of its labels.
+  EXPECT_TRUE(absl::IsNotFound(PrometheusValue("kind_total 4\n", "kind_total", {"kind"}).status()));
+}
+
+TEST(JsonIntFieldTest, ReadsIntegerFieldsOfAFlatObject) {
+  const std::string drain =
+      "{\"objects_moved\":12,\"objects_total\": 40,\"objects_left\":-1,"
+      "\"note\":\"bytes_moved\",\"bytes_moved\":786432,\"state\":\"done\"}\n";
+  EXPECT_EQ(*JsonIntField(drain, "objects_moved"), 12);
+  EXPECT_EQ(*JsonIntField(drain, "objects_total"), 40);
+  EXPECT_EQ(*JsonIntField(drain, "objects_left"), -1);
+  EXPECT_EQ(*JsonIntField(drain, "bytes_moved"), 786432);  // not the string value before it
+  EXPECT_TRUE(absl::IsNotFound(JsonIntField(drain, "objects").status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(JsonIntField(drain, "state").status()));
+  EXPECT_EQ(JsonIntField("{}", "objects_moved").value_or(-1), -1);
+}
+
 TEST(HostAndPortTest, AcceptsHostPortOnly) {
   auto hp = HostAndPort("127.0.0.1:9090");
   ASSERT_TRUE(hp.ok());
@@ -78,6 +111,7 @@ TEST(HttpGetTest, Non200IsAnErrorNamingTheStatus) {
   t.join();
   EXPECT_TRUE(absl::IsUnavailable(body.status()));
   EXPECT_NE(body.status().message().find("404"), std::string::npos) << body.status();
+  EXPECT_NE(body.status().message().find("nope"), std::string::npos) << body.status();
 }
 
 TEST(HttpGetTest, NotHttpIsInternal) {

@@ -1,0 +1,224 @@
+// elastic_bench's skew scenario: do hot-object replicas spread a Zipf read
+// load over the workers' links?
+//
+// Each worker runs in its own network namespace behind a veth whose worker
+// side sends through `tc tbf` at `link_rate` (NetnsHosts), so a worker's
+// link, not the 2-core machine's CPU, bounds what it serves. For each variant
+// (hot replicas off: --hot_reads=0; on: --hot_reads=N) a fresh cluster gets
+// `objects` objects of `object_bytes`, then `threads` threads (one client
+// each, metadata cache per `cache`) GET Zipf(`zipf`)-chosen objects for
+// `warmup_s` unmeasured and `seconds` measured. Each GET's first 8 KiB are
+// checked against the object's bytes.
+//
+// Thread-safety: RunSkew is called by one thread (it starts its own).
+#ifndef MOONCAKE_TOOLS_ELASTIC_BENCH_SKEW_H_
+#define MOONCAKE_TOOLS_ELASTIC_BENCH_SKEW_H_
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "mooncake/base/status_macros.h"
+#include "tools/bench/text_query.h"
+#include "tools/elastic_bench/cluster.h"
+#include "tools/elastic_bench/common.h"
+#include "tools/elastic_bench/netns.h"
+
+namespace mooncake::elastic_bench {
+
+struct SkewConfig {
+  int objects = 256;
+  int64_t object_bytes = 1 << 20;
+  int threads = 8;
+  double zipf = 1.1;
+  double seconds = 10;
+  double warmup_s = 2;
+  int hot_reads = 20;
+  int64_t hot_window_ms = 1000;
+  double hot_max_fraction = 0.5;
+  bool cache = true;
+  std::string link_rate = "1gbit";
+};
+
+struct SkewRun {
+  double gets_per_s = 0, gb_per_s = 0, p50_us = NAN, p99_us = NAN;
+  uint64_t failed = 0;
+  double hot_extra_bytes = 0, hot_copies_ok = 0, hot_copies_failed = 0;
+};
+
+inline constexpr size_t kSkewCheckBytes = 8192;
+
+// Object ids by Zipf(s) over [0, n): the inverse of the cumulative weights.
+class ZipfSampler {
+ public:
+  ZipfSampler(int n, double s) {
+    double sum = 0;
+    for (int k = 1; k <= n; ++k) cdf_.push_back(sum += 1.0 / std::pow(k, s));
+    for (double& c : cdf_) c /= sum;
+  }
+  int Next(std::mt19937_64& rng) const {
+    const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+    return static_cast<int>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+  }
+
+ private:
+  std::vector<double> cdf_;
+};
+
+inline absl::StatusOr<SkewRun> RunSkewOnce(const Env& env, const SkewConfig& k,
+                                           const NetnsHosts& hosts, bool hot, int rep) {
+  const int64_t segment = 4 * k.objects * k.object_bytes / kWorkers;
+  std::vector<std::string> mf = {absl::StrCat("--hot_reads=", hot ? k.hot_reads : 0)};
+  if (hot) {
+    mf.push_back(absl::StrCat("--hot_window_ms=", k.hot_window_ms));
+    mf.push_back(absl::StrCat("--hot_max_fraction=", k.hot_max_fraction));
+  }
+  ASSIGN_OR_RETURN(auto cl, StoreCluster::Start({.store_binary = env.store_binary,
+                                                 .dir = env.dir,
+                                                 .name = absl::StrCat("skew_", hot, "_", rep),
+                                                 .workers = kWorkers,
+                                                 .segment_bytes = absl::StrCat(segment),
+                                                 .master_flags = mf,
+                                                 .hosts = &hosts.hosts()}));
+  std::vector<std::unique_ptr<Connection>> conns;
+  for (int t = 0; t < k.threads; ++t) {
+    ASSIGN_OR_RETURN(auto c, Connect(cl->master_rpc(), k.cache));
+    conns.push_back(std::move(c));
+  }
+  std::vector<char> val(static_cast<size_t>(k.object_bytes));
+  for (int i = 0; i < k.objects; ++i) {
+    FillValue(static_cast<uint64_t>(i), val.data(), val.size());
+    RETURN_IF_ERROR(
+        conns[0]->client->Put(absl::StrCat("z", i), std::string_view(val.data(), val.size())));
+  }
+  const ZipfSampler zipf(k.objects, k.zipf);
+  std::atomic<bool> measuring{false}, stop{false};
+  std::vector<std::vector<double>> lat(k.threads);
+  std::vector<uint64_t> failed(k.threads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < k.threads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(99 + t);
+      std::vector<char> buf(static_cast<size_t>(k.object_bytes));
+      std::string scratch;
+      while (!stop.load(std::memory_order_relaxed)) {
+        const int id = zipf.Next(rng);
+        const absl::Time t0 = absl::Now();
+        absl::StatusOr<size_t> n =
+            conns[t]->client->GetInto(absl::StrCat("z", id), buf.data(), buf.size());
+        const double us = absl::ToDoubleMicroseconds(absl::Now() - t0);
+        const size_t check = std::min(kSkewCheckBytes, buf.size());
+        if (!n.ok() || *n != buf.size() ||
+            !CheckValue(static_cast<uint64_t>(id), buf.data(), check, scratch)) {
+          ++failed[t];
+        } else if (measuring.load(std::memory_order_relaxed)) {
+          lat[t].push_back(us);
+        }
+      }
+    });
+  }
+  absl::SleepFor(absl::Seconds(k.warmup_s));
+  measuring.store(true);
+  const absl::Time t0 = absl::Now();
+  absl::SleepFor(absl::Seconds(k.seconds));
+  measuring.store(false);
+  const double elapsed = absl::ToDoubleSeconds(absl::Now() - t0);
+  stop.store(true);
+  for (std::thread& t : threads) t.join();
+  SkewRun r;
+  std::vector<double> all;
+  for (int t = 0; t < k.threads; ++t) {
+    all.insert(all.end(), lat[t].begin(), lat[t].end());
+    r.failed += failed[t];
+  }
+  r.gets_per_s = static_cast<double>(all.size()) / elapsed;
+  r.gb_per_s = r.gets_per_s * static_cast<double>(k.object_bytes) / 1e9;
+  r.p50_us = Percentile(all, 0.5);
+  r.p99_us = Percentile(all, 0.99);
+  ASSIGN_OR_RETURN(std::string m, cl->MasterMetrics());
+  r.hot_extra_bytes = bench::PrometheusValue(m, "mooncake_master_hot_extra_bytes").value_or(0);
+  r.hot_copies_ok =
+      bench::PrometheusValue(m, "mooncake_master_copies_total", {"kind=\"hot\"", "result=\"ok\""})
+          .value_or(0);
+  r.hot_copies_failed = bench::PrometheusValue(m, "mooncake_master_copies_total",
+                                               {"kind=\"hot\"", "result=\"failed\""})
+                            .value_or(0);
+  return r;
+}
+
+// Prints SKIPPED (and returns false) when network namespaces are unusable.
+inline absl::StatusOr<bool> RunSkew(const Env& env, const SkewConfig& k, JsonFields& json) {
+  absl::StatusOr<std::unique_ptr<NetnsHosts>> hosts =
+      NetnsHosts::Create(kWorkers, {.rate = k.link_rate});
+  if (!hosts.ok()) {
+    std::printf("\n== skew: SKIPPED: %s ==\n", std::string(hosts.status().message()).c_str());
+    json.Str("skipped", std::string(hosts.status().message()));
+    return false;
+  }
+  std::vector<SkewRun> runs[2];
+  for (int rep = 0; rep < env.reps; ++rep) {
+    for (int hot = 0; hot < 2; ++hot) {
+      std::fprintf(stderr, "skew: rep %d hot %s...\n", rep, hot ? "on" : "off");
+      ASSIGN_OR_RETURN(SkewRun r, RunSkewOnce(env, k, **hosts, hot == 1, rep));
+      runs[hot].push_back(r);
+    }
+  }
+  auto med = [&](int hot, double SkewRun::*f) {
+    std::vector<double> v;
+    for (const SkewRun& r : runs[hot]) v.push_back(r.*f);
+    return Median(v);
+  };
+  std::printf(
+      "\n== skew: Zipf(%.2f) GETs of %d x %lld B objects, %d threads, %.0f s (+%.0f s "
+      "warm-up), each worker behind its own %s tbf veth, client metadata cache %s; %d "
+      "rep(s), medians ==\n",
+      k.zipf, k.objects, (long long)k.object_bytes, k.threads, k.seconds, k.warmup_s,
+      k.link_rate.c_str(), k.cache ? "on" : "off", env.reps);
+  std::printf("%-24s %10s %8s %10s %10s %8s %14s %10s %10s\n", "variant", "GETs/s", "GB/s",
+              "P50_us", "P99_us", "failed", "hot_extra_MB", "hot_copies", "hot_failed");
+  uint64_t failed = 0;
+  for (int hot = 0; hot < 2; ++hot) {
+    for (const SkewRun& r : runs[hot]) failed += r.failed;
+    const std::string name =
+        hot ? absl::StrCat("hot on (hot_reads=", k.hot_reads, ")") : "hot off (hot_reads=0)";
+    std::printf("%-24s %10.1f %8.3f %10.0f %10.0f %8llu %14.1f %10.0f %10.0f\n", name.c_str(),
+                med(hot, &SkewRun::gets_per_s), med(hot, &SkewRun::gb_per_s),
+                med(hot, &SkewRun::p50_us), med(hot, &SkewRun::p99_us),
+                (unsigned long long)runs[hot].back().failed,
+                med(hot, &SkewRun::hot_extra_bytes) / 1e6, med(hot, &SkewRun::hot_copies_ok),
+                med(hot, &SkewRun::hot_copies_failed));
+  }
+  const double ratio = Ratio(med(1, &SkewRun::gets_per_s), med(0, &SkewRun::gets_per_s));
+  const bool met = ratio >= 1.5 && failed == 0;
+  std::printf("ratio on/off: throughput %.3f, P99 %.3f\n", ratio,
+              Ratio(med(1, &SkewRun::p99_us), med(0, &SkewRun::p99_us)));
+  std::printf("target throughput(on) >= 1.5 x throughput(off), 0 failed GETs: %s\n", Met(met));
+  for (int hot = 0; hot < 2; ++hot) {
+    const std::string p = hot ? "on_" : "off_";
+    json.Num(p + "gets_per_s", med(hot, &SkewRun::gets_per_s));
+    json.Num(p + "gb_per_s", med(hot, &SkewRun::gb_per_s));
+    json.Num(p + "p50_us", med(hot, &SkewRun::p50_us));
+    json.Num(p + "p99_us", med(hot, &SkewRun::p99_us));
+    json.Num(p + "hot_extra_bytes", med(hot, &SkewRun::hot_extra_bytes));
+  }
+  json.Num("failed_gets", double(failed));
+  json.Num("throughput_ratio", ratio);
+  json.Bool("cache", k.cache);
+  json.Bool("target_met", met);
+  return met;
+}
+
+}  // namespace mooncake::elastic_bench
+
+#endif  // MOONCAKE_TOOLS_ELASTIC_BENCH_SKEW_H_

@@ -1,5 +1,6 @@
 // The extension module `mooncake.store`: Mooncake Store's Python API
-// (MooncakeDistributedStore, ReplicateConfig, SoftPinAction, BufferHandle)
+// (MooncakeDistributedStore, ReplicateConfig, SoftPinAction, BufferHandle;
+// the tensor, clone, group and query calls are in store_objects_binding.cc)
 // bound to mooncake::compat::DistributedStore. Only argument conversion
 // lives here; every semantic is in mooncake/store/compat/ (docs/python.md).
 // Every call that does I/O releases the GIL.
@@ -18,6 +19,7 @@
 #include "mooncake/store/compat/replicate_config.h"
 #include "mooncake/store/compat/return_codes.h"
 #include "mooncake/store/compat/store_config.h"
+#include "python/store_objects_binding.h"
 
 namespace py = pybind11;
 
@@ -246,8 +248,8 @@ PYBIND11_MODULE(store, m) {
 
   using Store = DistributedStore;
   const py::call_guard<py::gil_scoped_release> nogil;
-  py::class_<Store>(m, "MooncakeDistributedStore")
-      .def(py::init<>())
+  py::class_<Store> store(m, "MooncakeDistributedStore");
+  store.def(py::init<>())
       .def(
           "setup",
           [](Store& s, const py::dict& config) {
@@ -499,4 +501,5 @@ PYBIND11_MODULE(store, m) {
            "((0, 0), error code).")
       .def("query_task", &Store::QueryTask, py::arg("task_id"), nogil,
            "Query the status of a task. Returns (QueryTaskResponse, 0) or (None, error code).");
+  BindObjectCalls(m, store);
 }

@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -50,32 +51,15 @@ namespace {
 
 namespace proto = ::mooncake::store::proto;
 
-struct Node {
-  bench::ChildProcess child;
-  std::string rpc, http;
-};
+using Node = bench::StoreNode;
 
 absl::StatusOr<Node> Start(const std::string& binary, const std::string& dir,
                            const std::string& name, std::vector<std::string> flags) {
-  const std::string ready = absl::StrCat(dir, "/", name, ".ready");
-  std::vector<std::string> argv = {binary, "--http=127.0.0.1:0", "--status_interval=0",
-                                   "--demo=false", absl::StrCat("--ready_file=", ready)};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  Node n;
-  ASSIGN_OR_RETURN(n.child, bench::ChildProcess::Spawn(argv, absl::StrCat(dir, "/", name, ".log")));
-  for (const absl::Time until = absl::Now() + absl::Seconds(30); absl::Now() < until;) {
-    if (!n.child.Running()) {
-      return absl::UnavailableError(absl::StrCat(name, " exited: ", n.child.Describe()));
-    }
-    std::map<std::string, std::string> kv = bench::ReadReadyFile(ready);
-    if (!kv.empty()) {
-      n.rpc = kv["rpc"];
-      n.http = kv["http"];
-      return n;
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return absl::DeadlineExceededError(absl::StrCat(name, " did not start: ", n.child.Describe()));
+  return bench::StartStoreNode({.binary = binary,
+                                .flags = std::move(flags),
+                                .ready_file = absl::StrCat(dir, "/", name, ".ready"),
+                                .log = absl::StrCat(dir, "/", name, ".log"),
+                                .name = name});
 }
 
 // The worker ids the master's /metrics lists (one series per live worker).
@@ -260,8 +244,8 @@ int Run() {
               static_cast<unsigned long long>(reads.failed.load()),
               static_cast<unsigned long long>(reads.wrong.load()));
   client->reset();
-  for (Node& n : workers) ::kill(n.child.pid(), SIGKILL);
-  ::kill(master->child.pid(), SIGKILL);
+  for (Node& n : workers) ::kill(n.process.pid(), SIGKILL);
+  ::kill(master->process.pid(), SIGKILL);
   const bool ok = reads.failed == 0 && reads.wrong == 0 && now_on["lost"] == 0 &&
                   now_on["worker 1"] == 0 && reads.first_new_ms.load() >= 0;
   std::printf("%s\n", ok ? "PASS" : "FAIL");

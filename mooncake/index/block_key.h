@@ -16,6 +16,20 @@
 // per-block extra keys (multimodal content hashes, per-block adapters) follow
 // the tokens. A partial trailing block has no key.
 //
+// Media blocks (multimodal inputs; docs/block_key_spec.md, "Media blocks"):
+// an encoder's hidden states for one media input (an image) are an object of
+// their own, keyed by a content hash of the raw media bytes salted with the
+// encoder and its preprocessing, so a repeated image maps to the same key:
+//
+//   media = XXH3-128(seed 0, "MCMK" | u32 version=1 | str modality |
+//                    str encoder_id | str preprocess | u64 media_bytes |
+//                    media bytes)
+//
+// In the prompt a media item occupies `length` placeholder positions; every
+// block that overlaps it carries the item's key (low, high) in its extras, in
+// order of appearance (ComputeWithMedia), so the chain of everything after
+// the item depends on the media key.
+//
 // Thread-safety: BlockKeyer is immutable after Create(); every method is const
 // and may run concurrently.
 #ifndef MOONCAKE_INDEX_BLOCK_KEY_H_
@@ -92,6 +106,61 @@ inline absl::StatusOr<std::string> RootKeyMessage(const KeyNamespace& ns, uint32
   return msg;
 }
 
+inline constexpr uint32_t kMediaKeyVersion = 1;
+
+// Everything that makes the same media bytes produce different hidden states.
+struct MediaNamespace {
+  std::string modality;    // "image", "audio", "video"; required
+  std::string encoder_id;  // encoder and projector weights, name and revision; required
+  std::string preprocess;  // preprocessing parameters in one canonical text (size, mean, std)
+};
+
+// A media key names one media input's hidden states (a 128-bit XXH3 value).
+using MediaKey = Hash128;
+
+// The exact bytes hashed before the media bytes (exposed for the spec's vectors).
+inline absl::StatusOr<std::string> MediaKeyHeader(const MediaNamespace& ns, uint64_t media_bytes) {
+  if (ns.modality.empty()) return absl::InvalidArgumentError("MediaNamespace.modality is empty");
+  if (ns.encoder_id.empty()) {
+    return absl::InvalidArgumentError("MediaNamespace.encoder_id is empty");
+  }
+  for (const std::string* s : {&ns.modality, &ns.encoder_id, &ns.preprocess}) {
+    if (s->size() > std::numeric_limits<uint32_t>::max()) {
+      return absl::InvalidArgumentError("MediaNamespace field longer than 4 GiB");
+    }
+  }
+  std::string msg = "MCMK";
+  index_internal::AppendU32(msg, kMediaKeyVersion);
+  index_internal::AppendField(msg, ns.modality);
+  index_internal::AppendField(msg, ns.encoder_id);
+  index_internal::AppendField(msg, ns.preprocess);
+  index_internal::AppendU32(msg, static_cast<uint32_t>(media_bytes));
+  index_internal::AppendU32(msg, static_cast<uint32_t>(media_bytes >> 32));
+  return msg;
+}
+
+// The key of one media input's hidden states: a content hash of its raw
+// bytes (as received, before decoding or preprocessing) under `ns`. Streams
+// the bytes, so a large input is not copied.
+inline absl::StatusOr<MediaKey> ComputeMediaKey(const MediaNamespace& ns,
+                                                std::span<const unsigned char> media) {
+  if (media.empty()) return absl::InvalidArgumentError("media input is empty");
+  absl::StatusOr<std::string> header = MediaKeyHeader(ns, media.size());
+  if (!header.ok()) return header.status();
+  StableHasher128 hasher;
+  hasher.Update(*header);
+  hasher.Update(media.data(), media.size());
+  return hasher.Digest();
+}
+
+// Where one media item sits in a prompt: `length` placeholder positions from
+// `offset`, whose hidden states are the object named `key`.
+struct MediaPlacement {
+  MediaKey key;
+  size_t offset = 0;
+  size_t length = 0;
+};
+
 // Computes key chains for one namespace and block size.
 class BlockKeyer {
  public:
@@ -163,6 +232,50 @@ class BlockKeyer {
       ids[i] = static_cast<uint32_t>(t);
     }
     return Compute(std::span<const uint32_t>(ids));
+  }
+
+  // The keys of a prompt with media items in it. `tokens` holds the
+  // engine's placeholder id at every media position; each block that
+  // overlaps an item gets that item's key (low, high) as extras, items in
+  // order of offset, so two prompts that differ only by an image share no
+  // block from the image's first block on. Without media this equals
+  // Compute(tokens). Items must be sorted by offset, non-empty,
+  // non-overlapping and inside `tokens` (InvalidArgument otherwise).
+  absl::StatusOr<std::vector<BlockKey>> ComputeWithMedia(
+      std::span<const uint32_t> tokens, std::span<const MediaPlacement> media) const {
+    size_t end = 0;
+    for (size_t m = 0; m < media.size(); ++m) {
+      const MediaPlacement& item = media[m];
+      if (item.length == 0 || item.offset < end || item.offset > tokens.size() ||
+          item.length > tokens.size() - item.offset) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("media item ", m, " at [", item.offset, ", +", item.length,
+                         ") is empty, overlaps the previous item or lies outside the ",
+                         tokens.size(), " tokens"));
+      }
+      end = item.offset + item.length;
+    }
+    std::vector<BlockKey> keys(NumFullBlocks(tokens.size()));
+    std::vector<uint64_t> extra;
+    BlockKey parent = root_;
+    size_t first_item = 0;  // the first item not wholly before the current block
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const size_t begin = i * block_tokens_, stop = begin + block_tokens_;
+      while (first_item < media.size() &&
+             media[first_item].offset + media[first_item].length <= begin) {
+        ++first_item;
+      }
+      extra.clear();
+      for (size_t m = first_item; m < media.size() && media[m].offset < stop; ++m) {
+        extra.push_back(media[m].key.low);
+        extra.push_back(media[m].key.high);
+      }
+      MC_DASSERT(extra.size() <= 2 * media.size(), "an item's key added twice to one block");
+      parent = Next(parent, tokens.subspan(begin, block_tokens_), extra);
+      keys[i] = parent;
+    }
+    MC_ASSERT(first_item <= media.size(), "media cursor past the end");
+    return keys;
   }
 
  private:

@@ -201,5 +201,132 @@ TEST(BlockKeyTest, NextRejectsAWrongBlockSize) {
   EXPECT_DEATH(keyer->Next(keyer->root(), three), "exactly one block");
 }
 
+// docs/block_key_spec.md, "Media blocks": the media namespace and input of the vectors.
+MediaNamespace SpecMedia() {
+  return MediaNamespace{
+      .modality = "image", .encoder_id = "vit-demo@1", .preprocess = "448x448 rgb u8"};
+}
+
+std::vector<unsigned char> SpecMediaBytes() {
+  std::vector<unsigned char> bytes(16);
+  for (unsigned char i = 0; i < 16; ++i) bytes[i] = i;
+  return bytes;
+}
+
+TEST(BlockKeyTest, MediaKeyHeaderByteLayout) {
+  auto header = MediaKeyHeader(SpecMedia(), 16);
+  ASSERT_TRUE(header.ok());
+  EXPECT_EQ(Hex(*header),
+            "4d434d4b"  // "MCMK"
+            "01000000"  // version 1
+            "05000000"
+            "696d616765"  // "image"
+            "0a000000"
+            "7669742d64656d6f4031"  // "vit-demo@1"
+            "0e000000"
+            "3434387834343820726762207538"  // "448x448 rgb u8"
+            "1000000000000000");            // u64 media_bytes = 16
+}
+
+// Also produced by examples/epd/media_key.py, which builds the bytes itself.
+constexpr char kSpecMediaKey[] = "683a0f2c4652588a10297239348ecc4e";
+constexpr char kSpecMediaChain[3][33] = {"c02a188d2328fb49770c458a5cf7efff",
+                                         "5f136a082b948dec7136cce9d46191f4",
+                                         "77f6ae7eea6377b0d4a9068d18e82025"};
+
+TEST(BlockKeyTest, MediaKeySpecVector) {
+  const std::vector<unsigned char> media = SpecMediaBytes();
+  auto key = ComputeMediaKey(SpecMedia(), media);
+  ASSERT_TRUE(key.ok());
+  EXPECT_EQ(key->ToHex(), kSpecMediaKey);
+  EXPECT_EQ(*key, StableHash128(*MediaKeyHeader(SpecMedia(), 16) +
+                                std::string(media.begin(), media.end())));
+}
+
+TEST(BlockKeyTest, MediaKeyDependsOnBytesEncoderAndPreprocessing) {
+  const std::vector<unsigned char> media = SpecMediaBytes();
+  const MediaKey base = *ComputeMediaKey(SpecMedia(), media);
+  EXPECT_EQ(*ComputeMediaKey(SpecMedia(), media), base) << "a repeated image maps to one key";
+  std::vector<unsigned char> flipped = media;
+  flipped[7] ^= 1;
+  EXPECT_NE(*ComputeMediaKey(SpecMedia(), flipped), base);
+  MediaNamespace other = SpecMedia();
+  other.encoder_id = "vit-demo@2";
+  EXPECT_NE(*ComputeMediaKey(other, media), base);
+  other = SpecMedia();
+  other.preprocess = "224x224 rgb u8";
+  EXPECT_NE(*ComputeMediaKey(other, media), base);
+  other = SpecMedia();
+  other.modality = "video";
+  EXPECT_NE(*ComputeMediaKey(other, media), base);
+  EXPECT_EQ(ComputeMediaKey(SpecMedia(), {}).status().code(), absl::StatusCode::kInvalidArgument);
+  other = SpecMedia();
+  other.encoder_id = "";
+  EXPECT_EQ(ComputeMediaKey(other, media).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Tokens 1, 2, then 5 placeholders (id 0) for the image at [2, 7), then 7..11.
+TEST(BlockKeyTest, MediaInTheChainSpecVectors) {
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 4);
+  ASSERT_TRUE(keyer.ok());
+  const MediaKey image = *ComputeMediaKey(SpecMedia(), SpecMediaBytes());
+  const std::vector<uint32_t> tokens = {1, 2, 0, 0, 0, 0, 0, 7, 8, 9, 10, 11};
+  const MediaPlacement placement{.key = image, .offset = 2, .length = 5};
+  auto keys = keyer->ComputeWithMedia(tokens, {&placement, 1});
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ASSERT_EQ(keys->size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ((*keys)[i].ToHex(), kSpecMediaChain[i]) << i;
+  // Blocks 0 and 1 overlap the image and carry its key; block 2 only chains.
+  const uint64_t halves[2] = {image.low, image.high};
+  const std::span<const uint32_t> t(tokens);
+  EXPECT_EQ((*keys)[0], keyer->Next(keyer->root(), t.subspan(0, 4), halves));
+  EXPECT_EQ((*keys)[1], keyer->Next((*keys)[0], t.subspan(4, 4), halves));
+  EXPECT_EQ((*keys)[2], keyer->Next((*keys)[1], t.subspan(8, 4)));
+}
+
+TEST(BlockKeyTest, PromptsThatDifferOnlyByTheImageShareNoLaterBlock) {
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 4);
+  ASSERT_TRUE(keyer.ok());
+  std::vector<unsigned char> other_bytes = SpecMediaBytes();
+  other_bytes[0] = 0xff;
+  const MediaKey a = *ComputeMediaKey(SpecMedia(), SpecMediaBytes());
+  const MediaKey b = *ComputeMediaKey(SpecMedia(), other_bytes);
+  // 8 text tokens, the image at [8, 16), 16 text tokens.
+  std::vector<uint32_t> tokens(32, 0);
+  for (uint32_t i = 0; i < 8; ++i) tokens[i] = 100 + i;
+  for (uint32_t i = 16; i < 32; ++i) tokens[i] = 100 + i;
+  const MediaPlacement pa{.key = a, .offset = 8, .length = 8};
+  const MediaPlacement pb{.key = b, .offset = 8, .length = 8};
+  const auto ka = *keyer->ComputeWithMedia(tokens, {&pa, 1});
+  const auto kb = *keyer->ComputeWithMedia(tokens, {&pb, 1});
+  const auto plain = keyer->Compute(tokens);
+  ASSERT_EQ(ka.size(), 8u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(ka[i], kb[i]) << "the text before the image is shared";
+    EXPECT_EQ(ka[i], plain[i]);
+  }
+  for (size_t i = 2; i < ka.size(); ++i) {
+    EXPECT_NE(ka[i], kb[i]) << "block " << i << " after the image must differ";
+    EXPECT_NE(ka[i], plain[i]);
+  }
+  EXPECT_EQ(*keyer->ComputeWithMedia(tokens, {}), plain);
+}
+
+TEST(BlockKeyTest, MediaPlacementsAreValidated) {
+  auto keyer = BlockKeyer::Create(SpecNamespace(), 4);
+  ASSERT_TRUE(keyer.ok());
+  const std::vector<uint32_t> tokens(12, 0);
+  const MediaKey k = *ComputeMediaKey(SpecMedia(), SpecMediaBytes());
+  auto code = [&](std::vector<MediaPlacement> media) {
+    return keyer->ComputeWithMedia(tokens, media).status().code();
+  };
+  EXPECT_EQ(code({{k, 0, 4}, {k, 4, 8}}), absl::StatusCode::kOk);
+  EXPECT_EQ(code({{k, 0, 0}}), absl::StatusCode::kInvalidArgument);             // empty
+  EXPECT_EQ(code({{k, 4, 4}, {k, 0, 4}}), absl::StatusCode::kInvalidArgument);  // unsorted
+  EXPECT_EQ(code({{k, 0, 5}, {k, 4, 4}}), absl::StatusCode::kInvalidArgument);  // overlapping
+  EXPECT_EQ(code({{k, 10, 3}}), absl::StatusCode::kInvalidArgument);            // past the end
+  EXPECT_EQ(code({{k, 13, 1}}), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace mooncake::index

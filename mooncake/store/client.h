@@ -34,7 +34,9 @@
 //   DEADLINE_EXCEEDED   the master or a transfer took longer than its timeout
 //   UNAVAILABLE         the master or every worker holding the object is gone
 //   DATA_LOSS           every replica's bytes failed the checksum
-//   FAILED_PRECONDITION remove of a pinned object without force
+//   FAILED_PRECONDITION remove of a pinned object without force; a clone of
+//                       an object only on SSD; CommitGroup while a member is
+//                       still being put
 //   ABORTED             remove with refuse_if_leased of an object another
 //                       reader holds a lease on; a keep_pin put whose
 //                       replaced object changed meanwhile (retry)
@@ -51,6 +53,13 @@
 //
 // Batch forms take many keys, overlap their master RPCs and move all their
 // data in one transport batch; each item gets its own Status.
+//
+// Tensors, groups and clones: a put may carry a TensorMeta (PutOptions::tensor,
+// or PutItem::tensor per item; the master checks shape x dtype = size) that
+// GetObject returns with the bytes and QueryObjects filters on; a put with a
+// group_id joins that object group, invisible until CommitGroup, then evicted,
+// expired and removed as one (RemoveGroup); Clone/ClonePrefix make new keys
+// that share existing objects' bytes.
 //
 // RegisterBuffer: transfers already go straight between the caller's memory
 // and the workers' segments (no staging), so registration is not needed for
@@ -228,6 +237,96 @@ class Client {
     store::proto::QueryTaskRequest req;
     req.set_task_id(task_id);
     return core_->template CallMaster<rpc::QueryTaskMethod>(req);
+  }
+
+  // ---- Clones, object groups and tensor queries (docs/client.md) -----------------
+  // Metadata only: no bytes move. Errors: INVALID_ARGUMENT (checked here
+  // first: a bad key, an empty or over-long group id, mismatched lists), the
+  // master's (below), those of the RPC.
+
+  // New keys sharing the sources' bytes: destinations[i] becomes a clone of
+  // sources[i] (at most rpc::kMaxBatchKeys pairs). All or nothing: NOT_FOUND
+  // (a source missing or not visible), ALREADY_EXISTS (a destination exists),
+  // FAILED_PRECONDITION (a source whose bytes are only on SSD). A clone is an
+  // ordinary object: removing its source leaves it readable, and the shared
+  // bytes are freed when the last key referring to them goes.
+  absl::StatusOr<CloneResult> Clone(std::span<const std::string_view> sources,
+                                    std::span<const std::string_view> destinations,
+                                    const CloneOptions& options = {}) {
+    return core_->Clone(sources, destinations, options);
+  }
+  absl::StatusOr<CloneResult> Clone(std::string_view source, std::string_view destination,
+                                    const CloneOptions& options = {}) {
+    return core_->Clone(std::span<const std::string_view>(&source, 1),
+                        std::span<const std::string_view>(&destination, 1), options);
+  }
+
+  // The prefix form: every visible key of the tenant starting with
+  // `source_prefix` gets a clone named destination_prefix + the rest of the
+  // key. Same errors, all or nothing; NOT_FOUND also when no visible key
+  // matches; more than rpc::kMaxBatchKeys matching keys is refused by the
+  // master. The prefixes must be non-empty and differ. Clears this client's
+  // metadata cache first.
+  absl::StatusOr<CloneResult> ClonePrefix(std::string_view source_prefix,
+                                          std::string_view destination_prefix,
+                                          const CloneOptions& options = {}) {
+    return core_->ClonePrefix(source_prefix, destination_prefix, options);
+  }
+
+  // Makes every member of the group (puts with PutOptions::group_id) visible
+  // at once. NOT_FOUND: no such group (never made, removed, or lost with a
+  // member); FAILED_PRECONDITION: a member is still being put.
+  absl::StatusOr<GroupCommit> CommitGroup(std::string_view group_id,
+                                          const GroupOptions& options = {}) {
+    return core_->CommitGroup(group_id, options);
+  }
+
+  // Removes every member, committed or not; returns how many. Pinned members
+  // need options.force (else FAILED_PRECONDITION); a member with a live read
+  // lease keeps its space until the lease ends. Clears this client's metadata
+  // cache before and after. NOT_FOUND: no such group.
+  absl::StatusOr<uint64_t> RemoveGroup(std::string_view group_id,
+                                       const GroupOptions& options = {}) {
+    return core_->RemoveGroup(group_id, options);
+  }
+
+  // Visible objects of the tenant whose TensorMeta matches every filter of
+  // `query`, in key order after query.start_after: one QueryObjects RPC per
+  // rpc::kMaxQueryObjects objects, followed until the master has no more or
+  // query.objects_max were collected (then `more` is set). The master walks
+  // its whole table per page: an administrative query, not a hot path.
+  // INVALID_ARGUMENT: objects_max 0, tp_rank below -1, a reversed layer range.
+  absl::StatusOr<QueriedObjects> QueryObjects(const ObjectQuery& query = {}) {
+    return core_->QueryObjects(query);
+  }
+
+  // Get, with the TensorMeta the writer gave (PutOptions::tensor or
+  // PutItem::tensor) and the version read. Same errors as Get.
+  absl::StatusOr<StoredObject> GetObject(std::string_view key, const GetOptions& options = {}) {
+    return std::move(BatchGetObjects(std::span<const std::string_view>(&key, 1), options).front());
+  }
+
+  std::vector<absl::StatusOr<StoredObject>> BatchGetObjects(std::span<const std::string_view> keys,
+                                                            const GetOptions& options = {}) {
+    std::vector<client_internal::GetTarget> targets(keys.size());
+    std::vector<StoredObject> objects(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      targets[i].key = keys[i];
+      targets[i].owned = &objects[i].value;
+    }
+    std::vector<absl::Status> st = core_->GetMany(targets, options);
+    std::vector<absl::StatusOr<StoredObject>> out;
+    out.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (!st[i].ok()) {
+        out.emplace_back(std::move(st[i]));
+        continue;
+      }
+      if (targets[i].tensor != nullptr) objects[i].tensor = *targets[i].tensor;
+      objects[i].version = targets[i].version;
+      out.emplace_back(std::move(objects[i]));
+    }
+    return out;
   }
 
   // ---- Batch calls (one Status per item, same order) ---------------------------

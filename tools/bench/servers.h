@@ -1,6 +1,7 @@
 // The servers mooncake_bench compares, each started as its own process on
 // 127.0.0.1 with a free port: memcached, redis-server and the mooncake store
-// (tools/mooncake_store --role=all).
+// (tools/mooncake_store --role=all). StartStoreNode starts any one node of a
+// store (master, worker or all) for the tools that run a cluster.
 //
 // Thread-safety: a Server is owned and stopped by one thread.
 #ifndef MOONCAKE_TOOLS_BENCH_SERVERS_H_
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -159,31 +162,70 @@ inline std::map<std::string, std::string> ReadReadyFile(const std::string& path)
   return kv;
 }
 
+// A tools/mooncake_store process that is serving, and the addresses its
+// ready file names.
+struct StoreNode {
+  ChildProcess process;
+  std::string rpc;   // host:port of its RPC endpoint
+  std::string http;  // host:port of its /metrics and /health
+};
+
+struct StoreNodeConfig {
+  std::string binary;               // tools/mooncake_store
+  std::vector<std::string> flags;   // --role and the rest; after the common ones, so they win
+  std::string ready_file;           // removed first; the node writes it once serving
+  std::string log;                  // the node's stdout and stderr
+  std::string name = "store";       // names the node in errors
+  std::vector<std::string> prefix;  // run as `prefix... binary ...` (e.g. ip netns exec NS)
+  absl::Duration timeout = absl::Seconds(30);
+};
+
+// Starts `binary --http=127.0.0.1:0 --demo=false --status_interval=0
+// --ready_file=<ready_file> flags...` and waits until its ready file names
+// its rpc and http addresses. NOT_FOUND if the binary does not exist;
+// UNAVAILABLE if the node exits first, DEADLINE_EXCEEDED if it writes no
+// ready file within `timeout` (both with the command and its log's tail).
+inline absl::StatusOr<StoreNode> StartStoreNode(const StoreNodeConfig& c) {
+  std::remove(c.ready_file.c_str());  // a stale one would read as ready at once
+  std::vector<std::string> argv = c.prefix;
+  for (std::string a :
+       {c.binary, std::string("--http=127.0.0.1:0"), std::string("--demo=false"),
+        std::string("--status_interval=0"), absl::StrCat("--ready_file=", c.ready_file)}) {
+    argv.push_back(std::move(a));
+  }
+  argv.insert(argv.end(), c.flags.begin(), c.flags.end());
+  StoreNode n;
+  ASSIGN_OR_RETURN(n.process, ChildProcess::Spawn(std::move(argv), c.log));
+  const absl::Time deadline = absl::Now() + c.timeout;
+  while (absl::Now() < deadline) {
+    if (!n.process.Running()) {
+      return absl::UnavailableError(absl::StrCat(c.name, " exited: ", n.process.Describe()));
+    }
+    std::map<std::string, std::string> kv = ReadReadyFile(c.ready_file);
+    if (!kv.empty()) {
+      n.rpc = std::move(kv["rpc"]);
+      n.http = std::move(kv["http"]);
+      return n;
+    }
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(c.name, " wrote no ready file ", c.ready_file,
+                                                  " in ", absl::FormatDuration(c.timeout), ": ",
+                                                  n.process.Describe()));
+}
+
+// A single-process store (--role=all) listening on 127.0.0.1.
 inline absl::StatusOr<Server> StartStore(const StoreConfig& c, const std::string& log,
                                          const std::string& ready_file) {
-  std::remove(ready_file.c_str());
-  std::vector<std::string> argv = {c.binary,
-                                   "--role=all",
-                                   "--listen=127.0.0.1:0",
-                                   "--http=127.0.0.1:0",
-                                   "--demo=false",
-                                   "--status_interval=0",
-                                   absl::StrCat("--segment_bytes=", c.segment_bytes),
-                                   absl::StrCat("--ready_file=", ready_file)};
-  argv.insert(argv.end(), c.extra_args.begin(), c.extra_args.end());
-  ASSIGN_OR_RETURN(ChildProcess p, ChildProcess::Spawn(argv, log));
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  while (absl::Now() < deadline) {
-    if (!p.Running()) return absl::UnavailableError(absl::StrCat("store exited: ", p.Describe()));
-    std::map<std::string, std::string> kv = ReadReadyFile(ready_file);
-    if (!kv.empty()) {
-      ASSIGN_OR_RETURN(auto hp, HostAndPort(kv["rpc"]));
-      return Server{std::move(p), kv["rpc"], kv["http"], hp.second};
-    }
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return absl::DeadlineExceededError(
-      absl::StrCat("store wrote no ready file ", ready_file, " in 30 s: ", p.Describe()));
+  StoreNodeConfig node{.binary = c.binary,
+                       .flags = {"--role=all", "--listen=127.0.0.1:0",
+                                 absl::StrCat("--segment_bytes=", c.segment_bytes)},
+                       .ready_file = ready_file,
+                       .log = log};
+  node.flags.insert(node.flags.end(), c.extra_args.begin(), c.extra_args.end());
+  ASSIGN_OR_RETURN(StoreNode n, StartStoreNode(node));
+  ASSIGN_OR_RETURN(auto hp, HostAndPort(n.rpc));
+  return Server{std::move(n.process), std::move(n.rpc), std::move(n.http), hp.second};
 }
 
 }  // namespace mooncake::bench

@@ -10,8 +10,6 @@
 #ifndef MOONCAKE_TOOLS_ELASTIC_BENCH_CLUSTER_H_
 #define MOONCAKE_TOOLS_ELASTIC_BENCH_CLUSTER_H_
 
-#include <cstdio>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -49,7 +47,7 @@ class StoreCluster {
   StoreCluster(const StoreCluster&) = delete;
   StoreCluster& operator=(const StoreCluster&) = delete;
   ~StoreCluster() {
-    for (Node& w : workers_) w.process.Kill();
+    for (bench::StoreNode& w : workers_) w.process.Kill();
     master_.process.Kill();
   }
 
@@ -63,7 +61,7 @@ class StoreCluster {
     std::vector<std::string> m = {
         "--role=master", o.hosts != nullptr ? "--listen=0.0.0.0:0" : "--listen=127.0.0.1:0"};
     m.insert(m.end(), o.master_flags.begin(), o.master_flags.end());
-    RETURN_IF_ERROR(c->StartNode(c->master_, "master", {}, m));
+    RETURN_IF_ERROR(c->StartNode(c->master_, "master", {}, std::move(m)));
     const std::optional<HostPortText> split = SplitHostPort(c->master_.rpc);
     if (!split) return absl::InternalError(absl::StrCat("master rpc ", c->master_.rpc));
     c->master_port_ = std::string(split->port);
@@ -103,12 +101,6 @@ class StoreCluster {
   std::string WorkerLogTail(int i) const { return workers_[i].process.LogTail(); }
 
  private:
-  struct Node {
-    bench::ChildProcess process;
-    std::string rpc;
-    std::string http;
-  };
-
   explicit StoreCluster(ClusterOptions options) : options_(std::move(options)) {}
 
   absl::Status StartWorker(int i) {
@@ -128,43 +120,26 @@ class StoreCluster {
       flags.push_back(absl::StrCat("--host_id=", o.name, "_w", i));
     }
     flags.insert(flags.end(), o.worker_flags.begin(), o.worker_flags.end());
-    return StartNode(workers_[i], absl::StrCat("worker", i), prefix, flags);
+    return StartNode(workers_[i], absl::StrCat("worker", i), std::move(prefix), std::move(flags));
   }
 
-  absl::Status StartNode(Node& n, const std::string& role, const std::vector<std::string>& prefix,
-                         const std::vector<std::string>& flags) {
+  absl::Status StartNode(bench::StoreNode& n, const std::string& role,
+                         std::vector<std::string> prefix, std::vector<std::string> flags) {
     const std::string base = absl::StrCat(options_.dir, "/", options_.name, ".", role);
-    const std::string ready = base + ".ready";
-    std::remove(ready.c_str());
-    std::vector<std::string> argv = prefix;
-    for (const std::string& a :
-         {options_.store_binary, std::string("--http=127.0.0.1:0"), std::string("--demo=false"),
-          std::string("--status_interval=0"), absl::StrCat("--ready_file=", ready)}) {
-      argv.push_back(a);
-    }
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    ASSIGN_OR_RETURN(n.process, bench::ChildProcess::Spawn(argv, base + ".log"));
-    const absl::Time deadline = absl::Now() + options_.start_timeout;
-    while (absl::Now() < deadline) {
-      if (!n.process.Running()) {
-        return absl::UnavailableError(absl::StrCat(role, " exited: ", n.process.Describe()));
-      }
-      std::map<std::string, std::string> kv = bench::ReadReadyFile(ready);
-      if (!kv.empty()) {
-        n.rpc = kv["rpc"];
-        n.http = kv["http"];
-        return absl::OkStatus();
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return absl::DeadlineExceededError(
-        absl::StrCat(role, " wrote no ready file: ", n.process.Describe()));
+    ASSIGN_OR_RETURN(n, bench::StartStoreNode({.binary = options_.store_binary,
+                                               .flags = std::move(flags),
+                                               .ready_file = base + ".ready",
+                                               .log = base + ".log",
+                                               .name = role,
+                                               .prefix = std::move(prefix),
+                                               .timeout = options_.start_timeout}));
+    return absl::OkStatus();
   }
 
   ClusterOptions options_;
-  Node master_;
+  bench::StoreNode master_;
   std::string master_port_;
-  std::vector<Node> workers_;
+  std::vector<bench::StoreNode> workers_;
 };
 
 }  // namespace mooncake::elastic_bench

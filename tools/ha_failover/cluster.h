@@ -19,8 +19,6 @@
 #include <signal.h>
 
 #include <cstdint>
-#include <cstdio>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,8 +58,8 @@ class HaCluster {
   HaCluster(const HaCluster&) = delete;
   HaCluster& operator=(const HaCluster&) = delete;
   ~HaCluster() {
-    for (auto& n : workers_) KillAndReap(n->child);
-    for (auto& n : masters_) KillAndReap(n->child);
+    for (auto& n : workers_) KillAndReap(n->node.process);
+    for (auto& n : masters_) KillAndReap(n->node.process);
     workers_.clear();
     masters_.clear();
     etcd_.reset();
@@ -98,7 +96,7 @@ class HaCluster {
     ASSIGN_OR_RETURN(std::optional<ha::LeaderInfo> l, ha::ReadLeader(*etcd_client_, cluster()));
     if (!l.has_value()) return -1;
     for (int i = 0; i < masters(); ++i) {
-      if (masters_[i]->rpc == l->id && masters_[i]->child.Running()) return i;
+      if (masters_[i]->node.rpc == l->id && masters_[i]->node.process.Running()) return i;
     }
     return -1;
   }
@@ -120,7 +118,7 @@ class HaCluster {
 
   // Signals master `i` (SIGSTOP and SIGCONT too); SIGKILL also reaps it.
   void SignalMaster(int i, int sig) {
-    bench::ChildProcess& c = masters_[i]->child;
+    bench::ChildProcess& c = masters_[i]->node.process;
     if (sig == SIGKILL) {
       KillAndReap(c);
     } else if (c.pid() > 0) {
@@ -128,45 +126,43 @@ class HaCluster {
     }
   }
   bool WaitMasterExit(int i, absl::Duration timeout) {
-    return WaitExit(masters_[i]->child, timeout);
+    return WaitExit(masters_[i]->node.process, timeout);
   }
 
   // The RPC address master `i` advertises (its candidate id in etcd).
-  const std::string& MasterRpc(int i) const { return masters_[i]->rpc; }
+  const std::string& MasterRpc(int i) const { return masters_[i]->node.rpc; }
 
   // Metric `name` on master `i`'s /metrics (its http address from its ready
   // file); UNAVAILABLE or DEADLINE_EXCEEDED when it does not answer.
   absl::StatusOr<double> MasterMetric(int i, std::string_view name) const {
-    ASSIGN_OR_RETURN(std::string text, bench::HttpGet(masters_[i]->http, "/metrics"));
+    ASSIGN_OR_RETURN(std::string text, bench::HttpGet(masters_[i]->node.http, "/metrics"));
     return bench::PrometheusValue(text, name);
   }
 
   // Starts master `i` again (same flags; a new standby, or the leader if none
   // is left); returns once it is serving (its ready file is written).
   absl::Status RestartMaster(int i) {
-    MC_ASSERT(!masters_[i]->child.Running(), "restart of a running master");
+    MC_ASSERT(!masters_[i]->node.process.Running(), "restart of a running master");
     return StartMaster(i);
   }
 
   // Every process that should be running is; else a message naming the dead.
   absl::Status CheckAlive() {
     for (size_t i = 0; i < workers_.size(); ++i) {
-      if (!workers_[i]->child.Running()) {
+      if (!workers_[i]->node.process.Running()) {
         return absl::InternalError(
-            absl::StrCat("worker ", i, " exited: ", workers_[i]->child.Describe()));
+            absl::StrCat("worker ", i, " exited: ", workers_[i]->node.process.Describe()));
       }
     }
     return absl::OkStatus();
   }
 
-  std::string MasterLogTail(int i) const { return masters_[i]->child.LogTail(); }
+  std::string MasterLogTail(int i) const { return masters_[i]->node.process.LogTail(); }
 
  private:
   struct Node {
-    bench::ChildProcess child;
-    std::string rpc;   // the RPC address from the ready file
-    std::string http;  // the HTTP (/metrics) address from the ready file
-    int generation = 0;
+    bench::StoreNode node;  // its process, and its rpc and http addresses
+    int generation = 0;     // restarts so far (names its log and ready file)
   };
 
   // SIGKILL works on a stopped process too; Running() reaps it.
@@ -208,30 +204,14 @@ class HaCluster {
   }
 
   absl::Status StartNode(Node& n, const std::string& name, std::vector<std::string> flags) {
-    const std::string ready = absl::StrCat(options_.dir, "/", name, ".ready");
-    std::remove(ready.c_str());
-    std::vector<std::string> argv = {options_.store_binary, "--http=127.0.0.1:0",
-                                     "--status_interval=0", absl::StrCat("--ready_file=", ready)};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    ASSIGN_OR_RETURN(
-        n.child, bench::ChildProcess::Spawn(argv, absl::StrCat(options_.dir, "/", name, ".log")));
-    const absl::Time deadline = absl::Now() + options_.start_timeout;
-    while (absl::Now() < deadline) {
-      if (!n.child.Running()) {
-        return absl::UnavailableError(absl::StrCat(name, " exited: ", n.child.Describe()));
-      }
-      // Empty until rpc, http and pid are all written.
-      std::map<std::string, std::string> kv = bench::ReadReadyFile(ready);
-      if (!kv.empty()) {
-        n.rpc = kv["rpc"];
-        n.http = kv["http"];
-        return absl::OkStatus();
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return absl::DeadlineExceededError(absl::StrCat(name, " wrote no ready file in ",
-                                                    absl::FormatDuration(options_.start_timeout),
-                                                    ": ", n.child.Describe()));
+    const std::string base = absl::StrCat(options_.dir, "/", name);
+    ASSIGN_OR_RETURN(n.node, bench::StartStoreNode({.binary = options_.store_binary,
+                                                    .flags = std::move(flags),
+                                                    .ready_file = base + ".ready",
+                                                    .log = base + ".log",
+                                                    .name = name,
+                                                    .timeout = options_.start_timeout}));
+    return absl::OkStatus();
   }
 
   ClusterOptions options_;

@@ -5,8 +5,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -95,6 +97,11 @@ struct PutOptions {
   // before preferred_segment_id; then placement as usual. At most
   // rpc::kMaxPreferredSegmentNames (64) names.
   std::vector<std::string> preferred_segment_names;
+  // Non-empty: the object joins this object group of its tenant (at most
+  // rpc::kMaxGroupIdBytes bytes) and stays invisible to every read until
+  // Client::CommitGroup; the group is then evicted, expired and removed as
+  // one. Not with `replace` (INVALID_ARGUMENT).
+  std::string group_id;
 };
 
 struct GetOptions {
@@ -126,6 +133,60 @@ struct RemoveAllOptions {
 struct PutItem {
   std::string_view key;
   std::string_view value;  // may lie in a RegisterBuffer'd region
+  // Per-item overrides of PutOptions::tensor and PutOptions::group_id (null /
+  // empty: the options'); they must outlive the call.
+  const store::proto::TensorMeta* tensor = nullptr;
+  std::string_view group_id;
+};
+
+// An object with what the master keeps beside its bytes (Client::GetObject).
+struct StoredObject {
+  std::string value;
+  std::optional<store::proto::TensorMeta> tensor;  // as the writer gave it; nullopt: none
+  uint64_t version = 0;
+};
+
+// Client::Clone / ClonePrefix.
+struct CloneOptions {
+  std::string tenant;   // "" = ClientOptions::tenant
+  uint64_t ttl_ms = 0;  // the clones expire this long after the call; 0 = never
+};
+struct CloneResult {
+  uint64_t cloned = 0;        // new keys made
+  uint64_t shared_bytes = 0;  // bytes they refer to (none copied)
+};
+
+// Client::CommitGroup / RemoveGroup.
+struct GroupOptions {
+  std::string tenant;  // "" = ClientOptions::tenant
+  bool force = false;  // RemoveGroup: also remove pinned members
+};
+struct GroupCommit {
+  uint64_t objects = 0;  // members made visible
+  uint64_t bytes = 0;
+};
+
+// Client::QueryObjects: visible objects whose TensorMeta matches every filter.
+struct ObjectQuery {
+  std::string tenant;  // "" = ClientOptions::tenant
+  std::string model;   // "" = any model (objects without TensorMeta match only "")
+  // Set: objects whose [layer_begin, layer_end) overlaps [first, second).
+  std::optional<std::pair<uint32_t, uint32_t>> layers;
+  int32_t tp_rank = -1;     // -1 = any rank
+  std::string start_after;  // keys after this one ("" = from the first)
+  // Stops after this many objects (the pages the master answers are followed
+  // until it says there are no more, or this many were collected).
+  size_t objects_max = 100'000;
+};
+struct QueriedObject {
+  std::string key;
+  store::proto::ObjectInfo info;  // size, version, TensorMeta (info.has_tensor())
+};
+// The answer of Client::QueryObjects: `more` says objects past the last one
+// were left out (objects_max reached); ask again with start_after = the last key.
+struct QueriedObjects {
+  std::vector<QueriedObject> objects;
+  bool more = false;
 };
 
 struct GetIntoItem {

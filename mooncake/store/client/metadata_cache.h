@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,6 +59,9 @@ struct CachedObject {
   uint32_t checksum_format = 0;  // store::proto::ChecksumFormat
   uint64_t version = 0;
   std::vector<store::proto::Replica> replicas;  // complete, nearest first
+  // The object's TensorMeta (null: the writer gave none); shared, not copied,
+  // by every read the entry serves.
+  std::shared_ptr<const store::proto::TensorMeta> tensor;
   uint64_t lease_id = 0;
   int64_t lease_end_ns = 0;  // this client's clock; reads must end before it
   // Reads served from this entry (the master counts them when it is next asked).

@@ -30,6 +30,12 @@
 //     or a pin returns kObjectHasLease; force removes it anyway;
 //   - get of a missing key returns "" (get_into and friends: kObjectNotFound).
 //
+// Beyond Mooncake: ReplicateConfig.group_ids makes puts join object groups
+// (replicate_config.h), CommitGroup/RemoveGroup act on a group, Clone and
+// ClonePrefix make keys that share stored bytes, QueryObjects lists objects by
+// their TensorMeta, and BatchPutTensor/GetObjects carry TensorMeta for the
+// tensor calls (tensor_meta.h).
+//
 // Errors are return codes, never exceptions: calls before Setup or after
 // Close return kInternalError; a bad key kInvalidKey; a master that does not
 // answer kRpcFail within ClientOptions::rpc_timeout_ms (kRpcTimeoutMs).
@@ -222,7 +228,8 @@ class DistributedStore {
     std::vector<int> codes(keys.size(), kOk);
     if (keys.empty()) return codes;
     auto opts = ToPutOptions(config, upsert);
-    if (!opts.ok()) return std::vector<int>(keys.size(), kInvalidParams);
+    auto groups = GroupIdsFor(config, keys.size(), upsert);
+    if (!opts.ok() || !groups.ok()) return std::vector<int>(keys.size(), kInvalidParams);
     return WithClientV(keys.size(), [&](ClientState& s) {
       std::vector<client::PutItem> items;
       std::vector<size_t> index;
@@ -232,8 +239,9 @@ class DistributedStore {
         } else if (sizes[i] == 0 || !Registered(s, ptrs[i], sizes[i])) {
           codes[i] = kInvalidParams;
         } else {
-          items.push_back(
-              {keys[i], std::string_view(reinterpret_cast<const char*>(ptrs[i]), sizes[i])});
+          items.push_back({keys[i],
+                           std::string_view(reinterpret_cast<const char*>(ptrs[i]), sizes[i]),
+                           nullptr, (*groups)[i]});
           index.push_back(i);
         }
       }
@@ -485,6 +493,115 @@ class DistributedStore {
                         });
   }
 
+  // ---- Tensor objects (tensor_meta.h) -----------------------------------------------
+  // The bytes of each tensor, stored with its TensorMeta (which the master
+  // checks against the size); staged and coded like put_batch, one code per
+  // key (ALREADY_EXISTS: 0, the stored tensor is kept, as Mooncake's put).
+  std::vector<int> BatchPutTensor(std::span<const std::string_view> keys,
+                                  std::span<const std::string_view> values,
+                                  std::span<const store::proto::TensorMeta> metas,
+                                  const ReplicateConfig& config) {
+    if (values.size() != keys.size() || metas.size() != keys.size()) {
+      return std::vector<int>(keys.size(), kInvalidParams);
+    }
+    if (keys.empty()) return {};
+    std::vector<std::vector<std::string_view>> parts(values.size());
+    for (size_t i = 0; i < values.size(); ++i) parts[i] = {values[i]};
+    return StagedPut(std::vector<std::string_view>(keys.begin(), keys.end()), parts, config,
+                     /*upsert=*/false, metas);
+  }
+
+  // Each object with its TensorMeta, or nullopt with the code in (*codes)[i].
+  std::vector<std::optional<client::StoredObject>> GetObjects(
+      std::span<const std::string_view> keys, std::vector<int>* codes = nullptr) {
+    std::vector<std::optional<client::StoredObject>> out(keys.size());
+    std::vector<int> c(keys.size(), kOk);
+    if (!keys.empty()) {
+      c = WithClientV(keys.size(), [&](ClientState& s) {
+        std::vector<int> cc(keys.size(), kOk);
+        const auto [valid, index] = ValidKeys(keys, &cc);
+        auto got = s.client->BatchGetObjects(valid);
+        for (size_t j = 0; j < valid.size(); ++j) {
+          if (got[j].ok()) {
+            out[index[j]] = std::move(*got[j]);
+          } else {
+            cc[index[j]] = ToMooncakeCode(got[j].status());
+          }
+        }
+        return cc;
+      });
+    }
+    if (codes != nullptr) *codes = std::move(c);
+    return out;
+  }
+
+  // ---- Clones and object groups (client.h has the semantics) --------------------------
+  // Codes: kInvalidKey (a bad key), kInvalidParams (mismatched lists, empty or
+  // equal prefixes, an empty group id), kObjectNotFound (a missing source;
+  // an unknown group), kObjectAlreadyExists (a destination exists),
+  // kObjectHasLease (FAILED_PRECONDITION: a source only on SSD, a member still
+  // being put, a pinned member without force), kRpcFail, kInternalError
+  // (before Setup, or a master without these calls).
+
+  // destination_keys[i] becomes a clone of source_keys[i]; all or nothing. 0 or a code.
+  int Clone(std::span<const std::string_view> source_keys,
+            std::span<const std::string_view> destination_keys) {
+    if (source_keys.empty() || source_keys.size() != destination_keys.size() ||
+        source_keys.size() > rpc::kMaxBatchKeys) {
+      return kInvalidParams;
+    }
+    for (size_t i = 0; i < source_keys.size(); ++i) {
+      if (int k = CheckKey(source_keys[i]); k != kOk) return k;
+      if (int k = CheckKey(destination_keys[i]); k != kOk) return k;
+    }
+    return WithClient([&](ClientState& s) -> int {
+      return ToMooncakeCode(s.client->Clone(source_keys, destination_keys).status());
+    });
+  }
+
+  // Every key starting with source_prefix gets a clone named destination_prefix
+  // + the rest of the key; all or nothing. The number cloned (>= 0) or a code.
+  int64_t ClonePrefix(std::string_view source_prefix, std::string_view destination_prefix) {
+    if (source_prefix.empty() || destination_prefix.empty() ||
+        source_prefix == destination_prefix) {
+      return kInvalidParams;
+    }
+    return WithClient64([&](ClientState& s) -> int64_t {
+      auto r = s.client->ClonePrefix(source_prefix, destination_prefix);
+      return r.ok() ? static_cast<int64_t>(r->cloned) : ToMooncakeCode(r.status());
+    });
+  }
+
+  // Makes every member visible at once. 0 or a code.
+  int CommitGroup(std::string_view group_id) {
+    if (group_id.empty() || group_id.size() > rpc::kMaxGroupIdBytes) return kInvalidParams;
+    return WithClient([&](ClientState& s) -> int {
+      return ToMooncakeCode(s.client->CommitGroup(group_id).status());
+    });
+  }
+
+  // Removes every member; the number removed (>= 0) or a code.
+  int64_t RemoveGroup(std::string_view group_id, bool force = false) {
+    if (group_id.empty() || group_id.size() > rpc::kMaxGroupIdBytes) return kInvalidParams;
+    return WithClient64([&](ClientState& s) -> int64_t {
+      client::GroupOptions o;
+      o.force = force;
+      auto r = s.client->RemoveGroup(group_id, o);
+      return r.ok() ? static_cast<int64_t>(*r) : ToMooncakeCode(r.status());
+    });
+  }
+
+  // Visible objects whose TensorMeta matches (client::ObjectQuery), in key
+  // order: (objects, 0) or ({}, code).
+  std::pair<std::vector<client::QueriedObject>, int> QueryObjects(const client::ObjectQuery& q) {
+    using Answer = std::pair<std::vector<client::QueriedObject>, int>;
+    return WithClientOr(Answer({}, kInternalError), [&](ClientState& s) -> Answer {
+      auto r = s.client->QueryObjects(q);
+      if (!r.ok()) return {{}, ToMooncakeCode(r.status())};
+      return {std::move(r->objects), kOk};
+    });
+  }
+
  private:
   template <typename F>
   std::pair<TaskUuid, int> TaskCall(F&& f) {
@@ -567,11 +684,15 @@ class DistributedStore {
   }
 
   // Puts of values given as parts, each copied into the staging buffer.
+  // metas: empty, or one TensorMeta per key.
   std::vector<int> StagedPut(const std::vector<std::string_view>& keys,
                              const std::vector<std::vector<std::string_view>>& parts,
-                             const ReplicateConfig& config, bool upsert) {
+                             const ReplicateConfig& config, bool upsert,
+                             std::span<const store::proto::TensorMeta> metas = {}) {
+    MC_ASSERT(metas.empty() || metas.size() == keys.size(), "one TensorMeta per key, or none");
     auto opts = ToPutOptions(config, upsert);
-    if (!opts.ok()) return std::vector<int>(keys.size(), kInvalidParams);
+    auto groups = GroupIdsFor(config, keys.size(), upsert);
+    if (!opts.ok() || !groups.ok()) return std::vector<int>(keys.size(), kInvalidParams);
     return WithClientV(keys.size(), [&](ClientState& s) {
       std::vector<int> codes(keys.size(), kOk);
       if (opts->preferred_segment_names.empty()) {
@@ -604,8 +725,10 @@ class DistributedStore {
           dst += p.size();
         }
         held.push_back(*a);
-        items.push_back({keys[i], std::string_view(static_cast<char*>(s.staging) + a->offset,
-                                                   static_cast<size_t>(total))});
+        items.push_back({keys[i],
+                         std::string_view(static_cast<char*>(s.staging) + a->offset,
+                                          static_cast<size_t>(total)),
+                         metas.empty() ? nullptr : &metas[i], (*groups)[i]});
         index.push_back(i);
       }
       if (!items.empty()) {

@@ -16,8 +16,13 @@
 //   prefer_alloc_in_same_node   placement already prefers the writer's host
 //                               (every put names it); accepted for
 //                               compatibility
-//   group_ids                   accepted and kept out of placement (object
-//                               groups are not built yet)
+//   group_ids                   object groups the keys join (invisible until
+//                               commit_group; evicted, expired and removed
+//                               as one): none; one id, which every key of
+//                               the call joins; or, in a batch put, one id
+//                               per key (key i joins group_ids[i]; "" = no
+//                               group). Any other count: INVALID_ARGUMENT.
+//                               Not with upsert.
 //
 // Thread-safety: plain values and pure functions.
 #ifndef MOONCAKE_STORE_COMPAT_REPLICATE_CONFIG_H_
@@ -35,6 +40,7 @@
 #include "absl/strings/str_join.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/store/client/client_options.h"
+#include "mooncake/store/rpc/master_methods.h"
 
 namespace mooncake::compat {
 
@@ -104,6 +110,25 @@ inline absl::StatusOr<client::PutOptions> ToPutOptions(const ReplicateConfig& c,
     if (!s.empty()) o.preferred_segment_names.push_back(s);
   }
   return o;
+}
+
+// The group each of `keys` keys joins ("" = none), per ReplicateConfig's
+// group_ids rule above. INVALID_ARGUMENT: a count other than 0, 1 or `keys`;
+// an id over rpc::kMaxGroupIdBytes; ids with upsert.
+inline absl::StatusOr<std::vector<std::string>> GroupIdsFor(const ReplicateConfig& c, size_t keys,
+                                                            bool upsert) {
+  if (c.group_ids.empty()) return std::vector<std::string>(keys);
+  if (upsert) return absl::InvalidArgumentError("group_ids cannot be given to an upsert");
+  for (const std::string& g : c.group_ids) {
+    if (g.size() > rpc::kMaxGroupIdBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a group id of ", g.size(), " bytes; at most ", rpc::kMaxGroupIdBytes));
+    }
+  }
+  if (c.group_ids.size() == 1) return std::vector<std::string>(keys, c.group_ids.front());
+  if (c.group_ids.size() == keys) return c.group_ids;
+  return absl::InvalidArgumentError(absl::StrCat("group_ids has ", c.group_ids.size(), " ids for ",
+                                                 keys, " keys: give one id, or one per key"));
 }
 
 }  // namespace mooncake::compat

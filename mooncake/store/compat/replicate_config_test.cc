@@ -54,5 +54,25 @@ TEST(ReplicateConfig, PreferredSegmentsInOrder) {
   EXPECT_NE(DescribeReplicateConfig(c).find("preferred_segment='a:1'"), std::string::npos);
 }
 
+TEST(ReplicateConfig, GroupIdsOneForAllOrOnePerKey) {
+  ReplicateConfig c;
+  auto none = GroupIdsFor(c, 3, false);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, std::vector<std::string>(3));
+  c.group_ids = {"g"};
+  auto one = GroupIdsFor(c, 3, false);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(*one, std::vector<std::string>(3, "g"));
+  c.group_ids = {"a", "b", "c"};
+  auto each = GroupIdsFor(c, 3, false);
+  ASSERT_TRUE(each.ok());
+  EXPECT_EQ((*each)[1], "b");
+  EXPECT_TRUE(absl::IsInvalidArgument(GroupIdsFor(c, 2, false).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(GroupIdsFor(c, 4, false).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(GroupIdsFor(c, 3, /*upsert=*/true).status()));
+  c.group_ids = {std::string(rpc::kMaxGroupIdBytes + 1, 'x')};
+  EXPECT_TRUE(absl::IsInvalidArgument(GroupIdsFor(c, 1, false).status()));
+}
+
 }  // namespace
 }  // namespace mooncake::compat

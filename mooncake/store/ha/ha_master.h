@@ -350,6 +350,7 @@ absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
   MOONCAKE_HA_SYNC_(Exists, fast)
   MOONCAKE_HA_SYNC_(BatchExists, fast)
   MOONCAKE_HA_SYNC_(PrefixQuery, fast)
+  MOONCAKE_HA_SYNC_(QueryObjects, slow)
   MOONCAKE_HA_SYNC_(DescribeSegments, fast)
   MOONCAKE_HA_DURABLE_(RemoveAll, slow)
 #undef MOONCAKE_HA_SYNC_
@@ -369,6 +370,12 @@ absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
   RETURN_IF_ERROR(RefuseUnderHa<rpc::CreateCopyTaskMethod>(registry, kCopies));
   RETURN_IF_ERROR(RefuseUnderHa<rpc::CreateMoveTaskMethod>(registry, kCopies));
   RETURN_IF_ERROR(RefuseUnderHa<rpc::QueryTaskMethod>(registry, kCopies));
+  // Clones share replica ranges and groups keep visibility state: neither is
+  // in the oplog, so a new leader could not rebuild them.
+  constexpr std::string_view kShared = "clones and object groups are";
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::CloneMethod>(registry, kShared));
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::CommitGroupMethod>(registry, kShared));
+  RETURN_IF_ERROR(RefuseUnderHa<rpc::RemoveGroupMethod>(registry, kShared));
   if (metrics_ != nullptr) {
     ASSIGN_OR_RETURN(g_leader_, metrics_->GetGauge("mooncake_ha_leader",
                                                    "1 while this master is the leader", {}));

@@ -17,12 +17,13 @@
 // `max_waiting_polls` long polls parked at once; a task in flight (or queued
 // untaken) for longer than `task_timeout_ms` is given back as failed.
 //
+// The queueing itself is internal/task_queue.h's, under this registry's mutex.
+//
 // Thread-safety: every method may run concurrently (one mutex, a leaf in the
 // master's lock order).
 #ifndef MOONCAKE_STORE_MASTER_COPY_REGISTRY_H_
 #define MOONCAKE_STORE_MASTER_COPY_REGISTRY_H_
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -39,6 +40,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/alloc/allocator.h"
+#include "mooncake/store/master/internal/task_queue.h"
 #include "mooncake/store/rpc/master.pb.h"
 
 namespace mooncake::master {
@@ -93,10 +95,12 @@ struct CopyRecord {
   bool queued_seen = false;
   int64_t queued_seen_ns = 0;
 };
+static_assert(master_internal::TaskRecord<CopyRecord>);
 
 class CopyRegistry {
  public:
-  explicit CopyRegistry(const ReplicationOptions& options) : options_(options) {}
+  explicit CopyRegistry(const ReplicationOptions& options)
+      : options_(options), queue_(master_internal::TaskQueueOptionsOf(options)) {}
 
   // ---- User tasks -------------------------------------------------------------
 
@@ -153,20 +157,16 @@ class CopyRegistry {
   // that worker's queue is full.
   std::optional<uint64_t> Enqueue(CopyRecord rec) {
     absl::MutexLock lock(&mu_);
-    Worker& w = workers_[rec.worker_id];
-    if (w.queue.size() >= options_.max_queued_tasks) return std::nullopt;
-    const uint64_t id = next_task_id_++;
-    rec.task.set_task_id(id);
-    if (rec.user_task_id != 0) {
+    const uint64_t user_task_id = rec.user_task_id;
+    std::string worker_id = user_task_id != 0 ? rec.worker_id : std::string();
+    const std::optional<uint64_t> id = queue_.Enqueue(std::move(rec));
+    if (id.has_value() && user_task_id != 0) {
       // The worker that copies: known once a copy of the task is queued.
-      if (auto u = users_.find(rec.user_task_id);
+      if (auto u = users_.find(user_task_id);
           u != users_.end() && u->second.info.assigned_worker().empty()) {
-        u->second.info.set_assigned_worker(rec.worker_id);
+        u->second.info.set_assigned_worker(std::move(worker_id));
       }
     }
-    w.queue.push_back(id);
-    tasks_.emplace(id, std::move(rec));
-    work_.SignalAll();
     return id;
   }
 
@@ -174,124 +174,53 @@ class CopyRegistry {
   // max_in_flight_per_worker).
   size_t Outstanding(std::string_view worker_id) const {
     absl::MutexLock lock(&mu_);
-    auto it = workers_.find(std::string(worker_id));
-    return it == workers_.end() ? 0 : it->second.queue.size() + it->second.in_flight;
+    return queue_.Queued(worker_id) + queue_.InFlight(worker_id);
   }
 
   // Up to `max` queued tasks of the worker, waiting up to `wait` (at most
   // max_wait_ms) for the first.
   std::vector<store::proto::CopyTask> Take(std::string_view worker_id, size_t max,
                                            absl::Duration wait, int64_t now_ns) {
-    std::vector<store::proto::CopyTask> out;
-    if (max == 0) return out;
     absl::MutexLock lock(&mu_);
-    const std::string id(worker_id);
-    auto has_work = [&] {
-      auto it = workers_.find(id);
-      return it != workers_.end() && !it->second.queue.empty();
-    };
-    if (!has_work() && wait > absl::ZeroDuration() && waiting_polls_ < options_.max_waiting_polls) {
-      ++waiting_polls_;
-      const absl::Time until =
-          absl::Now() + std::min(wait, absl::Milliseconds(options_.max_wait_ms));
-      while (!stopping_ && !has_work()) {
-        if (work_.WaitWithDeadline(&mu_, until)) break;
-      }
-      --waiting_polls_;
-    }
-    auto wit = workers_.find(id);
-    if (wit == workers_.end()) return out;
-    Worker& w = wit->second;
-    while (!w.queue.empty() && out.size() < max) {
-      const uint64_t tid = w.queue.front();
-      w.queue.pop_front();
-      auto it = tasks_.find(tid);
-      if (it == tasks_.end()) continue;  // given back meanwhile
-      it->second.issued = true;
-      it->second.issued_ns = now_ns;
-      ++w.in_flight;
-      if (it->second.user_task_id != 0) MarkProcessingLocked(it->second.user_task_id);
-      out.push_back(it->second.task);
-    }
-    return out;
+    return queue_.Take(
+        mu_, worker_id, max, wait, now_ns, [] { return true; },
+        [this](const CopyRecord& r) {
+          mu_.AssertHeld();
+          if (r.user_task_id != 0) MarkProcessingLocked(r.user_task_id);
+        });
   }
 
   // The record of a task the worker finished; nullopt for an unknown id (timed
   // out or given back) or a task of another worker.
   std::optional<CopyRecord> Complete(uint64_t task_id, std::string_view worker_id) {
     absl::MutexLock lock(&mu_);
-    auto it = tasks_.find(task_id);
-    if (it == tasks_.end() || it->second.worker_id != worker_id || !it->second.issued) {
-      return std::nullopt;
-    }
-    CopyRecord rec = std::move(it->second);
-    tasks_.erase(it);
-    if (auto w = workers_.find(std::string(worker_id));
-        w != workers_.end() && w->second.in_flight > 0) {
-      --w->second.in_flight;
-    }
-    return rec;
+    return queue_.Complete(task_id, worker_id);
   }
 
   // Tasks in flight (or queued untaken) for longer than task_timeout_ms.
   std::vector<CopyRecord> TakeTimedOut(int64_t now_ns) {
-    const int64_t timeout_ns = options_.task_timeout_ms * 1'000'000;
-    std::vector<CopyRecord> out;
     absl::MutexLock lock(&mu_);
-    for (auto it = tasks_.begin(); it != tasks_.end();) {
-      CopyRecord& r = it->second;
-      if (!r.issued && !r.queued_seen) {
-        r.queued_seen = true;
-        r.queued_seen_ns = now_ns;
-      }
-      const int64_t since = r.issued ? r.issued_ns : r.queued_seen_ns;
-      if (now_ns - since > timeout_ns) {
-        if (auto w = workers_.find(r.worker_id);
-            r.issued && w != workers_.end() && w->second.in_flight > 0) {
-          --w->second.in_flight;
-        }
-        out.push_back(std::move(r));
-        tasks_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-    return out;
+    return queue_.TakeTimedOut(now_ns);
   }
 
   // Every task of a worker that left (queued or in flight), taken out.
   std::vector<CopyRecord> RemoveWorker(std::string_view worker_id) {
-    std::vector<CopyRecord> out;
     absl::MutexLock lock(&mu_);
-    for (auto it = tasks_.begin(); it != tasks_.end();) {
-      if (it->second.worker_id == worker_id) {
-        out.push_back(std::move(it->second));
-        tasks_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-    workers_.erase(std::string(worker_id));
-    return out;
+    return queue_.RemoveWorker(worker_id);
   }
 
   size_t tasks() const {
     absl::MutexLock lock(&mu_);
-    return tasks_.size();
+    return queue_.tasks();
   }
 
   // Wakes parked long polls; later ones answer at once (shutdown).
   void StopWaiting() {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    work_.SignalAll();
+    queue_.StopWaiting();
   }
 
  private:
-  struct Worker {
-    std::deque<uint64_t> queue;
-    size_t in_flight = 0;
-  };
   struct User {
     store::proto::QueryTaskResponse info;
     size_t parts_left = 0;
@@ -309,13 +238,8 @@ class CopyRegistry {
 
   const ReplicationOptions options_;
   mutable absl::Mutex mu_;
-  absl::CondVar work_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  size_t waiting_polls_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_task_id_ ABSL_GUARDED_BY(mu_) = 1;
+  master_internal::TaskQueue<CopyRecord> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_user_id_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<uint64_t, CopyRecord> tasks_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, User> users_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> finished_ ABSL_GUARDED_BY(mu_);
 };

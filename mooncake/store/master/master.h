@@ -52,6 +52,7 @@
 #include "mooncake/base/metrics.h"
 #include "mooncake/index/lru_policy.h"
 #include "mooncake/store/master/evictor.h"
+#include "mooncake/store/master/internal/group_path.h"
 #include "mooncake/store/master/internal/master_state.h"
 #include "mooncake/store/master/internal/membership_path.h"
 #include "mooncake/store/master/internal/put_path.h"
@@ -83,6 +84,7 @@ struct TickReport {
   uint64_t tier_tasks_timed_out = 0;
   uint64_t copy_tasks_timed_out = 0;
   uint64_t hot_bytes_dropped = 0;  // hot extra replicas given back for space
+  uint64_t groups_expired = 0;     // open object groups not committed in time
 };
 
 struct MasterStats {
@@ -229,6 +231,20 @@ class Master {
   absl::StatusOr<proto::QueryTaskResponse> QueryTask(const proto::QueryTaskRequest& r) {
     return master_internal::QueryTask(s_, r);
   }
+  // Clones and groups: internal/group_path.h (docs/agents.md).
+  absl::StatusOr<proto::CloneResponse> Clone(const proto::CloneRequest& r) {
+    return master_internal::Clone(s_, r);
+  }
+  absl::StatusOr<proto::CommitGroupResponse> CommitGroup(const proto::CommitGroupRequest& r) {
+    return master_internal::CommitGroup(s_, r);
+  }
+  absl::StatusOr<proto::RemoveGroupResponse> RemoveGroup(const proto::RemoveGroupRequest& r) {
+    return master_internal::RemoveGroup(s_, r);
+  }
+  // Walks every shard: bind it to a handler thread.
+  absl::StatusOr<proto::QueryObjectsResponse> QueryObjects(const proto::QueryObjectsRequest& r) {
+    return master_internal::QueryObjects(s_, r);
+  }
 
   // ---- High availability (mooncake/store/ha) ----------------------------------
 
@@ -258,6 +274,7 @@ class Master {
     r.leases_expired = master_internal::ExpireLeases(s_, now);
     r.puts_timed_out = master_internal::TimeOutPuts(s_, now);
     r.objects_expired = master_internal::ExpireObjects(s_, now);
+    r.groups_expired = master_internal::ExpireGroups(s_, now);
     r.deferred_freed = s_.SweepDeferred(now);
     std::tie(r.workers_expired, r.replicas_dropped) = master_internal::ExpireWorkers(s_, now);
     r.tier_tasks_timed_out = master_internal::ExpireTierTasks(s_, now);
@@ -319,6 +336,24 @@ class Master {
     m.used_bytes->Set(static_cast<double>(st.used_bytes));
     m.capacity_bytes->Set(static_cast<double>(st.capacity_bytes));
     m.tier_objects->Set(static_cast<double>(st.ssd_objects));
+    m.shared_bytes->Set(static_cast<double>(s_.pool.shared_bytes()));
+    m.groups->Set(static_cast<double>(s_.groups.size()));
+    absl::flat_hash_set<std::string> models;
+    for (const auto& [model, objects, bytes] : s_.models.Snapshot()) {
+      models.insert(model);
+      auto [it, fresh] = model_series_.try_emplace(model);
+      if (fresh) it->second = m.PerModel(model);
+      it->second.first->Set(static_cast<double>(objects));
+      it->second.second->Set(static_cast<double>(bytes));
+    }
+    for (auto it = model_series_.begin(); it != model_series_.end();) {
+      if (!models.contains(it->first)) {
+        m.ForgetModel(it->first);
+        model_series_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
     double tier_capacity = 0, tier_reserved = 0, tier_shortfall = 0;
     for (const TierWorkerView& t : s_.tiers.Snapshot()) {
       tier_capacity += static_cast<double>(t.capacity_bytes);
@@ -385,6 +420,12 @@ class Master {
 
   MetricsRegistry* metrics() const { return s_.metrics.registry(); }
   std::vector<SegmentView> Segments() const { return s_.pool.Snapshot(); }
+  // Segment `id`'s allocator's own accounting (nullopt: not mounted).
+  std::optional<alloc::AllocatorStats> SegmentAllocatorStats(uint64_t id) const {
+    return s_.pool.Stats(id);
+  }
+  // Bytes of references beyond the first to ranges clones share.
+  uint64_t SharedBytes() const { return s_.pool.shared_bytes(); }
   std::vector<TierWorkerView> Tiers() const { return s_.tiers.Snapshot(); }
   // Wakes TierSync long polls and makes new ones answer at once (shutdown).
   void StopTierWaits() {
@@ -425,6 +466,8 @@ class Master {
   absl::flat_hash_map<std::string, Gauge*> worker_gauges_ ABSL_GUARDED_BY(refresh_mu_);
   absl::flat_hash_set<uint64_t> segment_series_ ABSL_GUARDED_BY(refresh_mu_);
   absl::flat_hash_map<std::string, MasterMetrics::TenantSeries> tenant_series_
+      ABSL_GUARDED_BY(refresh_mu_);
+  absl::flat_hash_map<std::string, std::pair<Gauge*, Gauge*>> model_series_
       ABSL_GUARDED_BY(refresh_mu_);
 };
 

@@ -17,6 +17,9 @@
 //   tenant_refused_total{tenant}
 //   copies_total{kind=user|drain|repair|hot, result=ok|failed}, copied_bytes_total,
 //   hot_replicas_dropped_total, repair_backlog, hot_extra_bytes   (replication)
+//   clones_total, cloned_bytes_total (bytes referred to, none copied),
+//   shared_bytes (gauge), groups_committed_total, group_members_retired_total,
+//   groups (gauge), model_objects{model}, model_bytes{model} gauges
 //
 // Thread-safety: pointers are set once in the constructor; the series are
 // atomics; PerWorker/PerSegment take the registry's mutex (Tick only). A
@@ -27,6 +30,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "mooncake/base/assert.h"
@@ -92,6 +96,31 @@ class MasterMetrics {
         C("hot_replicas_dropped_total", "Hot-object extra replicas dropped for space.", {});
     repair_backlog = G("repair_backlog", "Objects waiting for re-replication.");
     hot_extra_bytes = G("hot_extra_bytes", "Segment bytes held by hot-object extra replicas.");
+    clones = C("clones_total", "Keys made by Clone.", {});
+    cloned_bytes = C("cloned_bytes_total",
+                     "Replica bytes clones refer to (shared with their sources, none copied).", {});
+    shared_bytes =
+        G("shared_bytes", "Segment bytes referred to by more than one key, counted per extra key.");
+    groups_committed = C("groups_committed_total", "Object groups made visible.", {});
+    group_members_retired =
+        C("group_members_retired_total", "Members retired because their group ended.", {});
+    groups = G("groups", "Object groups open, visible or ending.");
+  }
+
+  // Per TensorMeta model: committed objects and their bytes (value sizes).
+  std::pair<Gauge*, Gauge*> PerModel(std::string_view model) {
+    const MetricLabels l = {{"model", std::string(model)}};
+    auto objects = registry_->GetGauge("mooncake_master_model_objects",
+                                       "Committed objects whose TensorMeta names this model.", l);
+    auto bytes = registry_->GetGauge("mooncake_master_model_bytes",
+                                     "Value bytes of those objects (replicas not counted).", l);
+    MC_ASSERT(objects.ok() && bytes.ok(), "metric registration failed");
+    return {*objects, *bytes};
+  }
+  void ForgetModel(std::string_view model) {
+    const MetricLabels l = {{"model", std::string(model)}};
+    registry_->RemoveSeries("mooncake_master_model_objects", l);
+    registry_->RemoveSeries("mooncake_master_model_bytes", l);
   }
 
   Gauge* PerWorker(std::string_view worker_id) {
@@ -158,6 +187,8 @@ class MasterMetrics {
   Counter* copies_failed[4];
   Counter *copied_bytes, *hot_dropped;
   Gauge *repair_backlog, *hot_extra_bytes;
+  Counter *clones, *cloned_bytes, *groups_committed, *group_members_retired;
+  Gauge *shared_bytes, *groups;
 
  private:
   Gauge* G(std::string_view name, std::string_view help) {

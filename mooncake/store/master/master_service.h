@@ -111,6 +111,10 @@ class MasterService {
     MOONCAKE_BIND_(CreateCopyTask, fast)
     MOONCAKE_BIND_(CreateMoveTask, fast)
     MOONCAKE_BIND_(QueryTask, fast)
+    MOONCAKE_BIND_(Clone, fast)
+    MOONCAKE_BIND_(CommitGroup, fast)
+    MOONCAKE_BIND_(RemoveGroup, fast)
+    MOONCAKE_BIND_(QueryObjects, slow)  // walks every shard
 #undef MOONCAKE_BIND_
     return absl::OkStatus();
   }

@@ -37,6 +37,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/alloc/allocator.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/store/master/object_group.h"
 #include "mooncake/store/rpc/master.pb.h"
 #include "mooncake/store/rpc/object_key.h"
 
@@ -103,12 +104,19 @@ struct ObjectMeta {
   uint32_t window_reads = 0;
   int64_t window_start_ns = 0;
   int64_t last_read_ns = 0;
+  // The object group it belongs to (object_group.h); null: none. A member is
+  // visible only while its group is kVisible.
+  std::shared_ptr<ObjectGroup> group;
 
   bool committed() const { return state == ObjectState::kCommitted; }
   bool Leased(int64_t now_ns) const { return lease_refs > 0 && now_ns < lease_until_ns; }
   bool Expired(int64_t now_ns) const { return expire_at_ns != 0 && now_ns >= expire_at_ns; }
-  // What reads see: committed and not past its TTL.
-  bool Visible(int64_t now_ns) const { return committed() && !Expired(now_ns); }
+  // What reads see: committed, not past its TTL, and in no group or a
+  // committed one.
+  bool Visible(int64_t now_ns) const {
+    return committed() && !Expired(now_ns) &&
+           (group == nullptr || group->Phase() == GroupPhase::kVisible);
+  }
   // The pin eviction and Remove honour now: a soft pin past pin_until_ns is none.
   PinLevel EffectivePin(int64_t now_ns) const {
     if (pin == PinLevel::kSoft && pin_until_ns != 0 && now_ns >= pin_until_ns) {

@@ -204,6 +204,10 @@ class SegmentPool {
     s->dead = true;
     capacity_bytes_.fetch_sub(s->capacity_bytes, std::memory_order_relaxed);
     used_bytes_.fetch_sub(s->used_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    for (const auto& [offset, r] : s->shared) {
+      shared_bytes_.fetch_sub(r.refs * r.size, std::memory_order_relaxed);
+    }
+    s->shared.clear();
     return absl::OkStatus();
   }
 
@@ -248,17 +252,49 @@ class SegmentPool {
   }
 
   // Returns `a` to segment `id`; false (nothing done) if it was unmounted.
+  // A range shared by clones (Share) only loses one reference; the last
+  // Free returns it.
   // REQUIRES: `a` came from Allocate(id, ...) or Claim(id, ...) and is live.
   bool Free(uint64_t id, const alloc::Allocation& a) {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return false;
     absl::MutexLock lock(&s->mu);
     if (s->dead) return false;
+    if (auto it = s->shared.find(a.offset); it != s->shared.end()) {
+      if (--it->second.refs == 0) s->shared.erase(it);
+      shared_bytes_.fetch_sub(a.size, std::memory_order_relaxed);
+      return true;
+    }
     s->allocator.free(a);
     s->used_bytes.fetch_sub(a.size, std::memory_order_relaxed);
     used_bytes_.fetch_sub(a.size, std::memory_order_relaxed);
     return true;
   }
+
+  // One more reference to the live range `a` of segment `id` (a clone): it
+  // takes one more Free to return it. False (nothing done) if the segment
+  // was unmounted.
+  bool Share(uint64_t id, const alloc::Allocation& a) {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return false;
+    absl::MutexLock lock(&s->mu);
+    if (s->dead) return false;
+    typename Segment::SharedRange& r = s->shared[a.offset];
+    ++r.refs;
+    r.size = a.size;
+    shared_bytes_.fetch_add(a.size, std::memory_order_relaxed);
+    return true;
+  }
+  // Whether a Free of `a` would only drop a reference (clones share it).
+  bool Shared(uint64_t id, const alloc::Allocation& a) const {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return false;
+    absl::MutexLock lock(&s->mu);
+    return s->shared.contains(a.offset);
+  }
+  // Bytes of the references beyond the first to shared ranges: what clones
+  // would have allocated had they copied.
+  uint64_t shared_bytes() const { return shared_bytes_.load(std::memory_order_relaxed); }
 
   bool Contains(uint64_t id) const {
     std::shared_lock lock(map_mu_);
@@ -376,6 +412,12 @@ class SegmentPool {
     absl::Mutex mu;
     A allocator ABSL_GUARDED_BY(mu);
     bool dead ABSL_GUARDED_BY(mu) = false;  // unmounted; allocator no longer used
+    // Ranges shared by clones (Share): offset -> references beyond the first.
+    struct SharedRange {
+      uint32_t refs = 0;
+      uint64_t size = 0;
+    };
+    absl::flat_hash_map<uint64_t, SharedRange> shared ABSL_GUARDED_BY(mu);
     std::atomic<uint64_t> used_bytes{0};
     // Reads the master sent here lately (ReadLoad), halved by DecayReads.
     std::atomic<uint64_t> recent_reads{0};
@@ -492,6 +534,7 @@ class SegmentPool {
   // Null after a Mount/Unmount until Candidates() rebuilds it. mutable: a cache.
   mutable std::shared_ptr<const SegmentTable> table_ ABSL_GUARDED_BY(map_mu_);
   std::atomic<uint64_t> used_bytes_{0};
+  std::atomic<uint64_t> shared_bytes_{0};
   std::atomic<uint64_t> capacity_bytes_{0};
 };
 

@@ -22,16 +22,17 @@
 // Bounds: at most `max_queued_tasks` queued per worker (Enqueue refuses more);
 // `max_waiting_polls` long polls wait at once (others answer at once, so the
 // RPC server's handler threads are never all parked here); a task in flight
-// for longer than `task_timeout_ms` is given back by TakeTimedOut.
+// for longer than `task_timeout_ms` is given back by TakeTimedOut. The
+// queueing itself is internal/task_queue.h's, under this registry's mutex.
 //
 // Thread-safety: every method may run concurrently (one mutex, a leaf in the
 // master's lock order: nothing else is locked while it is held).
 #ifndef MOONCAKE_STORE_MASTER_TIER_REGISTRY_H_
 #define MOONCAKE_STORE_MASTER_TIER_REGISTRY_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/index/lru_policy.h"
 #include "mooncake/store/master/evictor.h"
+#include "mooncake/store/master/internal/task_queue.h"
 #include "mooncake/store/rpc/master.pb.h"
 
 namespace mooncake::master {
@@ -79,6 +81,7 @@ struct TierTaskRecord {
   bool queued_seen = false;      // a TakeTimedOut saw it queued,
   int64_t queued_seen_ns = 0;    // first at this time
 };
+static_assert(master_internal::TaskRecord<TierTaskRecord>);
 
 struct TierWorkerView {
   std::string worker_id;
@@ -93,7 +96,8 @@ struct TierWorkerView {
 
 class TierRegistry {
  public:
-  explicit TierRegistry(TierOptions options = {}) : options_(options) {}
+  explicit TierRegistry(TierOptions options = {})
+      : options_(options), queue_(master_internal::TaskQueueOptionsOf(options)) {}
 
   const TierOptions& options() const { return options_; }
 
@@ -219,54 +223,24 @@ class TierRegistry {
   // or nullopt if the worker has no tier or its queue is full.
   std::optional<uint64_t> Enqueue(TierTaskRecord rec) {
     absl::MutexLock lock(&mu_);
-    Worker* w = FindLocked(rec.worker_id);
-    if (w == nullptr || w->queue.size() >= options_.max_queued_tasks) return std::nullopt;
-    const uint64_t id = next_task_id_++;
-    rec.task.set_task_id(id);
-    rec.issued = false;
-    w->queue.push_back(id);
-    tasks_.emplace(id, std::move(rec));
-    work_.SignalAll();
-    return id;
+    if (FindLocked(rec.worker_id) == nullptr) return std::nullopt;
+    return queue_.Enqueue(std::move(rec));
   }
 
   // Up to `max` queued tasks of the worker, marked in flight at `now_ns`. If
   // there are none, waits up to `wait` (clamped to max_wait_ms; real time)
-  // for one, unless max_waiting_polls polls already wait.
+  // for one, unless max_waiting_polls polls already wait. Nothing for a
+  // worker without a tier (or whose tier is forgotten while it waits).
   std::vector<store::proto::TierTask> Take(std::string_view worker_id, size_t max,
                                            absl::Duration wait, int64_t now_ns) {
-    std::vector<store::proto::TierTask> out;
-    if (max == 0) return out;
     absl::MutexLock lock(&mu_);
-    Worker* w = FindLocked(worker_id);
-    if (w == nullptr) return out;
-    if (w->queue.empty() && wait > absl::ZeroDuration() &&
-        waiting_polls_ < options_.max_waiting_polls) {
-      ++waiting_polls_;
-      const absl::Time until =
-          absl::Now() + std::min(wait, absl::Milliseconds(options_.max_wait_ms));
-      const std::string id(worker_id);
-      // The worker may be removed while we wait: look it up again each time.
-      while (!stopping_) {
-        w = FindLocked(id);
-        if (w == nullptr || !w->queue.empty()) break;
-        if (work_.WaitWithDeadline(&mu_, until)) break;
-      }
-      --waiting_polls_;
-      w = FindLocked(id);
-      if (w == nullptr) return out;
-    }
-    while (!w->queue.empty() && out.size() < max) {
-      const uint64_t id = w->queue.front();
-      w->queue.pop_front();
-      auto it = tasks_.find(id);
-      if (it == tasks_.end()) continue;  // given back meanwhile
-      it->second.issued = true;
-      it->second.issued_ns = now_ns;
-      ++w->in_flight;
-      out.push_back(it->second.task);
-    }
-    return out;
+    return queue_.Take(
+        mu_, worker_id, max, wait, now_ns,
+        [this, worker_id] {
+          mu_.AssertHeld();
+          return FindLocked(worker_id) != nullptr;
+        },
+        [](const TierTaskRecord&) {});
   }
 
   // The record of a task the worker finished; nullopt for an unknown id (timed
@@ -274,67 +248,29 @@ class TierRegistry {
   // of another worker.
   std::optional<TierTaskRecord> Complete(uint64_t task_id, std::string_view worker_id) {
     absl::MutexLock lock(&mu_);
-    auto it = tasks_.find(task_id);
-    if (it == tasks_.end() || it->second.worker_id != worker_id || !it->second.issued) {
-      return std::nullopt;
-    }
-    TierTaskRecord rec = std::move(it->second);
-    tasks_.erase(it);
-    if (Worker* w = FindLocked(worker_id); w != nullptr && w->in_flight > 0) --w->in_flight;
-    return rec;
+    return queue_.Complete(task_id, worker_id);
   }
 
   // Tasks in flight for longer than task_timeout_ms, and tasks no poll took
   // for that long (a worker whose agent is stuck), taken out. Queued tasks
   // are timed from the first call that sees them (calls come every Tick).
   std::vector<TierTaskRecord> TakeTimedOut(int64_t now_ns) {
-    const int64_t timeout_ns = options_.task_timeout_ms * 1'000'000;
-    std::vector<TierTaskRecord> out;
     absl::MutexLock lock(&mu_);
-    for (auto it = tasks_.begin(); it != tasks_.end();) {
-      TierTaskRecord& r = it->second;
-      if (!r.issued && !r.queued_seen) {
-        r.queued_seen = true;
-        r.queued_seen_ns = now_ns;
-      }
-      const int64_t since = r.issued ? r.issued_ns : r.queued_seen_ns;
-      if (now_ns - since > timeout_ns) {
-        // A queued id left in its worker's deque is skipped by Take.
-        if (Worker* w = FindLocked(r.worker_id); r.issued && w != nullptr && w->in_flight > 0) {
-          --w->in_flight;
-        }
-        out.push_back(std::move(it->second));
-        tasks_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-    return out;
+    return queue_.TakeTimedOut(now_ns);
   }
 
   // Forgets the worker's tier; returns its queued and in-flight tasks.
   std::vector<TierTaskRecord> RemoveWorker(std::string_view worker_id) {
-    std::vector<TierTaskRecord> out;
     absl::MutexLock lock(&mu_);
-    if (!workers_.contains(AbslView(worker_id))) return out;
-    for (auto it = tasks_.begin(); it != tasks_.end();) {
-      if (it->second.worker_id == worker_id) {
-        out.push_back(std::move(it->second));
-        tasks_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
+    if (!workers_.contains(AbslView(worker_id))) return {};
     workers_.erase(AbslView(worker_id));
-    work_.SignalAll();
-    return out;
+    return queue_.RemoveWorker(worker_id);
   }
 
   // Wakes every long poll and makes later ones answer at once (shutdown).
   void StopWaiting() {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
-    work_.SignalAll();
+    queue_.StopWaiting();
   }
 
   std::vector<TierWorkerView> Snapshot() const {
@@ -342,17 +278,17 @@ class TierRegistry {
     std::vector<TierWorkerView> out;
     for (const auto& [id, w] : workers_) {
       out.push_back({id, w.capacity_bytes, w.reported_used_bytes, w.reserved_bytes,
-                     w.shortfall_bytes, w.resident.size(), w.queue.size(), w.in_flight});
+                     w.shortfall_bytes, w.resident.size(), queue_.Queued(id), queue_.InFlight(id)});
     }
     return out;
   }
   size_t tasks() const {
     absl::MutexLock lock(&mu_);
-    return tasks_.size();
+    return queue_.tasks();
   }
   size_t waiting_polls() const {
     absl::MutexLock lock(&mu_);
-    return waiting_polls_;
+    return queue_.waiting_polls();
   }
 
  private:
@@ -361,8 +297,6 @@ class TierRegistry {
     uint64_t reported_used_bytes = 0;
     uint64_t reserved_bytes = 0;
     uint64_t shortfall_bytes = 0;
-    std::deque<uint64_t> queue;  // task ids, oldest first
-    size_t in_flight = 0;
     index::LruPolicy<std::string, ObjectKeyHash> resident;
   };
 
@@ -391,12 +325,8 @@ class TierRegistry {
 
   const TierOptions options_;
   mutable absl::Mutex mu_;
-  absl::CondVar work_;
   absl::flat_hash_map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, TierTaskRecord> tasks_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_task_id_ ABSL_GUARDED_BY(mu_) = 1;
-  size_t waiting_polls_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  master_internal::TaskQueue<TierTaskRecord> queue_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mooncake::master

@@ -40,6 +40,10 @@ inline constexpr size_t kMaxCopyTasks = 1024;
 inline constexpr uint32_t kMaxCachedReads = 1u << 20;
 // CreateCopyTask target segment names per call.
 inline constexpr size_t kMaxCopyTargets = 16;
+// PutOptions.group_id bytes.
+inline constexpr size_t kMaxGroupIdBytes = 256;
+// QueryObjects answers per call.
+inline constexpr size_t kMaxQueryObjects = 10000;
 
 #define MOONCAKE_MASTER_METHOD_(Type, Id, Name)                              \
   struct Type##Method {                                                      \
@@ -72,6 +76,10 @@ MOONCAKE_MASTER_METHOD_(DrainStatus, DRAIN_STATUS, "DrainStatus");
 MOONCAKE_MASTER_METHOD_(CreateCopyTask, CREATE_COPY_TASK, "CreateCopyTask");
 MOONCAKE_MASTER_METHOD_(CreateMoveTask, CREATE_MOVE_TASK, "CreateMoveTask");
 MOONCAKE_MASTER_METHOD_(QueryTask, QUERY_TASK, "QueryTask");
+MOONCAKE_MASTER_METHOD_(Clone, CLONE, "Clone");
+MOONCAKE_MASTER_METHOD_(CommitGroup, COMMIT_GROUP, "CommitGroup");
+MOONCAKE_MASTER_METHOD_(RemoveGroup, REMOVE_GROUP, "RemoveGroup");
+MOONCAKE_MASTER_METHOD_(QueryObjects, QUERY_OBJECTS, "QueryObjects");
 
 #undef MOONCAKE_MASTER_METHOD_
 

@@ -28,8 +28,12 @@ TEST(MasterMethodsTest, IdsMatchTheProtoEnum) {
   EXPECT_EQ(CreateCopyTaskMethod::kId, 20);
   EXPECT_EQ(CreateMoveTaskMethod::kId, 21);
   EXPECT_EQ(QueryTaskMethod::kId, 22);
-  // Every enum value but UNSPECIFIED has a method type (22 methods).
-  EXPECT_EQ(proto::MasterMethodId_MAX, 22);
+  EXPECT_EQ(CloneMethod::kId, 23);
+  EXPECT_EQ(CommitGroupMethod::kId, 24);
+  EXPECT_EQ(RemoveGroupMethod::kId, 25);
+  EXPECT_EQ(QueryObjectsMethod::kId, 26);
+  // Every enum value but UNSPECIFIED has a method type (26 methods).
+  EXPECT_EQ(proto::MasterMethodId_MAX, 26);
 }
 
 TEST(MasterMethodsTest, FullyPopulatedMessagesSurviveTheWire) {

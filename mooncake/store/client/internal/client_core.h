@@ -60,6 +60,9 @@ struct GetTarget {
   size_t capacity = 0;
   std::string* owned = nullptr;
   uint64_t size = 0;
+  // Set on success with `size`: the object's TensorMeta (null: none) and version.
+  std::shared_ptr<const proto::TensorMeta> tensor;
+  uint64_t version = 0;
 };
 
 struct AtomicStats {
@@ -80,6 +83,19 @@ inline absl::Status Annotate(const absl::Status& s, std::string_view op, std::st
   if (s.ok()) return s;
   return absl::Status(
       s.code(), absl::StrCat(AbslView(op), " '", absl::CEscape(AbslView(key)), "': ", s.message()));
+}
+
+// PutOptions::group_id / PutItem::group_id: bounded, and not on a replacing
+// put (the master refuses both too; this names the field).
+inline absl::Status CheckGroupId(std::string_view group_id, bool replace) {
+  if (group_id.size() > rpc::kMaxGroupIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("group_id of ", group_id.size(), " bytes; at most ", rpc::kMaxGroupIdBytes));
+  }
+  if (!group_id.empty() && replace) {
+    return absl::InvalidArgumentError("a replacing put cannot join an object group (group_id)");
+  }
+  return absl::OkStatus();
 }
 
 // The client's TCP transport settings (ClientOptions::tcp_*).
@@ -234,6 +250,18 @@ class ClientCore {
                                        const client::RemoveOptions& o);
   absl::StatusOr<uint64_t> RemoveAll(const client::RemoveAllOptions& o);
   absl::StatusOr<uint64_t> GetSize(std::string_view key, std::string_view tenant);
+  // Clones, object groups and tensor queries (client_objects.h; client.h has
+  // the contracts).
+  absl::StatusOr<client::CloneResult> Clone(std::span<const std::string_view> sources,
+                                            std::span<const std::string_view> destinations,
+                                            const client::CloneOptions& o);
+  absl::StatusOr<client::CloneResult> ClonePrefix(std::string_view source_prefix,
+                                                  std::string_view destination_prefix,
+                                                  const client::CloneOptions& o);
+  absl::StatusOr<client::GroupCommit> CommitGroup(std::string_view group_id,
+                                                  const client::GroupOptions& o);
+  absl::StatusOr<uint64_t> RemoveGroup(std::string_view group_id, const client::GroupOptions& o);
+  absl::StatusOr<client::QueriedObjects> QueryObjects(const client::ObjectQuery& q);
 
   client::ClientStats stats() const {
     auto l = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
@@ -361,7 +389,8 @@ class ClientCore {
 
 }  // namespace mooncake::client_internal
 
-#include "mooncake/store/client/internal/client_get.h"  // IWYU pragma: export
-#include "mooncake/store/client/internal/client_put.h"  // IWYU pragma: export
+#include "mooncake/store/client/internal/client_get.h"      // IWYU pragma: export
+#include "mooncake/store/client/internal/client_objects.h"  // IWYU pragma: export
+#include "mooncake/store/client/internal/client_put.h"      // IWYU pragma: export
 
 #endif  // MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_CORE_H_

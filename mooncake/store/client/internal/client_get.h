@@ -74,6 +74,10 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
       r.obj.checksum = a.object().checksum();
       r.obj.checksum_format = static_cast<uint32_t>(a.object().checksum_format());
       r.obj.version = a.object().version();
+      if (a.object().has_tensor()) {
+        r.obj.tensor = std::make_shared<const proto::TensorMeta>(
+            std::move(*a.mutable_object()->mutable_tensor()));
+      }
       r.obj.lease_id = a.lease().lease_id();
       r.obj.lease_end_ns =
           sent_ns +
@@ -167,6 +171,9 @@ absl::StatusOr<size_t> ClientCore<C>::ReadPrefixChunk(std::span<const Hash128> c
     res[i].obj.checksum = b.object().checksum();
     res[i].obj.checksum_format = static_cast<uint32_t>(b.object().checksum_format());
     res[i].obj.version = b.object().version();
+    if (b.object().has_tensor()) {
+      res[i].obj.tensor = std::make_shared<const proto::TensorMeta>(b.object().tensor());
+    }
     res[i].obj.lease_end_ns = lease_end_ns;  // lease_id stays 0: one lease for all, below
     TakeReplicas(b.mutable_replicas(), &res[i].obj);
     CheckTarget(targets[i], res[i].obj, &st[i]);
@@ -348,6 +355,8 @@ std::vector<absl::Status> ClientCore<C>::GetMany(std::span<GetTarget> t,
     Resolved& r = res[i];
     if (st[i].ok()) {
       t[i].size = r.obj.size_bytes;
+      t[i].tensor = r.obj.tensor;
+      t[i].version = r.obj.version;
       Add(stats_.bytes_read, r.obj.size_bytes);
       if (t[i].owned == nullptr && buffers_.Contains(t[i].buffer, r.obj.size_bytes)) {
         Add(stats_.registered_bytes_moved, r.obj.size_bytes);

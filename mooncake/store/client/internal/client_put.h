@@ -147,6 +147,8 @@ std::vector<absl::Status> ClientCore<C>::PutRound(std::span<const client::PutIte
     const client::PutItem& it = items[i];
     absl::Status s = ValidateObjectKey(it.key);
     if (s.ok() && it.value.empty()) s = absl::InvalidArgumentError("empty value");
+    const std::string_view group = it.group_id.empty() ? o.group_id : it.group_id;
+    if (s.ok()) s = CheckGroupId(group, o.replace);
     if (s.ok() && it.value.size() > options_.max_object_bytes) {
       s = absl::InvalidArgumentError(absl::StrCat("value of ", it.value.size(),
                                                   " bytes exceeds max_object_bytes ",
@@ -174,7 +176,12 @@ std::vector<absl::Status> ClientCore<C>::PutRound(std::span<const client::PutIte
       r.mutable_options()->add_preferred_segment_names(name);
     }
     for (uint64_t id : suspects) r.mutable_options()->add_excluded_segment_ids(id);
-    if (o.tensor != nullptr) *r.mutable_tensor() = *o.tensor;
+    r.mutable_options()->set_group_id(std::string(group));
+    if (it.tensor != nullptr) {
+      *r.mutable_tensor() = *it.tensor;
+    } else if (o.tensor != nullptr) {
+      *r.mutable_tensor() = *o.tensor;
+    }
     r.set_client_id(options_.client_id);
     r.set_client_host_id(options_.host_id);
     r.set_request_id(NextRequestId());

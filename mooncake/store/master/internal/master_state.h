@@ -16,9 +16,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -36,6 +38,7 @@
 #include "mooncake/store/master/master_options.h"
 #include "mooncake/store/master/membership.h"
 #include "mooncake/store/master/mutation_log.h"
+#include "mooncake/store/master/object_group.h"
 #include "mooncake/store/master/object_meta.h"
 #include "mooncake/store/master/object_table.h"
 #include "mooncake/store/master/segment_pool.h"
@@ -67,6 +70,31 @@ struct Retired {
   std::optional<SsdDrop> ssd_drop;
 };
 
+// Committed objects and their bytes per TensorMeta model (the usage by model
+// in /metrics). Objects without a model are not counted.
+class ModelUsage {
+ public:
+  void Add(const ObjectMeta& m, int64_t sign) {
+    if (m.tensor == nullptr || m.tensor->model().empty()) return;
+    absl::MutexLock lock(&mu_);
+    auto [it, fresh] = by_model_.try_emplace(m.tensor->model());
+    it->second.first += sign;
+    it->second.second += sign * static_cast<int64_t>(m.size_bytes);
+    if (it->second.first <= 0) by_model_.erase(it);
+  }
+  // (model, objects, bytes), unordered.
+  std::vector<std::tuple<std::string, int64_t, int64_t>> Snapshot() const {
+    std::vector<std::tuple<std::string, int64_t, int64_t>> out;
+    absl::MutexLock lock(&mu_);
+    for (const auto& [model, u] : by_model_) out.emplace_back(model, u.first, u.second);
+    return out;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::pair<int64_t, int64_t>> by_model_ ABSL_GUARDED_BY(mu_);
+};
+
 template <alloc::Allocator A, master::ObjectEvictionPolicy P>
 struct MasterState {
   MasterState(const master::MasterOptions& o, Clock* c, MetricsRegistry* registry,
@@ -94,6 +122,8 @@ struct MasterState {
   master::MasterMetrics metrics;
   ReplicationState repl;  // copies between workers (replication_path.h)
   master::IdSource ids;
+  master::GroupTable groups;  // object groups (object_group.h, group_path.h)
+  ModelUsage models;
   DeadlineQueue put_deadlines;
   DeadlineQueue ttl_deadlines;
   // relaxed counters: statistics only.
@@ -170,9 +200,11 @@ struct MasterState {
               .pin = m.pin,
               .charge = m.ChargeBytes(),
               .was_committed = m.committed()};
+    if (m.group != nullptr) LeaveGroupLocked(it->first, m);
     if (m.committed()) {
       objects.fetch_sub(1, std::memory_order_relaxed);
       object_bytes.fetch_sub(static_cast<int64_t>(m.size_bytes), std::memory_order_relaxed);
+      models.Add(m, -1);
       // A replica being loaded (or copied) belongs to its LOAD (copy) task
       // until the task ends (a worker may still be writing it): the task
       // frees it then.
@@ -201,11 +233,58 @@ struct MasterState {
 
   // Outside the shard lock. `key` leaves the policy unless the evictor is the
   // caller (it took the key out of the policy already, in its batch).
-  void FinishRetired(Retired& r, const std::string& key, bool erase_from_evictor) {
+  // Returns the bytes of the other members of a group this retirement ended
+  // (they leave with it: ReapDeadGroups).
+  uint64_t FinishRetired(Retired& r, const std::string& key, bool erase_from_evictor) {
     FreeReplicas(r.to_free);
     ReleaseCharge(r.tenant, r.pin, r.charge);
     if (r.ssd_drop.has_value()) DropSsdCopy(*r.ssd_drop, key);
     if (r.was_committed && erase_from_evictor) evictor.Erase(key);
+    return ReapDeadGroups();
+  }
+
+  // ---- Object groups -----------------------------------------------------------
+
+  // Under the shard lock of `key`, as `m` leaves the table: a pending member
+  // (its put revoked or timed out) just leaves its open group; a committed
+  // one ends the group, whose other members ReapDeadGroups retires.
+  void LeaveGroupLocked(const std::string& key, ObjectMeta& m) {
+    std::shared_ptr<master::ObjectGroup> g = std::move(m.group);
+    m.group = nullptr;
+    if (!m.committed() && g->Phase() == master::GroupPhase::kOpen) {
+      absl::MutexLock lock(&g->mu);
+      g->members.erase(key);
+      if (g->pending > 0) --g->pending;
+      return;
+    }
+    groups.Kill(g);
+  }
+
+  // Retires the remaining members of every group that died; returns the
+  // bytes they held. Shard locks are taken one at a time.
+  uint64_t ReapDeadGroups() {
+    uint64_t bytes = 0;
+    for (const std::shared_ptr<master::ObjectGroup>& g : groups.TakeDead()) {
+      absl::flat_hash_set<std::string> members;
+      {
+        absl::MutexLock lock(&g->mu);
+        members.swap(g->members);
+      }
+      const int64_t now = Now();
+      for (const std::string& key : members) {
+        std::optional<Retired> r;
+        table.With(key, [&](ObjectTable::Shard& sh) {
+          auto it = sh.objects.find(key);
+          if (it == sh.objects.end() || it->second.group != g) return;
+          r = RetireLocked(sh, it, now, 0);
+        });
+        if (!r.has_value()) continue;
+        bytes += r->charge;
+        FinishRetired(*r, key, /*erase_from_evictor=*/true);
+        metrics.group_members_retired->Increment();
+      }
+    }
+    return bytes;
   }
 
   // ---- SSD copies --------------------------------------------------------------
@@ -293,6 +372,8 @@ struct MasterState {
 
   static bool Evictable(const ObjectMeta& m, int64_t now, bool allow_soft_pinned) {
     if (!m.committed() || m.Leased(now)) return false;
+    // A member of a group not committed yet (ended ones are retired anyway).
+    if (m.group != nullptr && m.group->Phase() == master::GroupPhase::kOpen) return false;
     // Busy with the SSD tier: an OFFLOAD or a LOAD is in flight.
     if (m.ssd == master::SsdState::kOffloading || m.Loading()) return false;
     // A copy task is filling a replica: it ends (or times out) first.
@@ -354,13 +435,15 @@ struct MasterState {
       std::string tenant;
       PinLevel pin = PinLevel::kNone;
       std::string room_on;  // a worker whose tier must make room first
-      uint64_t freed = 0;
+      uint64_t freed = 0;   // segment bytes given back (shared ranges: none)
+      uint64_t charge = 0;  // what the tenant was charged
       const bool evictable = table.With(key, [&](ObjectTable::Shard& sh) {
         auto it = sh.objects.find(key);
         if (it == sh.objects.end()) return true;  // already gone: frees nothing
         ObjectMeta& m = it->second;
         if (!Evictable(m, now, soft) || !OnWorker(m, only_worker)) return false;
-        freed = m.ChargeBytes();
+        charge = m.ChargeBytes();
+        freed = UnsharedBytes(m);
         if (m.ssd == master::SsdState::kStored && !m.Expired(now)) {
           dram = std::move(m.replicas);
           m.replicas.clear();
@@ -394,10 +477,9 @@ struct MasterState {
       }
       if (!dram.empty()) {
         FreeReplicas(dram);
-        ReleaseCharge(tenant, pin, freed);
+        ReleaseCharge(tenant, pin, charge);
       } else if (r.has_value()) {
-        freed = r->charge;
-        FinishRetired(*r, key, /*erase_from_evictor=*/false);
+        freed += FinishRetired(*r, key, /*erase_from_evictor=*/false);
       } else if (freed == 0) {
         return 0;
       }
@@ -406,6 +488,16 @@ struct MasterState {
       return freed;
     }
     return std::nullopt;  // not reached: attempt 1 never asks for room
+  }
+
+  // The segment bytes freeing `m`'s replicas gives back: ranges shared with
+  // clones only lose a reference (eviction counts a shared range once).
+  uint64_t UnsharedBytes(const ObjectMeta& m) const {
+    uint64_t bytes = 0;
+    for (const Replica& rep : m.replicas) {
+      if (!pool.Shared(rep.segment_id, rep.allocation)) bytes += m.size_bytes;
+    }
+    return bytes;
   }
 
   // The worker whose tier should take `m` on eviction, or null: the first

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -144,7 +145,8 @@ PinLevel PinToKeep(MasterState<A, P>& s, const std::string& key, std::string_vie
 template <typename A, typename P>
 absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutStartRequest& req,
                                        std::string_view tenant, const PinChoice& pin,
-                                       uint64_t put_id, int64_t now, uint64_t* same_put) {
+                                       uint64_t put_id, int64_t now, uint64_t* same_put,
+                                       const std::shared_ptr<master::ObjectGroup>& group) {
   const std::string& key = req.key();
   const bool replace = req.options().replace();
   std::vector<std::pair<std::string, Retired>> stale;
@@ -176,6 +178,11 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
         return absl::OkStatus();
       }
       if (!replace || !old.committed() || old.tenant != tenant) return KeyTaken(key, old);
+      if (old.group != nullptr) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("key '", absl::CEscape(key), "' is a member of object group '",
+                         absl::CEscape(old.group->id), "': RemoveGroup it before putting again"));
+      }
       slot = master::ReplacementKey(key);
       if (pin.keep) {
         level = old.EffectivePin(now);
@@ -197,7 +204,19 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
                                                    "' is being replaced (put ", r->second.put_id,
                                                    "); retry after that put ends or is revoked"));
     }
+    if (group != nullptr) {
+      absl::MutexLock glock(&group->mu);
+      if (group->Phase() != master::GroupPhase::kOpen) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("object group '", absl::CEscape(group->id),
+                         "' is committed or ending: it takes no more members"));
+      }
+      group->members.insert(slot);
+      ++group->pending;
+      group->deadline_ns = now + 2 * s.options.put_timeout_ms * kNsPerMs;
+    }
     ObjectMeta& m = sh.objects[slot];
+    m.group = group;
     m.size_bytes = req.size_bytes();
     m.checksum = req.checksum();
     m.checksum_format = static_cast<uint32_t>(req.checksum_format());
@@ -231,6 +250,44 @@ void AbandonPut(MasterState<A, P>& s, const std::string& key, uint64_t put_id, i
   });
   if (r.has_value()) s.FinishRetired(*r, key, /*erase_from_evictor=*/false);
   s.put_deadlines.Cancel(put_id);
+}
+
+// The open object group a put names (created on its first member), or null
+// when it names none. INVALID_ARGUMENT: an id too long, a replace, a pin
+// other than the group's; FAILED_PRECONDITION: the group was committed (or
+// is ending), or the master logs its changes (HA: groups are not in the
+// oplog).
+template <typename A, typename P>
+absl::StatusOr<std::shared_ptr<master::ObjectGroup>> JoinGroup(MasterState<A, P>& s,
+                                                               const proto::PutOptions& po,
+                                                               std::string_view tenant,
+                                                               PinLevel pin) {
+  if (po.group_id().empty()) return nullptr;
+  if (po.group_id().size() > rpc::kMaxGroupIdBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("group_id of ", po.group_id().size(),
+                                                   " bytes exceeds the limit of ",
+                                                   rpc::kMaxGroupIdBytes));
+  }
+  if (po.replace()) {
+    return absl::InvalidArgumentError("a replacing put cannot join an object group");
+  }
+  if (s.log != nullptr) {
+    return absl::FailedPreconditionError(
+        "object groups are not available with metadata HA (they are not in the oplog)");
+  }
+  bool created = false;
+  std::shared_ptr<master::ObjectGroup> g =
+      s.groups.OpenOrCreate(tenant, po.group_id(), static_cast<uint8_t>(pin), &created);
+  if (g->pin != static_cast<uint8_t>(pin)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("object group '", absl::CEscape(po.group_id()),
+                     "' has members of another pin level: every member takes the same pin"));
+  }
+  if (created) {
+    absl::MutexLock lock(&g->mu);
+    g->deadline_ns = s.Now() + 2 * s.options.put_timeout_ms * kNsPerMs;
+  }
+  return g;
 }
 
 // PutStart within `budget`. Past it, it returns nullopt having changed
@@ -269,12 +326,13 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
   ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(po.tenant()));
   const int64_t now = s.Now();
   if (keep_pin) pin = PinToKeep(s, req.key(), tenant, now);
+  ASSIGN_OR_RETURN(std::shared_ptr<master::ObjectGroup> group, JoinGroup(s, po, tenant, pin));
   const uint64_t charge = req.size_bytes() * replicas;  // no overflow: both are bounded
   RETURN_IF_ERROR(s.AdmitCharge(tenant, pin, charge));
   const uint64_t put_id = s.ids.Next();
   uint64_t same_put = 0;
-  absl::StatusOr<std::string> reserved =
-      ReserveKey(s, req, tenant, PinChoice{pin, po.pin_ttl_ms(), keep_pin}, put_id, now, &same_put);
+  absl::StatusOr<std::string> reserved = ReserveKey(
+      s, req, tenant, PinChoice{pin, po.pin_ttl_ms(), keep_pin}, put_id, now, &same_put, group);
   if (!reserved.ok()) {
     s.ReleaseCharge(tenant, pin, charge);
     s.metrics.puts_failed->Increment();
@@ -405,6 +463,11 @@ void CommitLocked(MasterState<A, P>& s, ObjectMeta& m, const proto::PutEndReques
   if (m.replicas.empty()) return;  // stays pending; the caller aborts it
   m.state = master::ObjectState::kCommitted;
   m.version = s.ids.Next();
+  if (m.group != nullptr) {
+    absl::MutexLock lock(&m.group->mu);
+    if (m.group->pending > 0) --m.group->pending;
+  }
+  s.models.Add(m, +1);
   m.expire_at_ns = m.ttl_ms == 0 ? 0 : now + static_cast<int64_t>(m.ttl_ms) * kNsPerMs;
   if (m.pin_ttl_ms != 0) m.pin_until_ns = now + static_cast<int64_t>(m.pin_ttl_ms) * kNsPerMs;
   master::ToProto(m, out.resp.mutable_object());

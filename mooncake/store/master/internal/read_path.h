@@ -194,11 +194,18 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
   return resp;
 }
 
+// `seen` non-null: notes the group of the object (its gen read before its
+// phase) as key `index` of a batch that must see each group whole or not at
+// all; `found`: whether the key is in the table at all.
 template <typename A, typename P>
-bool VisibleTo(MasterState<A, P>& s, const std::string& key, std::string_view tenant, int64_t now) {
+bool VisibleTo(MasterState<A, P>& s, const std::string& key, std::string_view tenant, int64_t now,
+               master::GroupObservations* seen = nullptr, size_t index = 0, bool* found = nullptr) {
   return s.table.With(key, [&](ObjectTable::Shard& sh) {
     const ObjectMeta* m = sh.Find(key);
-    return m != nullptr && m->Visible(now) && m->tenant == tenant;
+    if (found != nullptr) *found = m != nullptr;
+    if (m == nullptr) return false;
+    if (seen != nullptr && m->group != nullptr) seen->Saw(index, m->group, m->group->Gen());
+    return m->Visible(now) && m->tenant == tenant;
   });
 }
 
@@ -233,8 +240,27 @@ absl::StatusOr<proto::BatchExistsResponse> BatchExists(MasterState<A, P>& s,
   ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
   const int64_t now = s.Now();
   proto::BatchExistsResponse resp;
-  resp.mutable_exists()->Reserve(req.keys_size());
-  for (const std::string& key : req.keys()) resp.add_exists(VisibleTo(s, key, tenant, now));
+  // Every group whole or not at all: a group that changed while its keys
+  // were read is read again; after a few tries its keys answer false (it was
+  // not visible at one moment of the call).
+  for (int attempt = 0;; ++attempt) {
+    master::GroupObservations seen;
+    std::vector<const std::string*> absent;
+    resp.clear_exists();
+    resp.mutable_exists()->Reserve(req.keys_size());
+    for (int i = 0; i < req.keys_size(); ++i) {
+      const std::string& key = req.keys(i);
+      bool found = false;
+      resp.add_exists(VisibleTo(s, key, tenant, now, &seen, static_cast<size_t>(i), &found));
+      if (!found) absent.push_back(&key);
+    }
+    const std::vector<size_t> unsettled = seen.Unsettled(absent);
+    if (unsettled.empty()) break;
+    if (attempt >= 3) {
+      for (const size_t i : unsettled) resp.set_exists(static_cast<int>(i), false);
+      break;
+    }
+  }
   return resp;
 }
 

@@ -127,6 +127,7 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
     const uint64_t charge = m.ChargeBytes();
     const uint64_t size = m.size_bytes;
     const bool committed = m.committed();
+    if (committed) s.models.Add(m, +1);  // before the move; undone below if not inserted
     if (!committed) m.put_deadline_ns = now + s.options.put_timeout_ms * kNsPerMs;
     const int64_t deadline = committed ? m.expire_at_ns : m.put_deadline_ns;
     const uint64_t id = committed ? m.version : m.put_id;
@@ -134,6 +135,7 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
       return sh.objects.try_emplace(o.key, std::move(m)).second;  // no move when taken
     });
     if (!inserted) {  // the same key twice: keep the first
+      if (committed) s.models.Add(m, -1);
       s.FreeReplicas(m.replicas);
       s.ReleaseCharge(m.tenant, m.pin, charge);
       ++report.dropped_objects;

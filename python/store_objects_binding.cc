@@ -56,6 +56,23 @@ struct HeldTensor {
   proto::TensorMeta meta;
 };
 
+// What a caller may add to a tensor's TensorMeta beyond dtype, shape and TP
+// (not in Mooncake's API: keyword-only arguments, empty by default), so that
+// query_objects can find it by model and layers.
+struct TensorLabels {
+  std::string model;
+  uint32_t layer_begin = 0;
+  uint32_t layer_end = 0;
+  uint32_t block_tokens = 0;
+
+  void ApplyTo(proto::TensorMeta& meta) const {
+    if (!model.empty()) meta.set_model(model);
+    meta.set_layer_begin(layer_begin);
+    meta.set_layer_end(layer_end);
+    meta.set_block_tokens(block_tokens);
+  }
+};
+
 // The bytes and TensorMeta of `obj`, or nullopt after a warning naming why
 // it cannot be stored. Needs the GIL.
 std::optional<HeldTensor> HoldTensor(const py::handle& obj, const std::string& key,
@@ -164,7 +181,7 @@ std::vector<int> PutHeld(DistributedStore& s, const std::vector<std::string>& ke
 // put_tensor / batch_put_tensor (and pub_*): one code per key.
 std::vector<int> PutTensors(DistributedStore& s, const std::vector<std::string>& keys,
                             const py::list& tensors, const ReplicateConfig& config,
-                            std::string_view call) {
+                            std::string_view call, const TensorLabels& labels = {}) {
   if (keys.size() != py::len(tensors)) {
     Warn(std::string(call) + ": keys and tensors differ in length");
     return std::vector<int>(keys.size(), kInvalidParams);
@@ -179,6 +196,7 @@ std::vector<int> PutTensors(DistributedStore& s, const std::vector<std::string>&
       codes[i] = kInvalidParams;
       continue;
     }
+    labels.ApplyTo(h->meta);
     put_keys.push_back(keys[i]);
     held.push_back(std::move(*h));
     index.push_back(i);
@@ -200,7 +218,8 @@ std::vector<int> PutTensors(DistributedStore& s, const std::vector<std::string>&
 // code per base key (its first failing shard's).
 std::vector<int> PutTensorsTp(DistributedStore& s, const std::vector<std::string>& base_keys,
                               const py::list& tensors, const ReplicateConfig& config, int tp_size,
-                              int split_dim, std::string_view call) {
+                              int split_dim, std::string_view call,
+                              const TensorLabels& labels = {}) {
   if (base_keys.size() != py::len(tensors)) {
     Warn(std::string(call) + ": keys and tensors differ in length");
     return std::vector<int>(base_keys.size(), kInvalidParams);
@@ -246,6 +265,7 @@ std::vector<int> PutTensorsTp(DistributedStore& s, const std::vector<std::string
       }
       std::optional<HeldTensor> h = HoldTensor(chunk, TpShardKey(base_keys[i], r), call);
       if (!h.has_value()) break;
+      labels.ApplyTo(h->meta);
       h->meta.set_tp_rank(static_cast<uint32_t>(r));
       h->meta.set_tp_size(static_cast<uint32_t>(tp_size));
       shards.push_back(std::move(*h));
@@ -350,52 +370,76 @@ void BindTensorCalls(py::class_<DistributedStore>& store) {
   store
       .def(
           "put_tensor",
-          [](Store& s, const std::string& key, const py::object& tensor) {
-            return PutTensors(s, {key}, OneItem(tensor), {}, "put_tensor").front();
+          [](Store& s, const std::string& key, const py::object& tensor, const std::string& model,
+             uint32_t layer_begin, uint32_t layer_end, uint32_t block_tokens) {
+            return PutTensors(s, {key}, OneItem(tensor), {}, "put_tensor",
+                              TensorLabels{model, layer_begin, layer_end, block_tokens})
+                .front();
           },
-          py::arg("key"), py::arg("tensor"),
+          py::arg("key"), py::arg("tensor"), py::kw_only(), py::arg("model") = "",
+          py::arg("layer_begin") = 0, py::arg("layer_end") = 0, py::arg("block_tokens") = 0,
           "Store a CPU tensor (dtype and shape kept). 0 or a negative code.")
       .def(
           "pub_tensor",
           [](Store& s, const std::string& key, const py::object& tensor,
-             const ReplicateConfig& config) {
+             const ReplicateConfig& config, const std::string& model, uint32_t layer_begin,
+             uint32_t layer_end, uint32_t block_tokens) {
             if (!PubConfigOk(config)) return kInvalidParams;
-            return PutTensors(s, {key}, OneItem(tensor), config, "pub_tensor").front();
+            return PutTensors(s, {key}, OneItem(tensor), config, "pub_tensor",
+                              TensorLabels{model, layer_begin, layer_end, block_tokens})
+                .front();
           },
-          py::arg("key"), py::arg("tensor"), py::arg("config") = ReplicateConfig{})
+          py::arg("key"), py::arg("tensor"), py::arg("config") = ReplicateConfig{}, py::kw_only(),
+          py::arg("model") = "", py::arg("layer_begin") = 0, py::arg("layer_end") = 0,
+          py::arg("block_tokens") = 0)
       .def(
           "put_tensor_with_tp",
           [](Store& s, const std::string& key, const py::object& tensor, int tp_rank, int tp_size,
-             int split_dim) {
+             int split_dim, const std::string& model, uint32_t layer_begin, uint32_t layer_end,
+             uint32_t block_tokens) {
             (void)tp_rank;  // every rank's shard is stored, as Mooncake does
             const py::list one = OneItem(tensor);
-            if (tp_size <= 1) return PutTensors(s, {key}, one, {}, "put_tensor").front();
-            return PutTensorsTp(s, {key}, one, {}, tp_size, split_dim, "put_tensor_with_tp")
+            const TensorLabels labels{model, layer_begin, layer_end, block_tokens};
+            if (tp_size <= 1) return PutTensors(s, {key}, one, {}, "put_tensor", labels).front();
+            return PutTensorsTp(s, {key}, one, {}, tp_size, split_dim, "put_tensor_with_tp", labels)
                 .front();
           },
           py::arg("key"), py::arg("tensor"), py::arg("tp_rank") = 0, py::arg("tp_size") = 1,
-          py::arg("split_dim") = 0,
+          py::arg("split_dim") = 0, py::kw_only(), py::arg("model") = "",
+          py::arg("layer_begin") = 0, py::arg("layer_end") = 0, py::arg("block_tokens") = 0,
           "Split the tensor into tp_size chunks on split_dim and store chunk r under "
           "key + '_tp_' + r. 0 or a negative code.")
       .def(
           "pub_tensor_with_tp",
           [](Store& s, const std::string& key, const py::object& tensor,
-             const ReplicateConfig& config, int tp_rank, int tp_size, int split_dim) {
+             const ReplicateConfig& config, int tp_rank, int tp_size, int split_dim,
+             const std::string& model, uint32_t layer_begin, uint32_t layer_end,
+             uint32_t block_tokens) {
             (void)tp_rank;
             if (!PubConfigOk(config)) return kInvalidParams;
             const py::list one = OneItem(tensor);
-            if (tp_size <= 1) return PutTensors(s, {key}, one, config, "pub_tensor").front();
-            return PutTensorsTp(s, {key}, one, config, tp_size, split_dim, "pub_tensor_with_tp")
+            const TensorLabels labels{model, layer_begin, layer_end, block_tokens};
+            if (tp_size <= 1) {
+              return PutTensors(s, {key}, one, config, "pub_tensor", labels).front();
+            }
+            return PutTensorsTp(s, {key}, one, config, tp_size, split_dim, "pub_tensor_with_tp",
+                                labels)
                 .front();
           },
           py::arg("key"), py::arg("tensor"), py::arg("config") = ReplicateConfig{},
-          py::arg("tp_rank") = 0, py::arg("tp_size") = 1, py::arg("split_dim") = 0)
+          py::arg("tp_rank") = 0, py::arg("tp_size") = 1, py::arg("split_dim") = 0, py::kw_only(),
+          py::arg("model") = "", py::arg("layer_begin") = 0, py::arg("layer_end") = 0,
+          py::arg("block_tokens") = 0)
       .def(
           "batch_put_tensor",
-          [](Store& s, const std::vector<std::string>& keys, const py::list& tensors_list) {
-            return PutTensors(s, keys, tensors_list, {}, "batch_put_tensor");
+          [](Store& s, const std::vector<std::string>& keys, const py::list& tensors_list,
+             const std::string& model, uint32_t layer_begin, uint32_t layer_end,
+             uint32_t block_tokens) {
+            return PutTensors(s, keys, tensors_list, {}, "batch_put_tensor",
+                              TensorLabels{model, layer_begin, layer_end, block_tokens});
           },
-          py::arg("keys"), py::arg("tensors_list"))
+          py::arg("keys"), py::arg("tensors_list"), py::kw_only(), py::arg("model") = "",
+          py::arg("layer_begin") = 0, py::arg("layer_end") = 0, py::arg("block_tokens") = 0)
       .def(
           "batch_pub_tensor",
           [](Store& s, const std::vector<std::string>& keys, const py::list& tensors_list,

@@ -231,3 +231,24 @@ def test_importing_the_module_does_not_import_torch():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def test_labels_make_tensors_queryable_by_model_and_layers(store):
+    # model / layer_begin / layer_end / block_tokens: keyword-only, not in Mooncake.
+    for layer in range(4):
+        t = sample((16, 8), torch.bfloat16, seed=layer)
+        assert store.put_tensor(f"lab/llama/L{layer}", t, model="llama-x",
+                                layer_begin=layer, layer_end=layer + 1, block_tokens=16) == 0
+    assert store.put_tensor_with_tp("lab/qwen", sample((8, 8), torch.float16), tp_size=2,
+                                    model="qwen-y", layer_begin=0, layer_end=28) == 0
+    objs, rc = store.query_objects(model="llama-x")
+    assert rc == 0 and len(objs) == 4
+    objs, rc = store.query_objects(model="llama-x", layer_begin=1, layer_end=3)
+    assert rc == 0 and sorted(o.key for o in objs) == ["lab/llama/L1", "lab/llama/L2"]
+    objs, rc = store.query_objects(model="qwen-y", tp_rank=1)
+    assert rc == 0 and [o.key for o in objs] == ["lab/qwen_tp_1"]
+    # The labels do not change what comes back.
+    assert same(store.get_tensor("lab/llama/L2"), sample((16, 8), torch.bfloat16, seed=2))
+    # A bad layer range is refused by the master's TensorMeta check.
+    assert store.put_tensor("lab/bad", sample((4,), torch.float32), layer_begin=3,
+                            layer_end=1) < 0

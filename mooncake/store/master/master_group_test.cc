@@ -30,25 +30,9 @@ using testing_internal::GetReq;
 using testing_internal::MountReq;
 using testing_internal::PutReq;
 
-class MasterGroupTest : public ::testing::Test {
+class MasterGroupTest : public MasterFixture {
  protected:
-  static constexpr uint64_t kSegmentBytes = 256 * 4096;
-
-  void SetUp() override { Make(MasterOptions{}); }
-
-  void Make(MasterOptions o) {
-    o.shard_count = 8;
-    o.tenants.push_back({"other", uint64_t{1} << 40, 0});
-    auto m = Master<>::Create(o, &clock_, &metrics_);
-    ASSERT_TRUE(m.ok()) << m.status();
-    master_ = std::move(*m);
-  }
-
-  uint64_t Mount(const std::string& worker, uint64_t size = kSegmentBytes) {
-    auto r = master_->MountSegment(MountReq(worker, "seg0", size));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->segment_id() : 0;
-  }
+  using MasterFixture::Put;
 
   static proto::PutStartRequest InGroup(const std::string& key, uint64_t size,
                                         const std::string& group) {
@@ -56,31 +40,9 @@ class MasterGroupTest : public ::testing::Test {
     r.mutable_options()->set_group_id(group);
     return r;
   }
-
-  uint64_t Put(const proto::PutStartRequest& req) {
-    auto start = master_->PutStart(req);
-    EXPECT_TRUE(start.ok()) << start.status();
-    if (!start.ok()) return 0;
-    auto end = master_->PutEnd(EndReq(req.key(), start->put_id()));
-    EXPECT_TRUE(end.ok()) << end.status();
-    return end.ok() ? end->object().version() : 0;
-  }
   uint64_t Put(const std::string& key, uint64_t size = 4096, uint32_t replicas = 1) {
     return Put(PutReq(key, size, replicas));
   }
-
-  bool Exists(const std::string& key) {
-    proto::ExistsRequest e;
-    e.set_key(key);
-    return master_->Exists(e)->exists();
-  }
-
-  absl::Status Remove(const std::string& key) {
-    proto::RemoveRequest r;
-    r.set_key(key);
-    return master_->Remove(r).status();
-  }
-
   absl::StatusOr<proto::CloneResponse> Clone(const std::vector<std::string>& src,
                                              const std::vector<std::string>& dst) {
     proto::CloneRequest r;
@@ -88,13 +50,11 @@ class MasterGroupTest : public ::testing::Test {
     for (const auto& k : dst) r.add_destination_keys(k);
     return master_->Clone(r);
   }
-
   absl::StatusOr<proto::CommitGroupResponse> Commit(const std::string& group) {
     proto::CommitGroupRequest r;
     r.set_group_id(group);
     return master_->CommitGroup(r);
   }
-
   // Every segment's allocator agrees that nothing is allocated.
   void ExpectPoolEmpty() {
     EXPECT_EQ(master_->Stats().used_bytes, 0u);
@@ -106,10 +66,6 @@ class MasterGroupTest : public ::testing::Test {
       EXPECT_EQ(st->live_allocations, 0u) << "segment " << v.id;
     }
   }
-
-  MetricsRegistry metrics_;
-  FakeClock clock_{1'000'000'000};
-  std::unique_ptr<Master<>> master_;
 };
 
 // ---- Clone -------------------------------------------------------------------
@@ -233,8 +189,8 @@ TEST_F(MasterGroupTest, ACloneExpiresAtItsOwnTtl) {
 // 10,000 randomized clones, removes, evictions and puts; then everything is
 // removed and every allocator is back at zero.
 TEST_F(MasterGroupTest, RandomizedClonesLeakNothing) {
-  Mount("w1", 1024 * 4096);
-  Mount("w2", 1024 * 4096);
+  Mount("w1", "seg0", 1024 * 4096);
+  Mount("w2", "seg0", 1024 * 4096);
   std::mt19937_64 rng(42);
   std::vector<std::string> live;
   int next = 0;
@@ -381,7 +337,7 @@ TEST_F(MasterGroupTest, GroupInputIsChecked) {
 // Readers never see part of a group: BatchExists over each group's members
 // answers all or none while writers put, commit, remove and evict groups.
 TEST_F(MasterGroupTest, ConcurrentReadersNeverSeeAPartialGroup) {
-  Mount("w1", 4096 * 4096);
+  Mount("w1", "seg0", 4096 * 4096);
   constexpr int kGroups = 16, kMembers = 4;
   auto member = [](int g, int gen, int m) { return absl::StrCat("grp", g, "/", gen, "/", m); };
   std::vector<std::atomic<int>> gens(kGroups);

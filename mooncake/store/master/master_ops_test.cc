@@ -23,73 +23,19 @@ using testing_internal::GetReq;
 using testing_internal::MountReq;
 using testing_internal::PutReq;
 
-class MasterOpsTest : public ::testing::Test {
+class MasterOpsTest : public MasterFixture {
  protected:
-  static constexpr uint64_t kSegmentBytes = 64 * 4096;
-
-  void SetUp() override { Make(MasterOptions{}); }
-
-  void Make(MasterOptions o) {
-    o.shard_count = 8;
-    o.tenants.push_back({"other", uint64_t{1} << 40, 0});
-    auto m = Master<>::Create(o, &clock_);
-    ASSERT_TRUE(m.ok()) << m.status();
-    master_ = std::move(*m);
-  }
-
-  uint64_t Mount(const std::string& worker, const std::string& name = "seg0",
-                 uint64_t size = kSegmentBytes) {
-    auto r = master_->MountSegment(MountReq(worker, name, size));
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? r->segment_id() : 0;
-  }
-
   static proto::PutStartRequest Replace(const std::string& key, uint64_t size) {
     proto::PutStartRequest r = PutReq(key, size);
     r.mutable_options()->set_replace(true);
     return r;
   }
-
-  // PutStart + PutEnd; returns the committed version (0 on failure).
-  uint64_t Put(const proto::PutStartRequest& req) {
-    auto start = master_->PutStart(req);
-    EXPECT_TRUE(start.ok()) << start.status();
-    if (!start.ok()) return 0;
-    auto end = master_->PutEnd(EndReq(req.key(), start->put_id()));
-    EXPECT_TRUE(end.ok()) << end.status();
-    return end.ok() ? end->object().version() : 0;
-  }
-
   uint64_t SizeOf(const std::string& key) {
     auto g = master_->GetReplicas(GetReq(key));
     if (!g.ok()) return 0;
     Release(g->lease().lease_id());
     return g->object().size_bytes();
   }
-
-  void Release(uint64_t lease_id) {
-    proto::ReleaseLeasesRequest r;
-    r.add_lease_ids(lease_id);
-    ASSERT_TRUE(master_->ReleaseLeases(r).ok());
-  }
-
-  absl::Status Remove(const std::string& key, bool force = false, bool refuse_if_leased = false) {
-    proto::RemoveRequest r;
-    r.set_key(key);
-    r.set_force(force);
-    r.set_refuse_if_leased(refuse_if_leased);
-    return master_->Remove(r).status();
-  }
-
-  bool Exists(const std::string& key, const std::string& tenant = "") {
-    proto::ExistsRequest e;
-    e.set_key(key);
-    e.set_tenant(tenant);
-    return master_->Exists(e)->exists();
-  }
-
-  FakeClock clock_{1'000'000'000};
-  std::unique_ptr<Master<>> master_;
 };
 
 // ---- Replace ---------------------------------------------------------------

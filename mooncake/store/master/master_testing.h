@@ -18,6 +18,7 @@
 
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/metrics.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/rpc/master_methods.h"
 
@@ -58,6 +59,65 @@ inline proto::GetReplicasRequest GetReq(const std::string& key) {
 }
 
 }  // namespace testing_internal
+
+// A reference Master<> on a FakeClock, with the helpers most tests need. It
+// has a tenant "other" besides the default one, and a metrics registry.
+class MasterFixture : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kSegmentBytes = 64 * 4096;
+
+  void SetUp() override { Make(MasterOptions{}); }
+
+  void Make(MasterOptions o) {
+    o.shard_count = 8;
+    o.tenants.push_back({"other", uint64_t{1} << 40, 0});
+    auto m = Master<>::Create(o, &clock_, &metrics_);
+    ASSERT_TRUE(m.ok()) << m.status();
+    master_ = std::move(*m);
+  }
+
+  uint64_t Mount(const std::string& worker, const std::string& name = "seg0",
+                 uint64_t size = kSegmentBytes) {
+    auto r = master_->MountSegment(testing_internal::MountReq(worker, name, size));
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->segment_id() : 0;
+  }
+
+  // PutStart + PutEnd; returns the committed version (0 on failure).
+  uint64_t Put(const proto::PutStartRequest& req) {
+    auto start = master_->PutStart(req);
+    EXPECT_TRUE(start.ok()) << start.status();
+    if (!start.ok()) return 0;
+    auto end = master_->PutEnd(testing_internal::EndReq(req.key(), start->put_id()));
+    EXPECT_TRUE(end.ok()) << end.status();
+    return end.ok() ? end->object().version() : 0;
+  }
+
+  bool Exists(const std::string& key, const std::string& tenant = "") {
+    proto::ExistsRequest e;
+    e.set_key(key);
+    e.set_tenant(tenant);
+    return master_->Exists(e)->exists();
+  }
+
+  absl::Status Remove(const std::string& key, bool force = false, bool refuse_if_leased = false) {
+    proto::RemoveRequest r;
+    r.set_key(key);
+    r.set_force(force);
+    r.set_refuse_if_leased(refuse_if_leased);
+    return master_->Remove(r).status();
+  }
+
+  void Release(uint64_t lease_id) {
+    proto::ReleaseLeasesRequest r;
+    r.add_lease_ids(lease_id);
+    ASSERT_TRUE(master_->ReleaseLeases(r).ok());
+  }
+
+  MetricsRegistry metrics_;
+  FakeClock clock_{1'000'000'000};
+  std::unique_ptr<Master<>> master_;
+};
 
 template <typename Config>
 class MasterConformance : public ::testing::Test {

@@ -229,25 +229,37 @@ inline absl::Status ValidateGroupId(std::string_view id) {
   return absl::OkStatus();
 }
 
+inline absl::Status UnknownGroup(std::string_view id) {
+  return absl::NotFoundError(absl::StrCat(
+      "no object group '", absl::CEscape(AbslView(id)),
+      "' (never put, removed, or ended: a member left or it was not committed in time)"));
+}
+
+// The live group `id` of the tenant a request names. NOT_FOUND: never put,
+// removed, or ended.
+template <typename A, typename P>
+absl::StatusOr<std::shared_ptr<master::ObjectGroup>> FindGroup(MasterState<A, P>& s,
+                                                               const std::string& id,
+                                                               const std::string& tenant_asked) {
+  RETURN_IF_ERROR(ValidateGroupId(id));
+  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(tenant_asked));
+  std::shared_ptr<master::ObjectGroup> g = s.groups.Find(tenant, id);
+  if (g == nullptr || g->Phase() == master::GroupPhase::kGone) return UnknownGroup(id);
+  return g;
+}
+
 template <typename A, typename P>
 absl::StatusOr<proto::CommitGroupResponse> CommitGroup(MasterState<A, P>& s,
                                                        const proto::CommitGroupRequest& req) {
-  RETURN_IF_ERROR(ValidateGroupId(req.group_id()));
-  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
-  std::shared_ptr<master::ObjectGroup> g = s.groups.Find(tenant, req.group_id());
-  auto unknown = [&] {
-    return absl::NotFoundError(absl::StrCat(
-        "no object group '", absl::CEscape(req.group_id()),
-        "' (never put, removed, or ended: a member left or it was not committed in time)"));
-  };
-  if (g == nullptr) return unknown();
+  ASSIGN_OR_RETURN(std::shared_ptr<master::ObjectGroup> g,
+                   FindGroup(s, req.group_id(), req.tenant()));
   std::vector<std::string> members;
   bool fresh = false;
   {
     absl::MutexLock lock(&g->mu);
     switch (g->Phase()) {
       case master::GroupPhase::kGone:
-        return unknown();
+        return UnknownGroup(req.group_id());
       case master::GroupPhase::kOpen:
         if (g->pending > 0) {
           return absl::FailedPreconditionError(
@@ -281,13 +293,8 @@ absl::StatusOr<proto::CommitGroupResponse> CommitGroup(MasterState<A, P>& s,
 template <typename A, typename P>
 absl::StatusOr<proto::RemoveGroupResponse> RemoveGroup(MasterState<A, P>& s,
                                                        const proto::RemoveGroupRequest& req) {
-  RETURN_IF_ERROR(ValidateGroupId(req.group_id()));
-  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
-  std::shared_ptr<master::ObjectGroup> g = s.groups.Find(tenant, req.group_id());
-  if (g == nullptr || g->Phase() == master::GroupPhase::kGone) {
-    return absl::NotFoundError(
-        absl::StrCat("no object group '", absl::CEscape(req.group_id()), "'"));
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<master::ObjectGroup> g,
+                   FindGroup(s, req.group_id(), req.tenant()));
   if (g->pin != static_cast<uint8_t>(PinLevel::kNone) && !req.force()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "object group '", absl::CEscape(req.group_id()), "' is pinned: remove it with force"));

@@ -107,7 +107,9 @@ constexpr node::RefusedFlag kRefused[] = {
      "soft-pinned objects are always evictable, after every unpinned one"},
     {"rpc_conn_timeout_seconds", "idle RPC connections are kept"},
     {"rpc_enable_tcp_no_delay", "TCP_NODELAY is always on"},
-    {"memory_allocator", "segments use the TLSF allocator"},
+    {"memory_allocator",
+     "segments use the TLSF allocator here; mooncake_store --role=master --allocator=kv gives "
+     "KV block sizes slabs"},
     {"allocation_strategy", "placement is client-local first"},
     {"put_start_discard_timeout_sec", "an unfinished put is revoked after 30 s"},
     {"put_start_release_timeout_sec", "an unfinished put is revoked after 30 s"},

@@ -83,6 +83,18 @@ ABSL_FLAG(std::string, eviction_policy, "lru",
           "which objects leave DRAM first: lru (least recently used) or s3fifo (S3-FIFO: objects "
           "read once before objects read again; scan-resistant)");
 ABSL_FLAG(std::string, tenants, "", "name:capacity[:pinned],... (capacities with suffixes)");
+// Repeated: every occurrence counts (collected before abseil parses, which
+// would keep only the last); defined here for --help and the flag checks.
+ABSL_FLAG(std::string, tenant, "",
+          "NAME:BYTES[:RATE], repeatable: a tenant's capacity and the bytes per second of puts "
+          "admitted for it (suffixes K, M, G, T; 0 or absent: unlimited); overrides --tenants' "
+          "capacity for that name");
+ABSL_FLAG(std::string, allocator, "tlsf",
+          "how the master carves worker segments (roles all, master): tlsf or kv (KV block "
+          "sizes to slabs, see --kv_block_bytes)");
+ABSL_FLAG(std::string, kv_block_bytes, "",
+          "--allocator=kv: the KV block sizes given slabs, e.g. 896K,2M (default "
+          "896K,2M,3584K,8M)");
 ABSL_FLAG(std::string, ssd_path, "",
           "the worker's SSD tier: a file (created, or emptied, at start) that evicted objects "
           "are written back to; empty: none");
@@ -142,7 +154,8 @@ using node::Say;
 
 [[noreturn]] void BadFlags(std::string_view why) { node::ExitBadFlags(kProgram, why); }
 
-node::StoreNodeOptions OptionsFromFlags() {
+// `tenant_flags`: every --tenant value, in order.
+node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_flags) {
   node::StoreNodeOptions o;
   auto check = [](const absl::Status& s) {
     if (!s.ok()) BadFlags(StdView(s.message()));
@@ -216,6 +229,18 @@ node::StoreNodeOptions OptionsFromFlags() {
   auto tenants = node::ParseTenants(absl::GetFlag(FLAGS_tenants));
   check(tenants.status());
   o.tenants = *tenants;
+  std::vector<std::string> seen;
+  for (const std::string& t : tenant_flags) check(node::ApplyTenantFlag(t, o.tenants, seen));
+  const std::optional<node::AllocatorKind> allocator =
+      node::ParseAllocator(absl::GetFlag(FLAGS_allocator));
+  if (!allocator) BadFlags("--allocator must be tlsf or kv");
+  o.allocator = *allocator;
+  if (const std::string blocks = absl::GetFlag(FLAGS_kv_block_bytes); !blocks.empty()) {
+    if (o.allocator != node::AllocatorKind::kKv) BadFlags("--kv_block_bytes needs --allocator=kv");
+    auto parsed = node::ParseKvBlockBytes(blocks);
+    check(parsed.status());
+    o.kv_block_bytes = *parsed;
+  }
   o.ssd_path = absl::GetFlag(FLAGS_ssd_path);
   if (const std::string ssd = absl::GetFlag(FLAGS_ssd_bytes); !ssd.empty()) {
     auto b = node::ParseByteSize("ssd_bytes", ssd);
@@ -295,7 +320,8 @@ void PrintBanner(node::StoreNode& n) {
   if (!n.rpc_address().empty()) {
     Say(absl::StrCat("  master RPC   ", n.rpc_address(),
                      "   (clients and workers connect here; eviction ",
-                     AbslView(node::EvictionPolicyName(o.eviction_policy)), ")"));
+                     AbslView(node::EvictionPolicyName(o.eviction_policy)), ", allocator ",
+                     AbslView(node::AllocatorName(o.allocator)), ")"));
   }
   if (!o.tenants.empty() && o.role != node::Role::kWorker) {
     std::string list;
@@ -304,6 +330,9 @@ void PrintBanner(node::StoreNode& n) {
                       node::HumanBytes(t.capacity_bytes));
       if (t.pinned_capacity_bytes != 0) {
         absl::StrAppend(&list, " (pinned ", node::HumanBytes(t.pinned_capacity_bytes), ")");
+      }
+      if (t.rate_bytes_per_sec != 0) {
+        absl::StrAppend(&list, " at ", node::HumanBytes(t.rate_bytes_per_sec), "/s");
       }
     }
     Say(absl::StrCat("  tenants      ", list,
@@ -383,8 +412,21 @@ int Main(int argc, char** argv) {
   // would exit before them).
   bool only_check = false;
   std::vector<char*> args;
+  std::vector<std::string> tenant_flags;
   for (int i = 0; i < argc; ++i) {
     const std::string_view a = argv[i];
+    // --tenant repeats; PrecheckFlags has checked each one's form.
+    if (i > 0 && (a.starts_with("--tenant") || a.starts_with("-tenant"))) {
+      const std::string_view rest = a.substr(a.find_first_not_of('-') + 6);
+      if (rest.starts_with("=")) {
+        tenant_flags.emplace_back(rest.substr(1));
+        continue;
+      }
+      if (rest.empty() && i + 1 < argc) {
+        tenant_flags.emplace_back(argv[++i]);
+        continue;
+      }
+    }
     if (i > 0 && (a.starts_with("--only_check_args") || a.starts_with("-only_check_args"))) {
       std::string_view name = a.substr(a.find_first_not_of('-'));
       name.remove_prefix(std::string_view("only_check_args").size());
@@ -406,7 +448,7 @@ int Main(int argc, char** argv) {
   }
   std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (rest.size() > 1) BadFlags(absl::StrCat("unexpected argument \"", rest[1], "\""));
-  const node::StoreNodeOptions options = OptionsFromFlags();
+  const node::StoreNodeOptions options = OptionsFromFlags(tenant_flags);
   WarnAboutAddresses(options);
   node::SetLogTimestamps(absl::GetFlag(FLAGS_log_timestamps));
   // A bad policy file is a flag error (before anything starts).

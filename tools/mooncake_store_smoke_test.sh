@@ -25,7 +25,10 @@ ts='[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z '
 for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=nocolon" \
             "--replicas=x" "--low_watermark=0.99" "--tenants=a" "--ssd_compression=zip" \
             "--eviction_policy=mru" "--hot_reads=-1" "--hot_max_fraction=2" \
-            "--repair_within_ms=-5" "--route_policy=/no/such/policy" "positional"; do
+            "--repair_within_ms=-5" "--route_policy=/no/such/policy" "positional" \
+            "--allocator=slab" "--kv_block_bytes=1M" "--allocator=kv --kv_block_bytes=0" \
+            "--tenant=a" "--tenant=a:1G:fast" "--tenant=a:1G --tenant=a:2G" \
+            "--tenants=a:2G:1G --tenant=a:512M"; do
   set +e
   msg=$("$bin" $args --http= --demo=false 2>&1)
   rc=$?
@@ -70,6 +73,9 @@ grep -q "warning: --replicas=2: role all has one worker" <<<"$msg" || fail "no r
 grep -q "warning: --listen=0.0.0.0:0 accepts remote clients" <<<"$msg" ||
   fail "no loopback worker_host warning: $msg"
 grep -q "^flags ok" <<<"$msg" || fail "warnings: $msg"
+msg=$("$bin" --only_check_args --allocator=kv --kv_block_bytes=64K,1M --tenants=c:1G:512M \
+  --tenant=a:1G:10M --tenant b:2G --tenant=c:2G:1M 2>&1) || fail "kv and --tenant: exit $? ($msg)"
+[[ $msg == *"flags ok"* ]] || fail "kv and --tenant: $msg"
 echo "ok   --version, -h, --only_check_args (true/yes/1; maybe is exit 2), start warnings"
 
 # ---- Start with the demo -------------------------------------------------------
@@ -90,7 +96,7 @@ hp=$(sed -n 's/^http=//p' "$ready")
 grep -q '^demo: ok' "$out" || fail "demo did not report ok"
 grep -qE "^${ts}serving; Ctrl-C to stop" "$out" || fail "no serving line (with its time)"
 grep -q "master RPC   $rpc" "$out" || fail "banner does not say where the master listens"
-grep -q "eviction s3fifo" "$out" || fail "banner does not name the eviction policy"
+grep -q "eviction s3fifo, allocator tlsf" "$out" || fail "banner does not name the policy, allocator"
 echo "ok   started: rpc=$rpc http=$hp, demo ok"
 
 # ---- /health and /metrics ----------------------------------------------------------
@@ -137,6 +143,30 @@ grep -qE "^${ts}stopped" "$out" || fail "no 'stopped' line (with its time)"
 [[ ! -e $ready ]] || fail "ready file left behind"
 echo "ok   SIGTERM: exit 0"
 cat "$out"
+
+# ---- --allocator=kv and --tenant: the demo's every byte through KV slabs --------
+"$bin" --listen=127.0.0.1:0 --http=127.0.0.1:0 --segment_bytes=64M --demo \
+  --allocator=kv --kv_block_bytes=64K,1M,4M --tenant=acme:1G:64M --status_interval=0 \
+  --ready_file="$ready" >"$out" 2>&1 &
+pid=$!
+for _ in $(seq 300); do
+  [[ -f $ready ]] && break
+  kill -0 "$pid" 2>/dev/null || fail "the kv store exited before it was ready: $(cat "$out")"
+  sleep 0.1
+done
+[[ -f $ready ]] || fail "kv: no ready file within 30 s"
+grep -q '^demo: ok' "$out" || fail "kv: demo did not report ok"
+grep -q "allocator kv" "$out" || fail "kv: banner does not name the allocator"
+grep -q "acme 1.0GiB at 64.0MiB/s" "$out" || fail "kv: banner does not show acme's rate"
+hp=$(sed -n 's/^http=//p' "$ready")
+m=$(get "$hp" /metrics)
+grep -q 'mooncake_master_tenant_rate_limited_total{tenant="acme"} 0' <<<"$m" ||
+  fail "kv: no rate_limited series for acme"
+kill -TERM "$pid"
+await_exit "$pid"
+pid=
+[[ $rc -eq 0 ]] || fail "kv: exit $rc after SIGTERM, want 0"
+echo "ok   --allocator=kv with the demo, --tenant's rate in the banner and /metrics"
 
 # ---- README command 1 as written: no flags at all --------------------------------
 # The embedded default: master on 127.0.0.1:50051, HTTP on 127.0.0.1:9090, a

@@ -34,6 +34,7 @@
 #ifndef MOONCAKE_ALLOC_KV_ALLOCATOR_H_
 #define MOONCAKE_ALLOC_KV_ALLOCATOR_H_
 
+#include <concepts>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -119,6 +120,24 @@ class KvAllocator {
               .from_offset = m.from_offset, .to_offset = m.to_offset, .handle = m.to_handle});
         });
     if (a.has_value()) {
+      direct_used_bytes_ += size;
+      ++direct_live_;
+    }
+    return a;
+  }
+
+  // Reserves exactly [offset, offset + size) on the backing (a direct
+  // allocation, even for a block size), for rebuilding a known layout (a
+  // standby master replaying its replicas; TlsfAllocator::Claim). nullopt,
+  // with nothing changed, when the backing refuses it.
+  [[nodiscard]] std::optional<Allocation> Claim(uint64_t offset, uint64_t size) requires
+      requires(Backing& b) {
+    { b.Claim(offset, size) } -> std::same_as<std::optional<Allocation>>;
+  }
+  {
+    std::optional<Allocation> a = slab_.backing().Claim(offset, size);
+    if (a.has_value()) {
+      MC_DASSERT(!slab_.Owns(*a), "a claimed range routed to the slab");
       direct_used_bytes_ += size;
       ++direct_live_;
     }

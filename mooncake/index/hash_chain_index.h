@@ -21,6 +21,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/index/block_key.h"
 #include "mooncake/index/internal/key_hash.h"
+#include "mooncake/index/match_prefix.h"
 #include "mooncake/index/prefix_index.h"
 
 namespace mooncake::index {
@@ -130,17 +131,19 @@ class HashChainIndex {
     uint32_t num_children;
   };
 
+  // A block matches when it is stored under the chain's previous block at
+  // its depth; the walk itself is the shared one (match_prefix.h).
   template <typename Visit>
   size_t Walk(std::span<const BlockKey> chain, Visit&& visit) const {
-    for (size_t i = 0; i < chain.size(); ++i) {
-      auto it = map_.find(chain[i]);
-      if (it == map_.end()) return i;
+    return MatchPrefix(chain, [&](size_t i, const BlockKey& key) {
+      auto it = map_.find(key);
+      if (it == map_.end()) return false;
       const Entry& e = it->second;
       const BlockKey expected_parent = i == 0 ? kNoParent : chain[i - 1];
-      if (e.parent != expected_parent || e.depth != i) return i;
+      if (e.parent != expected_parent || e.depth != i) return false;
       visit(i, e);
-    }
-    return chain.size();
+      return true;
+    });
   }
 
   void DetachFromParent(const Entry& e) {

@@ -1,10 +1,10 @@
 // PrefixCache: a PrefixIndex kept within a capacity by an EvictionPolicy.
 //
-// The glue a store (or trace replay) needs: Lookup reads the longest cached
-// prefix of a chain and tells the policy; Insert stores the missing blocks,
-// then evicts leaves in the policy's order until the charge fits the capacity
-// and returns what it evicted (key and value) so the caller can free it.
-// A chain longer than the capacity is inserted and then trimmed from its tail.
+// What trace replay and the eviction-policy studies run (the store keeps its own object table; both
+// match prefixes with index::MatchPrefix): Lookup reads the longest cached prefix of a chain and
+// tells the policy; Insert stores the missing blocks, then evicts leaves in the policy's order
+// until the charge fits the capacity and returns what it evicted (key and value) so the caller can
+// free it. A chain longer than the capacity is inserted and then trimmed from its tail.
 //
 // Thread-safety: none; one owner (the store shards its caches).
 // Invariants: index.size() == policy.size(); policy.charged() <= capacity

@@ -79,6 +79,16 @@ class TokenBucket {
     return true;
   }
 
+  // Gives back what a successful TryAcquire(bytes) took, for work that then
+  // did not happen (a request refused further on). Tokens never pass the
+  // burst, so a refund after the bucket refilled is partly lost.
+  void Refund(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    RefillLocked();
+    bytes_.Give(bytes);
+    ops_.Give(1);
+  }
+
   // Nanoseconds until TryAcquire(bytes) would succeed if nobody else takes
   // tokens meanwhile; 0 if it would succeed now.
   int64_t WaitNs(uint64_t bytes) {
@@ -174,6 +184,16 @@ class TokenBucket {
       MC_DASSERT(CanTake(n), "taking tokens that are not there");
       // Debt is capped at kMaxBurst so tokens stay >= burst - 2^62 > INT64_MIN.
       tokens -= static_cast<int64_t>(std::min(n, kMaxBurst));
+    }
+    void Give(uint64_t n) {
+      if (rate == 0) return;
+      const int64_t room = static_cast<int64_t>(burst) - tokens;  // >= 0
+      if (n >= static_cast<uint64_t>(room)) {
+        tokens = static_cast<int64_t>(burst);
+        remainder = 0;
+      } else {
+        tokens += static_cast<int64_t>(n);
+      }
     }
     int64_t WaitNs(uint64_t n) const {
       if (CanTake(n)) return 0;

@@ -120,6 +120,21 @@ TEST(TokenBucketTest, RequestAboveTheBurstWaitsForAFullBucketAndLeavesDebt) {
   EXPECT_EQ(tb.WaitNs(1), 2'001'000'000);  // pay off 2000 bytes of debt, then 1
 }
 
+TEST(TokenBucketTest, RefundGivesBackTokensUpToTheBurst) {
+  FakeClock clock;
+  TokenBucket tb(TokenBucketOptions{1000, 1000, 10, 2}, &clock);
+  ASSERT_TRUE(tb.TryAcquire(700));
+  ASSERT_TRUE(tb.TryAcquire(300));
+  EXPECT_FALSE(tb.TryAcquire(1));
+  tb.Refund(300);
+  EXPECT_EQ(tb.AvailableBytes(), 300);
+  EXPECT_EQ(tb.AvailableOps(), 1);
+  tb.Refund(5000);  // never past the burst
+  EXPECT_EQ(tb.AvailableBytes(), 1000);
+  EXPECT_EQ(tb.AvailableOps(), 2);
+  EXPECT_TRUE(tb.TryAcquire(1000));
+}
+
 TEST(TokenBucketTest, SetOptionsChangesLimitsAtRunTime) {
   FakeClock clock;
   TokenBucket tb(Bytes(1'000, 10'000), &clock);

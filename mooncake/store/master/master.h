@@ -133,6 +133,7 @@ class Master {
     for (const TenantConfig& t : options.tenants) {
       if (!s.ok()) break;
       s = m->s_.SetTenant(t.name, t.capacity_bytes, t.pinned_capacity_bytes);
+      if (s.ok()) s = m->s_.SetTenantRate(t.name, t.rate_bytes_per_sec);
     }
     if (!s.ok()) return s;
     return m;
@@ -145,6 +146,14 @@ class Master {
   absl::Status SetTenant(std::string_view name, uint64_t capacity_bytes,
                          uint64_t pinned_capacity_bytes = 0) {
     return s_.SetTenant(name, capacity_bytes, pinned_capacity_bytes);
+  }
+
+  // Limits the bytes per second of puts admitted for a configured tenant
+  // (TenantConfig::rate_bytes_per_sec; 0: not limited). NOT_FOUND: an
+  // unknown tenant; INVALID_ARGUMENT: above kMaxTenantRateBytesPerSec.
+  absl::Status SetTenantRate(std::string_view name, uint64_t bytes_per_sec) {
+    return s_.SetTenantRate(name.empty() ? std::string_view(s_.options.default_tenant) : name,
+                            bytes_per_sec);
   }
 
   // ---- The RPCs of master.proto ----------------------------------------------
@@ -407,6 +416,9 @@ class Master {
       const uint64_t seen = it->second.refused->Value();
       if (usage.refused_requests > seen)
         it->second.refused->Increment(usage.refused_requests - seen);
+      const uint64_t limited = s_.rates.Refused(name);
+      const uint64_t limited_seen = it->second.rate_limited->Value();
+      if (limited > limited_seen) it->second.rate_limited->Increment(limited - limited_seen);
     }
     for (auto it = tenant_series_.begin(); it != tenant_series_.end();) {
       if (!tenants.contains(it->first)) {
@@ -423,6 +435,12 @@ class Master {
   // Segment `id`'s allocator's own accounting (nullopt: not mounted).
   std::optional<alloc::AllocatorStats> SegmentAllocatorStats(uint64_t id) const {
     return s_.pool.Stats(id);
+  }
+  // Calls `read(const A&)` with segment `id`'s allocator under its lock;
+  // false if it is not mounted (SegmentPool::ReadAllocator).
+  template <typename Read>
+  bool ReadSegmentAllocator(uint64_t id, Read&& read) const {
+    return s_.pool.ReadAllocator(id, std::forward<Read>(read));
   }
   // Bytes of references beyond the first to ranges clones share.
   uint64_t SharedBytes() const { return s_.pool.shared_bytes(); }

@@ -28,7 +28,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <memory>
+#include <random>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -383,6 +385,99 @@ BENCHMARK(BM_Rpc)
     ->UseManualTime()
     ->Iterations(5)
     ->Unit(benchmark::kMillisecond);
+
+// ---- Fill: the put path over each segment allocator -------------------------
+//
+// BM_CorePutFill<M>: PutStart + PutEnd of the KV object-size mix (docs/alloc.md
+// workload 0: whole-model blocks of Llama-3-8B and Qwen2.5-7B, 896 KiB, 2 MiB,
+// 3.5 MiB, 8 MiB; 10% odd sizes uniform in 4 KiB..4 MiB) into one 1 GiB
+// segment, 8 GiB put in all, so the put path's LRU eviction makes room for
+// most puts. Counters: puts_per_s (PutStart + PutEnd pairs), fill (the mean of
+// the segment's object bytes / capacity, sampled every 16 puts once 2 GiB were
+// put), failed (puts refused: no room even after eviction). The same seeded
+// sizes for both allocators; tlsf_fill (--allocator=tlsf, the baseline) and
+// kv_fill (--allocator=kv with those four block sizes) differ only in how the
+// segment is carved.
+constexpr uint64_t kFillBlocks[] = {896 << 10, 2 << 20, 3584 << 10, 8 << 20};
+using TlsfFillMaster = Master<>;
+using KvFillMaster = Master<alloc::KvAllocator<>>;
+
+template <typename M>
+typename M::AllocatorFactory FillFactory() {
+  if constexpr (std::is_same_v<M, KvFillMaster>) {
+    return [](uint64_t capacity) {
+      return alloc::KvAllocator<>::Create(
+          alloc::TlsfAllocator({.capacity_bytes = capacity / 64 * 64, .granularity_bytes = 64}),
+          alloc::SizeClassOptions{.class_bytes = std::vector<uint64_t>(std::begin(kFillBlocks),
+                                                                       std::end(kFillBlocks))});
+    };
+  } else {
+    return nullptr;
+  }
+}
+
+std::vector<uint64_t> FillSizes(uint64_t total_bytes) {
+  std::mt19937_64 rng(42);
+  std::vector<uint64_t> sizes;
+  for (uint64_t sum = 0; sum < total_bytes;) {
+    const uint64_t size =
+        std::uniform_real_distribution<double>(0, 1)(rng) < 0.1
+            ? std::uniform_int_distribution<uint64_t>(4096, uint64_t{4} << 20)(rng)
+            : kFillBlocks[rng() % std::size(kFillBlocks)];
+    sizes.push_back(size);
+    sum += size;
+  }
+  return sizes;
+}
+
+template <typename M>
+void BM_CorePutFill(benchmark::State& state) {
+  constexpr uint64_t kCapacity = uint64_t{1} << 30;
+  const std::vector<uint64_t> sizes = FillSizes(8 * kCapacity);
+  double fill_sum = 0;
+  uint64_t fill_samples = 0;
+  uint64_t failed = 0;
+  uint64_t puts = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto m = *M::Create(MasterOptions{}, &MonotonicClock::Get(), nullptr, FillFactory<M>());
+    proto::MountSegmentRequest mount;
+    mount.mutable_segment()->set_worker_id("w1");
+    mount.mutable_segment()->set_name("dram");
+    mount.mutable_segment()->set_size_bytes(kCapacity);
+    const uint64_t segment = m->MountSegment(mount)->segment_id();
+    state.ResumeTiming();
+    uint64_t put_bytes = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      proto::PutStartRequest s;
+      s.set_key("fill-" + std::to_string(i));
+      s.set_size_bytes(sizes[i]);
+      auto started = m->PutStart(s);
+      put_bytes += sizes[i];
+      ++puts;
+      if (!started.ok()) {
+        ++failed;
+        continue;
+      }
+      proto::PutEndRequest e;
+      e.set_key(s.key());
+      e.set_put_id(started->put_id());
+      MC_ASSERT(m->PutEnd(e).ok(), "put end");
+      if (put_bytes > 2 * kCapacity && i % 16 == 0) {
+        const alloc::AllocatorStats st = *m->SegmentAllocatorStats(segment);
+        fill_sum += static_cast<double>(st.used_bytes) / static_cast<double>(st.capacity_bytes);
+        ++fill_samples;
+      }
+    }
+  }
+  state.counters["puts_per_s"] =
+      benchmark::Counter(static_cast<double>(puts), benchmark::Counter::kIsRate);
+  state.counters["fill"] = fill_samples == 0 ? 0 : fill_sum / static_cast<double>(fill_samples);
+  state.counters["failed"] = static_cast<double>(failed) / static_cast<double>(state.iterations());
+}
+
+BENCHMARK_TEMPLATE(BM_CorePutFill, TlsfFillMaster)->Unit(benchmark::kMillisecond);
+BENCHMARK_TEMPLATE(BM_CorePutFill, KvFillMaster)->Unit(benchmark::kMillisecond);
 
 // Debian's abseil is built without NDEBUG, so every absl::Mutex lock also
 // runs the debug deadlock detector (a global spinlock and a graph lookup,

@@ -14,7 +14,7 @@
 //   evictions_total, evicted_bytes_total, removes_total, expired_total
 //   worker_used_bytes{worker}, segment_fragmentation{segment} gauges
 //   tenant_used_bytes{tenant}, tenant_capacity_bytes{tenant} gauges,
-//   tenant_refused_total{tenant}
+//   tenant_refused_total{tenant}, tenant_rate_limited_total{tenant}
 //   copies_total{kind=user|drain|repair|hot, result=ok|failed}, copied_bytes_total,
 //   hot_replicas_dropped_total, repair_backlog, hot_extra_bytes   (replication)
 //   clones_total, cloned_bytes_total (bytes referred to, none copied),
@@ -131,11 +131,13 @@ class MasterMetrics {
     return *g;
   }
   // Per tenant: bytes charged and its capacity (gauges), puts refused for its
-  // quota (counter). The default tenant's unlimited capacity reads 1.8e19.
+  // quota and for its put rate (counters). The default tenant's unlimited
+  // capacity reads 1.8e19.
   struct TenantSeries {
     Gauge* used_bytes;
     Gauge* capacity_bytes;
     Counter* refused;
+    Counter* rate_limited;
   };
   TenantSeries PerTenant(std::string_view tenant) {
     const MetricLabels l = {{"tenant", std::string(tenant)}};
@@ -145,14 +147,17 @@ class MasterMetrics {
                                    "A tenant's quota in segment bytes.", l);
     auto refused = registry_->GetCounter("mooncake_master_tenant_refused_total",
                                          "Requests refused for a tenant's quota.", l);
-    MC_ASSERT(used.ok() && cap.ok() && refused.ok(), "metric registration failed");
-    return {*used, *cap, *refused};
+    auto limited = registry_->GetCounter("mooncake_master_tenant_rate_limited_total",
+                                         "PutStarts refused for a tenant's put rate.", l);
+    MC_ASSERT(used.ok() && cap.ok() && refused.ok() && limited.ok(), "metric registration failed");
+    return {*used, *cap, *refused, *limited};
   }
   void ForgetTenant(std::string_view tenant) {
     const MetricLabels l = {{"tenant", std::string(tenant)}};
     registry_->RemoveSeries("mooncake_master_tenant_used_bytes", l);
     registry_->RemoveSeries("mooncake_master_tenant_capacity_bytes", l);
     registry_->RemoveSeries("mooncake_master_tenant_refused_total", l);
+    registry_->RemoveSeries("mooncake_master_tenant_rate_limited_total", l);
   }
 
   // Drops a departed worker's / an unmounted segment's series.

@@ -22,7 +22,14 @@ struct TenantConfig {
   std::string name;
   uint64_t capacity_bytes = 0;         // segment bytes (size x replicas) it may hold
   uint64_t pinned_capacity_bytes = 0;  // of which PIN_HARD; 0: same as capacity_bytes
+  // Bytes per second of puts admitted (size x replicas, at PutStart; burst:
+  // one second of it); 0: not limited. Over it, PutStart answers
+  // RESOURCE_EXHAUSTED with a retry hint (qos/tenant_rate_limit.h).
+  uint64_t rate_bytes_per_sec = 0;
 };
+
+// The highest TenantConfig::rate_bytes_per_sec (qos::TokenBucket's limit, 1 PB/s).
+inline constexpr uint64_t kMaxTenantRateBytesPerSec = uint64_t{1} << 50;
 
 struct MasterOptions {
   size_t shard_count = 64;  // power of two
@@ -98,6 +105,12 @@ inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
     return bad("watermarks: 0 < low_watermark < high_watermark <= 1");
   }
   if (o.default_tenant.empty()) return bad("default_tenant must not be empty");
+  for (const TenantConfig& t : o.tenants) {
+    if (t.rate_bytes_per_sec > kMaxTenantRateBytesPerSec) {
+      return bad(absl::StrCat("tenant '", t.name, "': rate_bytes_per_sec exceeds ",
+                              kMaxTenantRateBytesPerSec));
+    }
+  }
   if (o.tick_batch_max == 0 || o.max_evictions_per_round == 0) return bad("batch bounds > 0");
   if (o.tier.task_timeout_ms <= 0 || o.tier.max_wait_ms < 0 || o.tier.max_queued_tasks == 0) {
     return bad("tier: task_timeout_ms > 0, max_wait_ms >= 0, max_queued_tasks > 0");

@@ -398,6 +398,100 @@ TEST(MasterTest, MetricsShowEachTenantsUsageQuotaAndRefusals) {
       << "a second refresh does not count the refusal again";
 }
 
+// Per-tenant put rates (TenantConfig::rate_bytes_per_sec): a tenant over its
+// rate is refused with a retry hint, another tenant is not, and the refusals
+// are counted per tenant.
+TEST(MasterTest, ATenantOverItsPutRateIsRefusedAndAnotherIsNot) {
+  FakeClock clock;
+  MetricsRegistry registry;
+  MasterOptions o;
+  o.tenants = {{.name = "slow", .capacity_bytes = 1 << 30, .rate_bytes_per_sec = 64 << 10},
+               {.name = "fast", .capacity_bytes = 1 << 30}};
+  auto m = *Master<>::Create(o, &clock, &registry);
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", 64 << 20)).ok());
+  auto put = [&](const std::string& key, const std::string& tenant, uint64_t size,
+                 uint32_t replicas = 1) {
+    proto::PutStartRequest r = PutReq(key, size, replicas);
+    r.mutable_options()->set_tenant(tenant);
+    return m->PutStart(r);
+  };
+  // One second of burst: 64 KiB; two replicas charge twice the size.
+  ASSERT_TRUE(put("s1", "slow", 16 << 10, 1).ok());
+  ASSERT_TRUE(m->MountSegment(MountReq("w2", "s", 64 << 20, "host-b")).ok());
+  ASSERT_TRUE(put("s2", "slow", 24 << 10, 2).ok());
+  absl::StatusOr<proto::PutStartResponse> refused = put("s3", "slow", 1 << 10);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted) << refused.status();
+  EXPECT_NE(refused.status().message().find("tenant 'slow' over its put rate of 65536 bytes/s"),
+            std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("retry in 16 ms"), std::string::npos)
+      << refused.status();
+  for (int i = 0; i < 32; ++i) {
+    ASSERT_TRUE(put("f" + std::to_string(i), "fast", 64 << 10).ok()) << "fast is not limited";
+  }
+  ASSERT_TRUE(put("d", "", 1 << 20).ok()) << "nor is the default tenant";
+  clock.AdvanceMs(16);
+  EXPECT_TRUE(put("s3", "slow", 1 << 10).ok()) << "admitted once the hint's wait passed";
+  EXPECT_FALSE(put("s4", "slow", 1 << 10).ok());
+
+  m->Tick();
+  const std::string text = registry.RenderPrometheus();
+  EXPECT_NE(text.find("mooncake_master_tenant_rate_limited_total{tenant=\"slow\"} 2\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mooncake_master_tenant_rate_limited_total{tenant=\"fast\"} 0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("mooncake_master_tenant_refused_total{tenant=\"slow\"} 0\n"),
+            std::string::npos)
+      << "a rate refusal is not a quota refusal";
+}
+
+// Only puts that got their space count against the rate: a PutStart refused
+// for another reason gives its tokens back.
+TEST(MasterTest, APutRefusedForAnotherReasonSpendsNoRate) {
+  FakeClock clock;
+  MasterOptions o;
+  o.tenants = {{.name = "a", .capacity_bytes = 1 << 30, .rate_bytes_per_sec = 8192}};
+  auto m = *Master<>::Create(o, &clock);
+  proto::PutStartRequest r = PutReq("k", 8192);
+  r.mutable_options()->set_tenant("a");
+  EXPECT_EQ(m->PutStart(r).status().code(), absl::StatusCode::kUnavailable) << "no segment";
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", 1 << 20)).ok());
+  auto started = m->PutStart(r);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(m->PutStart(r).status().code(), absl::StatusCode::kResourceExhausted)
+      << "the first placed put spent the burst";
+  clock.AdvanceMs(1000);
+  EXPECT_EQ(m->PutStart(r).status().code(), absl::StatusCode::kAlreadyExists);
+  r.set_key("k2");
+  EXPECT_TRUE(m->PutStart(r).ok()) << "the ALREADY_EXISTS gave its tokens back";
+}
+
+TEST(MasterTest, SetTenantRateChangesTheLimitAtRunTime) {
+  FakeClock clock;
+  MasterOptions o;
+  o.tenants = {{.name = "a", .capacity_bytes = 1 << 30}};
+  auto m = *Master<>::Create(o, &clock);
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", 1 << 20)).ok());
+  EXPECT_EQ(m->SetTenantRate("nobody", 1).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(m->SetTenantRate("a", kMaxTenantRateBytesPerSec + 1).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(m->SetTenantRate("a", 4096).ok());
+  auto put = [&](const std::string& key) {
+    proto::PutStartRequest r = PutReq(key, 4096);
+    r.mutable_options()->set_tenant("a");
+    return m->PutStart(r).status();
+  };
+  ASSERT_TRUE(put("k1").ok());
+  EXPECT_EQ(put("k2").code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(m->SetTenantRate("a", 0).ok());
+  EXPECT_TRUE(put("k2").ok());
+  EXPECT_TRUE(put("k3").ok());
+  o.tenants[0].rate_bytes_per_sec = kMaxTenantRateBytesPerSec + 1;
+  EXPECT_EQ(Master<>::Create(o, &clock).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 // A worker's and a segment's series live while they are mounted: a master
 // that outlives many worker restarts keeps no series of the departed.
 TEST(MasterTest, MetricsForgetUnmountedSegmentsAndDepartedWorkers) {

@@ -353,6 +353,18 @@ class SegmentPool {
     return s->allocator.stats();
   }
 
+  // Calls `read(const A&)` under segment `id`'s lock (inspection: which model
+  // a VariantAllocator holds, a slab's pages); false if it is not mounted.
+  // `read` must not call back into the pool.
+  template <typename Read>
+  bool ReadAllocator(uint64_t id, Read&& read) const {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return false;
+    absl::MutexLock lock(&s->mu);
+    read(static_cast<const A&>(s->allocator));
+    return true;
+  }
+
   std::optional<store::proto::SegmentDescriptor> Descriptor(uint64_t id) const {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return std::nullopt;

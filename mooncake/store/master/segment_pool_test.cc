@@ -9,6 +9,8 @@
 
 #include "gtest/gtest.h"
 #include "mooncake/alloc/kv_allocator.h"
+#include "mooncake/alloc/size_class_allocator.h"
+#include "mooncake/alloc/tlsf_allocator.h"
 
 namespace mooncake::master {
 namespace {
@@ -244,7 +246,9 @@ concept PoolCanClaim = requires(P& p) {
   p.Claim(uint64_t{1}, uint64_t{0}, uint64_t{64});
 };
 static_assert(PoolCanClaim<SegmentPool<alloc::TlsfAllocator>>);
-static_assert(!PoolCanClaim<SegmentPool<alloc::KvAllocator<>>>);  // KvAllocator has no Claim
+static_assert(PoolCanClaim<SegmentPool<alloc::KvAllocator<>>>);  // claims on its TLSF backing
+// A slab alone has no Claim.
+static_assert(!PoolCanClaim<SegmentPool<alloc::SizeClassAllocator<alloc::TlsfAllocator>>>);
 
 }  // namespace
 }  // namespace mooncake::master

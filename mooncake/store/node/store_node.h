@@ -54,6 +54,7 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -64,6 +65,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "mooncake/alloc/kv_allocator.h"
+#include "mooncake/alloc/tlsf_allocator.h"
+#include "mooncake/alloc/variant_allocator.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
@@ -113,9 +117,41 @@ inline MasterPolicy MakeMasterPolicy(EvictionPolicyKind kind) {
   return MasterPolicy();
 }
 
+// The segments' allocator: the one StoreNodeOptions::allocator names, chosen
+// when the node starts (the master is instantiated once, over the variant).
+using SegmentAllocator = alloc::VariantAllocator<alloc::TlsfAllocator, alloc::KvAllocator<>>;
+
+// Builds each mounted segment's allocator: TLSF with the pool's default
+// granule, or the KV composition of `kv_block_bytes` (empty:
+// kDefaultKvBlockBytes) over that same TLSF.
+inline master::SegmentPool<SegmentAllocator>::Factory MakeSegmentAllocatorFactory(
+    AllocatorKind kind, std::vector<uint64_t> kv_block_bytes) {
+  using TlsfTraits = master::SegmentAllocatorTraits<alloc::TlsfAllocator>;
+  if (kind == AllocatorKind::kTlsf) {
+    return [](uint64_t capacity_bytes) -> absl::StatusOr<SegmentAllocator> {
+      ASSIGN_OR_RETURN(alloc::TlsfAllocator tlsf, TlsfTraits::Make(capacity_bytes));
+      return SegmentAllocator(std::move(tlsf));
+    };
+  }
+  MC_ASSERT(kind == AllocatorKind::kKv, "AllocatorKind out of range");
+  if (kv_block_bytes.empty()) {
+    absl::StatusOr<std::vector<uint64_t>> d = ParseKvBlockBytes(kDefaultKvBlockBytes);
+    MC_ASSERT(d.ok(), "kDefaultKvBlockBytes parses");
+    kv_block_bytes = *std::move(d);
+  }
+  return [blocks = std::move(kv_block_bytes)](
+             uint64_t capacity_bytes) -> absl::StatusOr<SegmentAllocator> {
+    ASSIGN_OR_RETURN(alloc::TlsfAllocator tlsf, TlsfTraits::Make(capacity_bytes));
+    ASSIGN_OR_RETURN(alloc::KvAllocator<> kv,
+                     alloc::KvAllocator<>::Create(std::move(tlsf),
+                                                  alloc::SizeClassOptions{.class_bytes = blocks}));
+    return SegmentAllocator(std::move(kv));
+  };
+}
+
 class StoreNode {
  public:
-  using MasterT = master::Master<alloc::TlsfAllocator, MasterPolicy>;
+  using MasterT = master::Master<SegmentAllocator, MasterPolicy>;
   using WorkerT = worker::Worker<rpc::TcpChannel>;
 
   // Validates `options`, builds the role's pieces and starts serving.
@@ -316,8 +352,10 @@ class StoreNode {
   absl::Status StartMaster() {
     const master::MasterOptions mo = MasterOptionsFromNode();
     if (!options_.ha_etcd.empty()) return StartHaMaster(mo);
-    auto m = MasterT::Create(mo, &MonotonicClock::Get(), &metrics_, nullptr,
-                             MakeMasterPolicy(options_.eviction_policy));
+    auto m =
+        MasterT::Create(mo, &MonotonicClock::Get(), &metrics_,
+                        MakeSegmentAllocatorFactory(options_.allocator, options_.kv_block_bytes),
+                        MakeMasterPolicy(options_.eviction_policy));
     if (!m.ok()) return Context("master", m.status());
     master_ = std::move(*m);
     service_ = std::make_unique<master::MasterService<MasterT>>(
@@ -342,10 +380,13 @@ class StoreNode {
     ho.tick_interval_ms = options_.tick_interval_ms;
     ho.on_event = options_.on_event;
     const EvictionPolicyKind policy = options_.eviction_policy;
+    const AllocatorKind allocator = options_.allocator;
+    const std::vector<uint64_t> blocks = options_.kv_block_bytes;
     ha_ = std::make_unique<ha::HaMaster<MasterT>>(
         ho,
-        [this, mo, policy]() {
-          return MasterT::Create(mo, &MonotonicClock::Get(), &metrics_, nullptr,
+        [this, mo, policy, allocator, blocks]() {
+          return MasterT::Create(mo, &MonotonicClock::Get(), &metrics_,
+                                 MakeSegmentAllocatorFactory(allocator, blocks),
                                  MakeMasterPolicy(policy));
         },
         &metrics_);

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -81,6 +82,35 @@ inline std::optional<EvictionPolicyKind> ParseEvictionPolicy(std::string_view na
   return std::nullopt;
 }
 
+// How the master carves each worker segment (--allocator): kTlsf, the
+// two-level segregated fit for any mix of sizes; kKv, alloc::KvAllocator:
+// objects of exactly one of kv_block_bytes go to slabs of equal slots, every
+// other size to TLSF (docs/alloc.md).
+enum class AllocatorKind { kTlsf, kKv };
+
+inline std::string_view AllocatorName(AllocatorKind a) {
+  switch (a) {
+    case AllocatorKind::kTlsf:
+      return "tlsf";
+    case AllocatorKind::kKv:
+      return "kv";
+  }
+  return "?";
+}
+
+// "tlsf" or "kv"; nullopt for anything else.
+inline std::optional<AllocatorKind> ParseAllocator(std::string_view name) {
+  for (AllocatorKind a : {AllocatorKind::kTlsf, AllocatorKind::kKv}) {
+    if (name == AllocatorName(a)) return a;
+  }
+  return std::nullopt;
+}
+
+// The KV block sizes of --allocator=kv when --kv_block_bytes is not given:
+// the whole-model blocks of 16 and 64 tokens of Qwen2.5-7B (896 KiB,
+// 3.5 MiB) and Llama-3-8B (2 MiB, 8 MiB), docs/alloc.md's workload 0.
+inline constexpr std::string_view kDefaultKvBlockBytes = "896K,2M,3584K,8M";
+
 struct StoreNodeOptions {
   Role role = Role::kAll;
   HostPort listen{"127.0.0.1", 50051};  // master RPC (all, master)
@@ -99,6 +129,11 @@ struct StoreNodeOptions {
   double high_watermark = 0.99;
   double low_watermark = 0.97;
   EvictionPolicyKind eviction_policy = EvictionPolicyKind::kLru;
+  // The segments' allocator (roles all, master) and, for kKv, its block
+  // sizes (1..32 distinct sizes, each at most max_object_bytes).
+  AllocatorKind allocator = AllocatorKind::kTlsf;
+  std::vector<uint64_t> kv_block_bytes;  // empty: kDefaultKvBlockBytes
+  // Tenants: capacity, pinned capacity and put rate (TenantConfig).
   std::vector<master::TenantConfig> tenants;
   // The worker's SSD tier (docs/tier.md, "In the store"): a file created (or
   // emptied) at start; evicted objects are written back to it. "" = none.
@@ -282,6 +317,71 @@ inline absl::StatusOr<std::vector<master::TenantConfig>> ParseTenants(std::strin
   return out;
 }
 
+// "--tenant=NAME:BYTES[:RATE]", one tenant per flag (the flag repeats):
+// BYTES its capacity, RATE the bytes per second of puts admitted for it
+// (size x replicas; 0 or absent: unlimited), both with the suffixes of
+// ParseByteSize. A name given here and in --tenants gets this capacity and
+// rate and keeps --tenants' pinned capacity; a name given twice here is an
+// error. `tenants` is what --tenants gave.
+inline absl::Status ApplyTenantFlag(std::string_view text,
+                                    std::vector<master::TenantConfig>& tenants,
+                                    std::vector<std::string>& seen) {
+  std::vector<absl::string_view> parts = absl::StrSplit(AbslView(text), ':');
+  if (parts.size() < 2 || parts.size() > 3 || parts[0].empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tenant=", AbslView(text), ": want NAME:BYTES[:RATE] (e.g. a:10G:1G)"));
+  }
+  const std::string name(parts[0]);
+  if (std::find(seen.begin(), seen.end(), name) != seen.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("--tenant: ", name, " given twice"));
+  }
+  seen.push_back(name);
+  absl::StatusOr<uint64_t> cap = ParseByteSize("tenant", StdView(parts[1]));
+  if (!cap.ok()) return cap.status();
+  uint64_t rate = 0;
+  if (parts.size() == 3) {
+    absl::StatusOr<uint64_t> r = ParseByteSize("tenant", StdView(parts[2]));
+    if (!r.ok()) return r.status();
+    if (*r > master::kMaxTenantRateBytesPerSec) {
+      return absl::InvalidArgumentError(absl::StrCat("--tenant: ", name, ": rate ", *r,
+                                                     " B/s exceeds the limit of ",
+                                                     master::kMaxTenantRateBytesPerSec));
+    }
+    rate = *r;
+  }
+  auto it = std::find_if(tenants.begin(), tenants.end(),
+                         [&](const master::TenantConfig& t) { return t.name == name; });
+  if (it == tenants.end()) {
+    tenants.push_back(master::TenantConfig{.name = name});
+    it = std::prev(tenants.end());
+  }
+  if (it->pinned_capacity_bytes > *cap) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tenant: ", name, ": capacity is below its pinned capacity from --tenants"));
+  }
+  it->capacity_bytes = *cap;
+  it->rate_bytes_per_sec = rate;
+  return absl::OkStatus();
+}
+
+// "896K,2M,..." (--kv_block_bytes): 1..32 distinct sizes.
+inline absl::StatusOr<std::vector<uint64_t>> ParseKvBlockBytes(std::string_view text) {
+  std::vector<uint64_t> out;
+  for (absl::string_view item : absl::StrSplit(AbslView(text), ',')) {
+    absl::StatusOr<uint64_t> b = ParseByteSize("kv_block_bytes", StdView(item));
+    if (!b.ok()) return b.status();
+    if (*b == 0 || std::find(out.begin(), out.end(), *b) != out.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--kv_block_bytes=", AbslView(text), ": sizes must be distinct and greater than 0"));
+    }
+    out.push_back(*b);
+  }
+  if (out.size() > 32) {
+    return absl::InvalidArgumentError("--kv_block_bytes: at most 32 sizes");
+  }
+  return out;
+}
+
 // A day: a longer default lease would pin space that no reader still uses.
 inline constexpr int64_t kMaxDefaultLeaseMs = 86'400'000;
 // The longest drain a node asks for (--drain_deadline_ms, POST /drain): a
@@ -345,6 +445,19 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
   }
   if (EvictionPolicyName(o.eviction_policy) == "?") {
     return bad("--eviction_policy must be lru or s3fifo");
+  }
+  if (AllocatorName(o.allocator) == "?") return bad("--allocator must be tlsf or kv");
+  if (o.kv_block_bytes.size() > 32) return bad("--kv_block_bytes: at most 32 sizes");
+  for (const uint64_t b : o.kv_block_bytes) {
+    if (b == 0 || b > o.max_object_bytes) {
+      return bad("--kv_block_bytes: each size must be in [1, --max_object_bytes]");
+    }
+  }
+  for (const master::TenantConfig& t : o.tenants) {
+    if (t.rate_bytes_per_sec > master::kMaxTenantRateBytesPerSec) {
+      return bad(absl::StrCat("--tenant: ", t.name, ": rate exceeds ",
+                              master::kMaxTenantRateBytesPerSec, " B/s"));
+    }
   }
   if (o.ssd_path.empty() != (o.ssd_bytes == 0)) {
     return bad("--ssd_path and --ssd_bytes go together (an SSD tier needs both)");

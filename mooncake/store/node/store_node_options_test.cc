@@ -66,6 +66,56 @@ TEST(ParseTenants, ListWithOptionalPinned) {
   }
 }
 
+TEST(ApplyTenantFlag, CapacityAndRateRepeatedAndMergedWithTenants) {
+  auto listed = ParseTenants("a:10G,b:2G:1G");
+  ASSERT_TRUE(listed.ok());
+  std::vector<master::TenantConfig> t = *listed;
+  std::vector<std::string> seen;
+  ASSERT_TRUE(ApplyTenantFlag("b:4G:100M", t, seen).ok());
+  ASSERT_TRUE(ApplyTenantFlag("c:1G", t, seen).ok());
+  ASSERT_TRUE(ApplyTenantFlag("d:1T:0", t, seen).ok());
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t[0].rate_bytes_per_sec, 0u) << "a: --tenants alone, unlimited";
+  EXPECT_EQ(t[1].capacity_bytes, uint64_t{4} << 30) << "--tenant overrides b's capacity";
+  EXPECT_EQ(t[1].pinned_capacity_bytes, uint64_t{1} << 30) << "and keeps its pinned capacity";
+  EXPECT_EQ(t[1].rate_bytes_per_sec, uint64_t{100} << 20);
+  EXPECT_EQ(t[2].name, "c");
+  EXPECT_EQ(t[2].capacity_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(t[2].rate_bytes_per_sec, 0u);
+  EXPECT_EQ(t[3].capacity_bytes, uint64_t{1} << 40);
+  EXPECT_EQ(t[3].rate_bytes_per_sec, 0u);
+  EXPECT_TRUE(absl::IsInvalidArgument(ApplyTenantFlag("c:2G", t, seen))) << "c given twice";
+  for (const char* bad :
+       {"", "e", "e:", ":1G", "e:1G:", "e:1G:1G:1G", "e:x", "e:1G:fast", "e:1G:2P", "b:512M"}) {
+    std::vector<std::string> none;
+    std::vector<master::TenantConfig> copy = t;
+    EXPECT_TRUE(absl::IsInvalidArgument(ApplyTenantFlag(bad, copy, none))) << bad;
+  }
+  std::vector<std::string> none;
+  EXPECT_TRUE(absl::IsInvalidArgument(ApplyTenantFlag("e:1G:2048T", t, none))) << "above 1 PB/s";
+}
+
+TEST(ParseAllocator, NamesAndKvBlockSizes) {
+  EXPECT_EQ(ParseAllocator("tlsf"), AllocatorKind::kTlsf);
+  EXPECT_EQ(ParseAllocator("kv"), AllocatorKind::kKv);
+  EXPECT_EQ(ParseAllocator("TLSF"), std::nullopt);
+  EXPECT_EQ(AllocatorName(AllocatorKind::kKv), "kv");
+  auto b = ParseKvBlockBytes(kDefaultKvBlockBytes);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(*b, (std::vector<uint64_t>{896 << 10, 2 << 20, 3584 << 10, 8 << 20}));
+  for (const char* bad : {"", "1M,", "0", "1M,1M", "x"}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(ParseKvBlockBytes(bad).status())) << bad;
+  }
+  StoreNodeOptions o;
+  o.allocator = AllocatorKind::kKv;
+  o.kv_block_bytes = {o.max_object_bytes + 1};
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateStoreNodeOptions(o)));
+  o.kv_block_bytes = {4096};
+  EXPECT_TRUE(ValidateStoreNodeOptions(o).ok());
+  o.allocator = static_cast<AllocatorKind>(9);
+  EXPECT_TRUE(absl::IsInvalidArgument(ValidateStoreNodeOptions(o)));
+}
+
 TEST(ValidateStoreNodeOptions, DefaultsAreValidAndRangesChecked) {
   StoreNodeOptions o;
   EXPECT_TRUE(ValidateStoreNodeOptions(o).ok());

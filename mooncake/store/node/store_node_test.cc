@@ -366,6 +366,75 @@ TEST(StoreNode, EvictionOptionChoosesTheMastersPolicy) {
   EXPECT_EQ(ParseEvictionPolicy("LRU"), std::nullopt);
 }
 
+// --allocator picks the segments' allocator: with kv, an object of a block
+// size lands in a slab slot, any other size beside it, and both read back.
+TEST(StoreNode, AllocatorOptionChoosesTheSegmentsAllocator) {
+  for (const AllocatorKind kind : {AllocatorKind::kTlsf, AllocatorKind::kKv}) {
+    StoreNodeOptions o = TestNodeOptions(Role::kAll);
+    o.segment_bytes = uint64_t{16} << 20;
+    o.allocator = kind;
+    if (kind == AllocatorKind::kKv) o.kv_block_bytes = {64 << 10, 256 << 10};
+    auto n = StoreNode::Start(o);
+    ASSERT_TRUE(n.ok()) << n.status();
+    ClientAndChannel c = Connect((*n)->rpc_address(), /*shm=*/false);
+    ASSERT_NE(c.client, nullptr);
+    const std::string block(64 << 10, 'b');
+    const std::string odd((64 << 10) + 1, 'o');
+    ASSERT_TRUE(c.client->Put("block", block).ok());
+    ASSERT_TRUE(c.client->Put("odd", odd).ok());
+    auto got = c.client->Get("block", {.bypass_cache = true});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, block);
+    got = c.client->Get("odd", {.bypass_cache = true});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, odd);
+
+    const std::vector<master::SegmentView> segs = (*n)->master()->Segments();
+    ASSERT_EQ(segs.size(), 1u);
+    size_t model = 9;
+    size_t slab_pages = 0;
+    ASSERT_TRUE((*n)->master()->ReadSegmentAllocator(segs[0].id, [&](const SegmentAllocator& a) {
+      model = a.index();
+      if (const auto* kv = a.get_if<alloc::KvAllocator<>>()) slab_pages = kv->slab().page_count();
+    }));
+    EXPECT_EQ(model, kind == AllocatorKind::kTlsf ? 0u : 1u);
+    if (kind == AllocatorKind::kKv) {
+      EXPECT_EQ(slab_pages, 1u) << "the 64 KiB object took a slab page";
+    }
+    EXPECT_EQ((*n)->master()->SegmentAllocatorStats(segs[0].id)->live_allocations, 2u);
+  }
+}
+
+// --tenant's rate reaches the master: a tenant past its put rate is refused
+// with a retry hint, another is not, and /metrics counts the refusals.
+TEST(StoreNode, TenantRateLimitsPutsThroughTheNode) {
+  StoreNodeOptions o = TestNodeOptions(Role::kAll);
+  o.segment_bytes = uint64_t{16} << 20;
+  o.tenants = {{.name = "slow", .capacity_bytes = 1 << 30, .rate_bytes_per_sec = 256 << 10},
+               {.name = "fast", .capacity_bytes = 1 << 30}};
+  auto n = StoreNode::Start(o);
+  ASSERT_TRUE(n.ok()) << n.status();
+  ClientAndChannel c = Connect((*n)->rpc_address(), /*shm=*/false);
+  ASSERT_NE(c.client, nullptr);
+  const std::string value(200 << 10, 'v');
+  client::PutOptions slow;
+  slow.tenant = "slow";
+  client::PutOptions fast;
+  fast.tenant = "fast";
+  ASSERT_TRUE(c.client->Put("s1", value, slow).ok());
+  const absl::Status refused = c.client->Put("s2", value, slow);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused)) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "over its put rate")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "retry in")) << refused;
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_TRUE(c.client->Put(absl::StrCat("f", i), value, fast).ok()) << i;
+  }
+  auto metrics = HttpGet(HttpPort(**n), "/metrics");
+  ASSERT_TRUE(metrics.ok());
+  EXPECT_GE(Series(metrics->body, "mooncake_master_tenant_rate_limited_total{tenant=\"slow\"}"), 1);
+  EXPECT_EQ(Series(metrics->body, "mooncake_master_tenant_rate_limited_total{tenant=\"fast\"}"), 0);
+}
+
 // --replicas and the watermarks reach the master: a put that names no replica
 // count gets the node's default, and filling past the high watermark evicts
 // down towards the low one.

@@ -4,8 +4,8 @@
 // put_path.h, read_path.h and membership_path.h; master.h is the facade.
 //
 // Lock order: evictor -> shard -> segment (and the lease table, the worker
-// registry and the quotas are leaves: nothing is locked while calling them
-// except, for quotas, nothing at all).
+// registry, the quotas and the rate limits are leaves: nothing is locked while
+// calling them except, for quotas and rate limits, nothing at all).
 #ifndef MOONCAKE_STORE_MASTER_INTERNAL_MASTER_STATE_H_
 #define MOONCAKE_STORE_MASTER_INTERNAL_MASTER_STATE_H_
 
@@ -30,6 +30,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/qos/tenant_quota.h"
+#include "mooncake/qos/tenant_rate_limit.h"
 #include "mooncake/store/master/evictor.h"
 #include "mooncake/store/master/internal/deadline_queue.h"
 #include "mooncake/store/master/internal/replication_state.h"
@@ -95,6 +96,8 @@ class ModelUsage {
   absl::flat_hash_map<std::string, std::pair<int64_t, int64_t>> by_model_ ABSL_GUARDED_BY(mu_);
 };
 
+static_assert(master::kMaxTenantRateBytesPerSec == qos::TenantRateLimit::kMaxRateBytesPerSec);
+
 template <alloc::Allocator A, master::ObjectEvictionPolicy P>
 struct MasterState {
   MasterState(const master::MasterOptions& o, Clock* c, MetricsRegistry* registry,
@@ -104,6 +107,7 @@ struct MasterState {
         table(o.shard_count),
         pool(std::move(factory)),
         evictor(std::move(policy)),
+        rates(c),
         workers(o.membership),
         tiers(o.tier),
         metrics(registry),
@@ -115,6 +119,7 @@ struct MasterState {
   master::SegmentPool<A> pool;
   master::LeaseTable leases;
   master::Evictor<P> evictor;
+  qos::TenantRateLimit rates;  // put bytes per second per tenant (PutStart)
   master::WorkerRegistry workers;
   master::TierRegistry tiers;
   qos::TenantQuota quota;
@@ -149,6 +154,16 @@ struct MasterState {
         pinned_quota.SetCapacity(name, pinned_capacity == 0 ? capacity : pinned_capacity);
     if (s.ok() && log != nullptr) log->TenantSet(name, capacity, pinned_capacity);
     return s;
+  }
+
+  // 0: not limited. Not in the mutation log: a standby takes its rates from
+  // its own options, as the leader did.
+  absl::Status SetTenantRate(std::string_view name, uint64_t bytes_per_sec) {
+    if (!quota.Usage(name).has_value()) {
+      return absl::NotFoundError(
+          absl::StrCat("unknown tenant '", AbslView(name), "': SetTenant first"));
+    }
+    return rates.SetRate(name, bytes_per_sec);
   }
 
   // Under the shard lock of `key`, after `m` changed.

@@ -16,6 +16,12 @@
 // of the key (replace or not) is ALREADY_EXISTS, and the replace itself is
 // ALREADY_EXISTS while a plain put of the key is pending. Until it commits
 // both versions are charged to the tenant.
+//
+// A tenant with a put rate (TenantConfig::rate_bytes_per_sec) is charged
+// size x replicas of it at PutStart, before any other work; over it, the
+// PutStart is RESOURCE_EXHAUSTED with "retry in N ms" (RateCharge below).
+// Refusing instead of waiting keeps the RPC I/O thread, where PutStart runs,
+// free for other tenants.
 #ifndef MOONCAKE_STORE_MASTER_INTERNAL_PUT_PATH_H_
 #define MOONCAKE_STORE_MASTER_INTERNAL_PUT_PATH_H_
 
@@ -25,6 +31,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,7 +39,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "mooncake/base/assert.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/qos/tenant_rate_limit.h"
 #include "mooncake/store/master/internal/master_state.h"
 #include "mooncake/store/master/placement.h"
 #include "mooncake/store/rpc/master_methods.h"
@@ -290,6 +299,35 @@ absl::StatusOr<std::shared_ptr<master::ObjectGroup>> JoinGroup(MasterState<A, P>
   return g;
 }
 
+// The tenant's put-rate tokens a PutStart took (TenantRateLimit::Admit),
+// given back unless the put got its space: only placed puts count against
+// the rate, and a PutStart run again (on the handler pool, after its inline
+// try ran out of budget) or sent again is charged once.
+class RateCharge {
+ public:
+  RateCharge(qos::TenantRateLimit& rates, std::string_view tenant, uint64_t bytes)
+      : rates_(rates), tenant_(tenant), bytes_(bytes) {}
+  RateCharge(const RateCharge&) = delete;
+  RateCharge& operator=(const RateCharge&) = delete;
+  ~RateCharge() {
+    if (taken_ && !kept_) rates_.Refund(tenant_, bytes_);
+  }
+  absl::Status Take() {
+    MC_DASSERT(!taken_, "RateCharge taken twice");
+    absl::Status s = rates_.Admit(tenant_, bytes_);
+    taken_ = s.ok();
+    return s;
+  }
+  void Keep() { kept_ = true; }
+
+ private:
+  qos::TenantRateLimit& rates_;
+  const std::string_view tenant_;  // lives as long as the PutStart's request
+  const uint64_t bytes_;
+  bool taken_ = false;
+  bool kept_ = false;
+};
+
 // PutStart within `budget`. Past it, it returns nullopt having changed
 // nothing but the evictions (the key is free again, the charge released),
 // for the caller to run PutStart again where it may take longer (an RPC
@@ -324,10 +362,13 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
         "pin_ttl_ms applies to soft pins only; a hard pin lasts until the object is removed");
   }
   ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(po.tenant()));
+  const uint64_t charge = req.size_bytes() * replicas;  // no overflow: both are bounded
+  // Before any other work: a tenant over its rate costs one lookup.
+  RateCharge rate(s.rates, tenant, charge);
+  RETURN_IF_ERROR(rate.Take());
   const int64_t now = s.Now();
   if (keep_pin) pin = PinToKeep(s, req.key(), tenant, now);
   ASSIGN_OR_RETURN(std::shared_ptr<master::ObjectGroup> group, JoinGroup(s, po, tenant, pin));
-  const uint64_t charge = req.size_bytes() * replicas;  // no overflow: both are bounded
   RETURN_IF_ERROR(s.AdmitCharge(tenant, pin, charge));
   const uint64_t put_id = s.ids.Next();
   uint64_t same_put = 0;
@@ -411,6 +452,7 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
   resp.set_put_id(put_id);
   resp.set_put_timeout_ms(static_cast<uint64_t>(s.options.put_timeout_ms));
   s.metrics.puts_started->Increment();
+  rate.Keep();
   return resp;
 }
 

@@ -18,7 +18,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "mooncake/base/assert.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/index/match_prefix.h"
+#include "mooncake/store/master/block_object_probe.h"
 #include "mooncake/store/master/internal/master_state.h"
 #include "mooncake/store/master/internal/replication_path.h"
 #include "mooncake/store/master/internal/tier_path.h"
@@ -138,35 +141,29 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
   proto::PrefixQueryResponse resp;
   std::vector<master::LeasedObject> leased;
   std::vector<std::pair<uint32_t, master::LeasedObject>> to_load;  // SSD-only blocks: (index, _)
-  std::string key = rpc::BlockObjectKey(Hash128{});                // rewritten in place per block
-  uint32_t matched = 0;
-  for (const proto::BlockKey& block : req.chain()) {
-    rpc::WriteBlockObjectKey(rpc::FromProto(block), &key);
-    const bool hit = s.table.With(key, [&](ObjectTable::Shard& sh) {
-      ObjectMeta* m = sh.Find(key);
-      if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return false;
-      if (req.with_replicas()) {
-        proto::BlockReplicas* b = resp.add_blocks();
-        if (!m->HasComplete()) {
-          if (m->ssd != master::SsdState::kStored && !m->Loading()) return false;
-          master::ToProto(*m, b->mutable_object());
+  // The one longest-prefix walk (index/match_prefix.h) over the chain's block
+  // objects; a hit is recorded under its shard lock, a miss records nothing.
+  master::BlockObjectProbe probe(
+      s.table, tenant, now, [&](size_t i, const std::string& key, ObjectMeta& m) {
+        if (!req.with_replicas()) return true;
+        if (!m.HasComplete()) {
+          if (m.ssd != master::SsdState::kStored && !m.Loading()) return false;
+          proto::BlockReplicas* b = resp.add_blocks();
+          master::ToProto(m, b->mutable_object());
           b->set_loading(true);
-          if (!m->Loading()) to_load.push_back({matched, {key, m->version}});
+          if (!m.Loading()) to_load.push_back({static_cast<uint32_t>(i), {key, m.version}});
           return true;
         }
-        DescribeAndLease(s, *m, req.client_host_id(), now + lease_ns, b->mutable_object(),
+        proto::BlockReplicas* b = resp.add_blocks();
+        DescribeAndLease(s, m, req.client_host_id(), now + lease_ns, b->mutable_object(),
                          b->mutable_replicas());
-        NoteRead(s, key, *m, now);
-        leased.push_back({key, m->version});
-      }
-      return true;
-    });
-    if (!hit) {
-      if (static_cast<uint32_t>(resp.blocks_size()) > matched) resp.mutable_blocks()->RemoveLast();
-      break;
-    }
-    ++matched;
-  }
+        NoteRead(s, key, m, now);
+        leased.push_back({key, m.version});
+        return true;
+      });
+  uint32_t matched = static_cast<uint32_t>(index::MatchPrefix(req.chain(), probe));
+  MC_DASSERT(!req.with_replicas() || static_cast<uint32_t>(resp.blocks_size()) == matched,
+             "one block description per matched block");
   resp.set_matched(matched);
   // Loads start outside the shard locks.
   for (const auto& [index, o] : to_load) {

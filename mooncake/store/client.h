@@ -61,6 +61,13 @@
 // expired and removed as one (RemoveGroup); Clone/ClonePrefix make new keys
 // that share existing objects' bytes.
 //
+// Compression on the network path (ClientOptions::network_compression, off by
+// default; client/network_codec.h): a put of bf16/fp16/fp8 KV with a matching
+// TensorMeta may be stored compressed (TensorMeta.codec set, the checksum over
+// the stored bytes); every read decodes such an object into the caller's
+// buffer, which must hold the raw tensor (shape x dtype), and returns the raw
+// size. GetSize and QueryObjects report the stored size.
+//
 // RegisterBuffer: transfers already go straight between the caller's memory
 // and the workers' segments (no staging), so registration is not needed for
 // correctness with the local, SHM and TCP transports; it declares a region

@@ -8,6 +8,9 @@
 //   metrics->Refresh(client->stats());  // before each render
 //   std::string text = registry.RenderPrometheus();
 //
+// or, in a /metrics handler, both in one call:
+//   std::string text = metrics->Render(client->stats());
+//
 // The client counts with its own atomics and knows nothing of the registry;
 // Refresh moves each counter by what the client counted since the previous
 // Refresh, so a scrape sees the totals as of its Refresh (the registry has no
@@ -25,6 +28,10 @@
 //   ssd_load_waits_total                ClientStats::ssd_load_waits
 //   ssd_put_waits_total                 ClientStats::ssd_put_waits
 //   transport_failovers_total           ClientStats::transport_failovers
+//   compressed_puts_total               ClientStats::compressed_puts
+//   compression_saved_bytes_total       ClientStats::compression_saved_bytes
+//   decompressed_gets_total             ClientStats::decompressed_gets
+//   measured_link_bytes_per_second      ClientStats::measured_link_bytes_per_s (a gauge)
 // docs/client.md ("Metrics") says what each counts.
 //
 // Two ClientMetrics with one client id (clients that share an id, or a client
@@ -67,7 +74,7 @@ class ClientMetrics {
   static absl::StatusOr<std::unique_ptr<ClientMetrics>> Create(MetricsRegistry* registry,
                                                                std::string_view client_id) {
     MC_ASSERT(registry != nullptr, "ClientMetrics needs a registry");
-    auto m = std::unique_ptr<ClientMetrics>(new ClientMetrics(std::string(client_id)));
+    auto m = std::unique_ptr<ClientMetrics>(new ClientMetrics(registry, std::string(client_id)));
     for (size_t i = 0; i < kFamilies.size(); ++i) {
       const Family& f = kFamilies[i];
       MetricLabels labels = {{"client", m->client_id_}};
@@ -76,6 +83,13 @@ class ClientMetrics {
       if (!c.ok()) return c.status();
       m->counters_[i] = *c;
     }
+    absl::StatusOr<Gauge*> g = registry->GetGauge(
+        "mooncake_client_measured_link_bytes_per_second",
+        "The client's recent transfer throughput (transfers of 256 KiB or more; 0: none yet), "
+        "what network_compression=auto decides with when it was given no bandwidth.",
+        {{"client", m->client_id_}});
+    if (!g.ok()) return g.status();
+    m->link_ = *g;
     return m;
   }
 
@@ -93,6 +107,15 @@ class ClientMetrics {
       counters_[i]->Increment(now[i] - last_[i]);
       last_[i] = now[i];
     }
+    link_->Set(static_cast<double>(stats.measured_link_bytes_per_s));
+  }
+
+  // Refresh(stats), then the whole registry in Prometheus text: the body of
+  // an embedding process's /metrics answer (other families it registered
+  // included).
+  std::string Render(const ClientStats& stats) {
+    Refresh(stats);
+    return registry_->RenderPrometheus();
   }
 
   const std::string& client_id() const { return client_id_; }
@@ -104,7 +127,7 @@ class ClientMetrics {
     std::string_view help;
   };
   // In the order of Fields().
-  static constexpr std::array<Family, 11> kFamilies = {{
+  static constexpr std::array<Family, 14> kFamilies = {{
       {"mooncake_client_master_rpcs_total", "", "Calls the client made to the master."},
       {"mooncake_client_cache_lookups_total", "hit",
        "Object lookups by outcome: hit served from the metadata cache with no master RPC, miss "
@@ -127,19 +150,39 @@ class ClientMetrics {
        "Rounds puts waited for the master to offload older objects to SSD."},
       {"mooncake_client_transport_failovers_total", "",
        "Transfer slices that failed on one transport (e.g. RDMA) and were retried on the next."},
+      {"mooncake_client_compressed_puts_total", "",
+       "Committed puts stored compressed (ClientOptions.network_compression)."},
+      {"mooncake_client_compression_saved_bytes_total", "",
+       "Raw bytes less stored bytes of the puts stored compressed."},
+      {"mooncake_client_decompressed_gets_total", "",
+       "Objects read that were stored compressed (decoded into the caller's buffer)."},
   }};
   static constexpr size_t kFamilyCount = kFamilies.size();
 
   static std::array<uint64_t, kFamilyCount> Fields(const ClientStats& s) {
-    return {s.master_rpcs,         s.cache_hits,    s.cache_misses,       s.replica_fallbacks,
-            s.checksum_mismatches, s.bytes_read,    s.bytes_written,      s.registered_bytes_moved,
-            s.ssd_load_waits,      s.ssd_put_waits, s.transport_failovers};
+    return {s.master_rpcs,
+            s.cache_hits,
+            s.cache_misses,
+            s.replica_fallbacks,
+            s.checksum_mismatches,
+            s.bytes_read,
+            s.bytes_written,
+            s.registered_bytes_moved,
+            s.ssd_load_waits,
+            s.ssd_put_waits,
+            s.transport_failovers,
+            s.compressed_puts,
+            s.compression_saved_bytes,
+            s.decompressed_gets};
   }
 
-  explicit ClientMetrics(std::string client_id) : client_id_(std::move(client_id)) {}
+  ClientMetrics(MetricsRegistry* registry, std::string client_id)
+      : registry_(registry), client_id_(std::move(client_id)) {}
 
+  MetricsRegistry* const registry_;
   const std::string client_id_;
   std::array<Counter*, kFamilyCount> counters_{};  // set once in Create
+  Gauge* link_ = nullptr;                          // set once in Create
   // std::mutex, as in metrics.h: ThreadSanitizer cannot see Debian's absl::Mutex.
   std::mutex mu_;
   std::array<uint64_t, kFamilyCount> last_ ABSL_GUARDED_BY(mu_){};

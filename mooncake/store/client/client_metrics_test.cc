@@ -50,6 +50,9 @@ class Store {
   std::unique_ptr<TestClient> NewClient(std::string client_id) {
     ClientOptions o;
     o.client_id = std::move(client_id);
+    return NewClient(o);
+  }
+  std::unique_ptr<TestClient> NewClient(const ClientOptions& o) {
     auto c = TestClient::Create(o, channel_.get());
     EXPECT_TRUE(c.ok()) << c.status();
     return c.ok() ? std::move(*c) : nullptr;
@@ -150,6 +153,48 @@ TEST(ClientMetrics, RenderedCountersMatchPutsAndGetsOfARealClient) {
   text = registry.RenderPrometheus();
   EXPECT_EQ(ClientValue(text, "read_bytes_total", "app-1"), 7000u);
   EXPECT_EQ(Lookups(text, "app-1", "hit"), 4u);
+}
+
+// What an embedding process's /metrics handler does: one Render call per
+// scrape, the compression counters included.
+TEST(ClientMetrics, RenderRefreshesAndServesTheRegistry) {
+  Store s;
+  ClientOptions o;
+  o.client_id = "packer";
+  o.network_compression = NetworkCompression::kAlways;
+  auto c = s.NewClient(o);
+  ASSERT_NE(c, nullptr);
+  MetricsRegistry registry;
+  ASSERT_TRUE(registry.GetCounter("app_requests_total", "the embedder's own", {}).ok());
+  auto metrics = ClientMetrics::Create(&registry, c->client_id());
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+
+  // 512 KiB of bf16 whose high bytes take few values: compresses well.
+  std::string value(512 << 10, '\0');
+  for (size_t i = 0; i < value.size(); ++i) {
+    value[i] = static_cast<char>(i % 2 == 1 ? 0x3f + (i / 2) % 3 : (i * 7919) % 251);
+  }
+  store::proto::TensorMeta tensor;
+  tensor.set_dtype(store::proto::DTYPE_BF16);
+  tensor.add_shape(value.size() / 2);
+  ASSERT_TRUE(c->Put("kv", value, {.tensor = &tensor}).ok());
+  ASSERT_EQ(*c->Get("kv"), value);
+
+  const std::string text = (*metrics)->Render(c->stats());
+  EXPECT_NE(text.find("app_requests_total"), std::string::npos) << "the whole registry";
+  EXPECT_EQ(ClientValue(text, "compressed_puts_total", "packer"), 1u);
+  EXPECT_EQ(ClientValue(text, "decompressed_gets_total", "packer"), 1u);
+  const std::optional<uint64_t> saved =
+      ClientValue(text, "compression_saved_bytes_total", "packer");
+  ASSERT_TRUE(saved.has_value());
+  EXPECT_EQ(*saved, c->stats().compression_saved_bytes);
+  EXPECT_GT(*saved, value.size() / 5);
+  EXPECT_EQ(ClientValue(text, "written_bytes_total", "packer"), value.size());
+  EXPECT_NE(text.find("# TYPE mooncake_client_measured_link_bytes_per_second gauge\n"),
+            std::string::npos);
+  EXPECT_EQ(text.find("mooncake_client_measured_link_bytes_per_second{client=\"packer\"} 0\n"),
+            std::string::npos)
+      << "a 512 KiB transfer was measured";
 }
 
 TEST(ClientMetrics, ClientsOfOneRegistryKeepTheirOwnSeriesAndOneIdSums) {

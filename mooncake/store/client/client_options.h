@@ -18,6 +18,15 @@
 
 namespace mooncake::client {
 
+// Whether puts of float KV are compressed before they cross the network
+// (ClientOptions::network_compression; docs/client.md "Compression on the
+// network path").
+enum class NetworkCompression : uint8_t {
+  kOff,     // every value is stored as given (the default)
+  kAuto,    // when DecideCompression says it pays for the link's bandwidth
+  kAlways,  // every eligible value (still stored raw when it would not shrink)
+};
+
 struct ClientOptions {
   std::string client_id;  // "" = <host>/<pid>/<n>
   std::string host_id;    // "" = gethostname(): the master puts this host's replicas first
@@ -68,6 +77,16 @@ struct ClientOptions {
   int put_attempts = 3;
   int64_t suspect_segment_ms = 10'000;
   uint64_t max_object_bytes = uint64_t{1} << 32;  // larger puts: INVALID_ARGUMENT here
+  // Compression on the network path. A put whose TensorMeta says bf16, fp16
+  // or fp8 (with a shape matching the value, codec 0) is compressed here with
+  // the byte-plane codec and stored compressed (TensorMeta.codec set); every
+  // read decompresses such an object into the caller's buffer, whatever this
+  // option says. kAuto compresses when compress::DecideCompression (the
+  // codec's measured speeds, sequential stages) says it saves 5% on a link of
+  // network_link_bytes_per_s, or, when that is 0, of the throughput this
+  // client measured on its recent transfers of >= 256 KiB (none yet: raw).
+  NetworkCompression network_compression = NetworkCompression::kOff;
+  double network_link_bytes_per_s = 0;
   size_t max_open_segments = 4096;
   Clock* clock = &MonotonicClock::Get();  // must outlive the client
 };
@@ -216,6 +235,14 @@ struct ClientStats {
   // Transfer slices that failed on one transport and were retried on the
   // next (e.g. RDMA -> TCP): Router::failovers() of the client's router.
   uint64_t transport_failovers = 0;
+  // Compression on the network path (ClientOptions::network_compression).
+  uint64_t compressed_puts = 0;          // committed puts stored compressed
+  uint64_t compression_saved_bytes = 0;  // their raw bytes less their stored bytes
+  uint64_t decompressed_gets = 0;        // objects read that were stored compressed
+  // The transfer throughput the client measured (bytes/s, a moving average
+  // over transfers of >= 256 KiB; 0: none yet): what kAuto decides with
+  // when network_link_bytes_per_s is 0.
+  uint64_t measured_link_bytes_per_s = 0;
 };
 
 }  // namespace mooncake::client

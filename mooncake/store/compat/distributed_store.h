@@ -272,13 +272,22 @@ class DistributedStore {
 
   std::vector<std::optional<std::string>> GetBatch(std::span<const std::string_view> keys,
                                                    std::vector<int>* codes = nullptr) {
-    std::vector<std::optional<std::string>> out(keys.size());
+    return FetchBatch<std::string>(
+        keys, codes, [](auto& client, const auto& valid) { return client.BatchGet(valid); });
+  }
+
+  // One value or a code per key: `fetch(client, valid keys)` answers the
+  // keys that pass validation, the others get its code.
+  template <typename T, typename Fetch>
+  std::vector<std::optional<T>> FetchBatch(std::span<const std::string_view> keys,
+                                           std::vector<int>* codes, Fetch&& fetch) {
+    std::vector<std::optional<T>> out(keys.size());
     std::vector<int> c(keys.size(), kOk);
     if (!keys.empty()) {
       c = WithClientV(keys.size(), [&](ClientState& s) {
         std::vector<int> cc(keys.size(), kOk);
         const auto [valid, index] = ValidKeys(keys, &cc);
-        auto got = s.client->BatchGet(valid);
+        auto got = fetch(*s.client, valid);
         for (size_t j = 0; j < valid.size(); ++j) {
           if (got[j].ok()) {
             out[index[j]] = std::move(*got[j]);
@@ -514,25 +523,8 @@ class DistributedStore {
   // Each object with its TensorMeta, or nullopt with the code in (*codes)[i].
   std::vector<std::optional<client::StoredObject>> GetObjects(
       std::span<const std::string_view> keys, std::vector<int>* codes = nullptr) {
-    std::vector<std::optional<client::StoredObject>> out(keys.size());
-    std::vector<int> c(keys.size(), kOk);
-    if (!keys.empty()) {
-      c = WithClientV(keys.size(), [&](ClientState& s) {
-        std::vector<int> cc(keys.size(), kOk);
-        const auto [valid, index] = ValidKeys(keys, &cc);
-        auto got = s.client->BatchGetObjects(valid);
-        for (size_t j = 0; j < valid.size(); ++j) {
-          if (got[j].ok()) {
-            out[index[j]] = std::move(*got[j]);
-          } else {
-            cc[index[j]] = ToMooncakeCode(got[j].status());
-          }
-        }
-        return cc;
-      });
-    }
-    if (codes != nullptr) *codes = std::move(c);
-    return out;
+    return FetchBatch<client::StoredObject>(
+        keys, codes, [](auto& client, const auto& valid) { return client.BatchGetObjects(valid); });
   }
 
   // ---- Clones and object groups (client.h has the semantics) --------------------------

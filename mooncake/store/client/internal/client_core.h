@@ -35,6 +35,7 @@
 #include "mooncake/store/client/client_options.h"
 #include "mooncake/store/client/internal/buffer_registry.h"
 #include "mooncake/store/client/metadata_cache.h"
+#include "mooncake/store/client/network_codec.h"
 #include "mooncake/store/client/rdma_route.h"
 #include "mooncake/store/client/segment_resolver.h"
 #include "mooncake/store/rpc/call.h"
@@ -60,6 +61,12 @@ struct GetTarget {
   size_t capacity = 0;
   std::string* owned = nullptr;
   uint64_t size = 0;
+  // An object stored compressed (TensorMeta.codec != 0) is read into
+  // `staging` (its stored bytes), then decoded into the destination, which
+  // holds its raw_bytes (shape x dtype). Null: read straight into place.
+  std::unique_ptr<char[]> staging;
+  bool packed = false;
+  uint64_t raw_bytes = 0;
   // Set on success with `size`: the object's TensorMeta (null: none) and version.
   std::shared_ptr<const proto::TensorMeta> tensor;
   uint64_t version = 0;
@@ -68,7 +75,8 @@ struct GetTarget {
 struct AtomicStats {
   std::atomic<uint64_t> master_rpcs{0}, cache_hits{0}, cache_misses{0}, replica_fallbacks{0},
       checksum_mismatches{0}, bytes_read{0}, bytes_written{0}, registered_bytes_moved{0},
-      ssd_load_waits{0}, ssd_put_waits{0};
+      ssd_load_waits{0}, ssd_put_waits{0}, compressed_puts{0}, compression_saved_bytes{0},
+      decompressed_gets{0};
 };
 
 inline void Add(std::atomic<uint64_t>& c, uint64_t n = 1) {
@@ -265,12 +273,21 @@ class ClientCore {
 
   client::ClientStats stats() const {
     auto l = [](const std::atomic<uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-    return {l(stats_.master_rpcs),         l(stats_.cache_hits),
-            l(stats_.cache_misses),        l(stats_.replica_fallbacks),
-            l(stats_.checksum_mismatches), l(stats_.bytes_read),
-            l(stats_.bytes_written),       l(stats_.registered_bytes_moved),
-            l(stats_.ssd_load_waits),      l(stats_.ssd_put_waits),
-            router_->failovers()};
+    return {l(stats_.master_rpcs),
+            l(stats_.cache_hits),
+            l(stats_.cache_misses),
+            l(stats_.replica_fallbacks),
+            l(stats_.checksum_mismatches),
+            l(stats_.bytes_read),
+            l(stats_.bytes_written),
+            l(stats_.registered_bytes_moved),
+            l(stats_.ssd_load_waits),
+            l(stats_.ssd_put_waits),
+            router_->failovers(),
+            l(stats_.compressed_puts),
+            l(stats_.compression_saved_bytes),
+            l(stats_.decompressed_gets),
+            link_.bytes_per_s()};
   }
   const std::string& client_id() const { return options_.client_id; }
   client::MetadataCache& cache() { return cache_; }
@@ -335,9 +352,43 @@ class ClientCore {
     if (auto lease = cache_.Erase(tenant, key); lease.has_value()) ReleaseAsync({*lease});
   }
 
+  // Where the transport puts the object's stored bytes.
   void* Destination(GetTarget& t) const {
+    if (t.staging != nullptr) return t.staging.get();
+    return FinalDestination(t);
+  }
+  // Where the caller wants the value.
+  void* FinalDestination(GetTarget& t) const {
     return t.owned != nullptr ? static_cast<void*>(t.owned->data()) : t.buffer;
   }
+  // The value's size as the caller sees it (raw when stored compressed).
+  static uint64_t ValueBytes(const GetTarget& t, const CachedObject& obj) {
+    return t.packed ? t.raw_bytes : obj.size_bytes;
+  }
+  // Feeds a finished transfer batch to link_ (only a batch that all went
+  // through measures the link).
+  void ObserveLink(const std::vector<transport::TransferRequest>& reqs,
+                   const std::vector<absl::Status>& rs, absl::Time started) {
+    uint64_t bytes = 0;
+    for (size_t j = 0; j < reqs.size(); ++j) {
+      if (!rs[j].ok()) return;
+      bytes += reqs[j].length;
+    }
+    link_.Observe(bytes, absl::ToDoubleSeconds(absl::Now() - started));
+  }
+  // Decodes the objects read into staging (stored compressed) into their
+  // destinations; a frame that does not decode fails its item (DATA_LOSS).
+  void DecodeStaged(std::span<GetTarget> t, const std::vector<Resolved>& res,
+                    std::vector<absl::Status>* st);
+  // The compressed stand-ins of the items ClientOptions::network_compression
+  // compresses (client_put.h).
+  struct PackedPuts {
+    std::vector<client::PutItem> items;      // items, compressed ones pointing below
+    std::vector<std::string> frames;         // per item: its stored bytes ("" = raw)
+    std::vector<proto::TensorMeta> tensors;  // per item: its TensorMeta with codec set
+  };
+  void PackForNetwork(std::span<const client::PutItem> items, const client::PutOptions& o,
+                      PackedPuts* packed);
 
   // Whether a read of `obj` asks the transport for chunk digests: only the
   // chunked checksum format is verified from them.
@@ -381,6 +432,7 @@ class ClientCore {
   client::MetadataCache cache_;
   BufferRegistry buffers_;
   AtomicStats stats_;
+  client::LinkEstimator link_;  // kAuto's bandwidth when none was given
   absl::Mutex suspect_mu_;
   // segment id -> NowNs() until which puts leave it out; at most
   // rpc::kMaxExcludedSegments entries.

@@ -186,9 +186,10 @@ absl::StatusOr<size_t> ClientCore<C>::ReadPrefixChunk(std::span<const Hash128> c
       return Annotate(st[read], "GetPrefixInto", keys[read]);  // the caller's buffer
     }
     if (!st[read].ok()) break;  // unreadable: the usable prefix ends here
-    Add(stats_.bytes_read, res[read].obj.size_bytes);
-    if (buffers_.Contains(buffers[read].buffer, res[read].obj.size_bytes)) {
-      Add(stats_.registered_bytes_moved, res[read].obj.size_bytes);
+    const uint64_t bytes = ValueBytes(targets[read], res[read].obj);
+    Add(stats_.bytes_read, bytes);
+    if (buffers_.Contains(buffers[read].buffer, bytes)) {
+      Add(stats_.registered_bytes_moved, bytes);
     }
   }
   return read;
@@ -196,14 +197,36 @@ absl::StatusOr<size_t> ClientCore<C>::ReadPrefixChunk(std::span<const Hash128> c
 
 template <rpc::RpcChannel C>
 void ClientCore<C>::CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const {
+  t.staging.reset();
+  t.packed = false;
+  t.raw_bytes = 0;
+  const bool packed = obj.tensor != nullptr && obj.tensor->codec() != 0;
+  uint64_t value_bytes = obj.size_bytes;
+  if (packed) {
+    // Stored compressed (network_codec.h): the caller gets shape x dtype bytes.
+    const std::optional<uint64_t> raw = client::RawTensorBytes(*obj.tensor);
+    if (!raw.has_value()) {
+      *st = absl::FailedPreconditionError(absl::StrCat(
+          "Get '", absl::CEscape(AbslView(t.key)), "': stored compressed (codec ",
+          obj.tensor->codec(), ") but its TensorMeta's shape x dtype gives no raw size"));
+      return;
+    }
+    value_bytes = *raw;
+  }
   if (t.owned != nullptr) {
-    t.owned->resize(obj.size_bytes);
-  } else if (obj.size_bytes > t.capacity) {
-    *st = absl::OutOfRangeError(absl::StrCat("GetInto '", absl::CEscape(AbslView(t.key)),
-                                             "': object of ", obj.size_bytes,
-                                             " bytes does not fit the buffer of ", t.capacity));
+    t.owned->resize(value_bytes);
+  } else if (value_bytes > t.capacity) {
+    *st = absl::OutOfRangeError(absl::StrCat(
+        "GetInto '", absl::CEscape(AbslView(t.key)), "': object of ", value_bytes,
+        packed ? absl::StrCat(" bytes (stored compressed in ", obj.size_bytes, ")") : " bytes",
+        " does not fit the buffer of ", t.capacity));
   } else if (t.buffer == nullptr) {
     *st = absl::InvalidArgumentError("GetInto with a null buffer");
+  }
+  if (st->ok() && packed) {
+    t.staging.reset(new char[obj.size_bytes]);  // no zero fill: the read overwrites it
+    t.packed = true;
+    t.raw_bytes = value_bytes;
   }
   if (st->ok() && options_.verify_checksums && !KnownChecksumFormat(obj.checksum_format)) {
     *st = absl::FailedPreconditionError(
@@ -308,7 +331,9 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
   }
   std::vector<bool> done(t.size(), false);
   absl::InlinedVector<absl::Status, 4> first_error(t.size());  // of a failed step-2 read
+  const absl::Time started = absl::Now();
   const std::vector<absl::Status> rs = client::RunTransfers(*router_, reqs, deadline);
+  ObserveLink(reqs, rs, started);
   for (size_t j = 0; j < who.size(); ++j) {
     const size_t i = who[j];
     const CachedObject& obj = res[i].obj;
@@ -336,6 +361,29 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
     (*st)[i] = ReadFrom(res[i].obj, next[i], Destination(t[i]), ReadDeadline(res[i].obj),
                         std::move(first_error[i]));
   }
+  DecodeStaged(t, res, st);
+}
+
+template <rpc::RpcChannel C>
+void ClientCore<C>::DecodeStaged(std::span<GetTarget> t, const std::vector<Resolved>& res,
+                                 std::vector<absl::Status>* st) {
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (!t[i].packed || t[i].staging == nullptr || !(*st)[i].ok() || !res[i].have) continue;
+    const CachedObject& obj = res[i].obj;
+    MC_ASSERT(obj.tensor != nullptr && obj.tensor->codec() != 0, "only packed objects stage");
+    // The stored bytes passed the object's checksum (over what is stored);
+    // the frame checks each chunk's raw bytes again as it decodes.
+    absl::Status s = client::DecompressValue(
+        std::as_bytes(std::span<const char>(t[i].staging.get(), obj.size_bytes)),
+        obj.tensor->codec(), obj.tensor->dtype(), t[i].raw_bytes,
+        std::span<std::byte>(static_cast<std::byte*>(FinalDestination(t[i])), t[i].raw_bytes));
+    t[i].staging.reset();
+    if (s.ok()) {
+      Add(stats_.decompressed_gets);
+    } else {
+      (*st)[i] = std::move(s);
+    }
+  }
 }
 
 template <rpc::RpcChannel C>
@@ -354,12 +402,18 @@ std::vector<absl::Status> ClientCore<C>::GetMany(std::span<GetTarget> t,
     if (!res[i].have) continue;
     Resolved& r = res[i];
     if (st[i].ok()) {
-      t[i].size = r.obj.size_bytes;
+      t[i].size = ValueBytes(t[i], r.obj);
       t[i].tensor = r.obj.tensor;
+      if (t[i].packed) {
+        // The caller holds the raw tensor: describe it as such.
+        auto raw = std::make_shared<proto::TensorMeta>(*r.obj.tensor);
+        raw->set_codec(0);
+        t[i].tensor = std::move(raw);
+      }
       t[i].version = r.obj.version;
-      Add(stats_.bytes_read, r.obj.size_bytes);
-      if (t[i].owned == nullptr && buffers_.Contains(t[i].buffer, r.obj.size_bytes)) {
-        Add(stats_.registered_bytes_moved, r.obj.size_bytes);
+      Add(stats_.bytes_read, t[i].size);
+      if (t[i].owned == nullptr && buffers_.Contains(t[i].buffer, t[i].size)) {
+        Add(stats_.registered_bytes_moved, t[i].size);
       }
       if (r.from_cache) continue;
       if (options_.cache_enabled && r.obj.lease_id != 0) {

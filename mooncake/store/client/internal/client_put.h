@@ -40,7 +40,9 @@ std::vector<absl::Status> ClientCore<C>::WriteAll(
       who.emplace_back(i, rep.segment_id());
     }
   }
+  const absl::Time started = absl::Now();
   const std::vector<absl::Status> rs = client::RunTransfers(*router_, reqs, deadline);
+  ObserveLink(reqs, rs, started);
   for (size_t j = 0; j < who.size(); ++j) {
     if (rs[j].ok()) continue;
     (*failed_segments)[who[j].first].push_back(who[j].second);
@@ -112,9 +114,42 @@ std::vector<uint64_t> ClientCore<C>::SuspectSegments() {
   return out;
 }
 
+// ClientOptions::network_compression: each item that qualifies and shrinks
+// is replaced by its frame, with a copy of its TensorMeta naming the codec.
+// The stored bytes are the frame, so the checksum PutStart carries is over
+// them (docs/client.md, "Compression on the network path").
 template <rpc::RpcChannel C>
-std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem> items,
+void ClientCore<C>::PackForNetwork(std::span<const client::PutItem> items,
+                                   const client::PutOptions& o, PackedPuts* packed) {
+  packed->items.assign(items.begin(), items.end());
+  if (options_.network_compression == client::NetworkCompression::kOff) return;
+  packed->frames.resize(items.size());  // sized once: the items point into them
+  packed->tensors.resize(items.size());
+  const double link = options_.network_link_bytes_per_s > 0
+                          ? options_.network_link_bytes_per_s
+                          : static_cast<double>(link_.bytes_per_s());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const proto::TensorMeta* tensor = items[i].tensor != nullptr ? items[i].tensor : o.tensor;
+    if (items[i].value.size() > options_.max_object_bytes) continue;  // refused as it is
+    const std::optional<compress::DType> dtype =
+        client::ShouldCompress(options_.network_compression, items[i].value.size(), tensor, link);
+    if (!dtype.has_value()) continue;
+    std::optional<std::string> frame = client::CompressValue(items[i].value, *dtype);
+    if (!frame.has_value()) continue;  // would not shrink: stored raw
+    packed->frames[i] = std::move(*frame);
+    packed->tensors[i] = *tensor;
+    packed->tensors[i].set_codec(client::kNetworkCodecId);
+    packed->items[i].value = packed->frames[i];
+    packed->items[i].tensor = &packed->tensors[i];
+  }
+}
+
+template <rpc::RpcChannel C>
+std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem> raw_items,
                                                  const client::PutOptions& o) {
+  PackedPuts packed;
+  PackForNetwork(raw_items, o, &packed);
+  const std::span<const client::PutItem> items = packed.items;
   std::vector<absl::Status> st(items.size());
   std::vector<size_t> todo(items.size());
   for (size_t i = 0; i < items.size(); ++i) todo[i] = i;
@@ -130,6 +165,14 @@ std::vector<absl::Status> ClientCore<C>::PutMany(std::span<const client::PutItem
       if (dead[k] && round < options_.put_attempts) again.push_back(todo[k]);
     }
     todo = std::move(again);
+  }
+  for (size_t i = 0; i < packed.frames.size(); ++i) {
+    if (!st[i].ok() || packed.frames[i].empty()) continue;
+    // PutRound counted the stored bytes; bytes_written counts the value's.
+    const uint64_t saved = raw_items[i].value.size() - packed.frames[i].size();
+    Add(stats_.compressed_puts);
+    Add(stats_.compression_saved_bytes, saved);
+    Add(stats_.bytes_written, saved);
   }
   return st;
 }

@@ -188,9 +188,36 @@ inline absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> ConnectMaster(const std:
 // the client may use, of "local", "shm" and "tcp" (default: all; the
 // router picks the best per segment). "tcp" alone measures the network path
 // between processes on one host.
+// MOONCAKE_NETWORK_COMPRESSION (ours): "off" (default), "auto" or "always":
+// float KV (a put with bf16/fp16/fp8 TensorMeta, e.g. put_tensor) is stored
+// compressed when it pays for the link (ClientOptions::network_compression,
+// docs/client.md); MOONCAKE_NETWORK_LINK_BYTES_PER_S gives "auto" the link's
+// rate (default: the client's own measurement).
 inline absl::StatusOr<client::ClientOptions> MakeClientOptions() {
   client::ClientOptions o;
   o.rpc_timeout_ms = kRpcTimeoutMs;
+  if (const char* c = std::getenv("MOONCAKE_NETWORK_COMPRESSION"); c != nullptr && *c != '\0') {
+    const absl::string_view v(c);
+    if (v == "off") {
+      o.network_compression = client::NetworkCompression::kOff;
+    } else if (v == "auto") {
+      o.network_compression = client::NetworkCompression::kAuto;
+    } else if (v == "always") {
+      o.network_compression = client::NetworkCompression::kAlways;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MOONCAKE_NETWORK_COMPRESSION: '", v, "' is not off, auto or always"));
+    }
+  }
+  if (const char* r = std::getenv("MOONCAKE_NETWORK_LINK_BYTES_PER_S");
+      r != nullptr && *r != '\0') {
+    uint64_t rate = 0;
+    if (!absl::SimpleAtoi(r, &rate)) {
+      return absl::InvalidArgumentError(absl::StrCat("MOONCAKE_NETWORK_LINK_BYTES_PER_S: '", r,
+                                                     "' is not a number of bytes per second"));
+    }
+    o.network_link_bytes_per_s = static_cast<double>(rate);
+  }
   const char* env = std::getenv("MOONCAKE_TRANSPORTS");
   if (env == nullptr || *env == '\0') return o;
   o.use_local = o.use_shm = o.use_tcp = false;

@@ -1,5 +1,6 @@
 #include "mooncake/store/compat/distributed_store.h"
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,30 @@ class DistributedStoreTest : public ::testing::Test {
   }
   std::unique_ptr<node::StoreNode> master_;
 };
+
+TEST(ClientOptionsFromEnvTest, NetworkCompressionAndLinkRate) {
+  ::unsetenv("MOONCAKE_TRANSPORTS");
+  ::unsetenv("MOONCAKE_NETWORK_COMPRESSION");
+  ::unsetenv("MOONCAKE_NETWORK_LINK_BYTES_PER_S");
+  auto o = MakeClientOptions();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->network_compression, client::NetworkCompression::kOff);
+  ::setenv("MOONCAKE_NETWORK_COMPRESSION", "auto", 1);
+  ::setenv("MOONCAKE_NETWORK_LINK_BYTES_PER_S", "125000000", 1);
+  o = MakeClientOptions();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->network_compression, client::NetworkCompression::kAuto);
+  EXPECT_EQ(o->network_link_bytes_per_s, 125e6);
+  ::setenv("MOONCAKE_NETWORK_COMPRESSION", "always", 1);
+  EXPECT_EQ(MakeClientOptions()->network_compression, client::NetworkCompression::kAlways);
+  ::setenv("MOONCAKE_NETWORK_COMPRESSION", "sometimes", 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeClientOptions().status()));
+  ::setenv("MOONCAKE_NETWORK_COMPRESSION", "off", 1);
+  ::setenv("MOONCAKE_NETWORK_LINK_BYTES_PER_S", "fast", 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeClientOptions().status()));
+  ::unsetenv("MOONCAKE_NETWORK_COMPRESSION");
+  ::unsetenv("MOONCAKE_NETWORK_LINK_BYTES_PER_S");
+}
 
 TEST_F(DistributedStoreTest, PutGetAndMooncakesCodes) {
   DistributedStore s;

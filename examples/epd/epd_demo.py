@@ -8,21 +8,25 @@ each started by this script, with a mooncake_master for the store pool:
             media key (docs/block_key_spec.md, "Media blocks": XXH3-128 of the
             raw bytes salted with the encoder id and the preprocessing), and
             asks the pool whether the hidden states are there (is_exist). On a
-            hit it skips the encoder; on a miss it runs the vision encoder
-            (vision.py) and puts the hidden states into the pool under the
-            media object's key. The pool is how they reach P.
-  prefill   P: reads the hidden states from the pool into registered memory
-            (get_into; a missing object is a clear error), prefills the image
-            positions then the text, and sends each layer's KV to D with a
-            PrefillConnector as soon as it is computed (as the PD demo does).
+            hit it skips the encoder. On a miss it runs the vision encoder
+            (vision.py), writes the hidden states into a registered slot of its
+            hidden-state PrefillConnector (a one-layer, one-part layout of
+            [positions, hidden] float32 blocks) for P to pull, and puts them
+            into the pool under the media object's key for later hits.
+  prefill   P: on a miss pulls the hidden states from E with a DecodeConnector
+            into its registered hidden-state buffer; on a hit reads them from
+            the pool into the same buffer (get_into; a missing object is a
+            clear error). It prefills the image positions then the text, and
+            sends each layer's KV to D with a PrefillConnector as soon as it is
+            computed (as the PD demo does).
   decode    D: a paged KV cache registered with a DecodeConnector; pulls the
             request's KV from P and decodes.
 
 The driver (check, bench) sends each request to E, D (prepare: allocate and
 pull), P, then D (generate), and measures TTFT from the request to D having
-the first token and every layer. If P finds the hidden states gone (evicted
-between E's lookup and P's read) the driver asks E again once: E misses and
-re-encodes.
+the first token and every layer. If P finds the hidden states gone on a hit
+(evicted between E's lookup and P's read) the driver asks E again once: E
+misses, re-encodes and sends them through the connector.
 
 Subcommands:
   check     tiny presets: the pipeline against one process doing everything
@@ -56,7 +60,8 @@ import model as M  # noqa: E402
 import pd_demo as PD  # noqa: E402  (post, serve, digest, the master launcher)
 import vision as V  # noqa: E402
 
-from mooncake.connector import ConnectorError, DecodeConnector, PrefillConnector  # noqa: E402
+from mooncake.connector import (ConnectorError, DecodeConnector,  # noqa: E402
+                                PrefillConnector, layout_for)
 
 MISSING = "MissingHiddenStatesError"
 
@@ -79,6 +84,21 @@ def media_namespace(vc: V.VisionConfig) -> K.MediaNamespace:
     return K.MediaNamespace("image", vc.encoder_id, vc.preprocess)
 
 
+HIDDEN_SLOTS = 4  # E's hidden-state send slots: misses whose pull has not finished yet
+
+
+def hidden_layout(vc: V.VisionConfig, slots: int):
+    """The hidden-state connectors' memory: `slots` blocks of one image's rows.
+
+    A KV-cache-shaped tensor of one layer and one part (as an MLA latent):
+    [1 part, slots blocks, positions rows, 1 head, LLM hidden] float32, so block
+    b is one image's [positions, hidden] hidden states, contiguous. E sends from
+    its slot into P's one block with the same one-range plan as any KV layer."""
+    buf = torch.zeros(1, slots, vc.num_tokens, 1, vc.llm_hidden)
+    layout, bases = layout_for([buf])
+    return buf, layout, bases
+
+
 # --- E: the encoder instance ---------------------------------------------------------
 
 def cmd_encoder(args) -> None:
@@ -87,7 +107,36 @@ def cmd_encoder(args) -> None:
     encoder = V.VisionEncoder(vc, seed=0)
     store = store_client(args.store, args.segment_mib << 20, 16 << 20)
     ns = media_namespace(vc)
-    compute = threading.Lock()
+    compute, slots_mu = threading.Lock(), threading.Lock()
+    # The hidden-state sender: P pulls a miss's hidden states from one of these slots.
+    send_buf, layout, bases = hidden_layout(vc, HIDDEN_SLOTS)
+    hc = PrefillConnector(layout, bases, protocol="tcp", request_timeout_s=args.send_timeout_s)
+    free_slots = list(range(HIDDEN_SLOTS))
+
+    def reap():  # a slot is free again once its pull finished (or expired, or was aborted)
+        while True:
+            for _tid, blocks, _code, _msg in hc.take_released():
+                with slots_mu:
+                    free_slots.extend(blocks)
+            time.sleep(0.002)
+
+    threading.Thread(target=reap, daemon=True).start()
+
+    def send(tid: str, hidden: torch.Tensor) -> int:
+        with slots_mu:
+            if not free_slots:
+                raise RuntimeError(f"no free hidden-state send slot ({HIDDEN_SLOTS} misses wait "
+                                   "for P's pull)")
+            slot = free_slots.pop()
+        send_buf[0, slot, :, 0, :].copy_(hidden)
+        try:
+            hc.add_request(tid, [slot], vc.num_tokens)
+            hc.save_layer(tid, 0)  # never blocks: sent when P's pull arrives
+        except ConnectorError:
+            with slots_mu:
+                free_slots.append(slot)
+            raise
+        return slot
 
     def encode(req):
         raw = base64.b64decode(req["image"])
@@ -104,22 +153,37 @@ def cmd_encoder(args) -> None:
                 image = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(req["shape"])
                 hidden = encoder.encode(image)
                 out["encode_s"] = time.perf_counter() - t0
-                # Cache off: replace the object, so the baseline pays a real transfer.
-                rc = (store.put if use_cache else store.upsert)(name, hidden.numpy())
-                if rc != 0:
-                    raise RuntimeError(f"put of the hidden states {name} failed: {rc}")
+                # To P through the connector first (P waits on it), then into the pool.
+                tid = req["transfer_id"]
+                send(tid, hidden)
+                out["transfer_id"], out["source"] = tid, hc.rpc_address
+                if use_cache:  # cache off: nothing is kept for later
+                    rc = store.put(name, hidden.numpy())
+                    if rc != 0:
+                        hc.abort(tid, "put into the pool failed")
+                        raise RuntimeError(f"put of the hidden states {name} failed: {rc}")
                 out["hidden"] = PD.digest(hidden)
             out["lookup_and_encode_s"] = time.perf_counter() - t0
             out["encoder_calls"] = encoder.calls
         return out
 
+    def abort(req):  # the request failed before P pulled: free the slot now
+        try:
+            hc.abort(req["transfer_id"], "request failed")
+        except ConnectorError as e:
+            return {"code": e.code}
+        return {"code": 0}
+
     def remove(req):  # what an eviction does to the object; for the check
         return {"rc": store.remove(req["object"], force=True)}
 
     def stats(_req):
-        return {"encoder_calls": encoder.calls}
+        with slots_mu:
+            free = len(free_slots)
+        return {"encoder_calls": encoder.calls, "free_send_slots": free, "sender": hc.stats()}
 
-    PD.serve({"/encode": encode, "/remove": remove, "/stats": stats}, {"role": "encoder"})
+    PD.serve({"/encode": encode, "/abort": abort, "/remove": remove, "/stats": stats},
+             {"role": "encoder"})
 
 
 # --- P: the prefill instance ---------------------------------------------------------
@@ -133,10 +197,16 @@ def cmd_prefill(args) -> None:
     layout, bases = PD.connector_layout(cache, config)
     pc = PrefillConnector(layout, bases, protocol="tcp")
     store = store_client(args.store, args.segment_mib << 20, 16 << 20)
-    hidden_buf = torch.empty(vc.hidden_nbytes // 4)  # one image's hidden states, float32
+    # One image's hidden states, float32: the hidden-state receiver's one block (E writes
+    # into it on a miss) and the target of get_into on a hit.
+    recv_buf, hlayout, hbases = hidden_layout(vc, 1)
+    hidden_buf = recv_buf.view(-1)
+    assert hidden_buf.numel() * 4 == vc.hidden_nbytes
+    hc = DecodeConnector(hlayout, hbases, protocol="tcp")
     if store.register_buffer(hidden_buf.data_ptr(), vc.hidden_nbytes) != 0:
         raise RuntimeError("register_buffer of the hidden-state buffer failed")
     compute, blocks_mu = threading.Lock(), threading.Lock()
+    received = {"transfers": 0, "bytes": 0}  # hidden states that came through the connector
 
     def reap():  # frees the blocks of requests the connector hands back
         while True:
@@ -146,6 +216,21 @@ def cmd_prefill(args) -> None:
             time.sleep(0.01)
 
     threading.Thread(target=reap, daemon=True).start()
+
+    def receive_hidden(tid: str, source: str, num_tokens: int) -> torch.Tensor:
+        if num_tokens != vc.num_tokens:
+            raise ValueError(f"this prefill takes images of {vc.num_tokens} positions, "
+                             f"got {num_tokens}")
+        hc.start_request(tid, [source], [0], num_tokens)
+        try:
+            hc.wait_all(tid, args.hidden_timeout_s)
+        finally:
+            reusable_now, after_s = hc.end(tid)
+            if not reusable_now:  # a write may still land: let it, before reusing the buffer
+                time.sleep(after_s)
+        received["transfers"] += 1
+        received["bytes"] += vc.hidden_nbytes
+        return hidden_buf.view(vc.num_tokens, vc.llm_hidden)
 
     def load_hidden(name: str, num_tokens: int) -> torch.Tensor:
         if num_tokens != vc.num_tokens:
@@ -166,7 +251,13 @@ def cmd_prefill(args) -> None:
         rid, tokens = req["request_id"], req["tokens"]
         with compute:
             t0 = time.perf_counter()
-            hidden = load_hidden(req["object"], req["num_media_tokens"])
+            if req.get("hidden_source"):  # a miss: E sends them through the connector
+                via = "connector"
+                hidden = receive_hidden(req["transfer_id"], req["hidden_source"],
+                                        req["num_media_tokens"])
+            else:  # a hit: from the pool
+                via = "pool"
+                hidden = load_hidden(req["object"], req["num_media_tokens"])
             load_s = time.perf_counter() - t0
             x = V.prompt_embeds(model, hidden, tokens)  # copies: the buffer is free again
             hidden_digest = PD.digest(hidden)
@@ -178,12 +269,14 @@ def cmd_prefill(args) -> None:
                                       lambda layer: pc.save_layer(rid, layer))
             compute_s = time.perf_counter() - t1
         return {"first_token": int(torch.argmax(logits)), "logits": PD.digest(logits),
-                "hidden": hidden_digest, "prompt_len": x.shape[0], "load_s": load_s,
+                "hidden": hidden_digest, "hidden_via": via, "prompt_len": x.shape[0],
+                "load_s": load_s,
                 "compute_s": compute_s, "done_at": time.time()}
 
     def stats(_req):
         with blocks_mu:
-            return {"blocks_used": cache.allocator.num_used, "connector": pc.stats()}
+            return {"blocks_used": cache.allocator.num_used, "connector": pc.stats(),
+                    "hidden_received": dict(received), "hidden_receiver": hc.stats()}
 
     PD.serve({"/prefill": prefill, "/stats": stats}, {"role": "prefill", "rpc": pc.rpc_address})
 
@@ -286,25 +379,35 @@ def run_request(procs: dict, rid: str, image: dict, tokens: list[int], max_new: 
     read, as an eviction at that moment would."""
     E, P, D = procs["E"]["http"], procs["P"]["http"], procs["D"]["http"]
     t0 = time.time()
-    e = PD.post(E + "/encode", dict(image, use_cache=use_cache))
+
+    def prefill_request(e: dict) -> dict:  # on a miss P pulls from E, on a hit reads the pool
+        r = {"request_id": rid, "object": e["object"], "num_media_tokens": e["num_tokens"],
+             "tokens": tokens}
+        if not e["hit"]:
+            r.update(transfer_id=e["transfer_id"], hidden_source=e["source"])
+        return r
+
+    e = PD.post(E + "/encode", dict(image, use_cache=use_cache, transfer_id=f"{rid}/hs0"))
     if "error" in e:
         return {"error": e["error"], "stage": "encode"}
     n = e["num_tokens"] + len(tokens)
     prep = PD.post(D + "/prepare", {"request_id": rid, "num_tokens": n,
                                     "max_new_tokens": max_new, "sources": [procs["P"]["rpc"]]})
     if "error" in prep:
+        if not e["hit"]:
+            PD.post(E + "/abort", {"transfer_id": e["transfer_id"]})
         return {"error": prep["error"], "stage": "prepare"}
-    pre_req = {"request_id": rid, "object": e["object"], "num_media_tokens": e["num_tokens"],
-               "tokens": tokens}
     if evict_before_prefill:
         PD.post(E + "/remove", {"object": e["object"]})
-    p = PD.post(P + "/prefill", pre_req)
+    p = PD.post(P + "/prefill", prefill_request(e))
     reencoded = False
-    if MISSING in p.get("error", ""):  # evicted after E's lookup: encode again, once
-        e = PD.post(E + "/encode", dict(image, use_cache=True))
-        p = PD.post(P + "/prefill", pre_req) if "error" not in e else e
+    if MISSING in p.get("error", ""):  # a hit evicted before P's read: encode again, once
+        e = PD.post(E + "/encode", dict(image, use_cache=True, transfer_id=f"{rid}/hs1"))
+        p = PD.post(P + "/prefill", prefill_request(e)) if "error" not in e else e
         reencoded = True
     if "error" in p:
+        if "transfer_id" in e:  # P may not have pulled: free E's slot now
+            PD.post(E + "/abort", {"transfer_id": e["transfer_id"]})
         PD.post(D + "/abort", {"request_id": rid})
         return {"error": p["error"], "stage": "prefill"}
     g = PD.post(D + "/generate", {"request_id": rid, "first_token": p["first_token"],
@@ -356,22 +459,37 @@ def cmd_check(args) -> int:
     cluster = Cluster()
     try:
         procs = start_epd(args, cluster)
-        E = procs["E"]["http"]
+        E, P = procs["E"]["http"], procs["P"]["http"]
         req = {name: image_request(img) for name, img in images.items()}
         calls = lambda: PD.post(E + "/stats", {})["encoder_calls"]  # noqa: E731
 
+        def moved():  # hidden states through the connectors: (P received, bytes; E sent bytes)
+            pr = PD.post(P + "/stats", {})["hidden_received"]
+            return pr["transfers"], pr["bytes"], PD.post(E + "/stats", {})["sender"]["bytes_sent"]
+
         def case(name, rid, image, use_cache, want_hit, want_calls, want_reencoded=False):
+            before = moved()
             out = run_request(procs, rid, req[image], text, args.max_new, use_cache,
                               evict_before_prefill=want_reencoded)
             n = calls()
+            # A miss (and the re-encode after an eviction) reaches P through the connector:
+            # one transfer of one image's [positions, hidden] float32 rows, sent by E and
+            # received by P; a hit is read from the pool and moves nothing through it.
+            via = "pool" if want_hit else "connector"
+            k = 0 if want_hit else 1
+            delta = tuple(b - a for a, b in zip(before, moved()))
+            want_delta = (k, k * vc.hidden_nbytes, k * vc.hidden_nbytes)
             ok = (same(out, refs[image]) and out["encode"]["hit"] == want_hit
-                  and n == want_calls and out["reencoded"] == want_reencoded)
+                  and n == want_calls and out["reencoded"] == want_reencoded
+                  and out["prefill"]["hidden_via"] == via and delta == want_delta)
             if ok:
-                row(name, ok, f"hit={out['encode']['hit']} encoder_calls={n}; "
+                row(name, ok, f"hit={out['encode']['hit']} encoder_calls={n} via {via} "
+                              f"({delta[1]} B through the connector); "
                               f"{len(out['tokens'])} tokens, {len(out['logits'])} logits, "
                               f"hidden states {out['prefill']['hidden']}: bit-identical")
             else:
-                row(name, ok, f"DIFFERENT (encoder_calls={n}): {out}"[:600])
+                row(name, ok, f"DIFFERENT (encoder_calls={n}, connector transfers/bytes "
+                              f"received/bytes sent {delta}, want {want_delta}): {out}"[:600])
             return out
 
         a1 = case("image A, first time: miss, encoded", "a1", "A", True, False, 1)
@@ -394,12 +512,14 @@ def cmd_check(args) -> int:
         rc = PD.post(E + "/remove", {"object": obj}).get("rc")
         row("hidden states of A removed from the pool", rc == 0, f"remove rc={rc}")
         case("image A after eviction: miss, encoded", "a4", "A", True, False, 4)
-        # Evicted between E's put and P's read (an image P has not read: a reader's lease keeps
-        # a removed object readable until it ends): P reports it, E re-encodes.
-        case("image C evicted before P's read: re-encoded", "c1", "C", True, False, 6,
+        case("image C, first time: miss, encoded", "c1", "C", True, False, 5)
+        # A hit evicted between E's lookup and P's read (an image P has only received through
+        # the connector, never read from the pool: a reader's lease keeps a removed object
+        # readable until it ends): P reports it, E re-encodes and sends it.
+        case("image C hit, evicted before P's read: re-encoded", "c2", "C", True, False, 6,
              want_reencoded=True)
         # A missing object at P (evicted between E's lookup and P's read): a clear error.
-        miss = PD.post(procs["P"]["http"] + "/prefill", {
+        miss = PD.post(P + "/prefill", {
             "request_id": "m1", "object": "mcmk-" + "0" * 32,
             "num_media_tokens": vc.num_tokens, "tokens": text})
         row("P: missing hidden-state object", MISSING in miss.get("error", "")
@@ -426,6 +546,15 @@ def cmd_check(args) -> int:
                 break
             time.sleep(0.05)
         row("blocks in use on P, D after the check", not any(used), f"{used}")
+        # Every hidden-state send slot back on E (each miss's pull finished).
+        while time.time() < deadline:
+            st = PD.post(E + "/stats", {})
+            if st["free_send_slots"] == HIDDEN_SLOTS:
+                break
+            time.sleep(0.05)
+        row("hidden-state send slots free on E after the check",
+            st["free_send_slots"] == HIDDEN_SLOTS,
+            f"{st['free_send_slots']} of {HIDDEN_SLOTS}; sender {st['sender']}")
     finally:
         cluster.stop()
     width = max(len(r[0]) for r in rows)
@@ -503,6 +632,10 @@ def main() -> int:
         p.add_argument("--segment-mib", type=int, default=64, help="memory given to the pool")
         p.add_argument("--block-size", type=int, default=16)
         p.add_argument("--num-blocks", type=int, default=256)
+        p.add_argument("--send-timeout-s", type=float, default=30.0,
+                       help="E: how long a miss's hidden states wait for P's pull")
+        p.add_argument("--hidden-timeout-s", type=float, default=30.0,
+                       help="P: how long it waits for a miss's hidden states from E")
     for name in ("check", "bench"):
         p = sub.add_parser(name)
         p.add_argument("--vision", default="tiny" if name == "check" else "demo")

@@ -13,68 +13,37 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "mooncake/base/clock.h"
 #include "mooncake/base/hash.h"
 #include "mooncake/compress/synthetic_kv.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/client/network_codec.h"
-#include "mooncake/store/master/master.h"
-#include "mooncake/store/master/master_service.h"
-#include "mooncake/store/rpc/inproc_channel.h"
+#include "mooncake/store/client/testing/in_process_store.h"
 #include "mooncake/store/rpc/object_key.h"
-#include "mooncake/store/rpc/service.h"
-#include "mooncake/store/worker/worker.h"
 
 namespace mooncake::client {
 namespace {
 
 namespace proto = ::mooncake::store::proto;
-using TestClient = Client<rpc::InProcessChannel>;
-using TestWorker = worker::Worker<rpc::InProcessChannel>;
+using TestClient = client_testing::InProcessStore::TestClient;
 
-class Store {
+// The real master and one worker (64 MiB) in process.
+class Store : public client_testing::InProcessStore {
  public:
-  Store() {
-    auto m = master::Master<>::Create(master::MasterOptions{}, &clock_);
-    EXPECT_TRUE(m.ok()) << m.status();
-    master_ = std::move(*m);
-    service_ = std::make_unique<master::MasterService<master::Master<>>>(
-        master_.get(), master::MasterServiceOptions{});
-    EXPECT_TRUE(service_->Register(&registry_).ok());
-    channel_ = std::make_unique<rpc::InProcessChannel>(&registry_);
-    worker::WorkerOptions wo;
-    wo.segment_bytes = 64 << 20;
-    wo.heartbeat_thread = false;
-    auto w = TestWorker::Start(wo, channel_.get());
-    EXPECT_TRUE(w.ok()) << w.status();
-    worker_ = std::move(*w);
-  }
+  Store() : InProcessStore(64 << 20) {}
+  using InProcessStore::NewClient;
   std::unique_ptr<TestClient> NewClient(NetworkCompression mode, double link_bytes_per_s = 0) {
     ClientOptions o;
     o.network_compression = mode;
     o.network_link_bytes_per_s = link_bytes_per_s;
     return NewClient(o);
   }
-  std::unique_ptr<TestClient> NewClient(const ClientOptions& o) {
-    auto c = TestClient::Create(o, channel_.get());
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(*c) : nullptr;
-  }
   // The worker's memory holding `needle` (nullptr: nowhere).
   char* Find(std::string_view needle) {
-    char* seg = static_cast<char*>(worker_->segments()[0].data);
-    char* end = seg + worker_->segments()[0].size_bytes;
+    char* seg = static_cast<char*>(worker().segments()[0].data);
+    char* end = seg + worker().segments()[0].size_bytes;
     char* at = std::search(seg, end, needle.begin(), needle.end());
     return at == end ? nullptr : at;
   }
-
- private:
-  FakeClock clock_{1'000'000'000};  // never moves: no expiry
-  std::unique_ptr<master::Master<>> master_;
-  rpc::ServiceRegistry registry_;
-  std::unique_ptr<master::MasterService<master::Master<>>> service_;
-  std::unique_ptr<rpc::InProcessChannel> channel_;
-  std::unique_ptr<TestWorker> worker_;
 };
 
 std::string Kv(size_t bytes, compress::DType dtype, uint64_t seed = 1) {

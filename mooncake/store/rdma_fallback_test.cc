@@ -13,13 +13,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
-#include "mooncake/base/clock.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/client/rdma_route.h"
-#include "mooncake/store/master/master.h"
-#include "mooncake/store/master/master_service.h"
-#include "mooncake/store/rpc/inproc_channel.h"
-#include "mooncake/store/rpc/service.h"
+#include "mooncake/store/client/testing/in_process_store.h"
 #include "mooncake/store/worker/worker.h"
 #include "mooncake/transport/internal/fake_verbs.h"
 #include "mooncake/transport/internal/rdma_engine.h"
@@ -28,8 +24,7 @@ namespace mooncake::client {
 namespace {
 
 using FakeRdma = transport_internal::RdmaEngine<transport_internal::FakeVerbs>;
-using TestClient = Client<rpc::InProcessChannel>;
-using TestWorker = worker::Worker<rpc::InProcessChannel>;
+using TestClient = client_testing::InProcessStore::TestClient;
 
 RdmaTransportFactory FakeRdmaOn(std::shared_ptr<transport_internal::FakeFabric> fabric,
                                 std::string device) {
@@ -48,36 +43,20 @@ class RdmaStore {
  public:
   RdmaStore()
       : fabric_(std::make_shared<transport_internal::FakeFabric>(
-            std::vector<std::string>{"fake_worker", "fake_client"})) {
-    auto m = master::Master<>::Create(master::MasterOptions{}, &clock_);
-    EXPECT_TRUE(m.ok()) << m.status();
-    master_ = std::move(*m);
-    service_ = std::make_unique<master::MasterService<master::Master<>>>(
-        master_.get(), master::MasterServiceOptions{});
-    EXPECT_TRUE(service_->Register(&registry_).ok());
-    channel_ = std::make_unique<rpc::InProcessChannel>(&registry_);
-    worker::WorkerOptions wo;
-    wo.segment_bytes = 8 << 20;
-    wo.heartbeat_thread = false;
-    wo.serve_rdma = true;
-    wo.rdma_factory = FakeRdmaOn(fabric_, "fake_worker");
-    auto w = TestWorker::Start(wo, channel_.get());
-    EXPECT_TRUE(w.ok()) << w.status();
-    if (w.ok()) worker_ = std::move(*w);
+            std::vector<std::string>{"fake_worker", "fake_client"})),
+        store_(WorkerOn(fabric_)) {
     ClientOptions co;
     co.use_local = false;  // as a client on another host would: RDMA, then TCP
     co.use_shm = false;
     co.use_rdma = true;
     co.rdma_factory = FakeRdmaOn(fabric_, "fake_client");
     co.cache_enabled = false;
-    auto c = TestClient::Create(co, channel_.get());
-    EXPECT_TRUE(c.ok()) << c.status();
-    if (c.ok()) client_ = std::move(*c);
+    client_ = store_.NewClient(co);
   }
 
   transport_internal::FakeFabric& fabric() { return *fabric_; }
   TestClient& client() { return *client_; }
-  bool ready() const { return worker_ != nullptr && client_ != nullptr; }
+  bool ready() const { return store_.ready() && client_ != nullptr; }
 
   // slices_ok of the client router's route named `name`.
   uint64_t SlicesOk(std::string_view name) {
@@ -88,13 +67,16 @@ class RdmaStore {
   }
 
  private:
+  static worker::WorkerOptions WorkerOn(
+      const std::shared_ptr<transport_internal::FakeFabric>& fabric) {
+    worker::WorkerOptions wo = client_testing::InProcessStore::SegmentOf(8 << 20);
+    wo.serve_rdma = true;
+    wo.rdma_factory = FakeRdmaOn(fabric, "fake_worker");
+    return wo;
+  }
+
   std::shared_ptr<transport_internal::FakeFabric> fabric_;
-  FakeClock clock_{1'000'000'000};  // never moves: no expiry
-  std::unique_ptr<master::Master<>> master_;
-  rpc::ServiceRegistry registry_;
-  std::unique_ptr<master::MasterService<master::Master<>>> service_;
-  std::unique_ptr<rpc::InProcessChannel> channel_;
-  std::unique_ptr<TestWorker> worker_;
+  client_testing::InProcessStore store_;  // the real master and one worker
   std::unique_ptr<TestClient> client_;
 };
 

@@ -13,58 +13,25 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/absl_compat.h"
-#include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/store/client.h"
-#include "mooncake/store/master/master.h"
-#include "mooncake/store/master/master_service.h"
-#include "mooncake/store/rpc/inproc_channel.h"
-#include "mooncake/store/rpc/service.h"
-#include "mooncake/store/worker/worker.h"
+#include "mooncake/store/client/testing/in_process_store.h"
 
 namespace mooncake::client {
 namespace {
 
-using TestClient = Client<rpc::InProcessChannel>;
-using TestWorker = worker::Worker<rpc::InProcessChannel>;
+using TestClient = client_testing::InProcessStore::TestClient;
 
-// The real master behind MasterService and one worker, in process; clients
-// made on demand share the master's channel.
-class Store {
+// The real master and one worker (4 MiB) in process.
+class Store : public client_testing::InProcessStore {
  public:
-  Store() {
-    auto m = master::Master<>::Create(master::MasterOptions{}, &clock_);
-    EXPECT_TRUE(m.ok()) << m.status();
-    master_ = std::move(*m);
-    service_ = std::make_unique<master::MasterService<master::Master<>>>(
-        master_.get(), master::MasterServiceOptions{});
-    EXPECT_TRUE(service_->Register(&registry_).ok());
-    channel_ = std::make_unique<rpc::InProcessChannel>(&registry_);
-    worker::WorkerOptions wo;
-    wo.segment_bytes = 4 << 20;
-    wo.heartbeat_thread = false;
-    auto w = TestWorker::Start(wo, channel_.get());
-    EXPECT_TRUE(w.ok()) << w.status();
-    worker_ = std::move(*w);
-  }
+  Store() : InProcessStore(4 << 20) {}
+  using InProcessStore::NewClient;
   std::unique_ptr<TestClient> NewClient(std::string client_id) {
     ClientOptions o;
     o.client_id = std::move(client_id);
     return NewClient(o);
   }
-  std::unique_ptr<TestClient> NewClient(const ClientOptions& o) {
-    auto c = TestClient::Create(o, channel_.get());
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(*c) : nullptr;
-  }
-
- private:
-  FakeClock clock_{1'000'000'000};  // never moves: no expiry
-  std::unique_ptr<master::Master<>> master_;
-  rpc::ServiceRegistry registry_;
-  std::unique_ptr<master::MasterService<master::Master<>>> service_;
-  std::unique_ptr<rpc::InProcessChannel> channel_;
-  std::unique_ptr<TestWorker> worker_;
 };
 
 // The value of the series `name{labels}` in Prometheus text, or nullopt when

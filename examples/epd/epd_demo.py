@@ -342,22 +342,12 @@ def cmd_decode(args) -> None:
 
 # --- the driver ------------------------------------------------------------------------
 
-class Cluster(PD.Cluster):
+def Cluster() -> PD.Cluster:
     """PD.Cluster, starting this script's servers."""
-
-    def start(self, argv: list[str]) -> dict:
-        p = subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv,
-                             stdout=subprocess.PIPE, text=True)
-        self.procs.append(p)
-        line = p.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{argv[0]} did not start")
-        info = json.loads(line)
-        info["proc"] = p
-        return info
+    return PD.Cluster(os.path.abspath(__file__))
 
 
-def start_epd(args, cluster: Cluster) -> dict:
+def start_epd(args, cluster: PD.Cluster) -> dict:
     master = cluster.start_master(args.master_bin)
     common = ["--vision", args.vision, "--store", master]
     return {"master": master,

@@ -505,13 +505,15 @@ def cmd_proxy(args) -> None:
 # --- the driver: start processes, run cases -----------------------------------------
 
 class Cluster:
-    """Starts and stops the demo's processes; each prints one ready line."""
+    """Starts and stops the demo's processes; each prints one ready line.
+    `script` is the program whose servers `start` runs (default: this one)."""
 
-    def __init__(self):
+    def __init__(self, script: str = os.path.abspath(__file__)):
         self.procs: list[subprocess.Popen] = []
+        self.script = script
 
     def start(self, argv: list[str]) -> dict:
-        p = subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv,
+        p = subprocess.Popen([sys.executable, self.script] + argv,
                              stdout=subprocess.PIPE, text=True)
         self.procs.append(p)
         line = p.stdout.readline()

@@ -508,6 +508,8 @@ struct MasterState {
   // The segment bytes freeing `m`'s replicas gives back: ranges shared with
   // clones only lose a reference (eviction counts a shared range once).
   uint64_t UnsharedBytes(const ObjectMeta& m) const {
+    // No clone anywhere (the common case): skip the per-segment lookups.
+    if (pool.shared_bytes() == 0) return m.ChargeBytes();
     uint64_t bytes = 0;
     for (const Replica& rep : m.replicas) {
       if (!pool.Shared(rep.segment_id, rep.allocation)) bytes += m.size_bytes;

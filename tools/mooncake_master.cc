@@ -82,6 +82,13 @@ ABSL_FLAG(std::string, cluster_id, "mooncake_cluster", "the HA cluster's name");
 ABSL_FLAG(int64_t, ha_lease_ttl_ms, 2000,
           "the leader's etcd lease; a dead leader is replaced about this long after it stops");
 // This program's own.
+ABSL_FLAG(std::string, memory_allocator, "offset",
+          "segments' allocator: offset (a TLSF range allocator, as Mooncake's OffsetAllocator) "
+          "or cachelib (KV block sizes get slabs over it, as CacheLib's slab classes); tlsf and "
+          "kv are our names for the same two");
+ABSL_FLAG(std::string, kv_block_bytes, "",
+          "(ours) --memory_allocator=cachelib: the KV block sizes given slabs, e.g. 896K,2M "
+          "(default: the store's built-in sizes)");
 ABSL_FLAG(std::string, ready_file, "",
           "when serving, atomically write rpc=<host:port>, http=<host:port>, "
           "metadata=<host:port or empty>, pid=<pid> here");
@@ -107,9 +114,6 @@ constexpr node::RefusedFlag kRefused[] = {
      "soft-pinned objects are always evictable, after every unpinned one"},
     {"rpc_conn_timeout_seconds", "idle RPC connections are kept"},
     {"rpc_enable_tcp_no_delay", "TCP_NODELAY is always on"},
-    {"memory_allocator",
-     "segments use the TLSF allocator here; mooncake_store --role=master --allocator=kv gives "
-     "KV block sizes slabs"},
     {"allocation_strategy", "placement is client-local first"},
     {"put_start_discard_timeout_sec", "an unfinished put is revoked after 30 s"},
     {"put_start_release_timeout_sec", "an unfinished put is revoked after 30 s"},
@@ -195,6 +199,22 @@ MasterConfig ConfigFromFlags() {
   }
   o.high_watermark = high;
   o.low_watermark = high - ratio;
+  const std::string allocator = absl::GetFlag(FLAGS_memory_allocator);
+  if (allocator == "offset" || allocator == "tlsf") {
+    o.allocator = node::AllocatorKind::kTlsf;
+  } else if (allocator == "cachelib" || allocator == "kv") {
+    o.allocator = node::AllocatorKind::kKv;
+  } else {
+    BadFlags(absl::StrCat("--memory_allocator=", allocator, ": want offset or cachelib"));
+  }
+  if (const std::string blocks = absl::GetFlag(FLAGS_kv_block_bytes); !blocks.empty()) {
+    if (o.allocator != node::AllocatorKind::kKv) {
+      BadFlags("--kv_block_bytes needs --memory_allocator=cachelib");
+    }
+    auto parsed = node::ParseKvBlockBytes(blocks);
+    if (!parsed.ok()) BadFlags(StdView(parsed.status().message()));
+    o.kv_block_bytes = *parsed;
+  }
   if (absl::GetFlag(FLAGS_enable_ha)) {
     if (absl::GetFlag(FLAGS_ha_backend_type) != "etcd") {
       BadFlags(absl::StrCat("--ha_backend_type=", absl::GetFlag(FLAGS_ha_backend_type),
@@ -237,6 +257,9 @@ void PrintBanner(node::StoreNode& n, const node::MetadataServer* metadata) {
                          " handler threads; workers join with mooncake_store --role=worker "
                          "--master=",
                          n.rpc_address(), ")"));
+  node::Say(absl::StrCat(
+      "  allocator    ", AbslView(node::AllocatorName(o.allocator)),
+      o.allocator == node::AllocatorKind::kKv ? " (KV block slabs over TLSF)" : " (TLSF)"));
   node::Say(absl::StrCat("  leases       ", o.default_lease_ms, " ms by default; eviction from ",
                          o.high_watermark, " down to ", o.low_watermark, " of memory used"));
   node::Say(absl::StrCat("  HTTP         http://", n.http_address(), "/metrics   http://",

@@ -48,7 +48,7 @@ check_metadata() {
 }
 
 # ---- Flags: Mooncake flags not implemented, unknown and bad ones exit 2 -----------
-for args in "--v=1" "--memory_allocator=cachelib" "--root_fs_dir=/tmp" \
+for args in "--v=1" "--allocation_strategy=random" "--root_fs_dir=/tmp" \
             "--enable_gc" "--client_ttl=10" "--rpc_enable_tcp_no_delay=true"; do
   set +e
   msg=$("$master_bin" $args 2>&1)
@@ -65,7 +65,9 @@ for args in "--bogus=1" "--port=70000" "--port=x" "--eviction_ratio=0.95" \
             "--eviction_high_watermark_ratio=1.5" "--default_kv_lease_ttl=0" "--max_threads=0" \
             "--rpc_address=nohost" "--flagfile=/dev/null" "--undefok=enable_ha" "positional" \
             "--enable_ha" "--etcd_endpoints=127.0.0.1:2379" "--enable_ha --ha_backend_type=zk" \
-            "--enable_ha --ha_backend_connstring=127.0.0.1:1 --cluster_id=bad!"; do
+            "--enable_ha --ha_backend_connstring=127.0.0.1:1 --cluster_id=bad!" \
+            "--memory_allocator=slab" "--kv_block_bytes=2M" \
+            "--memory_allocator=cachelib --kv_block_bytes=2X"; do
   set +e
   msg=$("$master_bin" $args 2>&1)
   rc=$?
@@ -95,6 +97,7 @@ wait_ready "$tmp/master.ready" "$master_pid"
 grep -q "master RPC   127.0.0.1:$port   (2 handler threads" "$tmp/master.out" || fail "banner: RPC"
 grep -q "7000 ms by default; eviction from 0.9 down to 0.8" "$tmp/master.out" ||
   fail "banner: lease and watermarks"
+grep -q "allocator    tlsf (TLSF)" "$tmp/master.out" || fail "banner: default allocator"
 
 "$store_bin" --role=worker --master="127.0.0.1:$port" --http= --segment_bytes=64M \
   --status_interval=0 --ready_file="$tmp/worker.ready" >"$tmp/worker.out" 2>&1 &
@@ -112,6 +115,28 @@ echo "ok   mooncake_master --port=$port --metrics_port=$metrics: a worker joined
 
 check_metadata "127.0.0.1:$meta"
 echo "ok   --enable_http_metadata_server on :$meta: GET/PUT/DELETE, 400/404/405/411/413/501"
+
+# ---- --memory_allocator=cachelib: KV block slabs, a worker, puts and gets ------------
+"$master_bin" --port=0 --metrics_port=0 --memory_allocator=cachelib --kv_block_bytes=100000 \
+  --ready_file="$tmp/kv.ready" >"$tmp/kv.out" 2>&1 &
+kv_pid=$!
+pids+=("$kv_pid")
+wait_ready "$tmp/kv.ready" "$kv_pid"
+kv_rpc=$(sed -n 's/^rpc=//p' "$tmp/kv.ready")
+grep -q "allocator    kv (KV block slabs over TLSF)" "$tmp/kv.out" || fail "banner: cachelib"
+"$store_bin" --role=worker --master="$kv_rpc" --http= --segment_bytes=64M \
+  --status_interval=0 --ready_file="$tmp/kvw.ready" >"$tmp/kvw.out" 2>&1 &
+kvw_pid=$!
+pids+=("$kvw_pid")
+wait_ready "$tmp/kvw.ready" "$kvw_pid"
+out=$("$client" put "$kv_rpc" kvobj 8 100000 1 tcp 2>&1) || fail "cachelib: client put: $out"
+out=$("$client" get "$kv_rpc" kvobj 8 100000 tcp 2>&1) || fail "cachelib: client get: $out"
+kill -TERM "$kvw_pid"
+await_exit "$kvw_pid"
+kill -TERM "$kv_pid"
+await_exit "$kv_pid"
+[[ $rc -eq 0 ]] || fail "cachelib master: exit $rc after SIGTERM"
+echo "ok   --memory_allocator=cachelib --kv_block_bytes=100000: 8 puts and gets"
 
 # ---- Port in use: exit 1, saying so --------------------------------------------------
 set +e

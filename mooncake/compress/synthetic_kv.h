@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "mooncake/base/assert.h"
@@ -161,6 +162,12 @@ inline std::vector<std::byte> SyntheticKvBytes(size_t bytes, DType dtype, uint64
   std::vector<std::byte> out = ConvertFloats(SyntheticKv(o), dtype);
   out.resize(bytes);
   return out;
+}
+
+// The same bytes in a std::string (a store value).
+inline std::string SyntheticKvString(size_t bytes, DType dtype, uint64_t seed = 1) {
+  const std::vector<std::byte> v = SyntheticKvBytes(bytes, dtype, seed);
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size());
 }
 
 }  // namespace mooncake::compress

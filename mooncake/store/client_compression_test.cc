@@ -46,11 +46,6 @@ class Store : public client_testing::InProcessStore {
   }
 };
 
-std::string Kv(size_t bytes, compress::DType dtype, uint64_t seed = 1) {
-  const std::vector<std::byte> v = compress::SyntheticKvBytes(bytes, dtype, seed);
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size());
-}
-
 proto::TensorMeta Tensor(proto::DType dtype, uint64_t bytes) {
   proto::TensorMeta t;
   t.set_model("m");
@@ -61,26 +56,15 @@ proto::TensorMeta Tensor(proto::DType dtype, uint64_t bytes) {
   return t;
 }
 
-struct Case {
-  proto::DType proto;
-  compress::DType dtype;
-};
-constexpr Case kCases[] = {
-    {proto::DTYPE_BF16, compress::DType::kBFloat16},
-    {proto::DTYPE_FP16, compress::DType::kFloat16},
-    {proto::DTYPE_FP8_E4M3, compress::DType::kFloat8E4M3},
-    {proto::DTYPE_FP8_E5M2, compress::DType::kFloat8E5M2},
-};
-
 TEST(ClientCompression, EveryFloatDTypeRoundTripsThroughEveryReadPath) {
   Store s;
   auto writer = s.NewClient(NetworkCompression::kAlways);
   auto reader = s.NewClient(NetworkCompression::kOff);  // reads decode whatever the option
   constexpr size_t kBytes = 1 << 20;
-  for (const Case& c : kCases) {
+  for (const NetworkDTypePair& c : kNetworkDTypes) {
     SCOPED_TRACE(compress::DTypeName(c.dtype));
     const std::string name(compress::DTypeName(c.dtype));
-    const std::string raw = Kv(kBytes, c.dtype);
+    const std::string raw = compress::SyntheticKvString(kBytes, c.dtype);
     const proto::TensorMeta tensor = Tensor(c.proto, kBytes);
     const uint64_t puts_before = writer->stats().compressed_puts;
     ASSERT_TRUE(writer->Put(name, raw, {.tensor = &tensor}).ok());
@@ -143,7 +127,7 @@ TEST(ClientCompression, EveryFloatDTypeRoundTripsThroughEveryReadPath) {
 TEST(ClientCompression, OffStoresValuesAsGiven) {
   Store s;
   auto c = s.NewClient(NetworkCompression::kOff);
-  const std::string raw = Kv(1 << 20, compress::DType::kBFloat16);
+  const std::string raw = compress::SyntheticKvString(1 << 20, compress::DType::kBFloat16);
   const proto::TensorMeta tensor = Tensor(proto::DTYPE_BF16, raw.size());
   ASSERT_TRUE(c->Put("k", raw, {.tensor = &tensor}).ok());
   EXPECT_EQ(*c->GetSize("k"), raw.size());
@@ -158,7 +142,7 @@ TEST(ClientCompression, OffStoresValuesAsGiven) {
 
 TEST(ClientCompression, AutoCompressesForASlowLinkOnly) {
   Store s;
-  const std::string raw = Kv(1 << 20, compress::DType::kBFloat16);
+  const std::string raw = compress::SyntheticKvString(1 << 20, compress::DType::kBFloat16);
   const proto::TensorMeta tensor = Tensor(proto::DTYPE_BF16, raw.size());
   auto slow = s.NewClient(NetworkCompression::kAuto, 125e6);  // 1 Gbit/s
   ASSERT_TRUE(slow->Put("slow", raw, {.tensor = &tensor}).ok());
@@ -190,7 +174,7 @@ TEST(ClientCompression, ValuesThatWouldNotShrinkOrAreNotFloatKvStayRaw) {
   ASSERT_TRUE(c->Put("random", random, {.tensor = &bf16}).ok());
   EXPECT_EQ(*c->GetSize("random"), random.size());
   EXPECT_EQ(*c->Get("random"), random);
-  const std::string kv = Kv(1 << 18, compress::DType::kBFloat16);
+  const std::string kv = compress::SyntheticKvString(1 << 18, compress::DType::kBFloat16);
   ASSERT_TRUE(c->Put("untyped", kv).ok());  // no TensorMeta
   EXPECT_EQ(*c->GetSize("untyped"), kv.size());
   EXPECT_EQ(c->stats().compressed_puts, 0u);
@@ -199,7 +183,7 @@ TEST(ClientCompression, ValuesThatWouldNotShrinkOrAreNotFloatKvStayRaw) {
 TEST(ClientCompression, CorruptOrForeignStoredValuesAreClearErrors) {
   Store s;
   auto c = s.NewClient(NetworkCompression::kOff);
-  const std::string raw = Kv(1 << 20, compress::DType::kBFloat16);
+  const std::string raw = compress::SyntheticKvString(1 << 20, compress::DType::kBFloat16);
   // A writer that set codec itself over bytes that are no frame: its
   // checksum is right, the decode is what refuses it.
   proto::TensorMeta bogus = Tensor(proto::DTYPE_BF16, raw.size());

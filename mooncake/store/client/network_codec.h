@@ -47,20 +47,25 @@ inline constexpr uint32_t kNetworkCodecId = static_cast<uint32_t>(NetworkCodec::
 // codec call outweigh what a few KiB could save.
 inline constexpr uint64_t kMinCompressedValueBytes = 4096;
 
+// The float TensorMeta dtypes the client compresses, with their compress
+// dtype.
+struct NetworkDTypePair {
+  store::proto::DType proto;
+  compress::DType dtype;
+};
+inline constexpr NetworkDTypePair kNetworkDTypes[] = {
+    {store::proto::DTYPE_BF16, compress::DType::kBFloat16},
+    {store::proto::DTYPE_FP16, compress::DType::kFloat16},
+    {store::proto::DTYPE_FP8_E4M3, compress::DType::kFloat8E4M3},
+    {store::proto::DTYPE_FP8_E5M2, compress::DType::kFloat8E5M2},
+};
+
 // The compress dtype of a float TensorMeta dtype the client compresses.
 inline std::optional<compress::DType> NetworkDType(store::proto::DType d) {
-  switch (d) {
-    case store::proto::DTYPE_BF16:
-      return compress::DType::kBFloat16;
-    case store::proto::DTYPE_FP16:
-      return compress::DType::kFloat16;
-    case store::proto::DTYPE_FP8_E4M3:
-      return compress::DType::kFloat8E4M3;
-    case store::proto::DTYPE_FP8_E5M2:
-      return compress::DType::kFloat8E5M2;
-    default:
-      return std::nullopt;
+  for (const NetworkDTypePair& p : kNetworkDTypes) {
+    if (p.proto == d) return p.dtype;
   }
+  return std::nullopt;
 }
 
 // shape x element size of a float TensorMeta (nullopt: not a dtype the

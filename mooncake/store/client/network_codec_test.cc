@@ -23,26 +23,10 @@ proto::TensorMeta Tensor(proto::DType dtype, uint64_t elements) {
   return t;
 }
 
-std::string KvBytes(size_t bytes, compress::DType dtype) {
-  const std::vector<std::byte> v = compress::SyntheticKvBytes(bytes, dtype);
-  return std::string(reinterpret_cast<const char*>(v.data()), v.size());
-}
-
-struct Case {
-  proto::DType proto;
-  compress::DType dtype;
-};
-constexpr Case kCases[] = {
-    {proto::DTYPE_BF16, compress::DType::kBFloat16},
-    {proto::DTYPE_FP16, compress::DType::kFloat16},
-    {proto::DTYPE_FP8_E4M3, compress::DType::kFloat8E4M3},
-    {proto::DTYPE_FP8_E5M2, compress::DType::kFloat8E5M2},
-};
-
 TEST(NetworkCodec, EveryFloatDTypeRoundTripsAndShrinks) {
-  for (const Case& c : kCases) {
+  for (const NetworkDTypePair& c : kNetworkDTypes) {
     SCOPED_TRACE(compress::DTypeName(c.dtype));
-    const std::string raw = KvBytes(1 << 20, c.dtype);
+    const std::string raw = compress::SyntheticKvString(1 << 20, c.dtype);
     const std::optional<std::string> frame = CompressValue(raw, c.dtype);
     ASSERT_TRUE(frame.has_value());
     EXPECT_LT(frame->size(), raw.size());
@@ -65,7 +49,7 @@ TEST(NetworkCodec, IncompressibleValueStaysRaw) {
 }
 
 TEST(NetworkCodec, CorruptOrForeignFramesAreErrorsNotBytes) {
-  const std::string raw = KvBytes(300 << 10, compress::DType::kBFloat16);
+  const std::string raw = compress::SyntheticKvString(300 << 10, compress::DType::kBFloat16);
   std::string frame = *CompressValue(raw, compress::DType::kBFloat16);
   std::string out(raw.size(), '\0');
   auto decode = [&](const std::string& f, uint32_t codec, proto::DType d, uint64_t n) {

@@ -333,8 +333,9 @@ std::vector<std::string> ShardKeys(const std::vector<std::string>& base_keys, in
 
 // What query_objects returns per object.
 struct ObjectInfoPy {
-  py::object key;  // str (undecodable bytes as surrogate escapes)
-  uint64_t size = 0;
+  py::object key;            // str (undecodable bytes as surrogate escapes)
+  uint64_t size = 0;         // what a read returns (the raw tensor of a compressed object)
+  uint64_t stored_size = 0;  // the bytes in the pool
   uint64_t version = 0;
   bool has_tensor = false;
   std::string model;
@@ -348,7 +349,8 @@ ObjectInfoPy ToInfo(const client::QueriedObject& o) {
   p.key = py::reinterpret_steal<py::object>(
       PyUnicode_DecodeUTF8(o.key.data(), static_cast<Py_ssize_t>(o.key.size()), "surrogateescape"));
   if (!p.key) throw py::error_already_set();
-  p.size = o.info.size_bytes();
+  p.size = o.value_bytes;
+  p.stored_size = o.info.size_bytes();
   p.version = o.info.version();
   p.has_tensor = o.info.has_tensor();
   if (p.has_tensor) {
@@ -508,6 +510,7 @@ void BindGroupCalls(py::module_& m, py::class_<DistributedStore>& store) {
   py::class_<ObjectInfoPy>(m, "ObjectInfo", "One object of query_objects.")
       .def_readonly("key", &ObjectInfoPy::key)
       .def_readonly("size", &ObjectInfoPy::size)
+      .def_readonly("stored_size", &ObjectInfoPy::stored_size)
       .def_readonly("version", &ObjectInfoPy::version)
       .def_readonly("has_tensor", &ObjectInfoPy::has_tensor)
       .def_readonly("model", &ObjectInfoPy::model)

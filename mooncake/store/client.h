@@ -66,7 +66,8 @@
 // TensorMeta may be stored compressed (TensorMeta.codec set, the checksum over
 // the stored bytes); every read decodes such an object into the caller's
 // buffer, which must hold the raw tensor (shape x dtype), and returns the raw
-// size. GetSize and QueryObjects report the stored size.
+// size. GetSize reports that raw size too, as does QueryObjects' value_bytes
+// (its info.size_bytes is the stored size).
 //
 // RegisterBuffer: transfers already go straight between the caller's memory
 // and the workers' segments (no staging), so registration is not needed for

@@ -252,3 +252,27 @@ def test_labels_make_tensors_queryable_by_model_and_layers(store):
     # A bad layer range is refused by the master's TensorMeta check.
     assert store.put_tensor("lab/bad", sample((4,), torch.float32), layer_begin=3,
                             layer_end=1) < 0
+
+
+def test_compressed_tensor_reports_its_raw_size(master, monkeypatch):
+    """With MOONCAKE_NETWORK_COMPRESSION=always a bf16 tensor is stored as a
+    smaller frame; get_size and query_objects' size give what a read returns
+    (the raw tensor), stored_size the bytes in the pool."""
+    monkeypatch.setenv("MOONCAKE_NETWORK_COMPRESSION", "always")
+    s = new_store(master)
+    try:
+        g = torch.Generator().manual_seed(7)
+        t = (torch.randn((64, 256), generator=g) * 0.02).to(torch.bfloat16)
+        raw = t.numel() * t.element_size()
+        assert s.put_tensor("zipped", t) == OK
+        assert s.get_size("zipped") == raw
+        objects, rc = s.query_objects()
+        assert rc == OK
+        info = [o for o in objects if o.key == "zipped"]
+        assert len(info) == 1, objects
+        assert info[0].size == raw
+        assert info[0].stored_size < raw, info[0].stored_size
+        assert same(s.get_tensor("zipped"), t)
+    finally:
+        s.remove_all()
+        s.close()

@@ -200,6 +200,9 @@ struct ObjectQuery {
 struct QueriedObject {
   std::string key;
   store::proto::ObjectInfo info;  // size, version, TensorMeta (info.has_tensor())
+  // What a read returns: the raw tensor of an object stored compressed
+  // (info.size_bytes is the stored size), else info.size_bytes.
+  uint64_t value_bytes = 0;
 };
 // The answer of Client::QueryObjects: `more` says objects past the last one
 // were left out (objects_max reached); ask again with start_after = the last key.

@@ -35,6 +35,7 @@
 #include "mooncake/compress/when_to_compress.h"
 #include "mooncake/store/client/client_options.h"
 #include "mooncake/store/rpc/master.pb.h"
+#include "mooncake/store/rpc/tensor_meta.h"
 
 namespace mooncake::client {
 
@@ -71,14 +72,8 @@ inline std::optional<compress::DType> NetworkDType(store::proto::DType d) {
 // shape x element size of a float TensorMeta (nullopt: not a dtype the
 // client compresses, no shape, or an overflow).
 inline std::optional<uint64_t> RawTensorBytes(const store::proto::TensorMeta& t) {
-  const std::optional<compress::DType> d = NetworkDType(t.dtype());
-  if (!d.has_value() || t.shape_size() == 0) return std::nullopt;
-  uint64_t bytes = compress::ElementSize(*d);
-  for (const uint64_t n : t.shape()) {
-    if (n != 0 && bytes > UINT64_MAX / n) return std::nullopt;
-    bytes *= n;
-  }
-  return bytes;
+  if (!NetworkDType(t.dtype()).has_value()) return std::nullopt;
+  return rpc::TensorBytes(t);
 }
 
 // What one core of the first 2-vCPU VM measured per dtype (docs/compress.md,

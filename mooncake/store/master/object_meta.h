@@ -28,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,7 @@
 #include "mooncake/store/master/object_group.h"
 #include "mooncake/store/rpc/master.pb.h"
 #include "mooncake/store/rpc/object_key.h"
+#include "mooncake/store/rpc/tensor_meta.h"
 
 namespace mooncake::master {
 
@@ -214,24 +216,6 @@ inline absl::Status ValidateObjectSize(uint64_t size_bytes, uint64_t max_object_
   return absl::OkStatus();
 }
 
-// Bytes per element of a dtype; 0 for DTYPE_UNSPECIFIED (and unknown values).
-inline uint64_t DTypeBytes(store::proto::DType d) {
-  switch (d) {
-    case store::proto::DTYPE_FP32:
-      return 4;
-    case store::proto::DTYPE_BF16:
-    case store::proto::DTYPE_FP16:
-      return 2;
-    case store::proto::DTYPE_FP8_E4M3:
-    case store::proto::DTYPE_FP8_E5M2:
-    case store::proto::DTYPE_INT8:
-    case store::proto::DTYPE_UINT8:
-      return 1;
-    default:
-      return 0;
-  }
-}
-
 // A put's TensorMeta against its size: a known dtype; a shape (when given)
 // whose element count x the dtype's bytes is the object's size, unless the
 // value is stored compressed (codec != 0); a layer range begin <= end; a TP
@@ -240,21 +224,18 @@ inline absl::Status ValidateTensorMeta(const store::proto::TensorMeta& t, uint64
   auto bad = [](auto&&... parts) {
     return absl::InvalidArgumentError(absl::StrCat("TensorMeta: ", parts...));
   };
-  const uint64_t elem = DTypeBytes(t.dtype());
+  const uint64_t elem = rpc::DTypeBytes(t.dtype());
   if (t.dtype() != store::proto::DTYPE_UNSPECIFIED && elem == 0) {
     return bad("unknown dtype ", static_cast<int>(t.dtype()));
   }
   if (t.shape_size() > 0 && t.codec() == 0) {
     if (elem == 0) return bad("a shape needs a dtype");
-    uint64_t bytes = elem;
-    for (const uint64_t d : t.shape()) {
-      if (d != 0 && bytes > UINT64_MAX / d) return bad("shape overflows 64 bits");
-      bytes *= d;
-    }
-    if (bytes != size_bytes) {
+    const std::optional<uint64_t> bytes = rpc::TensorBytes(t);
+    if (!bytes.has_value()) return bad("shape overflows 64 bits");
+    if (*bytes != size_bytes) {
       std::string dims;
       for (const uint64_t d : t.shape()) absl::StrAppend(&dims, dims.empty() ? "" : "x", d);
-      return bad("shape ", dims, " x ", elem, " bytes = ", bytes, " bytes, but the object is ",
+      return bad("shape ", dims, " x ", elem, " bytes = ", *bytes, " bytes, but the object is ",
                  size_bytes, " bytes");
     }
   }

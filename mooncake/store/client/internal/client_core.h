@@ -42,6 +42,7 @@
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/object_key.h"
+#include "mooncake/store/rpc/tensor_meta.h"
 #include "mooncake/store/rpc/worker_id.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/router.h"

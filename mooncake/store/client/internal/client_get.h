@@ -487,7 +487,9 @@ absl::StatusOr<uint64_t> ClientCore<C>::GetSize(std::string_view key, std::strin
   RETURN_IF_ERROR(Annotate(ValidateObjectKey(key), "GetSize", key));
   const std::string tenant = Tenant(t);
   if (options_.cache_enabled) {
-    if (auto hit = cache_.Lookup(tenant, key, MarginNs()); hit.has_value()) return hit->size_bytes;
+    if (auto hit = cache_.Lookup(tenant, key, MarginNs()); hit.has_value()) {
+      return rpc::ValueBytes(hit->size_bytes, hit->tensor.get());
+    }
   }
   proto::ExistsRequest req;
   req.set_key(std::string(key));
@@ -498,7 +500,7 @@ absl::StatusOr<uint64_t> ClientCore<C>::GetSize(std::string_view key, std::strin
     return absl::NotFoundError(
         absl::StrCat("GetSize '", absl::CEscape(AbslView(key)), "': not found"));
   }
-  return resp->size_bytes();
+  return resp->value_bytes() != 0 ? resp->value_bytes() : resp->size_bytes();
 }
 
 template <rpc::RpcChannel C>

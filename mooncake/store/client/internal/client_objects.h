@@ -137,7 +137,11 @@ absl::StatusOr<client::QueriedObjects> ClientCore<C>::QueryObjects(const client:
         return absl::InternalError("QueryObjects: the master's answer is not in key order");
       }
       req.set_start_after(e.key());
-      out.objects.push_back({std::move(*e.mutable_key()), std::move(*e.mutable_object())});
+      const proto::ObjectInfo& info = e.object();
+      const uint64_t value_bytes =
+          rpc::ValueBytes(info.size_bytes(), info.has_tensor() ? &info.tensor() : nullptr);
+      out.objects.push_back(
+          {std::move(*e.mutable_key()), std::move(*e.mutable_object()), value_bytes});
     }
     if (!resp->more()) return out;
     if (resp->objects_size() == 0) {

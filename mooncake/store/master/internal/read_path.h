@@ -218,6 +218,7 @@ absl::StatusOr<proto::ExistsResponse> Exists(MasterState<A, P>& s,
     if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return;
     resp.set_exists(true);
     resp.set_size_bytes(m->size_bytes);
+    resp.set_value_bytes(rpc::ValueBytes(m->size_bytes, m->tensor.get()));
   });
   return resp;
 }

@@ -58,8 +58,8 @@ class HaCluster {
   HaCluster(const HaCluster&) = delete;
   HaCluster& operator=(const HaCluster&) = delete;
   ~HaCluster() {
-    for (auto& n : workers_) KillAndReap(n->node.process);
-    for (auto& n : masters_) KillAndReap(n->node.process);
+    for (auto& n : workers_) n->node.process.Kill();
+    for (auto& n : masters_) n->node.process.Kill();
     workers_.clear();
     masters_.clear();
     etcd_.reset();
@@ -120,13 +120,13 @@ class HaCluster {
   void SignalMaster(int i, int sig) {
     bench::ChildProcess& c = masters_[i]->node.process;
     if (sig == SIGKILL) {
-      KillAndReap(c);
+      c.Kill();  // a stopped process too
     } else if (c.pid() > 0) {
       ::kill(c.pid(), sig);
     }
   }
   bool WaitMasterExit(int i, absl::Duration timeout) {
-    return WaitExit(masters_[i]->node.process, timeout);
+    return masters_[i]->node.process.WaitExit(timeout);
   }
 
   // The RPC address master `i` advertises (its candidate id in etcd).
@@ -164,23 +164,6 @@ class HaCluster {
     bench::StoreNode node;  // its process, and its rpc and http addresses
     int generation = 0;     // restarts so far (names its log and ready file)
   };
-
-  // SIGKILL works on a stopped process too; Running() reaps it.
-  static void KillAndReap(bench::ChildProcess& c) {
-    if (c.pid() <= 0) return;
-    ::kill(c.pid(), SIGKILL);
-    while (c.Running()) absl::SleepFor(absl::Milliseconds(1));
-  }
-
-  // False (still running) after `timeout`.
-  static bool WaitExit(bench::ChildProcess& c, absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    while (c.Running()) {
-      if (absl::Now() > deadline) return false;
-      absl::SleepFor(absl::Milliseconds(2));
-    }
-    return true;
-  }
 
   explicit HaCluster(ClusterOptions options) : options_(std::move(options)) {}
 

@@ -212,6 +212,21 @@ TEST_F(MasterTierTest, EvictionOffloadsThenAReadLoadsBack) {
 // Under S3-FIFO a loaded object enters DRAM as a new entry; the client's read
 // once it is loaded (the ask that finds it no longer loading) counts, so new
 // objects nobody read leave before it, and it is not loaded again next time.
+TEST_F(MasterTierTest, AnObjectStoredCompressedIsOffloadedAsBytes) {
+  EXPECT_TRUE(Sync({}).empty());  // registers the tier
+  proto::PutStartRequest req = PutReq("zipped", kObject);
+  req.mutable_tensor()->set_dtype(proto::DTYPE_BF16);
+  req.mutable_tensor()->set_codec(2);  // the network codec's frame
+  auto start = master_->PutStart(req);
+  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_TRUE(master_->PutEnd(EndReq("zipped", start->put_id())).ok());
+  EXPECT_EQ(master_->EvictBytes(kObject).freed_bytes, kObject);
+  auto tasks = Sync({});
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].kind(), proto::TIER_OFFLOAD);
+  EXPECT_EQ(tasks[0].dtype(), proto::DTYPE_UNSPECIFIED) << "the tier must not compress a frame";
+}
+
 TEST_F(MasterTierTest, UnderS3FifoALoadedObjectReadOnceOutlivesOneShotObjects) {
   Make(MasterOptions{}, TestPolicy(S3Fifo()));
   EXPECT_TRUE(Sync({}).empty());

@@ -546,7 +546,9 @@ struct MasterState {
     t.set_length(m.size_bytes);
     t.set_checksum(m.checksum);
     t.set_checksum_format(static_cast<store::proto::ChecksumFormat>(m.checksum_format));
-    if (m.tensor != nullptr) t.set_dtype(m.tensor->dtype());
+    // The dtype lets the tier compress float data; a value already stored
+    // compressed (a codec frame) goes as bytes, since it would not shrink again.
+    if (m.tensor != nullptr && m.tensor->codec() == 0) t.set_dtype(m.tensor->dtype());
     const uint64_t charge = m.ChargeBytes();
     if (!tiers
              .Enqueue(master::TierTaskRecord{.task = std::move(t),

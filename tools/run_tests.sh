@@ -18,4 +18,51 @@ trap 'rm -f "$bep"' EXIT
 bazel test ${MOONCAKE_TEST_TARGETS:-//...} --build_tests_only --keep_going --build_event_json_file="$bep" "$@"
 bazel_rc=$?
 
-python3 tools/test_summary.py "$bep" "$bazel_rc"
+summary=$(python3 tools/test_summary.py "$bep" "$bazel_rc")
+summary_rc=$?
+
+# libFuzzer step (docs/fuzzing.md): every *_fuzz target built with clang
+# (--config=libfuzzer) runs 20,000 inputs from its corpus in fuzz/corpus
+# (at most 20 s each); each target counts as one test, a crash or a build
+# failure as a failed one. Skipped (counted as skipped) when clang/libFuzzer is
+# missing. Not run with MOONCAKE_LIBFUZZER=0, nor on a narrowed run
+# (MOONCAKE_TEST_TARGETS set) unless MOONCAKE_LIBFUZZER=1.
+fuzz_passed=0 fuzz_failed=0 fuzz_skipped=0 fuzz_rc=0
+fuzz_default=1
+[ -n "${MOONCAKE_TEST_TARGETS:-}" ] && fuzz_default=0
+if [ "${MOONCAKE_LIBFUZZER:-$fuzz_default}" = 0 ]; then
+  echo "libfuzzer: step not run (MOONCAKE_TEST_TARGETS or MOONCAKE_LIBFUZZER=0 set)"
+else
+  fuzz_start=$(date +%s)
+  fuzz_out=$(bash tools/fuzz.sh --ci --runs=20000 --max_seconds=20 2>&1)
+  fuzz_rc=$?
+  echo "$fuzz_out"
+  echo "libfuzzer: step took $(($(date +%s) - fuzz_start)) s"
+  counts=$(sed -n 's/^libfuzzer: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' \
+    <<< "$fuzz_out" | tail -1)
+  if [ -n "$counts" ]; then
+    read -r fuzz_passed fuzz_failed fuzz_skipped <<< "$counts"
+  else
+    fuzz_failed=1
+    echo "libfuzzer: tools/fuzz.sh ended without its summary line (exit $fuzz_rc)"
+  fi
+fi
+
+# test_summary.py's last line is "N passed, N failed[, N skipped]": add the
+# fuzz targets to it.
+echo "$summary" | sed '$d'
+last=$(echo "$summary" | tail -1)
+read -r passed failed skipped <<< "$(sed -n \
+  's/^\([0-9]*\) passed, \([0-9]*\) failed\(, \([0-9]*\) skipped\)\{0,1\}$/\1 \2 \4/p' <<< "$last")"
+if [ -z "${passed:-}" ]; then
+  echo "$last"
+  echo "test_summary.py printed no summary line"
+  passed=0 failed=1 skipped=0
+fi
+passed=$((passed + fuzz_passed))
+failed=$((failed + fuzz_failed))
+skipped=$((${skipped:-0} + fuzz_skipped))
+extra=""
+[ "$skipped" -gt 0 ] && extra=", $skipped skipped"
+echo "$passed passed, $failed failed$extra"
+[ "$summary_rc" -eq 0 ] && [ "$fuzz_failed" -eq 0 ]

@@ -19,6 +19,8 @@ packages=(
   # baselines and tools the benchmarks and tests start
   memcached redis-server fio iproute2
   python3-matplotlib  # docs/img plots: /usr/bin/python3 tools/plots/make_plots.py
+  # libFuzzer builds of the *_fuzz targets (--config=libfuzzer, tools/fuzz.sh)
+  clang lld libclang-rt-14-dev
 )
 
 missing=()

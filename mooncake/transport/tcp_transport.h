@@ -28,11 +28,24 @@
 // caller's or the segment's memory.
 //
 // Endpoint: "tcp://<ipv4>:<port>" or "tcp://[<ipv6>]:<port>" (bind_host is a
-// numeric address of either family).
+// numeric address of either family); a multi-homed owner advertises several,
+// "tcp://<addr>:<port>,<addr>:<port>" (Options::advertise_hosts).
+//
+// Aggregation (docs/transport.md, "Aggregation"): a peer reached over several
+// paths, each a (local address -> peer address) pair with lanes_per_peer
+// lanes bound to the local address (Options::local_paths, paired with the
+// peer's addresses by PairPaths in internal/tcp_paths.h). Slices are sprayed
+// over the paths that are up in proportion to their measured capacity (the
+// configured weights until every path has a measurement); a lane that dies
+// hands its slices to the rescue thread, which puts them on the other paths
+// (at most path_retries_max moves per slice) while the failed path sits out
+// a doubling backoff and is then reconnected by the same thread. With one
+// path (the default) none of this runs: no observer, no thread.
 // Thread-safety: every method may be called concurrently.
 #ifndef MOONCAKE_TRANSPORT_TCP_TRANSPORT_H_
 #define MOONCAKE_TRANSPORT_TCP_TRANSPORT_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -40,6 +53,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -49,6 +63,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -60,6 +76,8 @@
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_lane.h"
+#include "mooncake/transport/internal/tcp_paths.h"
+#include "mooncake/transport/internal/tcp_peers.h"
 #include "mooncake/transport/internal/tcp_server.h"
 #include "mooncake/transport/internal/tcp_wire.h"
 #include "mooncake/transport/transport.h"
@@ -95,6 +113,21 @@ class TcpTransport {
     size_t max_queued_slices = 1 << 16;
     size_t max_connections = 256;
     MetricsRegistry* metrics = nullptr;  // null: a private registry
+
+    // Aggregation. A local address outgoing lanes bind to (a numeric
+    // literal), and its starting share of the slices until capacities are
+    // measured (route_binding.h fills these from a RoutePlan).
+    struct LocalPath {
+      std::string host;
+      double weight = 1;
+    };
+    std::vector<LocalPath> local_paths;  // at most 8; empty: unbound lanes
+    // The addresses LocalEndpoint names (the listener must answer on each:
+    // bind_host "0.0.0.0" or "::"); empty: bind_host. At most 8.
+    std::vector<std::string> advertise_hosts;
+    uint32_t path_retries_max = 4;  // moves of one slice to another path
+    absl::Duration path_backoff_min = absl::Milliseconds(200);
+    absl::Duration path_backoff_max = absl::Seconds(5);
   };
 
   // Listens at once; aborts if it cannot (use Create for a Status).
@@ -107,11 +140,25 @@ class TcpTransport {
   // that wants to say so up front. Errors: INVALID_ARGUMENT.
   static absl::Status CheckOptions(const Options& options) {
     if (options.lanes_per_peer < 1 || options.lanes_per_peer > 64 || options.slice_bytes < 4096 ||
-        options.slice_bytes > transport_internal::kMaxSliceBytes ||
+        options.slice_bytes > ::mooncake::transport_internal::kMaxSliceBytes ||
         options.io_timeout <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError(
           "TcpTransport options: lanes_per_peer in [1, 64], slice_bytes in [4 KiB, 16 MiB], "
           "io_timeout > 0");
+    }
+    if (options.local_paths.size() > ::mooncake::transport_internal::kMaxPaths ||
+        options.advertise_hosts.size() > ::mooncake::transport_internal::kMaxPaths) {
+      return absl::InvalidArgumentError(
+          "TcpTransport options: at most 8 local_paths and 8 "
+          "advertise_hosts");
+    }
+    for (const auto& p : options.local_paths) {
+      if (::mooncake::transport_internal::CommonPrefixBits(p.host, p.host) == 0 ||
+          !(p.weight > 0)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("TcpTransport options: local path \"", p.host,
+                         "\" needs a numeric IPv4/IPv6 address and a weight > 0"));
+      }
     }
     return absl::OkStatus();
   }
@@ -124,16 +171,23 @@ class TcpTransport {
   }
   ~TcpTransport() {
     server_.Stop();
-    absl::MutexLock lock(&mu_);
-    claims_.clear();  // claimed lanes are held here too (uncollected SubmitForWait batches)
-    peers_.clear();   // stops every lane, failing what is still in flight
+    {
+      absl::MutexLock lock(&mu_);
+      claims_.clear();  // claimed lanes are held here too (uncollected SubmitForWait batches)
+    }
+    peers_.Shutdown();  // stops every lane, failing what is still in flight
   }
   TcpTransport(const TcpTransport&) = delete;
   TcpTransport& operator=(const TcpTransport&) = delete;
 
   std::string_view Name() const { return "tcp"; }
   std::string LocalEndpoint() const {
-    return absl::StrCat("tcp://", JoinHostPort(options_.bind_host, server_.port()));
+    if (options_.advertise_hosts.empty()) {
+      return absl::StrCat("tcp://", JoinHostPort(options_.bind_host, server_.port()));
+    }
+    std::vector<std::string> addrs;
+    for (const auto& h : options_.advertise_hosts) addrs.push_back(JoinHostPort(h, server_.port()));
+    return absl::StrCat("tcp://", absl::StrJoin(addrs, ","));
   }
   TransportMetrics& metrics() { return metrics_; }
 
@@ -151,14 +205,19 @@ class TcpTransport {
   absl::Status UnregisterMemory(SegmentId id) { return server_.Remove(id); }
 
   absl::StatusOr<RemoteSegment> OpenSegment(std::string_view endpoint, SegmentId id) {
-    ASSIGN_OR_RETURN(auto host_port, ParseEndpoint(endpoint));
+    ASSIGN_OR_RETURN(auto addrs, ParseEndpointList(endpoint));
     const absl::Time deadline = absl::Now() + options_.connect_timeout + options_.io_timeout;
-    // A short control connection: the lanes stay free for data.
-    ASSIGN_OR_RETURN(UniqueFd fd, transport_internal::ConnectTcp(
-                                      host_port.first, host_port.second,
-                                      absl::Now() + options_.connect_timeout, options_.io_timeout));
-    ASSIGN_OR_RETURN(RemoteSegment remote, ExchangeOpen(fd.get(), id, deadline));
-    ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, GetPeer(host_port.first, host_port.second));
+    // A short control connection (the lanes stay free for data), to the
+    // first of the peer's addresses that answers.
+    absl::StatusOr<UniqueFd> fd;
+    for (const auto& [host, port] : addrs) {
+      fd = ::mooncake::transport_internal::ConnectTcp(
+          host, port, absl::Now() + options_.connect_timeout, options_.io_timeout);
+      if (fd.ok()) break;
+    }
+    if (!fd.ok()) return fd.status();
+    ASSIGN_OR_RETURN(RemoteSegment remote, ExchangeOpen(fd->get(), id, deadline));
+    ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, peers_.Get(addrs));
     absl::MutexLock lock(&mu_);
     remote.handle = next_handle_++;
     handles_.emplace(remote.handle, Handle{std::move(peer), remote.id, remote.length});
@@ -199,7 +258,8 @@ class TcpTransport {
       // Gives up a socket tick before the deadline: a receive that blocks
       // returns within one tick. No time for that (or a non-blocking collect):
       // the claim goes back to the receiver thread.
-      const absl::Time give_up = deadline - transport_internal::IoTick(options_.io_timeout);
+      const absl::Time give_up =
+          deadline - ::mooncake::transport_internal::IoTick(options_.io_timeout);
       if (give_up > absl::Now()) {
         lane->ReceiveFor(
             batch, [&] { return batches_.Settled(batch); }, give_up);
@@ -256,7 +316,7 @@ class TcpTransport {
   absl::StatusOr<BatchResult> Cancel(BatchId batch) {
     DropClaim(batch);
     RETURN_IF_ERROR(batches_.MarkCancelled(batch));
-    const std::vector<std::shared_ptr<Lane>> lanes = AllLanes();
+    const std::vector<std::shared_ptr<Lane>> lanes = peers_.AllLanes();
     for (const auto& lane : lanes) lane->SweepCancelled();
     if (!batches_.AwaitSettled(batch, absl::Now() + options_.io_timeout)) {
       for (const auto& lane : lanes) {
@@ -290,6 +350,15 @@ class TcpTransport {
     });
     return n;
   }
+  // Each path to the peer at `endpoint`: counters, capacity, up/down. Empty
+  // for an unknown peer or one reached over a single path.
+  std::vector<::mooncake::transport_internal::PathState::Stats> PathStats(
+      std::string_view endpoint) {
+    auto hp = ParseEndpoint(endpoint);
+    if (!hp.ok()) return {};
+    return peers_.PathStats(*hp);
+  }
+
   // Slices ever queued on each of that peer's created lanes, in lane order
   // (tests).
   std::vector<uint64_t> EnqueuedPerLane(std::string_view endpoint) {
@@ -302,16 +371,11 @@ class TcpTransport {
   }
 
  private:
-  using Lane = transport_internal::TcpLane;
-  using Slice = transport_internal::Slice;
+  using Lane = ::mooncake::transport_internal::TcpLane;
+  using Slice = ::mooncake::transport_internal::Slice;
+  using Peer = ::mooncake::transport_internal::TcpPeer;
+  using Peers = ::mooncake::transport_internal::TcpPeers;
 
-  struct Peer {
-    std::string host;
-    uint16_t port = 0;
-    absl::Mutex mu;
-    std::vector<std::shared_ptr<Lane>> lanes ABSL_GUARDED_BY(mu);
-    size_t next_lane ABSL_GUARDED_BY(mu) = 0;
-  };
   struct Handle {
     std::shared_ptr<Peer> peer;
     SegmentId id = 0;
@@ -323,37 +387,74 @@ class TcpTransport {
         metrics_(options_.metrics, "tcp"),
         batches_(options_.max_batches, &metrics_),
         server_(options_.io_timeout, options_.max_connections),
+        peers_(PeersConfig(options_), &batches_, &queued_slices_, &metrics_.registry(), Name()),
         whole_lanes_(options_.whole_request_lanes == 0 ||
                              options_.whole_request_lanes > options_.lanes_per_peer
                          ? options_.lanes_per_peer
                          : options_.whole_request_lanes) {}
 
-  static absl::StatusOr<std::pair<std::string, uint16_t>> ParseEndpoint(std::string_view ep) {
-    std::optional<HostPortText> hp;
-    uint32_t port = 0;
-    if (ep.starts_with("tcp://")) hp = SplitHostPort(ep.substr(6));
-    if (!hp || !absl::SimpleAtoi(AbslView(hp->port), &port) || port == 0 || port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bad tcp endpoint \"", AbslView(ep),
-                       "\"; expected tcp://<ipv4>:<port> or tcp://[<ipv6>]:<port>"));
+  using Address = Peers::Address;
+
+  static Peers::Config PeersConfig(const Options& o) {
+    Peers::Config c;
+    c.lanes_per_peer = o.lanes_per_peer;
+    c.connect_timeout = o.connect_timeout;
+    c.limits.window_bytes = o.lane_window_bytes;
+    c.limits.io_timeout = o.io_timeout;
+    c.limits.claim_patience = o.claim_patience;
+    for (const auto& p : o.local_paths) c.local_paths.emplace_back(p.host, p.weight);
+    c.retries_max = o.path_retries_max;
+    c.backoff_min = o.path_backoff_min;
+    c.backoff_max = o.path_backoff_max;
+    return c;
+  }
+
+  template <typename Pred>
+  size_t CountLanes(std::string_view endpoint, Pred pred) {
+    auto hp = ParseEndpoint(endpoint);
+    return hp.ok() ? peers_.CountLanes(*hp, pred) : 0;
+  }
+
+  // "tcp://<addr>:<port>[,<addr>:<port>...]": every address, in order.
+  static absl::StatusOr<std::vector<Address>> ParseEndpointList(std::string_view ep) {
+    std::vector<Address> out;
+    const auto bad = [ep] {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "bad tcp endpoint \"", AbslView(ep),
+          "\"; expected tcp://<ipv4>:<port> or tcp://[<ipv6>]:<port>, several joined by ','"));
+    };
+    if (!ep.starts_with("tcp://")) return bad();
+    for (absl::string_view part : absl::StrSplit(AbslView(ep.substr(6)), ',')) {
+      std::optional<HostPortText> hp = SplitHostPort(std::string_view(part.data(), part.size()));
+      uint32_t port = 0;
+      if (!hp || !absl::SimpleAtoi(AbslView(hp->port), &port) || port == 0 || port > 65535) {
+        return bad();
+      }
+      out.emplace_back(std::string(hp->host), static_cast<uint16_t>(port));
     }
-    return std::make_pair(std::string(hp->host), static_cast<uint16_t>(port));
+    if (out.empty() || out.size() > ::mooncake::transport_internal::kMaxPaths) return bad();
+    return out;
+  }
+  static absl::StatusOr<Address> ParseEndpoint(std::string_view ep) {
+    ASSIGN_OR_RETURN(auto all, ParseEndpointList(ep));
+    return all.front();
   }
 
   absl::StatusOr<RemoteSegment> ExchangeOpen(int fd, SegmentId id, absl::Time deadline) {
-    using transport_internal::FrameType;
-    const auto req = transport_internal::EncodeHeader({FrameType::kOpen, 0, 1, id, 0, 0, 0});
+    using ::mooncake::transport_internal::FrameType;
+    const auto req =
+        ::mooncake::transport_internal::EncodeHeader({FrameType::kOpen, 0, 1, id, 0, 0, 0});
     iovec iov{const_cast<uint8_t*>(req.data()), req.size()};
-    RETURN_IF_ERROR(transport_internal::SendIovBy(fd, &iov, 1, deadline, "OPEN"));
-    transport_internal::WireHeader raw;
-    RETURN_IF_ERROR(
-        transport_internal::RecvAllBy(fd, raw.data(), raw.size(), deadline, "OPEN reply"));
-    ASSIGN_OR_RETURN(transport_internal::FrameHeader h,
-                     transport_internal::DecodeHeader(raw.data()));
+    RETURN_IF_ERROR(::mooncake::transport_internal::SendIovBy(fd, &iov, 1, deadline, "OPEN"));
+    ::mooncake::transport_internal::WireHeader raw;
+    RETURN_IF_ERROR(::mooncake::transport_internal::RecvAllBy(fd, raw.data(), raw.size(), deadline,
+                                                              "OPEN reply"));
+    ASSIGN_OR_RETURN(::mooncake::transport_internal::FrameHeader h,
+                     ::mooncake::transport_internal::DecodeHeader(raw.data()));
     if (h.type == FrameType::kError) {
       std::string msg(h.length, '\0');
-      RETURN_IF_ERROR(
-          transport_internal::RecvAllBy(fd, msg.data(), msg.size(), deadline, "OPEN error"));
+      RETURN_IF_ERROR(::mooncake::transport_internal::RecvAllBy(fd, msg.data(), msg.size(),
+                                                                deadline, "OPEN error"));
       return absl::Status(static_cast<absl::StatusCode>(h.code), absl::StrCat("owner: ", msg));
     }
     if (h.type != FrameType::kOpenOk || h.tag != 1 || h.segment != id) {
@@ -367,46 +468,6 @@ class TcpTransport {
     return r;
   }
 
-  absl::StatusOr<std::shared_ptr<Peer>> GetPeer(const std::string& host, uint16_t port) {
-    std::shared_ptr<Peer> peer;
-    {
-      absl::MutexLock lock(&mu_);
-      auto& slot = peers_[JoinHostPort(host, port)];
-      if (slot == nullptr) {
-        slot = std::make_shared<Peer>();
-        slot->host = host;
-        slot->port = port;
-      }
-      peer = slot;
-    }
-    absl::MutexLock lock(&peer->mu);
-    RETURN_IF_ERROR(ReviveLanesLocked(*peer));
-    return peer;
-  }
-
-  // Replaces dead or missing lanes; OK if at least one lane is live.
-  absl::Status ReviveLanesLocked(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(peer.mu) {
-    peer.lanes.resize(options_.lanes_per_peer);
-    absl::Status last;
-    size_t live = 0;
-    for (auto& lane : peer.lanes) {
-      if (lane != nullptr && !lane->dead()) {
-        ++live;
-        continue;
-      }
-      Lane::Limits limits;
-      limits.window_bytes = options_.lane_window_bytes;
-      limits.io_timeout = options_.io_timeout;
-      limits.claim_patience = options_.claim_patience;
-      auto fresh = std::make_shared<Lane>(&batches_, &queued_slices_, limits);
-      last = fresh->Connect(peer.host, peer.port, absl::Now() + options_.connect_timeout);
-      if (!last.ok()) continue;
-      lane = std::move(fresh);  // the old lane (if any) stops and fails its slices
-      ++live;
-    }
-    return live > 0 ? absl::OkStatus() : last;
-  }
-
   absl::Status Resolve(const TransferRequest& r, Handle* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = handles_.find(r.segment);
     if (it == handles_.end()) {
@@ -414,7 +475,8 @@ class TcpTransport {
     }
     *out = it->second;
     // A requester-side pre-check with the advertised length; the owner checks again.
-    return transport_internal::CheckRange(r.local_addr, r.remote_offset, r.length, out->length);
+    return ::mooncake::transport_internal::CheckRange(r.local_addr, r.remote_offset, r.length,
+                                                      out->length);
   }
 
   std::shared_ptr<Lane> TakeClaim(BatchId batch) {
@@ -433,11 +495,16 @@ class TcpTransport {
   // Cuts requests into slices and deals them over each peer's live lanes.
   // With `claim`, the lane that gets the first slice is claimed for the
   // caller and returned.
-  std::shared_ptr<Lane> Dispatch(const std::shared_ptr<transport_internal::BatchState>& batch,
-                                 std::span<const TransferRequest> requests,
-                                 const std::vector<Handle>& targets,
-                                 const std::vector<absl::Status>& early, bool claim) {
-    absl::flat_hash_map<Peer*, std::vector<std::vector<Slice>>> per_peer;
+  std::shared_ptr<Lane> Dispatch(
+      const std::shared_ptr<::mooncake::transport_internal::BatchState>& batch,
+      std::span<const TransferRequest> requests, const std::vector<Handle>& targets,
+      const std::vector<absl::Status>& early, bool claim) {
+    struct PeerWork {
+      std::vector<std::vector<Slice>> lanes;  // by the peer's lane index
+      std::vector<double> weights;            // several paths: SprayWeights
+      std::vector<size_t> next_lane;          // several paths: each path's next lane
+    };
+    absl::flat_hash_map<Peer*, PeerWork> per_peer;
     Peer* claim_peer = nullptr;
     size_t claim_lane = 0;
     // Batches start on one of the first whole_lanes_ lanes, in turn; a
@@ -446,17 +513,30 @@ class TcpTransport {
     for (size_t i = 0; i < requests.size(); ++i) {
       if (!early[i].ok()) continue;
       Peer* peer = targets[i].peer.get();
-      auto& lanes = per_peer[peer];
-      if (lanes.empty()) lanes.resize(options_.lanes_per_peer);
+      PeerWork& work = per_peer[peer];
+      const size_t per_path = options_.lanes_per_peer;
+      if (work.lanes.empty()) {
+        work.lanes.resize(peer->paths.size() * per_path);
+        if (peer->multi()) {
+          work.weights = Peers::Weights(*peer);
+          work.next_lane.assign(peer->paths.size(), next_lane);
+        }
+      }
       const TransferRequest& r = requests[i];
       // A request up to spread_min_bytes stays on one lane: its response is
       // one stream that wakes one server thread and one receiver. Larger
-      // requests deal their slices over the lanes.
+      // requests deal their slices over the lanes (and the paths).
       const bool spread = r.length > options_.spread_min_bytes;
-      size_t lane = next_lane++ % options_.lanes_per_peer;
+      size_t lane = next_lane++ % per_path;
+      // A spread request picks a path per slice, a whole one once.
+      const uint64_t first_bytes =
+          spread ? std::min<uint64_t>(options_.slice_bytes, r.length) : r.length;
+      size_t path = peer->multi() ? peer->picker->Pick(work.weights, first_bytes) : 0;
+      // Each path deals its share of a spread request over its own lanes.
+      if (spread && peer->multi()) lane = work.next_lane[path]++ % per_path;
       if (claim && claim_peer == nullptr) {
         claim_peer = peer;
-        claim_lane = lane;
+        claim_lane = path * per_path + lane;
       }
       for (uint64_t done = 0; done < r.length; done += options_.slice_bytes) {
         Slice s;
@@ -468,115 +548,34 @@ class TcpTransport {
         s.offset = r.remote_offset + done;
         s.length = static_cast<uint32_t>(std::min<uint64_t>(options_.slice_bytes, r.length - done));
         s.digests = SubrangeDigests(r, done, s.length);
-        lanes[lane].push_back(std::move(s));
-        if (spread) lane = (lane + 1) % options_.lanes_per_peer;
+        if (spread && peer->multi() && done > 0) {
+          path = peer->picker->Pick(work.weights, s.length);
+          lane = work.next_lane[path]++ % per_path;
+        }
+        work.lanes[path * per_path + lane].push_back(std::move(s));
+        if (spread && !peer->multi()) lane = (lane + 1) % per_path;
       }
     }
     std::shared_ptr<Lane> claimed;
-    for (auto& [peer, lanes] : per_peer) {
-      std::shared_ptr<Lane> c =
-          EnqueueOnPeer(*peer, lanes, peer == claim_peer ? claim_lane : kNoLane);
+    for (auto& [peer, work] : per_peer) {
+      const size_t claim_at = peer == claim_peer ? claim_lane : Peers::kNoLane;
+      std::shared_ptr<Lane> c = peers_.Enqueue(*peer, work.lanes, claim_at);
       if (c != nullptr) claimed = std::move(c);
     }
     return claimed;
   }
 
-  static constexpr size_t kNoLane = ~size_t{0};
-
-  // Enqueues lanes[l] on the peer's lane l (or a live one in its place);
-  // claims the lane that gets lanes[claim_lane] and returns it.
-  std::shared_ptr<Lane> EnqueueOnPeer(Peer& peer, std::vector<std::vector<Slice>>& lanes,
-                                      size_t claim_lane) {
-    std::shared_ptr<Lane> claimed;
-    std::vector<std::shared_ptr<Lane>> kicked;  // kept alive past the lock
-    {
-      absl::MutexLock lock(&peer.mu);
-      if (!AllLive(peer)) (void)ReviveLanesLocked(peer);
-      std::vector<size_t> live;
-      for (size_t l = 0; l < peer.lanes.size(); ++l) {
-        if (peer.lanes[l] != nullptr && !peer.lanes[l]->dead()) live.push_back(l);
-      }
-      for (size_t l = 0; l < lanes.size(); ++l) {
-        if (lanes[l].empty()) continue;
-        // A dead lane's share moves to a live one; with none, Enqueue on the
-        // dead lane (or the failure below) fails the slices.
-        const size_t target = live.empty() ? l : live[l % live.size()];
-        std::shared_ptr<Lane> lane = target < peer.lanes.size() ? peer.lanes[target] : nullptr;
-        if (lane == nullptr) {
-          for (Slice& s : lanes[l]) {
-            batches_.Settle(*s.batch, s.index,
-                            absl::UnavailableError(absl::StrCat(
-                                "no connection to ", JoinHostPort(peer.host, peer.port))));
-            // relaxed: a soft bound (see Submit).
-            queued_slices_.fetch_sub(1, std::memory_order_relaxed);
-          }
-          continue;
-        }
-        const bool claim = l == claim_lane;
-        if (!lane->Enqueue(lanes[l], claim)) continue;  // dead: failed the slices
-        if (claim) claimed = lane;
-        kicked.push_back(std::move(lane));
-      }
-    }
-    for (auto& lane : kicked) lane->Kick();
-    return claimed;
-  }
-
-  template <typename Pred>
-  size_t CountLanes(std::string_view endpoint, Pred pred) {
-    auto hp = ParseEndpoint(endpoint);
-    if (!hp.ok()) return 0;
-    std::shared_ptr<Peer> peer;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = peers_.find(absl::StrCat(hp->first, ":", hp->second));
-      if (it == peers_.end()) return 0;
-      peer = it->second;
-    }
-    absl::MutexLock lock(&peer->mu);
-    size_t n = 0;
-    for (auto& lane : peer->lanes) n += (lane != nullptr && pred(*lane)) ? 1 : 0;
-    return n;
-  }
-
-  static bool AllLive(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(peer.mu) {
-    for (auto& lane : peer.lanes) {
-      if (lane == nullptr || lane->dead()) return false;
-    }
-    return true;
-  }
-
-  std::vector<std::shared_ptr<Peer>> AllPeers() {
-    absl::MutexLock lock(&mu_);
-    std::vector<std::shared_ptr<Peer>> out;
-    for (auto& [k, p] : peers_) out.push_back(p);
-    return out;
-  }
-
-  // Every lane of every peer, kept alive by the caller (a lane replaced
-  // meanwhile stops in its destructor, after the caller let go of it).
-  std::vector<std::shared_ptr<Lane>> AllLanes() {
-    std::vector<std::shared_ptr<Lane>> out;
-    for (const auto& peer : AllPeers()) {
-      absl::MutexLock lock(&peer->mu);
-      for (const auto& lane : peer->lanes) {
-        if (lane != nullptr) out.push_back(lane);
-      }
-    }
-    return out;
-  }
-
   Options options_;
   TransportMetrics metrics_;
-  transport_internal::BatchTable batches_;
-  transport_internal::TcpServer server_;
+  ::mooncake::transport_internal::BatchTable batches_;
+  ::mooncake::transport_internal::TcpServer server_;
+  std::atomic<size_t> queued_slices_{0};
+  Peers peers_;               // after what its lanes settle into
   const size_t whole_lanes_;  // lanes a batch can start on
   std::atomic<size_t> rr_{0};
-  std::atomic<size_t> queued_slices_{0};
   absl::Mutex mu_;
   SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<SegmentHandle, Handle> handles_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
   // Batches submitted with SubmitForWait whose Wait has not come yet.
   absl::flat_hash_map<BatchId, std::shared_ptr<Lane>> claims_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,7 +1,9 @@
-// LinkLab: two network namespaces joined by a veth pair whose both ends are
-// shaped with `tc` (htb or tbf), so traffic between them crosses one link
-// of a known rate; plus the small process helpers the benchmark needs
-// (run a command, start one inside a namespace and collect its stdout).
+// LinkLab: two network namespaces joined by one or more veth pairs (links)
+// whose both ends are shaped with `tc` (htb or tbf), so traffic between them
+// crosses links of a known rate; each link has its own /24 and an address on
+// each end. Plus the small process helpers the benchmarks need (run a
+// command, start one inside a namespace and collect its stdout). Used by
+// qos_arbiter_bench (one link) and link_aggregation_bench (several).
 //
 // Needs root (ip netns, tc). Names carry the creating pid, so concurrent
 // labs do not collide; the destructor deletes both namespaces, which
@@ -118,6 +120,7 @@ struct LinkLabOptions {
   std::string shaper = "htb";
   std::string burst = "16kb";    // bucket: about 11 full-size packets
   std::string latency = "20ms";  // tbf only: queue bound (bytes = rate x latency)
+  int links = 1;                 // veth pairs, in [1, 8]
 };
 
 class LinkLab {
@@ -125,30 +128,39 @@ class LinkLab {
   static absl::StatusOr<std::unique_ptr<LinkLab>> Create(const LinkLabOptions& o) {
     if (::geteuid() != 0) {
       return absl::PermissionDeniedError(
-          "qos_arbiter_bench must run as root: it creates network namespaces, a veth pair and "
-          "tc qdiscs");
+          "LinkLab must run as root: it creates network namespaces, veth pairs and tc qdiscs");
     }
+    if (o.links < 1 || o.links > 8) return absl::InvalidArgumentError("links in [1, 8]");
     const int id = static_cast<int>(::getpid() % 100000);
     std::unique_ptr<LinkLab> lab(new LinkLab(id));
-    const std::string subnet = absl::StrCat("10.213.", id % 250, ".");
-    lab->server_ip_ = subnet + "1";
-    lab->client_ip_ = subnet + "2";
-    const std::string vs = absl::StrCat("mcqs", id), vc = absl::StrCat("mcqc", id);
-    const std::vector<std::vector<std::string>> steps = {
+    std::vector<std::vector<std::string>> all = {
         {"ip", "netns", "add", lab->server_ns_},
         {"ip", "netns", "add", lab->client_ns_},
-        {"ip", "link", "add", vs, "netns", lab->server_ns_, "type", "veth", "peer", "name", vc,
-         "netns", lab->client_ns_},
-        {"ip", "-n", lab->server_ns_, "addr", "add", lab->server_ip_ + "/24", "dev", vs},
-        {"ip", "-n", lab->client_ns_, "addr", "add", lab->client_ip_ + "/24", "dev", vc},
         {"ip", "-n", lab->server_ns_, "link", "set", "lo", "up"},
         {"ip", "-n", lab->client_ns_, "link", "set", "lo", "up"},
-        {"ip", "-n", lab->server_ns_, "link", "set", vs, "up"},
-        {"ip", "-n", lab->client_ns_, "link", "set", vc, "up"},
     };
-    std::vector<std::vector<std::string>> all = steps;
-    for (auto [ns, dev] : {std::pair(lab->server_ns_, vs), std::pair(lab->client_ns_, vc)}) {
-      for (auto& c : Shape(ns, dev, o)) all.push_back(std::move(c));
+    for (int i = 0; i < o.links; ++i) {
+      // Link 0 keeps the names and subnet a one-link lab always had.
+      const std::string suffix = i == 0 ? "" : absl::StrCat("l", i);
+      const std::string subnet = absl::StrCat("10.", 213 + i, ".", id % 250, ".");
+      const std::string vs = absl::StrCat("mcqs", id, suffix),
+                        vc = absl::StrCat("mcqc", id, suffix);
+      lab->server_ips_.push_back(subnet + "1");
+      lab->client_ips_.push_back(subnet + "2");
+      lab->server_devs_.push_back(vs);
+      lab->client_devs_.push_back(vc);
+      const std::vector<std::vector<std::string>> steps = {
+          {"ip", "link", "add", vs, "netns", lab->server_ns_, "type", "veth", "peer", "name", vc,
+           "netns", lab->client_ns_},
+          {"ip", "-n", lab->server_ns_, "addr", "add", subnet + "1/24", "dev", vs},
+          {"ip", "-n", lab->client_ns_, "addr", "add", subnet + "2/24", "dev", vc},
+          {"ip", "-n", lab->server_ns_, "link", "set", vs, "up"},
+          {"ip", "-n", lab->client_ns_, "link", "set", vc, "up"},
+      };
+      all.insert(all.end(), steps.begin(), steps.end());
+      for (auto [ns, dev] : {std::pair(lab->server_ns_, vs), std::pair(lab->client_ns_, vc)}) {
+        for (auto& c : Shape(ns, dev, o)) all.push_back(std::move(c));
+      }
     }
     for (const auto& step : all) {
       if (absl::Status s = Run(step); !s.ok()) return s;
@@ -197,13 +209,19 @@ class LinkLab {
 
   const std::string& server_ns() const { return server_ns_; }
   const std::string& client_ns() const { return client_ns_; }
-  const std::string& server_ip() const { return server_ip_; }
+  const std::string& server_ip() const { return server_ips_.front(); }
+  // Per link: each end's address and interface.
+  const std::vector<std::string>& server_ips() const { return server_ips_; }
+  const std::vector<std::string>& client_ips() const { return client_ips_; }
+  const std::vector<std::string>& server_devs() const { return server_devs_; }
+  const std::vector<std::string>& client_devs() const { return client_devs_; }
 
  private:
   explicit LinkLab(int id)
       : server_ns_(absl::StrCat("mcqos_s", id)), client_ns_(absl::StrCat("mcqos_c", id)) {}
 
-  std::string server_ns_, client_ns_, server_ip_, client_ip_;
+  std::string server_ns_, client_ns_;
+  std::vector<std::string> server_ips_, client_ips_, server_devs_, client_devs_;
 };
 
 }  // namespace mooncake::qos_bench

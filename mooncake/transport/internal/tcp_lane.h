@@ -88,6 +88,7 @@
 #include "mooncake/base/trace.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
+#include "mooncake/transport/internal/tcp_bind.h"
 #include "mooncake/transport/internal/tcp_server.h"
 #include "mooncake/transport/internal/tcp_wire.h"
 #include "mooncake/transport/internal/unix_socket.h"
@@ -105,14 +106,34 @@ struct Slice {
   uint64_t tag = 0;
   uint64_t* digests = nullptr;  // READ: this slice's chunk digest slots (SubrangeDigests)
   int64_t sent_ns = 0;          // trace::NowNs() when its frame went out; 0: not traced
+  uint8_t attempts = 0;         // paths it was moved off after a lane died (tcp_paths.h)
+};
+
+// What a lane tells the path it belongs to about its slices (multi-path
+// peers, internal/tcp_paths.h); a single-path peer's lanes have none.
+// Called on the lane's threads, or the Enqueue caller's, with no lane lock
+// held but possibly send_mu_: an observer must not call back into the lane.
+class SliceObserver {
+ public:
+  virtual ~SliceObserver() = default;
+  // `s` is settled with `status` (a slice taken over by Rescue is not).
+  virtual void Settled(const Slice& s, const absl::Status& status) = 0;
+  // The lane died (with `why`) holding `s`, sent or not: true if the
+  // observer took `s` over (moved from; it is settled elsewhere), false to
+  // settle it here with `why`.
+  virtual bool Rescue(Slice& s, const absl::Status& why) = 0;
 };
 
 // Connects to host:port (a literal: endpoints carry them) before `deadline`;
 // the socket is blocking, its I/O bounded by socket timeouts (TuneTcpSocket).
+// A non-empty `local_host` binds the local end to that address first.
 inline absl::StatusOr<UniqueFd> ConnectTcp(const std::string& host, uint16_t port,
-                                           absl::Time deadline, absl::Duration io_timeout) {
+                                           absl::Time deadline, absl::Duration io_timeout,
+                                           const std::string& local_host = {}) {
   const ConnectOptions options{.resolve_names = false, .blocking = true};
-  ASSIGN_OR_RETURN(UniqueFd fd, mooncake::ConnectTcp(HostPort{host, port}, deadline, options));
+  ASSIGN_OR_RETURN(UniqueFd fd, local_host.empty()
+                                    ? mooncake::ConnectTcp(HostPort{host, port}, deadline, options)
+                                    : ConnectTcpFrom(local_host, host, port, deadline));
   TuneTcpSocket(fd.get(), io_timeout);
   return fd;
 }
@@ -129,14 +150,17 @@ class TcpLane {
 
   // `outstanding` counts the transport's unsettled slices; the lane
   // decrements it for every slice it settles.
-  TcpLane(BatchTable* table, std::atomic<size_t>* outstanding, Limits limits)
-      : table_(table), outstanding_(outstanding), limits_(limits) {}
+  // `observer` (may be null) outlives the lane.
+  TcpLane(BatchTable* table, std::atomic<size_t>* outstanding, Limits limits,
+          SliceObserver* observer = nullptr)
+      : table_(table), outstanding_(outstanding), limits_(limits), observer_(observer) {}
   ~TcpLane() { Stop(absl::CancelledError("transport shut down")); }
   TcpLane(const TcpLane&) = delete;
   TcpLane& operator=(const TcpLane&) = delete;
 
-  absl::Status Connect(const std::string& host, uint16_t port, absl::Time deadline) {
-    ASSIGN_OR_RETURN(fd_, ConnectTcp(host, port, deadline, limits_.io_timeout));
+  absl::Status Connect(const std::string& host, uint16_t port, absl::Time deadline,
+                       const std::string& local_host = {}) {
+    ASSIGN_OR_RETURN(fd_, ConnectTcp(host, port, deadline, limits_.io_timeout, local_host));
     sender_ = std::thread([this] { SenderLoop(); });
     receiver_ = std::thread([this] { ReceiverLoop(); });
     return absl::OkStatus();
@@ -184,7 +208,7 @@ class TcpLane {
       }
       dead_status = dead_status_;
     }
-    for (Slice& s : slices) SettleSlice(s, dead_status);
+    for (Slice& s : slices) SettleOrRescue(s, dead_status);
     slices.clear();
     return false;
   }
@@ -327,8 +351,8 @@ class TcpLane {
       status = dead_status_;
     }
     for (auto& [s, st] : answered) SettleSlice(s, st);
-    for (Slice& s : pending) SettleSlice(s, status);
-    for (Slice& s : queued) SettleSlice(s, status);
+    for (Slice& s : pending) SettleOrRescue(s, status);
+    for (Slice& s : queued) SettleOrRescue(s, status);
   }
 
   // The claim of `batch` ends: its reservation (if it still holds the lane)
@@ -726,14 +750,21 @@ class TcpLane {
   }
 
   void SettleSlice(const Slice& s, const absl::Status& status) {
+    if (observer_ != nullptr) observer_->Settled(s, status);
     table_->Settle(*s.batch, s.index, status);
     // relaxed: the count is a soft admission bound, it publishes nothing.
     outstanding_->fetch_sub(1, std::memory_order_relaxed);
   }
 
+  // A slice the dead lane held: its path's observer may move it to another.
+  void SettleOrRescue(Slice& s, const absl::Status& why) {
+    if (observer_ == nullptr || !observer_->Rescue(s, why)) SettleSlice(s, why);
+  }
+
   BatchTable* const table_;
   std::atomic<size_t>* const outstanding_;
   const Limits limits_;
+  SliceObserver* const observer_;
   UniqueFd fd_;
   std::thread sender_;
   std::thread receiver_;

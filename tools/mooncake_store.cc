@@ -95,6 +95,11 @@ ABSL_FLAG(std::string, allocator, "tlsf",
 ABSL_FLAG(std::string, kv_block_bytes, "",
           "--allocator=kv: the KV block sizes given slabs, e.g. 896K,2M (default "
           "896K,2M,3584K,8M)");
+ABSL_FLAG(std::string, relocation, "off",
+          "on: the master compacts a fragmented segment (moving a few objects within it, "
+          "copied by its worker) when a put finds enough free bytes but no extent that fits, "
+          "instead of evicting (docs/alloc.md, Relocation); off: such a put evicts. Not with "
+          "--ha_etcd");
 ABSL_FLAG(std::string, ssd_path, "",
           "the worker's SSD tier: a file (created, or emptied, at start) that evicted objects "
           "are written back to; empty: none");
@@ -240,6 +245,13 @@ node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_f
     auto parsed = node::ParseKvBlockBytes(blocks);
     check(parsed.status());
     o.kv_block_bytes = *parsed;
+  }
+  if (const std::string r = absl::GetFlag(FLAGS_relocation); r == "on" || r == "off") {
+    o.relocation = r == "on";
+    // Copies are refused with HA (docs/elasticity.md), and a compaction is copies.
+    if (o.relocation && !o.ha_etcd.empty()) BadFlags("--relocation=on cannot go with --ha_etcd");
+  } else {
+    BadFlags("--relocation must be on or off");
   }
   o.ssd_path = absl::GetFlag(FLAGS_ssd_path);
   if (const std::string ssd = absl::GetFlag(FLAGS_ssd_bytes); !ssd.empty()) {

@@ -28,7 +28,8 @@ for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=no
             "--repair_within_ms=-5" "--route_policy=/no/such/policy" "positional" \
             "--allocator=slab" "--kv_block_bytes=1M" "--allocator=kv --kv_block_bytes=0" \
             "--tenant=a" "--tenant=a:1G:fast" "--tenant=a:1G --tenant=a:2G" \
-            "--tenants=a:2G:1G --tenant=a:512M"; do
+            "--tenants=a:2G:1G --tenant=a:512M" "--relocation=maybe" \
+            "--relocation=on --ha_etcd=http://127.0.0.1:1"; do
   set +e
   msg=$("$bin" $args --http= --demo=false 2>&1)
   rc=$?
@@ -147,7 +148,7 @@ cat "$out"
 # ---- --allocator=kv and --tenant: the demo's every byte through KV slabs --------
 "$bin" --listen=127.0.0.1:0 --http=127.0.0.1:0 --segment_bytes=64M --demo \
   --allocator=kv --kv_block_bytes=64K,1M,4M --tenant=acme:1G:64M --status_interval=0 \
-  --ready_file="$ready" >"$out" 2>&1 &
+  --relocation=on --ready_file="$ready" >"$out" 2>&1 &
 pid=$!
 for _ in $(seq 300); do
   [[ -f $ready ]] && break
@@ -162,11 +163,13 @@ hp=$(sed -n 's/^http=//p' "$ready")
 m=$(get "$hp" /metrics)
 grep -q 'mooncake_master_tenant_rate_limited_total{tenant="acme"} 0' <<<"$m" ||
   fail "kv: no rate_limited series for acme"
+grep -q 'mooncake_master_compactions_total{outcome="started"} 0' <<<"$m" ||
+  fail "kv: --relocation=on but no compactions series"
 kill -TERM "$pid"
 await_exit "$pid"
 pid=
 [[ $rc -eq 0 ]] || fail "kv: exit $rc after SIGTERM, want 0"
-echo "ok   --allocator=kv with the demo, --tenant's rate in the banner and /metrics"
+echo "ok   --allocator=kv --relocation=on with the demo, --tenant's rate in the banner and /metrics"
 
 # ---- README command 1 as written: no flags at all --------------------------------
 # The embedded default: master on 127.0.0.1:50051, HTTP on 127.0.0.1:9090, a

@@ -108,12 +108,31 @@ class KvAllocator {
   [[nodiscard]] std::optional<Allocation> AllocateRelocating(uint64_t size, uint64_t alignment,
                                                              const RelocationOptions& options,
                                                              Relocate&& relocate) {
+    return AllocateRelocating(
+        size, alignment, options, [](uint64_t, AllocationHandle) { return true; }, relocate);
+  }
+
+  // The same, moving only allocations `movable(offset, handle)` accepts: a
+  // slab page moves only when every live slot in it may.
+  template <typename Movable, typename Relocate>
+  requires std::predicate<Movable&, uint64_t, AllocationHandle> &&
+      requires(Backing& b, const RelocationOptions& o, IgnoreMoves& m) {
+    b.AllocateRelocating(uint64_t{1}, uint64_t{1}, CarveEnd::kLow, o, m);
+  }
+  [[nodiscard]] std::optional<Allocation> AllocateRelocating(uint64_t size, uint64_t alignment,
+                                                             const RelocationOptions& options,
+                                                             Movable&& movable,
+                                                             Relocate&& relocate) {
     if (!IsValidAlignment(options.max_alignment)) return std::nullopt;
     if (std::optional<Allocation> a = allocate(size, alignment)) return a;
     const std::optional<uint32_t> c = slab_.ClassFor(size, alignment);
     const bool is_block = c.has_value() && slab_.class_bytes(*c) == size;
     std::optional<Allocation> a = slab_.backing().AllocateRelocating(
         size, alignment, is_block ? CarveEnd::kLow : CarveEnd::kHigh, options,
+        [&](const RecordMove& m) {
+          const std::optional<bool> page = slab_.PageMovable(m.from_handle, movable);
+          return page.has_value() ? *page : movable(m.from_offset, m.from_handle);
+        },
         [&](const RecordMove& m) {
           if (slab_.MovePage(m.from_handle, m.to_offset, m.to_handle, relocate)) return;
           relocate(Relocation{

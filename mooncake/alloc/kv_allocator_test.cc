@@ -125,6 +125,40 @@ TEST(KvAllocatorTest, UtilizationAtFirstFailureOnTheMixedKvWorkload) {
   }
 }
 
+// A filter that refuses a slot keeps its whole page (and the window) in place.
+TEST(KvAllocatorTest, RelocationMovesOnlyWhatTheFilterAllows) {
+  constexpr uint64_t kCap = uint64_t{1} << 20;
+  constexpr uint64_t kOdd = 100 << 10;  // a direct (non-block) size
+  auto fragmented = [&](std::vector<Allocation>* kept) {
+    KvAllocator<> a = KvFactory::Make(kCap);
+    std::vector<Allocation> all;
+    while (std::optional<Allocation> x = a.allocate(kOdd, 64)) all.push_back(*x);
+    for (size_t i = 0; i < all.size(); ++i) {
+      if (i % 2 == 0) {
+        a.free(all[i]);
+      } else {
+        kept->push_back(all[i]);
+      }
+    }
+    return a;
+  };
+  std::vector<Allocation> kept;
+  KvAllocator<> a = fragmented(&kept);
+  ASSERT_GE(a.stats().free_bytes, 2 * kOdd);
+  ASSERT_FALSE(a.allocate(2 * kOdd, 64).has_value());
+  int calls = 0;
+  auto count = [&](const Relocation&) { ++calls; };
+  const AllocatorStats before = a.stats();
+  EXPECT_FALSE(a.AllocateRelocating(
+      2 * kOdd, 64, RelocationOptions{}, [](uint64_t, AllocationHandle) { return false; }, count));
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(a.stats(), before);
+  EXPECT_TRUE(a.AllocateRelocating(
+      2 * kOdd, 64, RelocationOptions{}, [](uint64_t, AllocationHandle) { return true; }, count));
+  EXPECT_GT(calls, 0);
+  a.backing().CheckInvariants();
+}
+
 // Multi-slot pages (8/24/64 KiB slots in 256 KiB pages) and odd sizes:
 // a moved page moves each of its live slots, whose handles stay valid.
 TEST(KvAllocatorTest, RelocationKeepsEveryAllocationsBytes) {

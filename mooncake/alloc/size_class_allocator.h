@@ -242,6 +242,26 @@ class SizeClassAllocator {
     return false;
   }
 
+  // Whether every live slot of the page the backing extent `handle` names
+  // passes `movable(offset, slot handle)`; nullopt when the extent is not a
+  // page of this allocator. O(pages + slots of the page).
+  template <typename Movable>
+  std::optional<bool> PageMovable(AllocationHandle handle, Movable& movable) const {
+    for (uint32_t index = 0; index < pages_.size(); ++index) {
+      const Page& page = pages_[index];
+      if (!page.in_use || page.extent.handle != handle) continue;
+      const uint64_t slot_bytes = classes_[page.class_index].slot_bytes;
+      const AllocationHandle slot_handle =
+          alloc_internal::PackHandle(owner_tag_, page.generation, index);
+      for (uint32_t slot = 0; slot < page.slot_count; ++slot) {
+        if ((page.live_bits[slot / 64] >> (slot % 64) & 1) == 0) continue;
+        if (!movable(page.extent.offset + slot * slot_bytes, slot_handle)) return false;
+      }
+      return true;
+    }
+    return std::nullopt;
+  }
+
   size_t class_count() const { return classes_.size(); }
   uint64_t class_bytes(uint32_t c) const { return classes_[c].slot_bytes; }
   uint32_t slots_per_page(uint32_t c) const { return classes_[c].slots_per_page; }

@@ -183,6 +183,20 @@ class TlsfAllocator {
                                                              CarveEnd end,
                                                              const RelocationOptions& options,
                                                              Move&& move) {
+    return AllocateRelocating(
+        size, alignment, end, options, [](const RecordMove&) { return true; }, move);
+  }
+
+  // The same, moving only records `movable(const RecordMove&)` accepts (it
+  // sees from_offset, bytes and from_handle; to_* are not chosen yet): a
+  // window holding any other live record is skipped. For an owner whose
+  // allocations are not all free to move (a range being written, or shared).
+  template <typename Movable, typename Move>
+  requires std::predicate<Movable&, const RecordMove&>
+  [[nodiscard]] std::optional<Allocation> AllocateRelocating(uint64_t size, uint64_t alignment,
+                                                             CarveEnd end,
+                                                             const RelocationOptions& options,
+                                                             Movable&& movable, Move&& move) {
     if (!IsValidAlignment(options.max_alignment)) return std::nullopt;
     if (std::optional<Allocation> a = Allocate(size, alignment, end)) return a;
     if (size == 0 || size > capacity_ || !IsValidAlignment(alignment)) return std::nullopt;
@@ -192,7 +206,7 @@ class TlsfAllocator {
     const uint64_t budget = options.max_moved_bytes != 0 ? options.max_moved_bytes : 2 * reserved;
     for (const Window& w : RankWindows(reserved, alignment, budget, options.max_windows)) {
       if (std::optional<Allocation> a =
-              TryWindow(w, size, reserved, alignment, end, options.max_alignment, move)) {
+              TryWindow(w, size, reserved, alignment, end, options.max_alignment, movable, move)) {
         return a;
       }
     }
@@ -210,6 +224,24 @@ class TlsfAllocator {
       relocate(Relocation{
           .from_offset = m.from_offset, .to_offset = m.to_offset, .handle = m.to_handle});
     });
+  }
+
+  // The same, moving only allocations `movable(offset, handle)` accepts (a
+  // window holding another live allocation is skipped).
+  template <typename Movable, typename Relocate>
+  requires std::predicate<Movable&, uint64_t, AllocationHandle> &&
+      std::invocable<Relocate&, const Relocation&>
+  [[nodiscard]] std::optional<Allocation> AllocateRelocating(uint64_t size, uint64_t alignment,
+                                                             const RelocationOptions& options,
+                                                             Movable&& movable,
+                                                             Relocate&& relocate) {
+    return AllocateRelocating(
+        size, alignment, CarveEnd::kLow, options,
+        [&](const RecordMove& m) { return movable(m.from_offset, m.from_handle); },
+        [&](const RecordMove& m) {
+          relocate(Relocation{
+              .from_offset = m.from_offset, .to_offset = m.to_offset, .handle = m.to_handle});
+        });
   }
 
   // Reserves exactly [offset, offset + ReservedBytes(size)) if every byte of
@@ -490,11 +522,11 @@ class TlsfAllocator {
   }
 
   // One relocation attempt on window `w` (see AllocateRelocating).
-  template <typename Move>
+  template <typename Movable, typename Move>
   [[gnu::noinline]] std::optional<Allocation> TryWindow(const Window& w, uint64_t size,
                                                         uint64_t reserved, uint64_t alignment,
                                                         CarveEnd end, uint64_t max_alignment,
-                                                        Move& move) {
+                                                        Movable& movable, Move& move) {
     // An earlier window's rollback keeps every extent but may renumber free
     // records; records tile the range, so a live record at the offset is it.
     uint32_t first = w.first_record;
@@ -505,6 +537,18 @@ class TlsfAllocator {
       }
     }
     MC_ASSERT(first != kNone, "relocation window lost its first record");
+    // A window with a record the owner cannot move is skipped, nothing changed.
+    for (uint32_t i = first; i != kNone && nodes_[i].offset < w.end_offset;
+         i = nodes_[i].next_phys) {
+      if (nodes_[i].state != State::kUsed) continue;
+      const RecordMove probe{
+          .from_offset = nodes_[i].offset,
+          .to_offset = 0,
+          .bytes = nodes_[i].size,
+          .from_handle = alloc_internal::PackHandle(owner_tag_, nodes_[i].generation, i),
+          .to_handle = {}};
+      if (!movable(probe)) return std::nullopt;
+    }
     // Fence the window: its free records become used so that no new place
     // lands inside it. `window` lists every record of it in physical order.
     std::vector<uint32_t> window, fences, movers, places;

@@ -294,6 +294,42 @@ TEST(TlsfAllocatorTest, RelocationOpensAnExtentByMovingANeighbour) {
   EXPECT_EQ(a.stats().largest_free_bytes, 1u << 20);
 }
 
+// An owner that may not move some allocations (a range being written)
+// filters them: windows holding one are skipped.
+TEST(TlsfAllocatorTest, RelocationSkipsWindowsWithAnUnmovableAllocation) {
+  TlsfAllocator a({.capacity_bytes = 1 << 20});
+  constexpr uint64_t kQuarter = 256 << 10;
+  std::vector<Allocation> q;
+  for (int i = 0; i < 4; ++i) q.push_back(*a.allocate(kQuarter, 4096));
+  a.free(q[0]);
+  a.free(q[2]);
+  int calls = 0;
+  auto count = [&](const Relocation&) { ++calls; };
+  const AllocatorStats before = a.stats();
+  auto none = [](uint64_t, AllocationHandle) { return false; };
+  EXPECT_FALSE(a.AllocateRelocating(2 * kQuarter, 4096, RelocationOptions{}, none, count));
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(a.stats(), before);
+  a.CheckInvariants();
+  // Only q[3] may move: the window [q2, q3] opens, q[1] stays.
+  auto only_q3 = [&](uint64_t offset, AllocationHandle handle) {
+    return offset == q[3].offset && handle == q[3].handle;
+  };
+  std::vector<Relocation> moves;
+  const std::optional<Allocation> big =
+      a.AllocateRelocating(2 * kQuarter, 4096, RelocationOptions{}, only_q3,
+                           [&](const Relocation& r) { moves.push_back(r); });
+  ASSERT_TRUE(big.has_value());
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves[0].from_offset, q[3].offset);
+  EXPECT_EQ(big->offset, q[2].offset);
+  a.free(Allocation{.offset = moves[0].to_offset, .size = kQuarter, .handle = moves[0].handle});
+  a.free(q[1]);
+  a.free(*big);
+  a.CheckInvariants();
+  EXPECT_EQ(a.stats().used_bytes, 0u);
+}
+
 TEST(TlsfAllocatorTest, RelocationThatCannotWorkMovesNothing) {
   TlsfAllocator a({.capacity_bytes = 1 << 20});
   constexpr uint64_t kQuarter = 256 << 10;

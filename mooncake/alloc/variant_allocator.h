@@ -8,7 +8,9 @@
 // There is no default constructor: construct from a model (moved in).
 //
 // Claim(offset, size) goes to the held model's Claim (TlsfAllocator::Claim,
-// KvAllocator::Claim); a model without one answers std::nullopt.
+// KvAllocator::Claim), and AllocateRelocating(size, alignment, options,
+// movable, relocate) to the held model's filtered one; a model without one
+// answers std::nullopt.
 //
 // Thread-safety: none, as the models (allocator.h); LockedAllocator wraps it.
 #ifndef MOONCAKE_ALLOC_VARIANT_ALLOCATOR_H_
@@ -26,6 +28,16 @@
 #include "mooncake/alloc/internal/archetype.h"
 
 namespace mooncake::alloc {
+
+// A model with a filtered AllocateRelocating (what VariantAllocator forwards).
+template <typename A>
+concept RelocatingModel = requires(std::remove_cvref_t<A>& a, const RelocationOptions& o,
+                                   bool (*movable)(uint64_t, AllocationHandle),
+                                   void (*relocate)(const Relocation&)) {
+  {
+    a.AllocateRelocating(uint64_t{1}, uint64_t{1}, o, movable, relocate)
+    } -> std::same_as<std::optional<Allocation>>;
+};
 
 template <Allocator First, Allocator... Rest>
 class VariantAllocator {
@@ -51,6 +63,35 @@ class VariantAllocator {
                           { a.Claim(offset, size) } -> std::same_as<std::optional<Allocation>>;
                         }) {
             return a.Claim(offset, size);
+          } else {
+            return std::nullopt;
+          }
+        },
+        model_);
+  }
+
+  // Whether the held model offers AllocateRelocating with a filter
+  // (TlsfAllocator, KvAllocator).
+  bool SupportsRelocation() const {
+    return std::visit([](const auto& a) { return RelocatingModel<decltype(a)>; }, model_);
+  }
+
+  // The held model's AllocateRelocating(size, alignment, options, movable,
+  // relocate) (allocator.h, Relocation); a model without one answers
+  // std::nullopt without calling anything.
+  template <typename Movable, typename Relocate>
+  [[nodiscard]] std::optional<Allocation> AllocateRelocating(uint64_t size, uint64_t alignment,
+                                                             const RelocationOptions& options,
+                                                             Movable&& movable,
+                                                             Relocate&& relocate) {
+    return std::visit(
+        [&](auto& a) -> std::optional<Allocation> {
+          if constexpr (requires {
+                          {
+                            a.AllocateRelocating(size, alignment, options, movable, relocate)
+                            } -> std::same_as<std::optional<Allocation>>;
+                        }) {
+            return a.AllocateRelocating(size, alignment, options, movable, relocate);
           } else {
             return std::nullopt;
           }

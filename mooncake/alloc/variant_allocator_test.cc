@@ -104,5 +104,24 @@ TEST(VariantAllocatorTest, ClaimReachesBothModels) {
   }
 }
 
+TEST(VariantAllocatorTest, RelocationReachesBothModels) {
+  constexpr uint64_t kQuarter = 256 << 10;
+  for (int model = 0; model < 2; ++model) {
+    TlsfOrKv a = model == 0 ? TlsfOrKv(Tlsf(1 << 20)) : TlsfOrKv(Kv(1 << 20));
+    EXPECT_TRUE(a.SupportsRelocation());
+    std::vector<Allocation> q;
+    for (int i = 0; i < 4; ++i) q.push_back(*a.allocate(kQuarter, 4096));
+    a.free(q[0]);
+    a.free(q[2]);
+    ASSERT_FALSE(a.allocate(2 * kQuarter, 4096).has_value());
+    int moves = 0;
+    std::optional<Allocation> big = a.AllocateRelocating(
+        2 * kQuarter, 4096, RelocationOptions{}, [](uint64_t, AllocationHandle) { return true; },
+        [&](const Relocation&) { ++moves; });
+    ASSERT_TRUE(big.has_value()) << a.index();
+    EXPECT_EQ(moves, 1);
+  }
+}
+
 }  // namespace
 }  // namespace mooncake::alloc

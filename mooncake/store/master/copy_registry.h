@@ -77,8 +77,10 @@ struct ReplicationOptions {
   double hot_max_fraction = 0.1;
 };
 
-// Why a copy task exists.
-enum class CopyKind : uint8_t { kUser, kDrain, kRepair, kHot };
+// Why a copy task exists. kRelocate: a move within one segment for its
+// compaction (internal/relocation_path.h); its dst_range is the new range.
+enum class CopyKind : uint8_t { kUser, kDrain, kRepair, kHot, kRelocate };
+inline constexpr size_t kCopyKinds = 5;
 
 struct CopyRecord {
   store::proto::CopyTask task;  // task_id assigned by Enqueue

@@ -57,6 +57,7 @@
 #include "mooncake/store/master/internal/membership_path.h"
 #include "mooncake/store/master/internal/put_path.h"
 #include "mooncake/store/master/internal/read_path.h"
+#include "mooncake/store/master/internal/relocation_path.h"
 #include "mooncake/store/master/internal/replication_path.h"
 #include "mooncake/store/master/internal/restore_path.h"
 #include "mooncake/store/master/internal/tier_path.h"
@@ -288,6 +289,7 @@ class Master {
     std::tie(r.workers_expired, r.replicas_dropped) = master_internal::ExpireWorkers(s_, now);
     r.tier_tasks_timed_out = master_internal::ExpireTierTasks(s_, now);
     r.copy_tasks_timed_out = master_internal::ExpireCopyTasks(s_, now);  // and plans copies
+    master_internal::AdvanceRelocation(s_, now);  // compactions of fragmented segments
     s_.pool.DecayReads();
     // Offloads in flight free their DRAM when the tier acknowledges: count
     // them as freed already, so one round does not offload twice as much.

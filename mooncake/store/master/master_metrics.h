@@ -15,8 +15,10 @@
 //   worker_used_bytes{worker}, segment_fragmentation{segment} gauges
 //   tenant_used_bytes{tenant}, tenant_capacity_bytes{tenant} gauges,
 //   tenant_refused_total{tenant}, tenant_rate_limited_total{tenant}
-//   copies_total{kind=user|drain|repair|hot, result=ok|failed}, copied_bytes_total,
+//   copies_total{kind=user|drain|repair|hot|relocate, result=ok|failed}, copied_bytes_total,
 //   hot_replicas_dropped_total, repair_backlog, hot_extra_bytes   (replication)
+//   relocations_total, relocated_bytes_total, relocations_failed_total,
+//   compactions_total{outcome=started|no_window|done|failed}      (compaction)
 //   clones_total, cloned_bytes_total (bytes referred to, none copied),
 //   shared_bytes (gauge), groups_committed_total, group_members_retired_total,
 //   groups (gauge), model_objects{model}, model_bytes{model} gauges
@@ -86,12 +88,21 @@ class MasterMetrics {
     tier_shortfall_bytes = G("tier_shortfall_bytes",
                              "SSD tier capacity not counted on after tiers refused records for "
                              "space (fragmentation).");
-    static constexpr const char* kKinds[] = {"user", "drain", "repair", "hot"};
-    for (int k = 0; k < 4; ++k) {
+    static constexpr const char* kKinds[] = {"user", "drain", "repair", "hot", "relocate"};
+    for (int k = 0; k < 5; ++k) {
       copies_ok[k] = Copy(kKinds[k], "ok");
       copies_failed[k] = Copy(kKinds[k], "failed");
     }
     copied_bytes = C("copied_bytes_total", "Replica bytes copied between workers.", {});
+    relocations = C("relocations_total", "Replicas moved within their segment by compaction.", {});
+    relocated_bytes = C("relocated_bytes_total", "Bytes moved within segments by compaction.", {});
+    relocations_failed =
+        C("relocations_failed_total",
+          "Compaction moves that failed or timed out (their replica dropped).", {});
+    compactions_started = Compaction("started");
+    compactions_no_window = Compaction("no_window");
+    compactions_done = Compaction("done");
+    compactions_failed = Compaction("failed");
     hot_dropped =
         C("hot_replicas_dropped_total", "Hot-object extra replicas dropped for space.", {});
     repair_backlog = G("repair_backlog", "Objects waiting for re-replication.");
@@ -188,8 +199,11 @@ class MasterMetrics {
       *tier_drop_failures, *tier_ssd_evictions, *tier_quarantined_bytes;
   Gauge *tier_objects, *tier_capacity_bytes, *tier_reserved_bytes, *tier_shortfall_bytes;
   // Indexed by master::CopyKind.
-  Counter* copies_ok[4];
-  Counter* copies_failed[4];
+  Counter* copies_ok[5];
+  Counter* copies_failed[5];
+  // Compaction by relocation (internal/relocation_path.h).
+  Counter *relocations, *relocated_bytes, *relocations_failed;
+  Counter *compactions_started, *compactions_no_window, *compactions_done, *compactions_failed;
   Counter *copied_bytes, *hot_dropped;
   Gauge *repair_backlog, *hot_extra_bytes;
   Counter *clones, *cloned_bytes, *groups_committed, *group_members_retired;
@@ -217,6 +231,13 @@ class MasterMetrics {
   Counter* Tier(std::string_view kind, std::string_view result) {
     return C("tier_tasks_total", "SSD tier tasks the workers finished, by kind and outcome.",
              {{"kind", std::string(kind)}, {"result", std::string(result)}});
+  }
+
+  Counter* Compaction(std::string_view outcome) {
+    return C("compactions_total",
+             "Segment compactions by outcome: started; no_window (nothing could be moved); done "
+             "(every move copied); failed (a move failed or timed out).",
+             {{"outcome", std::string(outcome)}});
   }
 
   Counter* Copy(std::string_view kind, std::string_view result) {

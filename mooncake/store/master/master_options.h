@@ -31,6 +31,24 @@ struct TenantConfig {
 // The highest TenantConfig::rate_bytes_per_sec (qos::TokenBucket's limit, 1 PB/s).
 inline constexpr uint64_t kMaxTenantRateBytesPerSec = uint64_t{1} << 50;
 
+// Compaction of fragmented segments by relocation (internal/relocation_path.h,
+// docs/alloc.md "Relocation"): when a put finds a segment with enough free
+// bytes but no extent that fits, the master moves a few objects within that
+// segment (copies by the segment's worker, as copy tasks) so that a later put
+// of that size fits without evicting. Needs an allocator that relocates
+// (TlsfAllocator, KvAllocator) and workers that serve a transport router.
+struct SegmentRelocationOptions {
+  bool enabled = false;
+  // Most bytes one compaction moves, as a multiple of the request (the
+  // allocator's RelocationOptions::max_moved_bytes).
+  uint32_t max_moved_factor = 2;
+  // A segment is compacted at most once per this interval (a compaction that
+  // found no window is not tried again sooner either).
+  int64_t min_interval_ms = 100;
+  // Segments compacting at once.
+  size_t max_in_flight = 16;
+};
+
 struct MasterOptions {
   size_t shard_count = 64;  // power of two
   uint64_t max_object_bytes = uint64_t{1} << 32;
@@ -76,6 +94,9 @@ struct MasterOptions {
   // Copies between workers: drain, re-replication, hot-object replicas and
   // copy / move tasks (copy_registry.h, docs/elasticity.md).
   ReplicationOptions replication;
+
+  // Compaction of fragmented segments (off by default; docs/alloc.md).
+  SegmentRelocationOptions relocation;
 };
 
 inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
@@ -123,6 +144,10 @@ inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
         "replication: task_timeout_ms, repair_within_ms, hot_window_ms > 0; max_wait_ms >= 0; "
         "max_queued_tasks, max_in_flight_per_worker, hot_max_replicas > 0; hot_max_fraction in "
         "[0, 1]");
+  }
+  if (o.relocation.max_moved_factor == 0 || o.relocation.min_interval_ms < 0 ||
+      o.relocation.max_in_flight == 0) {
+    return bad("relocation: max_moved_factor, max_in_flight > 0; min_interval_ms >= 0");
   }
   return absl::OkStatus();
 }

@@ -54,6 +54,7 @@
 #include "absl/synchronization/mutex.h"
 #include "mooncake/alloc/allocator.h"
 #include "mooncake/alloc/tlsf_allocator.h"
+#include "mooncake/alloc/variant_allocator.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/store/rpc/master.pb.h"
 
@@ -219,6 +220,7 @@ class SegmentPool {
     if (s->dead) return std::nullopt;
     std::optional<alloc::Allocation> a = s->allocator.allocate(size, alignment);
     if (a.has_value()) {
+      ++s->alloc_seq;
       // relaxed: statistics; the allocator's state is under s->mu.
       s->used_bytes.fetch_add(a->size, std::memory_order_relaxed);
       used_bytes_.fetch_add(a->size, std::memory_order_relaxed);
@@ -243,6 +245,7 @@ class SegmentPool {
     if (s->dead) return std::nullopt;
     std::optional<alloc::Allocation> a = s->allocator.Claim(offset, size);
     if (a.has_value()) {
+      ++s->alloc_seq;
       MC_DASSERT(a->offset == offset && a->size == size, "Claim returned another range");
       // relaxed: statistics; the allocator's state is under s->mu.
       s->used_bytes.fetch_add(a->size, std::memory_order_relaxed);
@@ -265,9 +268,14 @@ class SegmentPool {
       shared_bytes_.fetch_sub(a.size, std::memory_order_relaxed);
       return true;
     }
-    s->allocator.free(a);
-    s->used_bytes.fetch_sub(a.size, std::memory_order_relaxed);
-    used_bytes_.fetch_sub(a.size, std::memory_order_relaxed);
+    if (!s->relocated.empty()) {
+      if (auto it = s->relocated.find(a.offset);
+          it != s->relocated.end() && it->second.from_handle == a.handle) {
+        it->second.to.size = a.size;  // the owner's size, as the old Allocation's
+        return FreeRelocatedLocked(*s, it);
+      }
+    }
+    FreeLocked(*s, a);
     return true;
   }
 
@@ -295,6 +303,150 @@ class SegmentPool {
   // Bytes of the references beyond the first to shared ranges: what clones
   // would have allocated had they copied.
   uint64_t shared_bytes() const { return shared_bytes_.load(std::memory_order_relaxed); }
+
+  // ---- Relocation (internal/relocation_path.h, docs/alloc.md) ----------------
+  //
+  // Compact moves allocations of a segment in the allocator only: each moved
+  // range keeps its old Allocation as its name (the owner's replica still
+  // reads the old offset) while the allocator now holds a new one; Free of
+  // the old Allocation frees the new one. The request is carved from the old
+  // extents and returned as a placeholder that FreePlaceholder returns.
+  // EndMove settles a move once the owner copied the bytes (or gave up).
+
+  // Whether segment `id`'s allocator can relocate (false: not mounted).
+  bool SupportsRelocation(uint64_t id) const {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return false;
+    absl::MutexLock lock(&s->mu);
+    return !s->dead && RelocatingLocked(*s);
+  }
+
+  // Allocations made in segment `id` so far (0: not mounted): a Compact
+  // given the count its caller saw refuses to run if any came since.
+  uint64_t AllocationSeq(uint64_t id) const {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return 0;
+    absl::MutexLock lock(&s->mu);
+    return s->alloc_seq;
+  }
+
+  struct MovedRange {
+    uint64_t from_offset = 0;
+    uint64_t to_offset = 0;
+  };
+  struct Compaction {
+    alloc::Allocation placeholder;
+    std::vector<MovedRange> moves;
+  };
+
+  // Carves `size` bytes from segment `id` by moving allocations that
+  // `movable(offset, handle)` accepts (called under the segment lock; it must
+  // not call the pool). nullopt, nothing changed: the segment is gone, its
+  // allocator cannot relocate, allocations came since `seq`
+  // (AllocationSeq), or no window works. Ranges shared by clones and ranges
+  // already moved are never moved. The placeholder counts as used.
+  template <typename Movable>
+  std::optional<Compaction> Compact(uint64_t id, uint64_t size, uint64_t alignment,
+                                    const alloc::RelocationOptions& options, uint64_t seq,
+                                    Movable&& movable) {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return std::nullopt;
+    absl::MutexLock lock(&s->mu);
+    if (s->dead || s->alloc_seq != seq) return std::nullopt;
+    if constexpr (requires(bool (*m)(uint64_t, alloc::AllocationHandle),
+                           void (*r)(const alloc::Relocation&)) {
+                    s->allocator.AllocateRelocating(size, alignment, options, m, r);
+                  }) {
+      Compaction c;
+      Segment& seg = *s;
+      // The handle each accepted range had: a Free must name it to be redirected.
+      absl::flat_hash_map<uint64_t, alloc::AllocationHandle> accepted;
+      auto may_move = [&](uint64_t offset, alloc::AllocationHandle handle) {
+        if (seg.shared.contains(offset) || seg.relocated.contains(offset) ||
+            !movable(offset, handle)) {
+          return false;
+        }
+        accepted[offset] = handle;
+        return true;
+      };
+      std::vector<alloc::Relocation> moves;
+      auto relocate = [&](const alloc::Relocation& r) {
+        c.moves.push_back(MovedRange{r.from_offset, r.to_offset});
+        moves.push_back(r);
+      };
+      std::optional<alloc::Allocation> a =
+          seg.allocator.AllocateRelocating(size, alignment, options, may_move, relocate);
+      if (!a.has_value()) {
+        MC_ASSERT(moves.empty(), "a failed relocation moved something");
+        return std::nullopt;
+      }
+      ++seg.alloc_seq;
+      for (const alloc::Relocation& r : moves) {
+        // The size is the owner's; the allocator only needs offset and handle.
+        MC_ASSERT(accepted.contains(r.from_offset), "moved a range the filter did not accept");
+        seg.relocated[r.from_offset] = Relocated{.from_handle = accepted[r.from_offset],
+                                                 .to = {.offset = r.to_offset, .handle = r.handle}};
+      }
+      s->used_bytes.fetch_add(a->size, std::memory_order_relaxed);
+      used_bytes_.fetch_add(a->size, std::memory_order_relaxed);
+      c.placeholder = *a;
+      return c;
+    } else {
+      static_cast<void>(movable);
+      return std::nullopt;
+    }
+  }
+
+  // How a moved range's copy ended (EndMove).
+  enum class MoveEnd : uint8_t { kCopied, kFailed, kTimedOut };
+
+  // The owner's copy of the range moved from `from_offset` ended. `settle`
+  // (kCopied, the owner's replica still names the old range): the new
+  // Allocation (with `size`) is returned and the old name forgotten; the
+  // owner reads the new offset from now on. Otherwise the old name stays:
+  // a later Free of it frees the new range, or (kTimedOut: the worker may
+  // still write it) keeps it out of use. A range its owner freed while the
+  // copy ran is freed now (kept out of use after kTimedOut). nullopt: not
+  // settled.
+  std::optional<alloc::Allocation> EndMove(uint64_t id, uint64_t from_offset, uint64_t size,
+                                           MoveEnd end, bool settle) {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return std::nullopt;
+    absl::MutexLock lock(&s->mu);
+    if (s->dead) return std::nullopt;
+    auto it = s->relocated.find(from_offset);
+    if (it == s->relocated.end()) return std::nullopt;
+    Relocated& r = it->second;
+    r.to.size = size;
+    r.copying = false;
+    if (end == MoveEnd::kTimedOut) r.quarantined = true;
+    if (r.owner_freed) {
+      FreeRelocatedLocked(*s, it);
+      return std::nullopt;
+    }
+    if (end != MoveEnd::kCopied || !settle) return std::nullopt;
+    const alloc::Allocation to = r.to;
+    s->relocated.erase(it);
+    return to;
+  }
+
+  // Returns a placeholder Compact made; false if the segment is gone.
+  bool FreePlaceholder(uint64_t id, const alloc::Allocation& a) {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return false;
+    absl::MutexLock lock(&s->mu);
+    if (s->dead) return false;
+    FreeLocked(*s, a);
+    return true;
+  }
+
+  // Moved ranges of segment `id` whose old name is still in use.
+  size_t RelocatedRanges(uint64_t id) const {
+    std::shared_ptr<Segment> s = Get(id);
+    if (s == nullptr) return 0;
+    absl::MutexLock lock(&s->mu);
+    return s->relocated.size();
+  }
 
   bool Contains(uint64_t id) const {
     std::shared_lock lock(map_mu_);
@@ -416,6 +568,16 @@ class SegmentPool {
   }
 
  private:
+  // A range Compact moved whose owner still names it by its old offset.
+  struct Relocated {
+    alloc::AllocationHandle from_handle;  // the old name's handle (stale in the allocator)
+    alloc::Allocation to;                 // what the allocator holds now (size set by EndMove)
+    bool copying = true;                  // the owner's copy has not ended
+    bool owner_freed = false;             // freed by its owner while copying: freed at EndMove
+    bool quarantined = false;             // the copy timed out: the range is never reused
+  };
+  using RelocatedMap = absl::flat_hash_map<uint64_t, Relocated>;  // by the old offset
+
   struct Segment {
     explicit Segment(A a) : allocator(std::move(a)) {}
     uint64_t id = 0;
@@ -430,11 +592,45 @@ class SegmentPool {
       uint64_t size = 0;
     };
     absl::flat_hash_map<uint64_t, SharedRange> shared ABSL_GUARDED_BY(mu);
+    // Moved ranges by old offset (Compact).
+    RelocatedMap relocated ABSL_GUARDED_BY(mu);
+    uint64_t alloc_seq ABSL_GUARDED_BY(mu) = 0;  // allocations so far (AllocationSeq)
     std::atomic<uint64_t> used_bytes{0};
     // Reads the master sent here lately (ReadLoad), halved by DecayReads.
     std::atomic<uint64_t> recent_reads{0};
     bool draining = false;  // under the pool's map_mu_: not a placement candidate
   };
+
+  static bool RelocatingLocked(const Segment& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    if constexpr (requires(const A& a) {
+                    { a.SupportsRelocation() } -> std::same_as<bool>;
+                  }) {
+      return s.allocator.SupportsRelocation();
+    } else {
+      return alloc::RelocatingModel<A>;
+    }
+  }
+
+  void FreeLocked(Segment& s, const alloc::Allocation& a) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    s.allocator.free(a);
+    s.used_bytes.fetch_sub(a.size, std::memory_order_relaxed);
+    used_bytes_.fetch_sub(a.size, std::memory_order_relaxed);
+  }
+
+  // The owner freed a moved range by its old name: the new range goes now,
+  // unless its copy still runs (then at EndMove) or timed out (never).
+  bool FreeRelocatedLocked(Segment& s, RelocatedMap::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
+    Relocated& r = it->second;
+    if (r.copying) {
+      r.owner_freed = true;
+      return true;
+    }
+    MC_DASSERT(r.to.size > 0, "a moved range is sized when its copy ends");
+    if (!r.quarantined) FreeLocked(s, r.to);
+    s.relocated.erase(it);
+    return true;
+  }
 
   // Validates `desc` and builds its segment (not yet in the map).
   absl::StatusOr<std::shared_ptr<Segment>> NewSegment(

@@ -373,6 +373,7 @@ class StoreNode {
     // planner starts any.
     mo.replication.repair = false;
     mo.replication.hot_reads = 0;
+    mo.relocation.enabled = false;  // its moves are copies
     ha::HaMasterOptions ho;
     ho.etcd = options_.ha_etcd;
     ho.cluster = options_.ha_cluster;
@@ -432,6 +433,7 @@ class StoreNode {
     mo.replication.hot_reads = options_.hot_reads;
     mo.replication.hot_window_ms = options_.hot_window_ms;
     mo.replication.hot_max_fraction = options_.hot_max_fraction;
+    mo.relocation.enabled = options_.relocation;
     return mo;
   }
 

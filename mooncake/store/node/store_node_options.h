@@ -133,6 +133,9 @@ struct StoreNodeOptions {
   // sizes (1..32 distinct sizes, each at most max_object_bytes).
   AllocatorKind allocator = AllocatorKind::kTlsf;
   std::vector<uint64_t> kv_block_bytes;  // empty: kDefaultKvBlockBytes
+  // Compaction of fragmented segments by relocation (MasterOptions::relocation);
+  // never with ha_etcd (copies are refused there).
+  bool relocation = false;
   // Tenants: capacity, pinned capacity and put rate (TenantConfig).
   std::vector<master::TenantConfig> tenants;
   // The worker's SSD tier (docs/tier.md, "In the store"): a file created (or

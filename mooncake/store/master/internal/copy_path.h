@@ -292,11 +292,18 @@ inline bool DropReplicaLocked(ObjectTable::Shard& sh, const std::string& key, Ob
 
 template <typename A, typename P>
 void NoteCopyEnded(MasterState<A, P>& s, const master::CopyRecord& rec, const absl::Status& st);
+template <typename A, typename P>
+void FinishRelocationCopy(MasterState<A, P>& s, const master::CopyRecord& rec,
+                          const absl::Status& st, bool timed_out);
 
 // Ends one copy task with the worker's result (or a timeout: `timed_out`
 // true when the worker took it and may still be writing).
 template <typename A, typename P>
 void FinishCopy(MasterState<A, P>& s, master::CopyRecord& rec, absl::Status st, bool timed_out) {
+  if (rec.kind == master::CopyKind::kRelocate) {  // a move within a segment (relocation_path.h)
+    FinishRelocationCopy(s, rec, st, timed_out);
+    return;
+  }
   const int64_t now = s.Now();
   bool free_range = true;
   uint64_t released = 0;

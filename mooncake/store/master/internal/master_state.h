@@ -33,6 +33,7 @@
 #include "mooncake/qos/tenant_rate_limit.h"
 #include "mooncake/store/master/evictor.h"
 #include "mooncake/store/master/internal/deadline_queue.h"
+#include "mooncake/store/master/internal/relocation_state.h"
 #include "mooncake/store/master/internal/replication_state.h"
 #include "mooncake/store/master/lease_table.h"
 #include "mooncake/store/master/master_metrics.h"
@@ -126,6 +127,7 @@ struct MasterState {
   qos::TenantQuota pinned_quota;
   master::MasterMetrics metrics;
   ReplicationState repl;  // copies between workers (replication_path.h)
+  RelocationState reloc;  // compaction of fragmented segments (relocation_path.h)
   master::IdSource ids;
   master::GroupTable groups;  // object groups (object_group.h, group_path.h)
   ModelUsage models;

@@ -43,6 +43,7 @@
 #include "mooncake/base/status_macros.h"
 #include "mooncake/qos/tenant_rate_limit.h"
 #include "mooncake/store/master/internal/master_state.h"
+#include "mooncake/store/master/internal/relocation_path.h"
 #include "mooncake/store/master/placement.h"
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/object_key.h"
@@ -67,6 +68,9 @@ inline EvictionBudget InlineBudget(const master::MasterOptions& o) {
 struct PlaceOutcome {
   bool tier_busy = false;    // enough offloads in flight: the client comes back
   bool over_budget = false;  // would need more work than its EvictionBudget
+  // A compaction that would make room is asked for or running on a
+  // fragmented segment (relocation_path.h): the client comes back.
+  bool compacting = false;
 };
 
 // Places replicas, evicting and retrying when space (not workers) is short.
@@ -90,6 +94,10 @@ absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
     absl::StatusOr<std::vector<Replica>> placed =
         master::PlaceReplicas(s.pool, req, s.options.placement, &shortfall);
     if (placed.ok() || !shortfall) return placed;
+    if (round == 0 && NoteFragmentedPut(s, req)) {
+      out->compacting = true;
+      return placed;
+    }
     const uint64_t offloading = s.offloading_bytes.load(std::memory_order_relaxed);
     if (offloading >= need) {
       out->tier_busy = true;
@@ -424,7 +432,7 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
     AbandonPut(s, slot, put_id, 0);
     s.ReleaseCharge(tenant, pin, charge);
     if (outcome.over_budget) return std::nullopt;
-    if (outcome.tier_busy) {
+    if (outcome.tier_busy || outcome.compacting) {
       proto::PutStartResponse retry;
       retry.set_retry(true);
       return retry;

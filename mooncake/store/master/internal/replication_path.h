@@ -366,6 +366,7 @@ void NoteCopyEnded(MasterState<A, P>& s, const master::CopyRecord& rec, const ab
       if (s.repl.hot_in_flight > 0) --s.repl.hot_in_flight;
       return;
     case master::CopyKind::kUser:
+    case master::CopyKind::kRelocate:
       return;
   }
 }

@@ -66,6 +66,30 @@ TEST(RecordFraming, RoundTripsAndRefusesEveryCorruption) {
   EXPECT_TRUE(absl::IsDataLoss(DecodeRecord(RecordKind::kBatch, bytes + "x", &back)));
 }
 
+// Regression (tools/chaos, seed 42): a block key (0x00 'b' + raw hash bytes)
+// is not UTF-8; as proto `string` fields the oplog wrote it but refused to
+// parse it back, so no standby could restore and a restarted master exited
+// with DATA_LOSS.
+TEST(RecordFraming, BinaryBlockKeysThatAreNotUtf8RoundTrip) {
+  const std::string key =
+      std::string("\0b\xff\xfe\x80\xc0\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\xfd\xfc", 18);
+  const std::string replacement = std::string("\0r", 2) + key;
+  hproto::OplogBatch b;
+  b.set_seq(1);
+  b.add_mutations()->mutable_object_set()->set_key(replacement);
+  b.add_mutations()->set_object_erased(key);
+  hproto::ObjectReplaced* r = b.add_mutations()->mutable_object_replaced();
+  r->mutable_object()->set_key(key);
+  r->set_replacement_key(replacement);
+  const std::string bytes = EncodeRecord(RecordKind::kBatch, b);
+  hproto::OplogBatch back;
+  ASSERT_TRUE(DecodeRecord(RecordKind::kBatch, bytes, &back).ok());
+  EXPECT_EQ(back.mutations(0).object_set().key(), replacement);
+  EXPECT_EQ(back.mutations(1).object_erased(), key);
+  EXPECT_EQ(back.mutations(2).object_replaced().object().key(), key);
+  EXPECT_EQ(back.mutations(2).object_replaced().replacement_key(), replacement);
+}
+
 TEST(ReplayState, AppliesInOrderAndRefusesGaps) {
   ReplayState r;
   hproto::OplogBatch b;

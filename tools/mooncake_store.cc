@@ -95,11 +95,11 @@ ABSL_FLAG(std::string, allocator, "tlsf",
 ABSL_FLAG(std::string, kv_block_bytes, "",
           "--allocator=kv: the KV block sizes given slabs, e.g. 896K,2M (default "
           "896K,2M,3584K,8M)");
-ABSL_FLAG(std::string, relocation, "off",
+ABSL_FLAG(std::string, relocation, "auto",
           "on: the master compacts a fragmented segment (moving a few objects within it, "
           "copied by its worker) when a put finds enough free bytes but no extent that fits, "
-          "instead of evicting (docs/alloc.md, Relocation); off: such a put evicts. Not with "
-          "--ha_etcd");
+          "instead of evicting (docs/alloc.md, Relocation); off: such a put evicts; auto: on "
+          "without --ha_etcd, off with it (on is refused with --ha_etcd)");
 ABSL_FLAG(std::string, ssd_path, "",
           "the worker's SSD tier: a file (created, or emptied, at start) that evicted objects "
           "are written back to; empty: none");
@@ -250,8 +250,10 @@ node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_f
     o.relocation = r == "on";
     // Copies are refused with HA (docs/elasticity.md), and a compaction is copies.
     if (o.relocation && !o.ha_etcd.empty()) BadFlags("--relocation=on cannot go with --ha_etcd");
+  } else if (r == "auto") {
+    o.relocation = o.ha_etcd.empty();
   } else {
-    BadFlags("--relocation must be on or off");
+    BadFlags("--relocation must be on, off or auto");
   }
   o.ssd_path = absl::GetFlag(FLAGS_ssd_path);
   if (const std::string ssd = absl::GetFlag(FLAGS_ssd_bytes); !ssd.empty()) {

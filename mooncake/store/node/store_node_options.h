@@ -135,7 +135,7 @@ struct StoreNodeOptions {
   std::vector<uint64_t> kv_block_bytes;  // empty: kDefaultKvBlockBytes
   // Compaction of fragmented segments by relocation (MasterOptions::relocation);
   // never with ha_etcd (copies are refused there).
-  bool relocation = false;
+  bool relocation = true;
   // Tenants: capacity, pinned capacity and put rate (TenantConfig).
   std::vector<master::TenantConfig> tenants;
   // The worker's SSD tier (docs/tier.md, "In the store"): a file created (or

@@ -619,7 +619,7 @@ class SegmentPool {
 
   // The owner freed a moved range by its old name: the new range goes now,
   // unless its copy still runs (then at EndMove) or timed out (never).
-  bool FreeRelocatedLocked(Segment& s, RelocatedMap::iterator it)
+  bool FreeRelocatedLocked(Segment& s, typename RelocatedMap::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu) {
     Relocated& r = it->second;
     if (r.copying) {

@@ -193,11 +193,13 @@ class Campaign {
   }
 
   absl::Status StopCont(Record& f) {
-    if (c_->ha() && rng_() % 8 == 0) {  // etcd too: shorter than the masters' lease
+    // etcd too: shorter than the masters' lease. A pid of -1 (reaped) would
+    // signal every process on the machine, so it is checked.
+    if (const pid_t etcd = c_->etcd().pid(); c_->ha() && etcd > 0 && rng_() % 8 == 0) {
       f["target"] = "etcd";
-      ::kill(c_->etcd().pid(), SIGSTOP);
+      ::kill(etcd, SIGSTOP);
       Pause(Ms(200, 1500));
-      ::kill(c_->etcd().pid(), SIGCONT);
+      ::kill(etcd, SIGCONT);
       return absl::OkStatus();
     }
     Proc& p = AnyProc();

@@ -10,7 +10,7 @@ packages=(
   # libraries (see docs/DESIGN.md "Dependencies")
   libabsl-dev libzstd-dev liburing-dev libprotobuf-dev protobuf-compiler libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev libibverbs-dev librdmacm-dev
-  libhiredis-dev libmemcached-dev nlohmann-json3-dev
+  libhiredis-dev libmemcached-dev nlohmann-json3-dev libssl-dev
   # the Python package (python/): headers, and what its tests import
   pybind11-dev python3-dev python3-numpy python3-pytest
   # the PD demo's model (examples/pd_disaggregation) and the transfer engine's

@@ -25,6 +25,7 @@
 #include <optional>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -44,25 +45,30 @@ class LeaseTable {
  public:
   static constexpr size_t kShards = 16;
 
-  uint64_t Grant(int64_t expires_ns, std::vector<LeasedObject> objects) {
+  // `tenant`: whose read it is (Take may insist on it).
+  uint64_t Grant(int64_t expires_ns, std::vector<LeasedObject> objects,
+                 std::string_view tenant = {}) {
     MC_DASSERT(!objects.empty(), "a lease covers at least one object");
     // relaxed: ids need only be unique.
     const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
     Shard& s = shards_[id % kShards];
     absl::MutexLock lock(&s.mu);
-    s.leases.emplace(id, Lease{expires_ns, std::move(objects)});
+    s.leases.emplace(id, Lease{expires_ns, std::string(tenant), std::move(objects)});
     s.expiry.emplace(expires_ns, id);
     // relaxed: a statistic.
     live_.fetch_add(1, std::memory_order_relaxed);
     return id;
   }
 
-  // Ends lease `id` now; the objects it covered, or nullopt if it is unknown.
-  std::optional<std::vector<LeasedObject>> Take(uint64_t id) {
+  // Ends lease `id` now; the objects it covered, or nullopt if it is unknown
+  // (or, with `tenant`, granted to another tenant: left as it is).
+  std::optional<std::vector<LeasedObject>> Take(uint64_t id,
+                                                const std::string_view* tenant = nullptr) {
     Shard& s = shards_[id % kShards];
     absl::MutexLock lock(&s.mu);
     auto it = s.leases.find(id);
     if (it == s.leases.end()) return std::nullopt;
+    if (tenant != nullptr && it->second.tenant != *tenant) return std::nullopt;
     std::vector<LeasedObject> objects = std::move(it->second.objects);
     s.leases.erase(it);
     live_.fetch_sub(1, std::memory_order_relaxed);
@@ -93,6 +99,7 @@ class LeaseTable {
  private:
   struct Lease {
     int64_t expires_ns = 0;
+    std::string tenant;
     std::vector<LeasedObject> objects;
   };
   using ExpiryEntry = std::pair<int64_t, uint64_t>;  // (expires_ns, id)

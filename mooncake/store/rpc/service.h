@@ -87,6 +87,10 @@
 #include "mooncake/store/rpc/internal/async_call.h"
 #include "mooncake/store/rpc/internal/method_metrics.h"
 
+namespace mooncake::auth {
+struct Principal;  // base/auth.h
+}  // namespace mooncake::auth
+
 namespace mooncake::rpc {
 
 enum class ExecutionMode : uint8_t { kWorker, kInline, kInlineFirst };
@@ -105,7 +109,16 @@ struct ServerCallContext {
   // not block there, and may return DeferToWorker() instead. (kInline
   // handlers run there too, with no way out: false.)
   bool may_defer = false;
+  // Who the connection proved to be (base/auth.h) on a server with
+  // credentials; null on a server without them and in process (trusted).
+  const auth::Principal* principal = nullptr;
 };
+
+// Checks (and may rewrite) a parsed request before its handler runs, for
+// calls whose ctx.principal is set (ServiceRegistry::SetRequestGuard): an
+// error is the call's answer and the handler does not run.
+using RequestGuard =
+    std::function<absl::Status(const ServerCallContext&, google::protobuf::MessageLite&)>;
 
 // What a kInlineFirst handler returns on the I/O thread to be run again on
 // the handler pool. Never reaches a caller: the server recognises it
@@ -263,12 +276,15 @@ class ServiceRegistry {
     if (absl::Status s = CheckRegistrable(M::kId, M::kName); !s.ok()) return s;
     std::unique_ptr<Handler> h = NewHandler(M::kId, M::kName, options);
     const uint32_t max_response_bytes = max_response_bytes_;
-    h->run = [fn = std::move(handler), max_response_bytes](
+    h->run = [fn = std::move(handler), max_response_bytes, guard = &guard_](
                  std::string_view request, const ServerCallContext& ctx,
                  std::string* response) mutable -> absl::Status {
       Req req;
       if (!req.ParseFromArray(request.data(), static_cast<int>(request.size()))) {
         return rpc_internal::MalformedRequest(M::kName, req, request.size());
+      }
+      if (ctx.principal != nullptr && *guard != nullptr) {
+        if (absl::Status s = (*guard)(ctx, req); !s.ok()) return s;
       }
       absl::StatusOr<Resp> resp = [&] {
         if constexpr (std::is_invocable_v<F&, const Req&, const ServerCallContext&>) {
@@ -309,13 +325,20 @@ class ServiceRegistry {
     if (absl::Status s = CheckRegistrable(M::kId, M::kName); !s.ok()) return s;
     std::unique_ptr<Handler> h = NewHandler(M::kId, M::kName, options);
     h->async = true;
-    h->start = [fn = std::move(handler)](std::string_view request, const ServerCallContext& ctx,
-                                         std::unique_ptr<rpc_internal::AsyncCall> call) mutable {
+    h->start = [fn = std::move(handler), guard = &guard_](
+                   std::string_view request, const ServerCallContext& ctx,
+                   std::unique_ptr<rpc_internal::AsyncCall> call) mutable {
       Req req;
       if (!req.ParseFromArray(request.data(), static_cast<int>(request.size()))) {
         rpc_internal::AsyncCall::Finish(
             std::move(call), rpc_internal::MalformedRequest(M::kName, req, request.size()), {});
         return;
+      }
+      if (ctx.principal != nullptr && *guard != nullptr) {
+        if (absl::Status s = (*guard)(ctx, req); !s.ok()) {
+          rpc_internal::AsyncCall::Finish(std::move(call), s, {});
+          return;
+        }
       }
       if constexpr (kWithContext) {
         fn(req, ctx, Responder<Resp>(std::move(call)));
@@ -324,6 +347,18 @@ class ServiceRegistry {
       }
     };
     handlers_.emplace(M::kId, std::move(h));
+    return absl::OkStatus();
+  }
+
+  // The guard every call of an authenticated connection passes (after its
+  // request parses, before its handler). Only before Freeze; a registry
+  // served without credentials never calls it.
+  absl::Status SetRequestGuard(RequestGuard guard) {
+    if (frozen()) {
+      return absl::FailedPreconditionError(
+          "cannot set a request guard: the registry already serves");
+    }
+    guard_ = std::move(guard);
     return absl::OkStatus();
   }
 
@@ -407,6 +442,7 @@ class ServiceRegistry {
   uint32_t max_response_bytes_;
   std::atomic<bool> frozen_{false};
   absl::flat_hash_map<uint16_t, std::unique_ptr<Handler>> handlers_;
+  RequestGuard guard_;  // set before Freeze, read-only after
 };
 
 }  // namespace mooncake::rpc

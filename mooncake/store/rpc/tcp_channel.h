@@ -73,6 +73,7 @@
 #include "mooncake/base/metrics.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/frame.h"
+#include "mooncake/store/rpc/internal/auth_handshake.h"
 #include "mooncake/store/rpc/internal/client_connection.h"
 #include "mooncake/store/rpc/internal/method_metrics.h"
 #include "mooncake/store/rpc/internal/socket.h"
@@ -95,6 +96,11 @@ struct TcpChannelOptions {
   // whether the server moved (a leader paused or cut off answers nothing;
   // the calls then go to the new one instead of waiting for their deadline).
   int64_t failover_probe_ns = 250'000'000;
+  // Authentication (base/auth.h): prove credentials->self() on every
+  // connection, and check the server's proof, before the first call; within
+  // connect_timeout_ns with the connect. Null: none (a server with a token
+  // file then refuses every call with UNAUTHENTICATED).
+  std::shared_ptr<const auth::Credentials> auth;
 };
 
 class TcpChannel {
@@ -122,7 +128,8 @@ class TcpChannel {
       }
       if (failed.ok()) {
         const int64_t left = deadline - MonotonicClock::Get().NowNs();
-        auto fd = rpc_internal::ConnectTcp(channel->address(), std::max<int64_t>(left, 1'000'000));
+        auto fd = rpc_internal::ConnectAndAuthenticate(
+            channel->address(), std::max<int64_t>(left, 1'000'000), options.auth.get());
         if (fd.ok()) {
           {
             absl::MutexLock lock(&channel->mu_);
@@ -133,7 +140,7 @@ class TcpChannel {
         }
         failed = fd.status();
       }
-      if (options.resolve == nullptr ||
+      if (options.resolve == nullptr || failed.code() == absl::StatusCode::kUnauthenticated ||
           MonotonicClock::Get().NowNs() + options.failover_retry_ns >= deadline) {
         return failed;
       }
@@ -487,13 +494,17 @@ class TcpChannel {
       reconnecting_ = true;
       last_attempt_ns_ = now;
     }
-    auto fd =
-        rpc_internal::ConnectTcp(address(), std::min(timeout_ns, options_.connect_timeout_ns));
+    auto fd = rpc_internal::ConnectAndAuthenticate(
+        address(), std::min(timeout_ns, options_.connect_timeout_ns), options_.auth.get());
     absl::MutexLock lock(&mu_);
     reconnecting_ = false;
     if (!fd.ok()) {
       last_error_ = fd.status();
-      return absl::UnavailableError(
+      // A refused authentication keeps its code: retrying will not help.
+      return absl::Status(
+          fd.status().code() == absl::StatusCode::kUnauthenticated
+              ? absl::StatusCode::kUnauthenticated
+              : absl::StatusCode::kUnavailable,
           absl::StrCat("reconnect to ", address_, " failed: ", fd.status().ToString()));
     }
     // The old connection may be destroyed only off its own I/O thread (this

@@ -74,6 +74,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
@@ -82,6 +83,7 @@
 #include "mooncake/base/tcp_listen.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/async_call.h"
+#include "mooncake/store/rpc/internal/auth_handshake.h"
 #include "mooncake/store/rpc/internal/server_connection.h"
 #include "mooncake/store/rpc/internal/socket.h"
 #include "mooncake/store/rpc/internal/worker_pool.h"
@@ -99,6 +101,13 @@ struct RpcServerOptions {
   size_t max_connections = 1024;
   size_t max_output_bytes = size_t{64} << 20;  // unsent bytes per connection before pausing reads
   int64_t linger_ms = 1000;                    // drain time after a protocol error
+  // Authentication (base/auth.h, internal/auth_handshake.h): with
+  // credentials, a connection must prove a principal they list before any
+  // call; its calls then carry it (ServerCallContext::principal) through the
+  // registry's request guard. Null: no authentication (every peer served).
+  std::shared_ptr<const auth::Credentials> auth;
+  // A connection that has not authenticated by then is closed.
+  int64_t auth_timeout_ms = 5000;
 };
 
 }  // namespace mooncake::rpc
@@ -132,6 +141,11 @@ class IoLoop {
   void DrainInput(const ConnPtr& conn);
   void CloseConn(uint64_t id);
   void ExpireDraining(int64_t now_ns);
+  // A frame of a connection that has not authenticated yet; false when it
+  // failed (the connection is then draining).
+  bool ServeAuthFrame(const ConnPtr& conn, const rpc::Frame& frame, int64_t now_ns);
+  void RefuseAuth(const ConnPtr& conn, const absl::Status& why, int64_t now_ns);
+  void ExpireAuth(int64_t now_ns);
 
   ServerShared* const shared_;
   const size_t index_;
@@ -143,6 +157,7 @@ class IoLoop {
   std::vector<std::pair<UniqueFd, std::string>> adopt_ ABSL_GUARDED_BY(adopt_mu_);
   absl::flat_hash_map<uint64_t, ConnPtr> conns_;              // loop thread only
   absl::flat_hash_map<uint64_t, int64_t> draining_until_ns_;  // loop thread only
+  absl::flat_hash_map<uint64_t, int64_t> auth_until_ns_;      // loop thread only
 };
 
 // Where an async call's answer goes on a TCP server: the connection that
@@ -183,6 +198,7 @@ struct ServerShared {
   Counter* overloaded = nullptr;
   Counter* read_pauses = nullptr;
   Counter* deferred = nullptr;
+  Counter* auth_failures = nullptr;
 };
 
 }  // namespace mooncake::rpc_internal
@@ -271,6 +287,10 @@ inline void IoLoop::AdoptPending() {
       shared_->connections.fetch_sub(1, std::memory_order_relaxed);
       continue;
     }
+    if (shared_->options.auth != nullptr) {
+      auth_until_ns_[id] =
+          MonotonicClock::Get().NowNs() + shared_->options.auth_timeout_ms * 1'000'000;
+    }
     conns_.emplace(id, std::move(conn));
   }
 }
@@ -310,7 +330,7 @@ inline void IoLoop::Run() {
   constexpr int kMaxEvents = 128;
   epoll_event events[kMaxEvents];
   while (!stop_.load(std::memory_order_acquire)) {
-    const int timeout_ms = draining_until_ns_.empty() ? -1 : 50;
+    const int timeout_ms = draining_until_ns_.empty() && auth_until_ns_.empty() ? -1 : 50;
     const int n = ::epoll_wait(epoll_fd_.get(), events, kMaxEvents, timeout_ms);
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < n; ++i) {
@@ -325,12 +345,14 @@ inline void IoLoop::Run() {
       }
     }
     if (!draining_until_ns_.empty()) ExpireDraining(MonotonicClock::Get().NowNs());
+    if (!auth_until_ns_.empty()) ExpireAuth(MonotonicClock::Get().NowNs());
   }
   AdoptPending();
   for (auto& [id, conn] : conns_) conn->Close();
   shared_->connections.fetch_sub(static_cast<int64_t>(conns_.size()), std::memory_order_relaxed);
   conns_.clear();
   draining_until_ns_.clear();
+  auth_until_ns_.clear();
 }
 
 inline void IoLoop::OnEvent(uint64_t id, uint32_t events) {
@@ -409,7 +431,71 @@ inline bool IoLoop::ServeFrames(const ConnPtr& conn) {
       draining_until_ns_[conn->id()] = now_ns + shared_->options.linger_ms * 1000000;
       return false;
     }
+    if (shared_->options.auth != nullptr && !conn->authenticated()) {
+      if (!ServeAuthFrame(conn, frame, now_ns)) return false;
+      continue;
+    }
     HandleRequest(conn, frame, now_ns);
+  }
+}
+
+inline void IoLoop::RefuseAuth(const ConnPtr& conn, const absl::Status& why, int64_t now_ns) {
+  shared_->auth_failures->Increment();
+  auth_until_ns_.erase(conn->id());
+  conn->FailAndDrain(why);
+  draining_until_ns_[conn->id()] = now_ns + shared_->options.linger_ms * 1000000;
+}
+
+inline bool IoLoop::ServeAuthFrame(const ConnPtr& conn, const rpc::Frame& frame, int64_t now_ns) {
+  const rpc::FrameHeader& h = frame.header;
+  rpc::FrameHeader resp;
+  resp.kind = rpc::FrameKind::kResponse;
+  resp.method_id = h.method_id;
+  resp.request_id = h.request_id;
+  if (h.method_id == rpc::kAuthHelloMethodId && conn->handshake() == nullptr) {
+    conn->StartHandshake(shared_->options.auth, rpc::kAuthProtocol);
+    absl::StatusOr<std::string> challenge = conn->handshake()->OnHello(frame.payload);
+    if (!challenge.ok()) {
+      RefuseAuth(conn, challenge.status(), now_ns);
+      return false;
+    }
+    conn->SendResponse(resp, *challenge);
+    return true;
+  }
+  if (h.method_id == rpc::kAuthProofMethodId && conn->handshake() != nullptr) {
+    auth::Principal who;
+    absl::StatusOr<std::string> ok = conn->handshake()->OnProof(frame.payload, &who);
+    if (!ok.ok()) {
+      RefuseAuth(conn, ok.status(), now_ns);
+      return false;
+    }
+    conn->Authenticated(std::move(who));
+    auth_until_ns_.erase(conn->id());
+    conn->SendResponse(resp, *ok);
+    return true;
+  }
+  RefuseAuth(conn,
+             absl::UnauthenticatedError(
+                 absl::StrCat("authentication required: this server has an auth token file "
+                              "(--auth_token_file); connect with a token it lists (method id ",
+                              h.method_id, " before the handshake)")),
+             now_ns);
+  return false;
+}
+
+inline void IoLoop::ExpireAuth(int64_t now_ns) {
+  std::vector<uint64_t> expired;
+  for (const auto& [id, until] : auth_until_ns_) {
+    if (now_ns >= until) expired.push_back(id);
+  }
+  for (uint64_t id : expired) {
+    auth_until_ns_.erase(id);
+    auto it = conns_.find(id);
+    if (it == conns_.end() || it->second->authenticated()) continue;
+    RefuseAuth(it->second,
+               absl::UnauthenticatedError(absl::StrCat("did not authenticate within ",
+                                                       shared_->options.auth_timeout_ms, " ms")),
+               now_ns);
   }
 }
 
@@ -431,6 +517,7 @@ inline void IoLoop::HandleRequest(const ConnPtr& conn, const rpc::Frame& frame, 
   ctx.received_ns = now_ns;
   ctx.deadline_ns = h.timeout_us == 0 ? 0 : now_ns + int64_t{h.timeout_us} * 1000;
   ctx.peer = conn->peer();
+  ctx.principal = conn->principal();
   rpc::FrameHeader resp;
   resp.kind = rpc::FrameKind::kResponse;
   resp.method_id = h.method_id;
@@ -509,6 +596,7 @@ inline void IoLoop::ExpireDraining(int64_t now_ns) {
 
 inline void IoLoop::CloseConn(uint64_t id) {
   draining_until_ns_.erase(id);
+  auth_until_ns_.erase(id);
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   it->second->Close();
@@ -535,6 +623,9 @@ inline absl::Status RpcServer::CheckOptions() const {
     return absl::InvalidArgumentError(absl::StrCat("max_payload_bytes ", o.max_payload_bytes,
                                                    " exceeds the format's ceiling of ",
                                                    kMaxPayloadBytesCeiling));
+  }
+  if (o.auth != nullptr && o.auth_timeout_ms < 1) {
+    return absl::InvalidArgumentError("auth_timeout_ms must be positive");
   }
   if (o.max_connections < 1 || o.max_output_bytes < 1 || o.linger_ms < 0) {
     return absl::InvalidArgumentError(
@@ -567,6 +658,11 @@ inline absl::Status RpcServer::Start() {
   if (!over.ok()) return over.status();
   if (!pauses.ok()) return pauses.status();
   if (!deferred.ok()) return deferred.status();
+  auto auth_failures =
+      m->GetCounter("mooncake_rpc_server_auth_failures_total",
+                    "Connections refused: no, wrong or late authentication (auth token file set).");
+  if (!auth_failures.ok()) return auth_failures.status();
+  shared_.auth_failures = *auth_failures;
   shared_.read_pauses = *pauses;
   shared_.deferred = *deferred;
   shared_.connections_gauge = *gauge;

@@ -560,11 +560,15 @@ template <typename A, typename P>
 absl::StatusOr<proto::PutEndResponse> PutEnd(MasterState<A, P>& s,
                                              const proto::PutEndRequest& req) {
   RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
+  std::string_view tenant;
+  if (!req.tenant().empty()) {
+    ASSIGN_OR_RETURN(tenant, s.ResolveTenant(req.tenant()));
+  }
   const int64_t now = s.Now();
   EndOutcome out;
   s.table.With(req.key(), [&](ObjectTable::Shard& sh) {
     auto it = FindPutLocked(sh, req.key(), req.put_id());
-    if (it == sh.objects.end()) {
+    if (it == sh.objects.end() || (!req.tenant().empty() && it->second.tenant != tenant)) {
       out.status = absl::NotFoundError(absl::StrCat("no put of key '", absl::CEscape(req.key()),
                                                     "' in flight: it was revoked, timed out ",
                                                     "or lost every replica; start again"));
@@ -625,11 +629,15 @@ template <typename A, typename P>
 absl::StatusOr<proto::PutRevokeResponse> PutRevoke(MasterState<A, P>& s,
                                                    const proto::PutRevokeRequest& req) {
   RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
+  std::string_view tenant;
+  if (!req.tenant().empty()) {
+    ASSIGN_OR_RETURN(tenant, s.ResolveTenant(req.tenant()));
+  }
   const int64_t now = s.Now();
   std::optional<Retired> r;
   absl::Status status = s.table.With(req.key(), [&](ObjectTable::Shard& sh) -> absl::Status {
     auto it = FindPutLocked(sh, req.key(), req.put_id());
-    if (it == sh.objects.end()) {
+    if (it == sh.objects.end() || (!req.tenant().empty() && it->second.tenant != tenant)) {
       return absl::NotFoundError(absl::StrCat("no put of key '", absl::CEscape(req.key()),
                                               "' in flight (already revoked or timed out)"));
     }

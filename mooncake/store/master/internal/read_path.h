@@ -120,7 +120,7 @@ absl::StatusOr<proto::GetReplicasResponse> GetReplicas(MasterState<A, P>& s,
     s.metrics.gets_hit->Increment();
     return resp;
   }
-  const uint64_t lease_id = s.leases.Grant(now + lease_ns, {{req.key(), version}});
+  const uint64_t lease_id = s.leases.Grant(now + lease_ns, {{req.key(), version}}, tenant);
   resp.mutable_lease()->set_lease_id(lease_id);
   resp.mutable_lease()->set_expires_in_ms(static_cast<uint64_t>(lease_ns / kNsPerMs));
   s.evictor.Touch(std::span<const std::string>(&req.key(), 1));
@@ -183,7 +183,7 @@ absl::StatusOr<proto::PrefixQueryResponse> PrefixQuery(MasterState<A, P>& s,
     keys.reserve(leased.size());
     for (const master::LeasedObject& o : leased) keys.push_back(o.key);
     s.evictor.Touch(keys);
-    resp.mutable_lease()->set_lease_id(s.leases.Grant(now + lease_ns, std::move(leased)));
+    resp.mutable_lease()->set_lease_id(s.leases.Grant(now + lease_ns, std::move(leased), tenant));
     resp.mutable_lease()->set_expires_in_ms(static_cast<uint64_t>(lease_ns / kNsPerMs));
   }
   s.metrics.prefix_queries->Increment();
@@ -269,10 +269,15 @@ absl::StatusOr<proto::ReleaseLeasesResponse> ReleaseLeases(MasterState<A, P>& s,
     return absl::InvalidArgumentError(absl::StrCat(
         req.lease_ids_size(), " lease ids exceed the limit of ", rpc::kMaxBatchKeys, " per call"));
   }
+  std::string_view tenant;
+  if (!req.tenant().empty()) {
+    ASSIGN_OR_RETURN(tenant, s.ResolveTenant(req.tenant()));
+  }
   const int64_t now = s.Now();
   uint64_t released = 0;
   for (const uint64_t id : req.lease_ids()) {
-    std::optional<std::vector<master::LeasedObject>> objs = s.leases.Take(id);
+    std::optional<std::vector<master::LeasedObject>> objs =
+        s.leases.Take(id, req.tenant().empty() ? nullptr : &tenant);
     if (!objs.has_value()) continue;
     s.ReleaseLeaseObjects(*objs, now);
     ++released;

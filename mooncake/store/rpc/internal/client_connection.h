@@ -394,11 +394,17 @@ class ClientConnection {
       if (r < 0 && errno == EINTR) continue;
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
       if (r == 0) {
-        BreakWith(absl::UnavailableError(
-            server_error_.ok() ? absl::StrCat("connection to ", address_, " closed by the server")
-                               : absl::StrCat("connection to ", address_, " closed by the server: ",
-                                              absl::StatusCodeToString(server_error_.code()), ": ",
-                                              server_error_.message())));
+        // An authentication refusal keeps its code (retrying cannot help);
+        // any other reason is UNAVAILABLE, as a lost connection is.
+        const absl::StatusCode code = server_error_.code() == absl::StatusCode::kUnauthenticated
+                                          ? absl::StatusCode::kUnauthenticated
+                                          : absl::StatusCode::kUnavailable;
+        BreakWith(absl::Status(
+            code, server_error_.ok()
+                      ? absl::StrCat("connection to ", address_, " closed by the server")
+                      : absl::StrCat("connection to ", address_, " closed by the server: ",
+                                     absl::StatusCodeToString(server_error_.code()), ": ",
+                                     server_error_.message())));
         return false;
       }
       if (r < 0) {

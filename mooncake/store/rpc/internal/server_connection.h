@@ -21,6 +21,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -30,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
@@ -55,6 +58,20 @@ class ServerConnection {
   }
 
   uint64_t id() const { return id_; }
+
+  // Authentication (loop thread; the principal is set once, before any call
+  // of this connection is dispatched, and read-only after: calls read it
+  // through ServerCallContext::principal while they hold the connection).
+  bool authenticated() const { return principal_.has_value(); }
+  const auth::Principal* principal() const { return principal_ ? &*principal_ : nullptr; }
+  auth::ServerHandshake* handshake() { return handshake_.get(); }
+  void StartHandshake(std::shared_ptr<const auth::Credentials> creds, std::string_view protocol) {
+    handshake_ = std::make_unique<auth::ServerHandshake>(std::move(creds), protocol);
+  }
+  void Authenticated(auth::Principal who) {
+    principal_ = std::move(who);
+    handshake_.reset();
+  }
   const std::string& peer() const { return peer_; }
   rpc::FrameDecoder& decoder() { return decoder_; }  // loop thread only
   int fd() const { return fd_.get(); }               // loop thread only
@@ -202,6 +219,8 @@ class ServerConnection {
   }
 
   const uint64_t id_;
+  std::unique_ptr<auth::ServerHandshake> handshake_;  // loop thread only
+  std::optional<auth::Principal> principal_;          // see authenticated()
   const std::string peer_;
   const int epoll_fd_;
   const size_t max_output_bytes_;

@@ -1,0 +1,305 @@
+// The master over TCP with an auth token file: every entry point refuses a
+// peer without a valid token, and a tenant's token binds its connection to
+// that tenant (docs/security.md).
+#include <fcntl.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gtest/gtest.h"
+#include "mooncake/base/auth.h"
+#include "mooncake/base/fd.h"
+#include "mooncake/base/tcp_connect.h"
+#include "mooncake/store/master/master.h"
+#include "mooncake/store/master/master_service.h"
+#include "mooncake/store/master/master_testing.h"
+#include "mooncake/store/master/tenant_guard.h"
+#include "mooncake/store/rpc/call.h"
+#include "mooncake/store/rpc/frame.h"
+#include "mooncake/store/rpc/master_methods.h"
+#include "mooncake/store/rpc/tcp_channel.h"
+#include "mooncake/store/rpc/tcp_server.h"
+
+namespace mooncake::master {
+namespace {
+
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(MasterConformance);
+
+using testing_internal::EndReq;
+using testing_internal::GetReq;
+using testing_internal::MountReq;
+using testing_internal::PutReq;
+
+constexpr std::string_view kServerTokens =
+    "cluster      c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1\n"
+    "tenant:alice a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1\n"
+    "tenant:bob   b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0\n";
+
+std::shared_ptr<const auth::Credentials> Creds(std::string_view text) {
+  auto c = auth::Credentials::Parse(text, "test");
+  EXPECT_TRUE(c.ok()) << c.status();
+  return std::make_shared<const auth::Credentials>(*std::move(c));
+}
+
+class MasterAuthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MasterOptions o;
+    o.tenants = {{.name = "alice", .capacity_bytes = 1 << 20},
+                 {.name = "bob", .capacity_bytes = 1 << 20}};
+    master_ = *Master<>::Create(o);
+    service_ = std::make_unique<MasterService<Master<>>>(master_.get(), MasterServiceOptions{});
+    ASSERT_TRUE(service_->Register(&registry_).ok());
+    ASSERT_TRUE(registry_.SetRequestGuard(GuardMasterRequest).ok());
+    rpc::RpcServerOptions so;
+    so.auth = Creds(kServerTokens);
+    so.auth_timeout_ms = 300;
+    server_ = std::make_unique<rpc::RpcServer>(&registry_, so);
+    ASSERT_TRUE(server_->Start().ok());
+  }
+
+  absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> Connect(std::string_view tokens) {
+    rpc::TcpChannelOptions co;
+    if (!tokens.empty()) co.auth = Creds(tokens);
+    return rpc::TcpChannel::Connect(server_->address(), co);
+  }
+  std::unique_ptr<rpc::TcpChannel> MustConnect(std::string_view tokens) {
+    auto ch = Connect(tokens);
+    EXPECT_TRUE(ch.ok()) << ch.status();
+    return ch.ok() ? *std::move(ch) : nullptr;
+  }
+
+  // Mounts a segment (as the cluster) and commits `key` for `tenant`.
+  uint64_t PutFor(rpc::TcpChannel& ch, const std::string& key, const std::string& tenant) {
+    proto::PutStartRequest put = PutReq(key, 100);
+    if (!tenant.empty()) put.mutable_options()->set_tenant(tenant);
+    auto started = rpc::Call<rpc::PutStartMethod>(ch, put);
+    EXPECT_TRUE(started.ok()) << started.status();
+    if (!started.ok()) return 0;
+    auto ended = rpc::Call<rpc::PutEndMethod>(ch, EndReq(key, started->put_id()));
+    EXPECT_TRUE(ended.ok()) << ended.status();
+    return started->put_id();
+  }
+
+  void Mount() {
+    auto cluster = MustConnect("cluster c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1\n");
+    ASSERT_TRUE(rpc::Call<rpc::MountSegmentMethod>(*cluster, MountReq("w1", "seg0", 1 << 20)).ok());
+  }
+
+  std::unique_ptr<Master<>> master_;
+  std::unique_ptr<MasterService<Master<>>> service_;
+  rpc::ServiceRegistry registry_;
+  std::unique_ptr<rpc::RpcServer> server_;
+};
+
+constexpr std::string_view kAlice = "tenant:alice a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1\n";
+constexpr std::string_view kBob = "tenant:bob b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0\n";
+
+TEST_F(MasterAuthTest, NoTokenIsRefusedWithAClearError) {
+  auto ch = MustConnect("");  // connects: TCP is not refused, calls are
+  ASSERT_NE(ch, nullptr);
+  auto r = rpc::Call<rpc::GetReplicasMethod>(*ch, GetReq("k"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnauthenticated) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("authentication required"), std::string::npos)
+      << r.status();
+}
+
+TEST_F(MasterAuthTest, WrongSecretAndUnknownPrincipalAreRefusedAtConnect) {
+  for (std::string_view tokens :
+       {std::string_view("tenant:alice a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a2\n"),
+        std::string_view("tenant:carol cccccccccccccccccccccccccccccccc\n"),
+        std::string_view("cluster 0000000000000000000000000000000000\n")}) {
+    auto ch = Connect(tokens);
+    ASSERT_FALSE(ch.ok()) << tokens;
+    EXPECT_EQ(ch.status().code(), absl::StatusCode::kUnauthenticated) << ch.status();
+    EXPECT_NE(std::string(ch.status().message()).find("unknown principal or wrong secret"),
+              std::string::npos)
+        << ch.status();
+  }
+}
+
+TEST_F(MasterAuthTest, AClientWithATokenRefusesAServerWithoutAuthentication) {
+  rpc::ServiceRegistry plain_registry;
+  MasterService<Master<>> plain(master_.get(), {});
+  ASSERT_TRUE(plain.Register(&plain_registry).ok());
+  rpc::RpcServer open_server(&plain_registry, {});
+  ASSERT_TRUE(open_server.Start().ok());
+  rpc::TcpChannelOptions co;
+  co.auth = Creds(kAlice);
+  auto ch = rpc::TcpChannel::Connect(open_server.address(), co);
+  ASSERT_FALSE(ch.ok());
+  EXPECT_EQ(ch.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_NE(std::string(ch.status().message()).find("does not authenticate"), std::string::npos)
+      << ch.status();
+}
+
+TEST_F(MasterAuthTest, TenantsSeeOnlyTheirOwnObjects) {
+  Mount();
+  auto alice = MustConnect(kAlice);
+  auto bob = MustConnect(kBob);
+  ASSERT_NE(alice, nullptr);
+  ASSERT_NE(bob, nullptr);
+  // Alice's put names no tenant: her connection's tenant is filled in.
+  ASSERT_NE(PutFor(*alice, "a-key", ""), 0u);
+  auto mine = rpc::Call<rpc::GetReplicasMethod>(*alice, GetReq("a-key"));
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->object().tenant(), "alice");
+
+  // Bob: read, exists, remove and list all say not found / nothing.
+  EXPECT_EQ(rpc::Call<rpc::GetReplicasMethod>(*bob, GetReq("a-key")).status().code(),
+            absl::StatusCode::kNotFound);
+  proto::ExistsRequest ex;
+  ex.set_key("a-key");
+  auto exists = rpc::Call<rpc::ExistsMethod>(*bob, ex);
+  ASSERT_TRUE(exists.ok()) << exists.status();
+  EXPECT_FALSE(exists->exists());
+  proto::RemoveRequest rm;
+  rm.set_key("a-key");
+  EXPECT_EQ(rpc::Call<rpc::RemoveMethod>(*bob, rm).status().code(), absl::StatusCode::kNotFound);
+  proto::QueryObjectsRequest q;
+  auto listed = rpc::Call<rpc::QueryObjectsMethod>(*bob, q);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_EQ(listed->objects_size(), 0);
+  // Overwrite: a put of the same key (replace) is refused.
+  proto::PutStartRequest over = PutReq("a-key", 100);
+  over.mutable_options()->set_replace(true);
+  EXPECT_FALSE(rpc::Call<rpc::PutStartMethod>(*bob, over).ok());
+
+  // Naming alice's tenant outright is refused.
+  proto::GetReplicasRequest as_alice = GetReq("a-key");
+  as_alice.set_tenant("alice");
+  auto denied = rpc::Call<rpc::GetReplicasMethod>(*bob, as_alice);
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kPermissionDenied) << denied.status();
+  proto::PutStartRequest put_as = PutReq("b-key", 100);
+  put_as.mutable_options()->set_tenant("alice");
+  EXPECT_EQ(rpc::Call<rpc::PutStartMethod>(*bob, put_as).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  proto::RemoveAllRequest all;
+  all.set_tenant("alice");
+  EXPECT_EQ(rpc::Call<rpc::RemoveAllMethod>(*bob, all).status().code(),
+            absl::StatusCode::kPermissionDenied);
+
+  // Alice's object is still there, with its bytes' checksum unchanged.
+  auto still = rpc::Call<rpc::GetReplicasMethod>(*alice, GetReq("a-key"));
+  ASSERT_TRUE(still.ok()) << still.status();
+  EXPECT_EQ(still->object().checksum(), 0x1234u);
+}
+
+TEST_F(MasterAuthTest, ATenantCannotEndOrRevokeAnotherTenantsPutNorReleaseItsLeases) {
+  Mount();
+  auto alice = MustConnect(kAlice);
+  auto bob = MustConnect(kBob);
+  auto started = rpc::Call<rpc::PutStartMethod>(*alice, PutReq("pending", 100));
+  ASSERT_TRUE(started.ok()) << started.status();
+  // Bob knows the key and guesses the put id (they are sequential).
+  EXPECT_EQ(
+      rpc::Call<rpc::PutEndMethod>(*bob, EndReq("pending", started->put_id())).status().code(),
+      absl::StatusCode::kNotFound);
+  proto::PutRevokeRequest revoke;
+  revoke.set_key("pending");
+  revoke.set_put_id(started->put_id());
+  EXPECT_EQ(rpc::Call<rpc::PutRevokeMethod>(*bob, revoke).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(rpc::Call<rpc::PutEndMethod>(*alice, EndReq("pending", started->put_id())).ok());
+
+  auto read = rpc::Call<rpc::GetReplicasMethod>(*alice, GetReq("pending"));
+  ASSERT_TRUE(read.ok()) << read.status();
+  proto::ReleaseLeasesRequest release;
+  release.add_lease_ids(read->lease().lease_id());
+  auto by_bob = rpc::Call<rpc::ReleaseLeasesMethod>(*bob, release);
+  ASSERT_TRUE(by_bob.ok()) << by_bob.status();
+  EXPECT_EQ(by_bob->released(), 0u);
+  auto by_alice = rpc::Call<rpc::ReleaseLeasesMethod>(*alice, release);
+  ASSERT_TRUE(by_alice.ok()) << by_alice.status();
+  EXPECT_EQ(by_alice->released(), 1u);
+}
+
+TEST_F(MasterAuthTest, TenantsMayNotCallWorkerOrOperatorMethods) {
+  auto alice = MustConnect(kAlice);
+  EXPECT_EQ(
+      rpc::Call<rpc::MountSegmentMethod>(*alice, MountReq("evil", "s", 1 << 20)).status().code(),
+      absl::StatusCode::kPermissionDenied);
+  proto::HeartbeatRequest hb;
+  hb.set_worker_id("w1");
+  EXPECT_EQ(rpc::Call<rpc::HeartbeatMethod>(*alice, hb).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  proto::DrainWorkerRequest drain;
+  EXPECT_EQ(rpc::Call<rpc::DrainWorkerMethod>(*alice, drain).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // Describing segments (where to read from) is allowed.
+  proto::DescribeSegmentsRequest d;
+  d.add_segment_ids(1);
+  auto described = rpc::Call<rpc::DescribeSegmentsMethod>(*alice, d);
+  EXPECT_TRUE(described.ok()) << described.status();
+}
+
+TEST_F(MasterAuthTest, TheClusterTokenActsForAnyTenant) {
+  Mount();
+  auto cluster = MustConnect("cluster c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1\n");
+  ASSERT_NE(PutFor(*cluster, "c-key", "bob"), 0u);
+  auto bob = MustConnect(kBob);
+  EXPECT_TRUE(rpc::Call<rpc::GetReplicasMethod>(*bob, GetReq("c-key")).ok());
+}
+
+// A peer that sends a frame before authenticating gets a connection error and
+// EOF; one that sends nothing is closed after auth_timeout_ms.
+TEST_F(MasterAuthTest, RawPeersGetNothingAndIdleOnesAreClosed) {
+  const auto connect = [&] {
+    auto fd = ConnectTcp(HostPort{"127.0.0.1", server_->port()}, absl::Now() + absl::Seconds(2));
+    EXPECT_TRUE(fd.ok());
+    timeval tv{5, 0};
+    ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    // Back to blocking reads for this test.
+    const int flags = ::fcntl(fd->get(), F_GETFL);
+    ::fcntl(fd->get(), F_SETFL, flags & ~O_NONBLOCK);
+    return *std::move(fd);
+  };
+  const auto read_all = [](int fd) {
+    std::string got;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    return got;
+  };
+  {
+    UniqueFd fd = connect();
+    rpc::FrameHeader h;
+    h.method_id = rpc::GetReplicasMethod::kId;
+    h.request_id = 7;
+    proto::GetReplicasRequest req = GetReq("k");
+    const std::string frame = rpc::EncodeFrame(h, req.SerializeAsString());
+    ASSERT_EQ(::send(fd.get(), frame.data(), frame.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(frame.size()));
+    const std::string got = read_all(fd.get());
+    auto f = rpc::DecodeFrame(got, rpc::kDefaultMaxPayloadBytes);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ(f->header.request_id, 0u);  // a connection error, no answer to request 7
+    EXPECT_EQ(f->header.code, absl::StatusCode::kUnauthenticated);
+    EXPECT_EQ(got.size(), rpc::kFrameHeaderBytes + f->payload.size());  // nothing else
+  }
+  {
+    UniqueFd fd = connect();
+    const auto start = std::chrono::steady_clock::now();
+    const std::string got = read_all(fd.get());
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, std::chrono::milliseconds(250));
+    EXPECT_LT(waited, std::chrono::seconds(4));
+    auto f = rpc::DecodeFrame(got, rpc::kDefaultMaxPayloadBytes);
+    ASSERT_TRUE(f.ok()) << f.status();
+    EXPECT_EQ(f->header.code, absl::StatusCode::kUnauthenticated);
+    EXPECT_NE(std::string(f->payload).find("did not authenticate within 300 ms"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace mooncake::master

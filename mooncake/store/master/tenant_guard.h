@@ -1,0 +1,114 @@
+// The master's request guard for authenticated connections (rpc/service.h
+// RequestGuard; docs/security.md "What a token grants").
+//
+//   registry.SetRequestGuard(master::GuardMasterRequest);
+//
+// A "cluster" principal (workers, masters, operators) may call every method as
+// it is. A "tenant:T" principal:
+//   - may call only the client methods (TenantMayCall): puts, reads, leases,
+//     removes, prefix queries, clones, groups, object queries, replica
+//     copy/move of its own objects, segment descriptions; a worker's or
+//     operator's method (mount, heartbeat, tier and copy sync, drain) is
+//     PERMISSION_DENIED;
+//   - acts as tenant T only: the request's tenant (its `tenant` field, or
+//     `options.tenant` for PutStart) is set to T when empty, and a different
+//     one is PERMISSION_DENIED. PutEnd, PutRevoke and ReleaseLeases carry T
+//     the same way, so the master checks the put or lease is T's.
+// The master itself then hides every other tenant's objects (NOT_FOUND), as
+// it does for any request naming a tenant.
+//
+// Thread-safety: a pure function.
+#ifndef MOONCAKE_STORE_MASTER_TENANT_GUARD_H_
+#define MOONCAKE_STORE_MASTER_TENANT_GUARD_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
+#include "mooncake/base/auth.h"
+#include "mooncake/store/rpc/master.pb.h"
+#include "mooncake/store/rpc/service.h"
+
+namespace mooncake::master {
+
+inline bool TenantMayCall(uint16_t method_id) {
+  namespace p = store::proto;
+  switch (static_cast<p::MasterMethodId>(method_id)) {
+    case p::PUT_START:
+    case p::PUT_END:
+    case p::PUT_REVOKE:
+    case p::GET_REPLICAS:
+    case p::RELEASE_LEASES:
+    case p::REMOVE:
+    case p::EXISTS:
+    case p::BATCH_EXISTS:
+    case p::PREFIX_QUERY:
+    case p::DESCRIBE_SEGMENTS:
+    case p::REMOVE_ALL:
+    case p::CREATE_COPY_TASK:
+    case p::CREATE_MOVE_TASK:
+    case p::CLONE:
+    case p::COMMIT_GROUP:
+    case p::REMOVE_GROUP:
+    case p::QUERY_OBJECTS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The request's tenant field: `tenant` at the top, or inside `options`.
+// Null when the message has none.
+inline const google::protobuf::FieldDescriptor* TenantField(const google::protobuf::Descriptor* d,
+                                                            google::protobuf::Message** holder,
+                                                            google::protobuf::Message* msg) {
+  using google::protobuf::FieldDescriptor;
+  if (const FieldDescriptor* f = d->FindFieldByName("tenant");
+      f != nullptr && f->type() == FieldDescriptor::TYPE_STRING && !f->is_repeated()) {
+    *holder = msg;
+    return f;
+  }
+  const FieldDescriptor* opts = d->FindFieldByName("options");
+  if (opts == nullptr || opts->type() != FieldDescriptor::TYPE_MESSAGE || opts->is_repeated()) {
+    return nullptr;
+  }
+  const FieldDescriptor* f = opts->message_type()->FindFieldByName("tenant");
+  if (f == nullptr || f->type() != FieldDescriptor::TYPE_STRING || f->is_repeated()) {
+    return nullptr;
+  }
+  *holder = msg->GetReflection()->MutableMessage(msg, opts);
+  return f;
+}
+
+inline absl::Status GuardMasterRequest(const rpc::ServerCallContext& ctx,
+                                       google::protobuf::MessageLite& request) {
+  const auth::Principal& who = *ctx.principal;
+  if (who.cluster()) return absl::OkStatus();
+  if (!TenantMayCall(ctx.method_id)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", who.name, "' may not call master method ", ctx.method_id,
+                     ": a worker's or operator's method (the 'cluster' token only)"));
+  }
+  auto* msg = dynamic_cast<google::protobuf::Message*>(&request);
+  if (msg == nullptr) return absl::InternalError("master request without reflection");
+  google::protobuf::Message* holder = nullptr;
+  const google::protobuf::FieldDescriptor* f = TenantField(msg->GetDescriptor(), &holder, msg);
+  if (f == nullptr) return absl::OkStatus();  // names no tenant's data (segment descriptions)
+  const google::protobuf::Reflection* r = holder->GetReflection();
+  std::string scratch;
+  const std::string& asked = r->GetStringReference(*holder, f, &scratch);
+  if (asked.empty()) {
+    r->SetString(holder, f, who.tenant);
+  } else if (asked != who.tenant) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", who.name, "' may not act for tenant '", asked, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mooncake::master
+
+#endif  // MOONCAKE_STORE_MASTER_TENANT_GUARD_H_

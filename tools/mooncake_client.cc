@@ -41,6 +41,11 @@ ABSL_FLAG(std::string, master_server_address, "127.0.0.1:50051", "the master to 
 ABSL_FLAG(std::string, metadata_server, "P2PHANDSHAKE",
           "P2PHANDSHAKE, http://... or etcd://...: accepted; this store keeps segment metadata "
           "in the master");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "access control (docs/security.md): the token file whose principal this daemon proves "
+          "to the master and workers; its RPC port and segment then serve only peers proving a "
+          "principal it lists (setup_dummy clients: MOONCAKE_AUTH_TOKEN_FILE). Empty: none "
+          "(or MOONCAKE_AUTH_TOKEN_FILE)");
 ABSL_FLAG(std::string, protocol, "tcp", "tcp (rdma is not built into this program)");
 
 namespace {
@@ -90,6 +95,12 @@ int main(int argc, char** argv) {
   if (*segment == 0) return Fail("--global_segment_size must be positive", 2);
   config.global_segment_size = *segment;
   config.local_buffer_size = *buffer;
+  // The compat layer reads the token file's path from the environment.
+  if (const std::string tokens = absl::GetFlag(FLAGS_auth_token_file); !tokens.empty()) {
+    ::setenv("MOONCAKE_AUTH_TOKEN_FILE", tokens.c_str(), 1);
+  }
+  auto auth = compat::AuthFromEnvironment();
+  if (!auth.ok()) return Fail(std::string(auth.status().message()), 2);
 
   sigset_t stop;
   sigemptyset(&stop);
@@ -123,6 +134,7 @@ int main(int argc, char** argv) {
   mooncake::rpc::RpcServerOptions so;
   so.host = absl::GetFlag(FLAGS_host) == "localhost" ? "127.0.0.1" : absl::GetFlag(FLAGS_host);
   so.port = static_cast<uint16_t>(port);
+  so.auth = *auth;
   mooncake::rpc::RpcServer server(&registry, so);
   if (absl::Status st = server.Start(); !st.ok()) {
     return Fail(absl::StrCat("--port=", port, ": ", st.message()), 1);

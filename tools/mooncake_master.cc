@@ -73,6 +73,9 @@ ABSL_FLAG(std::string, http_metadata_server_host, "127.0.0.1", "metadata server 
 // High availability (docs/ha.md): masters sharing a cluster_id on one etcd
 // elect a leader; the others are hot standbys. Clients and workers find the
 // leader with master_server_addr / --master = etcd://HOST:PORT[/CLUSTER_ID].
+ABSL_FLAG(std::string, auth_token_file, "",
+          "access control (docs/security.md): a mode-0600 file of 'NAME SECRET' lines listing "
+          "'cluster' and any 'tenant:NAME'; RPC peers must prove a listed secret. Empty: none");
 ABSL_FLAG(bool, enable_ha, false, "join an HA cluster on etcd (leader or hot standby)");
 ABSL_FLAG(std::string, ha_backend_type, "etcd", "HA coordination service: etcd (the only one)");
 ABSL_FLAG(std::string, ha_backend_connstring, "",
@@ -215,6 +218,7 @@ MasterConfig ConfigFromFlags() {
     if (!parsed.ok()) BadFlags(StdView(parsed.status().message()));
     o.kv_block_bytes = *parsed;
   }
+  o.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   if (absl::GetFlag(FLAGS_enable_ha)) {
     if (absl::GetFlag(FLAGS_ha_backend_type) != "etcd") {
       BadFlags(absl::StrCat("--ha_backend_type=", absl::GetFlag(FLAGS_ha_backend_type),

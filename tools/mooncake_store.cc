@@ -58,6 +58,11 @@ ABSL_FLAG(std::string, ha_cluster, "mooncake", "the HA cluster's name ([A-Za-z0-
 ABSL_FLAG(int64_t, ha_lease_ttl_ms, 2000,
           "the leader's etcd lease (>= 1000; whole seconds at etcd): a dead leader is replaced "
           "about this long after it stops renewing");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "access control (docs/security.md): a mode-0600 file of 'NAME SECRET' lines listing "
+          "'cluster' (and 'tenant:NAME' for clients bound to a tenant); RPC and transport peers "
+          "must prove a listed secret, POST /drain, /preempt and /trace need 'Authorization: "
+          "Bearer <cluster secret>'. Empty: no authentication");
 ABSL_FLAG(std::string, http, "127.0.0.1:9090",
           "/metrics and /health address; port 0 = any free port; empty = off");
 ABSL_FLAG(std::string, segment_bytes, "1G", "bytes per worker segment (suffixes K, M, G, T)");
@@ -198,6 +203,7 @@ node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_f
     o.ha_etcd = list;
   }
   o.ha_cluster = absl::GetFlag(FLAGS_ha_cluster);
+  o.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   o.ha_lease_ttl_ms = absl::GetFlag(FLAGS_ha_lease_ttl_ms);
   o.on_event = [](const std::string& line) { node::LogLine("event: " + line); };
   const std::string http = absl::GetFlag(FLAGS_http);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/store/client/rdma_route.h"
 #include "mooncake/store/rpc/master.pb.h"
@@ -31,6 +33,10 @@ struct ClientOptions {
   std::string client_id;  // "" = <host>/<pid>/<n>
   std::string host_id;    // "" = gethostname(): the master puts this host's replicas first
   std::string tenant;     // calls whose options name no tenant use this ("" = default)
+  // Access control (docs/security.md): the credentials the client's TCP
+  // transport proves to workers (base/auth.h; null: none). The master channel
+  // given to Create carries its own (rpc::TcpChannelOptions::auth).
+  std::shared_ptr<const auth::Credentials> auth;
   bool use_local = true;  // transports the client may use (the Router picks the best)
   bool use_shm = true;
   bool use_tcp = true;

@@ -37,6 +37,7 @@
 #include "mooncake/alloc/locked_allocator.h"
 #include "mooncake/alloc/tlsf_allocator.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client.h"
@@ -148,8 +149,24 @@ inline absl::Status CheckCommon(const StoreConfig& c) {
 // the leader of an HA cluster (mooncake_master --enable_ha; CLUSTER_ID
 // defaults to Mooncake's "mooncake_cluster"): calls then follow the leader
 // across failovers (docs/ha.md).
+// MOONCAKE_AUTH_TOKEN_FILE (ours): the token file (docs/security.md) whose
+// principal this process proves to the master, the workers and a
+// mooncake_client daemon; its own global segment's transport then serves only
+// peers that prove one the file lists. Unset: no authentication.
+inline absl::StatusOr<std::shared_ptr<const auth::Credentials>> AuthFromEnvironment() {
+  const char* path = std::getenv("MOONCAKE_AUTH_TOKEN_FILE");
+  if (path == nullptr || *path == '\0') return std::shared_ptr<const auth::Credentials>();
+  auto c = auth::LoadCredentials(path);
+  if (!c.ok()) {
+    return absl::Status(c.status().code(),
+                        absl::StrCat("MOONCAKE_AUTH_TOKEN_FILE: ", c.status().message()));
+  }
+  return c;
+}
+
 inline absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> ConnectMaster(const std::string& addr) {
   rpc::TcpChannelOptions o;
+  ASSIGN_OR_RETURN(o.auth, AuthFromEnvironment());
   o.connect_timeout_ns = kRpcTimeoutMs * 1'000'000;
   o.default_timeout_ns = kRpcTimeoutMs * 1'000'000;
   if (absl::StartsWith(addr, "etcd://")) {
@@ -195,6 +212,7 @@ inline absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> ConnectMaster(const std:
 // rate (default: the client's own measurement).
 inline absl::StatusOr<client::ClientOptions> MakeClientOptions() {
   client::ClientOptions o;
+  ASSIGN_OR_RETURN(o.auth, AuthFromEnvironment());
   o.rpc_timeout_ms = kRpcTimeoutMs;
   if (const char* c = std::getenv("MOONCAKE_NETWORK_COMPRESSION"); c != nullptr && *c != '\0') {
     const absl::string_view v(c);
@@ -301,6 +319,7 @@ inline absl::StatusOr<std::unique_ptr<ClientState>> OpenDummyClient(
   auto s = std::make_unique<ClientState>();
   rpc::TcpChannelOptions o;
   o.connect_timeout_ns = kRpcTimeoutMs * 1'000'000;
+  ASSIGN_OR_RETURN(o.auth, AuthFromEnvironment());
   auto ch = rpc::TcpChannel::Connect(server_address, o);
   if (!ch.ok()) {
     return absl::UnavailableError(

@@ -70,6 +70,7 @@
 #include "mooncake/alloc/variant_allocator.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
@@ -81,6 +82,7 @@
 #include "mooncake/store/ha/leader_resolver.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
+#include "mooncake/store/master/tenant_guard.h"
 #include "mooncake/store/node/drain.h"
 #include "mooncake/store/node/http_server.h"
 #include "mooncake/store/node/process_stats.h"
@@ -162,6 +164,7 @@ class StoreNode {
     RETURN_IF_ERROR(ValidateStoreNodeOptions(options));
     std::unique_ptr<StoreNode> n(new StoreNode(std::move(options)));
     RETURN_IF_ERROR(n->CheckLazyPool());
+    RETURN_IF_ERROR(n->LoadAuth());
     RETURN_IF_ERROR(n->RegisterNodeMetrics());
     if (n->options_.role != Role::kWorker) RETURN_IF_ERROR(n->StartMaster());
     if (n->options_.role != Role::kMaster) RETURN_IF_ERROR(n->StartWorker());
@@ -400,8 +403,40 @@ class StoreNode {
     return absl::OkStatus();
   }
 
+  absl::Status LoadAuth() {
+    if (options_.auth_token_file.empty()) return absl::OkStatus();
+    auto creds = auth::LoadCredentials(options_.auth_token_file);
+    if (!creds.ok()) return Context("--auth_token_file", creds.status());
+    if ((*creds)->SecretOf(auth::kClusterPrincipal) == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--auth_token_file=", options_.auth_token_file,
+                       ": a master's or worker's token file must list 'cluster' (it proves that "
+                       "to the master, and /drain and /preempt take its secret)"));
+    }
+    auth_ = *std::move(creds);
+    return absl::OkStatus();
+  }
+
+  // POST actions with a token file: "Authorization: Bearer <cluster secret>".
+  std::optional<HttpResponse> RefuseAdmin(const HttpRequest& r) const {
+    if (auth_ == nullptr) return std::nullopt;
+    const std::string* h = r.Header("authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (h != nullptr && h->size() > kBearer.size() && std::string_view(*h).starts_with(kBearer) &&
+        auth::SecretMatches(std::string_view(*h).substr(kBearer.size()),
+                            *auth_->SecretOf(auth::kClusterPrincipal))) {
+      return std::nullopt;
+    }
+    return HttpResponse{.status = 401,
+                        .body = absl::StrCat(r.path,
+                                             " needs \"Authorization: Bearer <the cluster secret "
+                                             "of --auth_token_file>\"\n")};
+  }
+
   absl::Status StartRpcServer(const master::MasterOptions& mo) {
     rpc::RpcServerOptions so;
+    so.auth = auth_;
+    if (auth_ != nullptr) RETURN_IF_ERROR(registry_->SetRequestGuard(master::GuardMasterRequest));
     so.host = options_.listen.host;
     so.port = options_.listen.port;
     so.io_threads = options_.rpc_io_threads;
@@ -462,6 +497,7 @@ class StoreNode {
     const std::string master = master_address();
     rpc::TcpChannelOptions co;
     co.metrics = &metrics_;
+    co.auth = auth_;
     if (!options_.master_etcd.empty()) {
       auto resolve = ha::LeaderResolver(options_.master_etcd, options_.master_cluster);
       if (!resolve.ok()) return Context("worker: --master", resolve.status());
@@ -505,12 +541,19 @@ class StoreNode {
       return HttpResponse{.status = h.ok ? 200 : 503, .body = h.reason + "\n"};
     }));
     for (const bool preempt : {false, true}) {
-      RETURN_IF_ERROR(
-          http_->Handle(preempt ? "/preempt" : "/drain",
-                        [this, preempt](const HttpRequest& r) { return HandleDrain(r, preempt); },
-                        {.action = true}));
+      RETURN_IF_ERROR(http_->Handle(preempt ? "/preempt" : "/drain",
+                                    [this, preempt](const HttpRequest& r) {
+                                      if (auto refused = RefuseAdmin(r)) return *refused;
+                                      return HandleDrain(r, preempt);
+                                    },
+                                    {.action = true}));
     }
-    RETURN_IF_ERROR(http_->Handle("/trace", HandleTrace, {.action = true}));
+    RETURN_IF_ERROR(http_->Handle("/trace",
+                                  [this](const HttpRequest& r) {
+                                    if (auto refused = RefuseAdmin(r)) return *refused;
+                                    return HandleTrace(r);
+                                  },
+                                  {.action = true}));
     if (absl::Status s = http_->Start(); !s.ok()) {
       return Context(absl::StrCat("--http=", options_.http.ToString()), s);
     }
@@ -715,6 +758,7 @@ class StoreNode {
   std::unique_ptr<rpc::TcpChannel> worker_channel_;
   std::unique_ptr<WorkerT> worker_;
   std::unique_ptr<HttpServer> http_;
+  std::shared_ptr<const auth::Credentials> auth_;  // --auth_token_file; null: none
   std::atomic<bool> serving_{false};
   std::atomic<bool> shutting_down_{false};
   std::atomic<bool> shut_down_{false};

@@ -188,6 +188,13 @@ struct StoreNodeOptions {
   // instead of `master`: endpoints and cluster; "" = use `master`.
   std::string master_etcd;
   std::string master_cluster;
+  // Access control (docs/security.md): a token file ("NAME SECRET" lines,
+  // mode 0600) that must list "cluster". The master's RPC port and the
+  // worker's transport port then serve only peers that prove a principal it
+  // lists (tenants' connections are bound to their tenant); the worker proves
+  // "cluster" to the master; POST /drain, /preempt and /trace need
+  // "Authorization: Bearer <the cluster secret>". "" = no authentication.
+  std::string auth_token_file;
   // Where the node reports events (HA: leader changes, snapshots); null: nowhere.
   std::function<void(const std::string&)> on_event;
 };

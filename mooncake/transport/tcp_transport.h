@@ -41,6 +41,15 @@
 // (at most path_retries_max moves per slice) while the failed path sits out
 // a doubling backoff and is then reconnected by the same thread. With one
 // path (the default) none of this runs: no observer, no thread.
+//
+// Authentication (Options::auth; docs/transport.md, "Authentication"): every
+// connection, both ways, starts with mooncake/base/auth.h's challenge-response
+// (internal/tcp_auth.h) before any other frame: the owner serves only peers
+// that prove a principal of its token file, the requester talks only to
+// owners that prove they hold its secret. Failures are UNAUTHENTICATED; the
+// owner counts refused handshakes in
+// mooncake_transport_auth_failures_total{transport="tcp"}. Null: no
+// handshake, the wire as without authentication.
 // Thread-safety: every method may be called concurrently.
 #ifndef MOONCAKE_TRANSPORT_TCP_TRANSPORT_H_
 #define MOONCAKE_TRANSPORT_TCP_TRANSPORT_H_
@@ -70,11 +79,13 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
+#include "mooncake/transport/internal/tcp_auth.h"
 #include "mooncake/transport/internal/tcp_lane.h"
 #include "mooncake/transport/internal/tcp_paths.h"
 #include "mooncake/transport/internal/tcp_peers.h"
@@ -113,6 +124,13 @@ class TcpTransport {
     size_t max_queued_slices = 1 << 16;
     size_t max_connections = 256;
     MetricsRegistry* metrics = nullptr;  // null: a private registry
+    // The cluster's token file (auth::LoadCredentials). Set: the owner
+    // serves only connections that prove one of its principals ("cluster" or
+    // any "tenant:NAME": the transport has no notion of objects), within
+    // io_timeout of connecting; the requester proves `auth->self()` on each
+    // connection (within connect_timeout) and refuses owners that do not
+    // prove the same secret, or do not ask for one. Null: no authentication.
+    std::shared_ptr<const auth::Credentials> auth;
 
     // Aggregation. A local address outgoing lanes bind to (a numeric
     // literal), and its starting share of the slices until capacities are
@@ -216,6 +234,8 @@ class TcpTransport {
       if (fd.ok()) break;
     }
     if (!fd.ok()) return fd.status();
+    RETURN_IF_ERROR(::mooncake::transport_internal::AuthenticateToOwner(
+        fd->get(), options_.auth.get(), deadline, endpoint));
     ASSIGN_OR_RETURN(RemoteSegment remote, ExchangeOpen(fd->get(), id, deadline));
     ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, peers_.Get(addrs));
     absl::MutexLock lock(&mu_);
@@ -331,6 +351,13 @@ class TcpTransport {
     return batches_.Cancel(batch, absl::Now() + options_.io_timeout + absl::Seconds(1));
   }
 
+  // The principal each connection this owner serves proved ("" without
+  // authentication), in accept order (tests, diagnostics).
+  std::vector<std::string> ServedPrincipals() { return server_.Principals(); }
+  // Handshakes this owner refused or that timed out (the
+  // mooncake_transport_auth_failures_total series).
+  uint64_t AuthFailures() const { return auth_failures_->Value(); }
+
   // Lanes of the peer at `endpoint` that are connected and healthy (tests).
   size_t LiveLanes(std::string_view endpoint) {
     return CountLanes(endpoint, [](const Lane& lane) { return !lane.dead(); });
@@ -386,7 +413,8 @@ class TcpTransport {
       : options_(std::move(options)),
         metrics_(options_.metrics, "tcp"),
         batches_(options_.max_batches, &metrics_),
-        server_(options_.io_timeout, options_.max_connections),
+        auth_failures_(AuthFailuresCounter(metrics_.registry(), Name())),
+        server_(options_.io_timeout, options_.max_connections, {options_.auth, auth_failures_}),
         peers_(PeersConfig(options_), &batches_, &queued_slices_, &metrics_.registry(), Name()),
         whole_lanes_(options_.whole_request_lanes == 0 ||
                              options_.whole_request_lanes > options_.lanes_per_peer
@@ -395,6 +423,16 @@ class TcpTransport {
 
   using Address = Peers::Address;
 
+  static Counter* AuthFailuresCounter(MetricsRegistry& registry, std::string_view name) {
+    absl::StatusOr<Counter*> c = registry.GetCounter(
+        "mooncake_transport_auth_failures_total",
+        "Connections the owner refused in the authentication handshake (no, bad or wrong "
+        "proof) or that did not finish it within io_timeout.",
+        {{"transport", std::string(name)}});
+    MC_ASSERT(c.ok(), "auth failure metric registration failed (name clash in the registry)");
+    return *c;
+  }
+
   static Peers::Config PeersConfig(const Options& o) {
     Peers::Config c;
     c.lanes_per_peer = o.lanes_per_peer;
@@ -402,6 +440,7 @@ class TcpTransport {
     c.limits.window_bytes = o.lane_window_bytes;
     c.limits.io_timeout = o.io_timeout;
     c.limits.claim_patience = o.claim_patience;
+    c.limits.auth = o.auth;
     for (const auto& p : o.local_paths) c.local_paths.emplace_back(p.host, p.weight);
     c.retries_max = o.path_retries_max;
     c.backoff_min = o.path_backoff_min;
@@ -568,6 +607,7 @@ class TcpTransport {
   Options options_;
   TransportMetrics metrics_;
   ::mooncake::transport_internal::BatchTable batches_;
+  Counter* const auth_failures_;  // in metrics_'s registry
   ::mooncake::transport_internal::TcpServer server_;
   std::atomic<size_t> queued_slices_{0};
   Peers peers_;               // after what its lanes settle into

@@ -2,6 +2,7 @@
 // model against raw baselines measured in the same run.
 //
 //   bazel run -c opt //mooncake/transport:transfer_bench [-- --quick]
+//   bazel run -c opt //mooncake/transport:transfer_bench -- --auth   # auth on vs off only
 //
 // A fork()ed owner process holds one 64 MiB segment, registered with both an
 // ShmTransport and a TcpTransport, plus a minimal plain-TCP server. This
@@ -10,7 +11,10 @@
 // each block straight into its buffer) received three ways (blocking recv,
 // epoll + non-blocking recv, io_uring recv) to measure the I/O model; and a
 // plain 64 KiB request/response on one connection for latency. All traffic is
-// on 127.0.0.1. Every figure is the median of `reps` runs.
+// on 127.0.0.1. Every figure is the median of `reps` runs. The owner also
+// serves the segment through a TcpTransport with an auth token (a random
+// cluster secret both processes share): --auth compares it with the plain
+// one, interleaved (docs/transport.md, "Authentication").
 #include <arpa/inet.h>
 #include <liburing.h>
 #include <netinet/in.h>
@@ -37,6 +41,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/histogram.h"
 #include "mooncake/base/value_checksum.h"
@@ -342,14 +347,34 @@ int RoundsFor(uint64_t block) { return block <= 64 * kKiB ? 3000 : block <= kMiB
 // lane tables measure exactly that); the store-path clients keep the default.
 std::unique_ptr<TcpTransport> MakeTcp(
     size_t lanes, uint32_t slice_bytes = 512 << 10,
-    uint64_t spread_min_bytes = TcpTransport::Options{}.spread_min_bytes) {
+    uint64_t spread_min_bytes = TcpTransport::Options{}.spread_min_bytes,
+    std::shared_ptr<const auth::Credentials> creds = nullptr) {
   TcpTransport::Options o;
   o.lanes_per_peer = lanes;
   o.slice_bytes = slice_bytes;
   o.spread_min_bytes = spread_min_bytes;
+  o.auth = std::move(creds);
   auto t = TcpTransport::Create(o);
   MC_ASSERT(t.ok(), "tcp transport");
   return std::move(*t);
+}
+
+// A random cluster secret, made before the owner is forked so both processes
+// hold it.
+const std::shared_ptr<const auth::Credentials>& BenchCredentials() {
+  static const auto* creds = [] {
+    std::string hex;
+    char b[3];
+    for (uint8_t x : auth::NewNonce()) {
+      std::snprintf(b, sizeof(b), "%02x", x);
+      hex += b;
+    }
+    auto c = auth::Credentials::Parse("cluster " + hex, "transfer_bench");
+    MC_ASSERT(c.ok(), "bench credentials");
+    return new std::shared_ptr<const auth::Credentials>(
+        std::make_shared<const auth::Credentials>(*std::move(c)));
+  }();
+  return *creds;
 }
 
 // --- The owner process. ------------------------------------------------------
@@ -357,6 +382,8 @@ std::unique_ptr<TcpTransport> MakeTcp(
 struct OwnerInfo {
   char shm_endpoint[128];
   char tcp_endpoint[128];
+  char tcp_auth_endpoint[128];  // the same memory behind a TcpTransport with auth
+  SegmentId tcp_auth_segment;
   char router_endpoint[512];
   SegmentId shm_segment;
   SegmentId tcp_segment;
@@ -367,6 +394,7 @@ struct OwnerInfo {
 pid_t StartOwner(OwnerInfo* info, int* keepalive_fd) {
   int ad[2], ctl[2];
   MC_ASSERT(::pipe(ad) == 0 && ::pipe(ctl) == 0, "pipe");
+  (void)BenchCredentials();
   const pid_t pid = ::fork();
   if (pid == 0) {
     ::close(ctl[1]);
@@ -376,6 +404,9 @@ pid_t StartOwner(OwnerInfo* info, int* keepalive_fd) {
     std::memset(mem->data(), 'o', kSegmentBytes);
     ShmTransport shm;
     TcpTransport tcp;
+    TcpTransport::Options auth_options;
+    auth_options.auth = BenchCredentials();
+    TcpTransport tcp_auth(auth_options);
     auto router = Router::Create({}, std::make_unique<ShmTransport>(), MakeTcp(2));
     MC_ASSERT(router.ok(), "owner router");
     OwnerInfo out{};
@@ -385,6 +416,9 @@ pid_t StartOwner(OwnerInfo* info, int* keepalive_fd) {
                   (*router)->LocalEndpoint().c_str());
     out.shm_segment = shm.RegisterMemory(mem->data(), kSegmentBytes, {})->id;
     out.tcp_segment = tcp.RegisterMemory(mem->data(), kSegmentBytes, {})->id;
+    std::snprintf(out.tcp_auth_endpoint, sizeof(out.tcp_auth_endpoint), "%s",
+                  tcp_auth.LocalEndpoint().c_str());
+    out.tcp_auth_segment = tcp_auth.RegisterMemory(mem->data(), kSegmentBytes, {})->id;
     out.router_segment =
         (*router)->RegisterMemory(mem->data(), kSegmentBytes, MemoryLocation::SharedMemory())->id;
     auto memfd = shm_internal::MemfdDirectory::Get().Dup(mem->data(), kSegmentBytes);
@@ -731,14 +765,53 @@ void StoreGetPath(const OwnerInfo& info, int clients) {
   }
 }
 
+// TcpTransport with an auth token against one without, interleaved: READ
+// bandwidth (2 lanes) and 64 KiB latency, and what the handshake adds to
+// opening a segment on a fresh transport (control connection and 2 lanes).
+void AuthOnOff(const OwnerInfo& info) {
+  std::printf("\n[TCP auth on / off, interleaved, median of %d ratios; 2 lanes, READ]\n", g_reps);
+  auto on = MakeTcp(2, 512 << 10, /*spread_min_bytes=*/0, BenchCredentials());
+  auto off = MakeTcp(2, 512 << 10, /*spread_min_bytes=*/0);
+  const SegmentHandle hon = Open(*on, info.tcp_auth_endpoint, info.tcp_auth_segment);
+  const SegmentHandle hoff = Open(*off, info.tcp_endpoint, info.tcp_segment);
+  const OpCode rd = OpCode::kRead;
+  for (uint64_t block : {64 * kKiB, kMiB, 16 * kMiB}) {
+    const size_t batch = BatchFor(block);
+    const Paired p = RunPaired([&] { return TransportGBps(*on, hon, rd, block, batch, 1, 1); },
+                               [&] { return TransportGBps(*off, hoff, rd, block, batch, 1, 1); });
+    std::printf("  READ %-6s batch %-3zu  on %8.2f GB/s  off %8.2f GB/s  ratio %5.3fx\n",
+                SizeName(block).c_str(), batch, p.candidate, p.baseline, p.ratio);
+  }
+  const Paired lat =
+      RunPaired([&] { return TransportLatencyUs(*on, hon, rd, 64 * kKiB, 2000).first; },
+                [&] { return TransportLatencyUs(*off, hoff, rd, 64 * kKiB, 2000).first; });
+  std::printf("  READ 64KiB P50         on %8.1f us    off %8.1f us    ratio %5.3fx\n",
+              lat.candidate, lat.baseline, lat.ratio);
+  const auto open_us = [&](bool with_auth) {
+    auto t = MakeTcp(2, 512 << 10, 0, with_auth ? BenchCredentials() : nullptr);
+    const int64_t t0 = NowNs();
+    (void)Open(*t, with_auth ? info.tcp_auth_endpoint : info.tcp_endpoint,
+               with_auth ? info.tcp_auth_segment : info.tcp_segment);
+    return double(NowNs() - t0) / 1e3;
+  };
+  std::vector<double> con, coff;
+  for (int i = 0; i < 20 * g_reps; ++i) {
+    con.push_back(open_us(true));
+    coff.push_back(open_us(false));
+  }
+  std::printf("  OpenSegment, fresh transport (3 connections)  on %8.1f us  off %8.1f us\n",
+              Median(con), Median(coff));
+}
+
 int Main(int argc, char** argv) {
-  bool store_path_only = false;
+  bool store_path_only = false, auth_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--quick") {
       g_reps = 3;
       g_volume = 64 * kMiB;
     }
     if (std::string(argv[i]) == "--store_path") store_path_only = true;
+    if (std::string(argv[i]) == "--auth") auth_only = true;
     if (std::string(argv[i]) == "--thread_receives") g_caller_receives = false;
   }
   ::signal(SIGPIPE, SIG_IGN);
@@ -751,8 +824,9 @@ int Main(int argc, char** argv) {
       std::thread::hardware_concurrency(), owner, g_reps,
       static_cast<unsigned long>(g_volume / kMiB),
       g_caller_receives ? "waiting thread (SubmitForWait)" : "lane's receiver thread (Submit)");
-  if (store_path_only) {
-    StoreGetPath(info, 8);
+  if (store_path_only || auth_only) {
+    if (store_path_only) StoreGetPath(info, 8);
+    if (auth_only) AuthOnOff(info);
     ::close(keepalive);
     ::waitpid(owner, nullptr, 0);
     return 0;

@@ -5,6 +5,8 @@
 //   mooncake_transport_ops_total{transport, op}        requests that succeeded
 //   mooncake_transport_errors_total{transport, op}     requests that failed
 //   mooncake_transport_batch_latency_seconds{transport} submit -> done, per batch
+// TcpTransport adds (tcp_transport.h; registered there, in the same registry):
+//   mooncake_transport_auth_failures_total{transport}  handshakes its owner refused or timed out
 //
 // Thread-safety: every method may be called concurrently (the series are
 // lock-free atomics; registration happens once in the constructor).

@@ -88,6 +88,7 @@
 #include "mooncake/base/trace.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
+#include "mooncake/transport/internal/tcp_auth.h"
 #include "mooncake/transport/internal/tcp_bind.h"
 #include "mooncake/transport/internal/tcp_server.h"
 #include "mooncake/transport/internal/tcp_wire.h"
@@ -146,6 +147,7 @@ class TcpLane {
     absl::Duration io_timeout = absl::Seconds(5);
     uint32_t inline_write_bytes = 64 << 10;  // larger WRITE slices go via the sender thread
     absl::Duration claim_patience = absl::Milliseconds(2);
+    std::shared_ptr<const auth::Credentials> auth;  // set: handshake on connect (tcp_auth.h)
   };
 
   // `outstanding` counts the transport's unsettled slices; the lane
@@ -161,6 +163,8 @@ class TcpLane {
   absl::Status Connect(const std::string& host, uint16_t port, absl::Time deadline,
                        const std::string& local_host = {}) {
     ASSIGN_OR_RETURN(fd_, ConnectTcp(host, port, deadline, limits_.io_timeout, local_host));
+    RETURN_IF_ERROR(
+        AuthenticateToOwner(fd_.get(), limits_.auth.get(), deadline, JoinHostPort(host, port)));
     sender_ = std::thread([this] { SenderLoop(); });
     receiver_ = std::thread([this] { ReceiverLoop(); });
     return absl::OkStatus();

@@ -206,6 +206,7 @@ class TcpPeers {
     const size_t per_path = config_.lanes_per_peer;
     peer.lanes.resize(peer.paths.size() * per_path);
     std::vector<std::string> errors;
+    size_t unauthenticated = 0;  // of `errors`
     absl::Status last;
     size_t live = 0;
     std::vector<bool> skip(peer.paths.size(), false);
@@ -225,6 +226,7 @@ class TcpPeers {
         skip[i / per_path] = true;  // one failed connect per path and round
         path.state->MarkDown(last);
         errors.push_back(absl::StrCat(path.state->name(), ": ", last.ToString()));
+        if (absl::IsUnauthenticated(last)) ++unauthenticated;
         continue;
       }
       if (path.state != nullptr) path.state->MarkUp();
@@ -233,8 +235,11 @@ class TcpPeers {
     }
     if (live > 0) return absl::OkStatus();
     if (!peer.multi()) return last;
-    return absl::UnavailableError(absl::StrCat("no path to ", JoinHostPort(peer.host, peer.port),
-                                               " connects (", absl::StrJoin(errors, "; "), ")"));
+    // Refused authentication on every path is not a transient outage.
+    const std::string why = absl::StrCat("no path to ", JoinHostPort(peer.host, peer.port),
+                                         " connects (", absl::StrJoin(errors, "; "), ")");
+    return unauthenticated == errors.size() && !errors.empty() ? absl::UnauthenticatedError(why)
+                                                               : absl::UnavailableError(why);
   }
 
   // Enqueues lanes[l] on the peer's lane l (or a live one in its place);
@@ -245,22 +250,27 @@ class TcpPeers {
     std::vector<std::shared_ptr<TcpLane>> kicked;  // kept alive past the lock
     {
       absl::MutexLock lock(&peer.mu);
-      if (!AllLive(peer)) (void)ReviveLanesLocked(peer, /*force=*/true);
+      const absl::Status revived =
+          AllLive(peer) ? absl::OkStatus() : ReviveLanesLocked(peer, /*force=*/true);
       std::vector<size_t> live;
       for (size_t l = 0; l < peer.lanes.size(); ++l) {
         if (peer.lanes[l] != nullptr && !peer.lanes[l]->dead()) live.push_back(l);
       }
+      // No lane connects: the slices fail with why (e.g. UNAUTHENTICATED),
+      // not with what broke the old lanes.
+      const absl::Status none_live =
+          !revived.ok() ? revived
+                        : absl::UnavailableError(absl::StrCat("no connection to ",
+                                                              JoinHostPort(peer.host, peer.port)));
       for (size_t l = 0; l < lanes.size(); ++l) {
         if (lanes[l].empty()) continue;
-        // A dead lane's share moves to a live one; with none, Enqueue on the
-        // dead lane (or the failure below) fails the slices.
+        // A dead lane's share moves to a live one; with none, the slices
+        // fail with the reconnect's error.
         const size_t target = live.empty() ? l : live[l % live.size()];
         std::shared_ptr<TcpLane> lane = target < peer.lanes.size() ? peer.lanes[target] : nullptr;
-        if (lane == nullptr) {
+        if (lane == nullptr || (live.empty() && !revived.ok())) {
           for (Slice& s : lanes[l]) {
-            batches_->Settle(*s.batch, s.index,
-                             absl::UnavailableError(absl::StrCat(
-                                 "no connection to ", JoinHostPort(peer.host, peer.port))));
+            batches_->Settle(*s.batch, s.index, none_live);
             // relaxed: a soft bound (see Submit).
             queued_->fetch_sub(1, std::memory_order_relaxed);
           }

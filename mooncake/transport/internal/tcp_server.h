@@ -14,6 +14,15 @@
 // Unregistering waits (segment writer lock) for frames in progress on the
 // segment, so once Remove returns no connection touches its memory.
 //
+// Authentication (Auth::creds set; internal/tcp_auth.h): a connection's first
+// frames must be the handshake, finished within io_timeout of the accept, or
+// the connection gets one ERROR(UNAUTHENTICATED) where the stream allows it
+// and is closed; no segment byte moves before. So an unauthenticated peer
+// holds a connection slot for io_timeout at most. Without creds an AUTH_*
+// frame gets ERROR(UNIMPLEMENTED), which an authenticating requester reports
+// as "does not require authentication". A connection's thread shuts its
+// socket down when it stops serving, so the peer sees the close at once.
+//
 // Thread-safety: Add / Remove / Stop may be called concurrently with serving.
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_
@@ -42,12 +51,15 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
+#include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/tcp_listen.h"
 #include "mooncake/transport/internal/batch_table.h"
+#include "mooncake/transport/internal/tcp_auth.h"
 #include "mooncake/transport/internal/tcp_wire.h"
 #include "mooncake/transport/internal/unix_socket.h"
 #include "mooncake/transport/transport.h"
@@ -65,10 +77,18 @@ inline void TuneTcpSocket(int fd, absl::Duration io_timeout) {
   SetSocketTimeouts(fd, IoTick(io_timeout));
 }
 
+// A TcpServer's authentication settings (TcpServer::Auth).
+struct TcpServerAuth {
+  std::shared_ptr<const auth::Credentials> creds;  // null: no authentication
+  Counter* failures = nullptr;                     // handshakes refused or timed out; may be null
+};
+
 class TcpServer {
  public:
-  TcpServer(absl::Duration io_timeout, size_t max_connections)
-      : io_timeout_(io_timeout), max_connections_(max_connections) {}
+  using Auth = TcpServerAuth;
+
+  TcpServer(absl::Duration io_timeout, size_t max_connections, Auth auth = {})
+      : io_timeout_(io_timeout), max_connections_(max_connections), auth_(std::move(auth)) {}
   ~TcpServer() { Stop(); }
   TcpServer(const TcpServer&) = delete;
   TcpServer& operator=(const TcpServer&) = delete;
@@ -114,7 +134,18 @@ class TcpServer {
 
   // Serves frames on `fd` until the peer closes, errs, stalls mid-frame or
   // Stop; the accept loop runs it per connection, the fuzzer on a socketpair.
-  void ServeConnection(int fd) { Serve(fd); }
+  void ServeConnection(int fd) { Serve(fd, nullptr); }
+
+  // The principal each connection being served proved ("" before or
+  // without authentication), in accept order (tests, diagnostics).
+  std::vector<std::string> Principals() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const auto& c : conns_) {
+      if (!c->done.load(std::memory_order_acquire)) out.push_back(c->principal);
+    }
+    return out;
+  }
 
   void Stop() {
     if (!acceptor_.joinable()) return;
@@ -142,6 +173,7 @@ class TcpServer {
     UniqueFd fd;
     std::thread thread;
     std::atomic<bool> done{false};
+    std::string principal;  // guarded by TcpServer::mu_; set once authenticated
   };
 
   void AcceptLoop() {
@@ -159,7 +191,8 @@ class TcpServer {
       conn->fd = std::move(fd);
       Conn* c = conn.get();
       conn->thread = std::thread([this, c] {
-        Serve(c->fd.get());
+        Serve(c->fd.get(), c);
+        ::shutdown(c->fd.get(), SHUT_RDWR);  // the peer sees the close now, not at the reap
         // release: Reap's acquire load sees a finished thread it may join.
         c->done.store(true, std::memory_order_release);
       });
@@ -179,7 +212,9 @@ class TcpServer {
   }
 
   // Serves frames until the peer closes, errs, stalls mid-frame or Stop.
-  void Serve(int fd) {
+  // `conn` (null for ServeConnection) records the peer's principal.
+  void Serve(int fd, Conn* conn) {
+    if (auth_.creds != nullptr && !Authenticate(fd, conn)) return;
     WireHeader raw;
     for (;;) {
       // The first bytes of the next request, waited for without a deadline
@@ -199,6 +234,18 @@ class TcpServer {
         if (!rest.ok()) return;
       }
       absl::StatusOr<FrameHeader> h = DecodeHeader(raw.data());
+      if (h.ok() && IsAuthFrame(h->type)) {
+        // Drained (<= 256 bytes) so the close that follows is a clean one.
+        if (!Drain(fd, h->length).ok()) return;
+        (void)Reply(fd, h->tag,
+                    auth_.creds == nullptr
+                        ? absl::UnimplementedError(
+                              "this transport does not use authentication (it has no auth token "
+                              "file)")
+                        : absl::FailedPreconditionError(
+                              "authentication frame on an authenticated connection"));
+        return;
+      }
       if (!h.ok() || !IsRequest(h->type)) {
         (void)Reply(fd, 0,
                     h.ok() ? absl::DataLossError("response frame sent to a server") : h.status());
@@ -209,6 +256,24 @@ class TcpServer {
   }
 
   absl::Time Deadline() const { return absl::Now() + io_timeout_; }
+
+  // The handshake, within io_timeout of now (the accept). A peer that closes
+  // is not a failure (a health check's connect and close); one that is
+  // refused or stalls is.
+  bool Authenticate(int fd, Conn* conn) {
+    absl::StatusOr<auth::Principal> who = AuthenticatePeer(fd, auth_.creds, Deadline());
+    if (!who.ok()) {
+      if (auth_.failures != nullptr && !absl::IsUnavailable(who.status())) {
+        auth_.failures->Increment();
+      }
+      return false;
+    }
+    if (conn != nullptr) {
+      absl::MutexLock lock(&mu_);
+      conn->principal = who->name;
+    }
+    return true;
+  }
 
   std::shared_ptr<Segment> Find(transport::SegmentId id) {
     absl::MutexLock lock(&mu_);
@@ -271,15 +336,12 @@ class TcpServer {
 
   absl::Status Reply(int fd, uint64_t tag, const absl::Status& error) {
     MC_DASSERT(!error.ok(), "Reply sends errors only");
-    std::string msg(error.message().substr(0, kMaxErrorBytes));
-    const WireHeader out = EncodeHeader({FrameType::kError, static_cast<uint16_t>(error.code()),
-                                         tag, 0, 0, static_cast<uint32_t>(msg.size()), 0});
-    iovec iov[2] = {{const_cast<uint8_t*>(out.data()), out.size()}, {msg.data(), msg.size()}};
-    return SendIovBy(fd, iov, msg.empty() ? 1 : 2, Deadline(), "ERROR");
+    return SendErrorFrame(fd, tag, error, Deadline());
   }
 
   const absl::Duration io_timeout_;
   const size_t max_connections_;
+  const Auth auth_;
   UniqueFd listen_;
   UniqueFd wake_;
   uint16_t port_ = 0;

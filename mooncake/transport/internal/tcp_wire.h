@@ -2,7 +2,7 @@
 // The format is specified, with test vectors, in docs/tcp_wire_format.md.
 //
 // Every frame is a 48-byte little-endian header, optionally followed by
-// `length` payload bytes (READ_DATA, WRITE, ERROR only):
+// `length` payload bytes (READ_DATA, WRITE, ERROR and the AUTH_* frames only):
 //
 //   off size field
 //     0    4 magic      0x3154434D ("MCT1" in memory order)
@@ -12,7 +12,7 @@
 //     8    8 tag        requester-chosen; a response echoes its request's tag
 //    16    8 segment    segment id
 //    24    8 offset     byte offset in the segment (OPEN_OK: segment length)
-//    32    4 length     READ: bytes asked; READ_DATA/WRITE/ERROR: payload bytes
+//    32    4 length     READ: bytes asked; READ_DATA/WRITE/ERROR/AUTH_*: payload bytes
 //    36    4 aux        OPEN_OK: location kind | (device + 1) << 8; else 0
 //    40    4 reserved   0
 //    44    4 check      low 32 bits of StableHash64(bytes 0..43)
@@ -37,6 +37,13 @@ inline constexpr size_t kHeaderBytes = 48;
 inline constexpr uint32_t kMaxSliceBytes = 16u << 20;
 // The largest ERROR message.
 inline constexpr uint32_t kMaxErrorBytes = 1024;
+// The largest AUTH_HELLO payload (mooncake/base/auth.h's HELLO: 2 bytes, a
+// principal of at most 128 bytes, a 32-byte nonce) and the smallest (a
+// one-byte principal). AUTH_CHALLENGE, AUTH_PROOF and AUTH_OK carry exactly
+// kAuthTokenBytes (a nonce or an HMAC-SHA256).
+inline constexpr uint32_t kMaxAuthHelloBytes = 256;
+inline constexpr uint32_t kMinAuthHelloBytes = 2 + 1 + 32;
+inline constexpr uint32_t kAuthTokenBytes = 32;
 
 enum class FrameType : uint8_t {
   kOpen = 1,      // request: segment -> OPEN_OK or ERROR
@@ -46,7 +53,14 @@ enum class FrameType : uint8_t {
   kWrite = 5,     // request: segment, offset, `length` bytes follow -> WRITE_ACK or ERROR
   kWriteAck = 6,  // response
   kError = 7,     // response: code != 0, `length` bytes of message follow
+  // The authentication handshake (docs/tcp_wire_format.md, "Authentication"):
+  // the first frames of a connection to an owner that has an auth token file.
+  kAuthHello = 8,      // request: HELLO payload -> AUTH_CHALLENGE or ERROR
+  kAuthChallenge = 9,  // response: the server nonce
+  kAuthProof = 10,     // request: the client's proof -> AUTH_OK or ERROR
+  kAuthOk = 11,        // response: the server's proof
 };
+inline constexpr uint8_t kMaxFrameType = 11;
 
 struct FrameHeader {
   FrameType type = FrameType::kRead;
@@ -106,7 +120,8 @@ inline absl::StatusOr<FrameHeader> DecodeHeader(const uint8_t* p) {
   if (Get<uint32_t>(p + 40) != 0) return absl::DataLossError("reserved header bytes not zero");
   FrameHeader h;
   const uint8_t type = p[5];
-  if (type < 1 || type > 7) return absl::DataLossError(absl::StrCat("bad frame type ", type));
+  if (type < 1 || type > kMaxFrameType)
+    return absl::DataLossError(absl::StrCat("bad frame type ", type));
   h.type = static_cast<FrameType>(type);
   h.code = Get<uint16_t>(p + 6);
   h.tag = Get<uint64_t>(p + 8);
@@ -140,12 +155,32 @@ inline absl::StatusOr<FrameHeader> DecodeHeader(const uint8_t* p) {
         return absl::DataLossError("bad OPEN_OK frame");
       }
       break;
+    case FrameType::kAuthHello:
+    case FrameType::kAuthChallenge:
+    case FrameType::kAuthProof:
+    case FrameType::kAuthOk: {
+      const bool hello = h.type == FrameType::kAuthHello;
+      const bool length_ok = hello
+                                 ? h.length >= kMinAuthHelloBytes && h.length <= kMaxAuthHelloBytes
+                                 : h.length == kAuthTokenBytes;
+      if (!length_ok || h.segment != 0 || h.offset != 0 || h.aux != 0) {
+        return absl::DataLossError("bad authentication frame");
+      }
+      break;
+    }
   }
   return h;
 }
 
+// The data requests an owner serves once a connection is authenticated (or
+// needs none); AUTH_HELLO and AUTH_PROOF are handshake requests (IsAuthFrame).
 inline bool IsRequest(FrameType t) {
   return t == FrameType::kOpen || t == FrameType::kRead || t == FrameType::kWrite;
+}
+
+inline bool IsAuthFrame(FrameType t) {
+  return t == FrameType::kAuthHello || t == FrameType::kAuthChallenge ||
+         t == FrameType::kAuthProof || t == FrameType::kAuthOk;
 }
 
 }  // namespace mooncake::transport_internal

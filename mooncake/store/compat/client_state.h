@@ -210,6 +210,20 @@ inline absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> ConnectMaster(const std:
 // compressed when it pays for the link (ClientOptions::network_compression,
 // docs/client.md); MOONCAKE_NETWORK_LINK_BYTES_PER_S gives "auto" the link's
 // rate (default: the client's own measurement).
+// One cheap call, so that a master that refuses this client (no token, or a
+// token it does not accept for a call) fails setup with its reason instead of
+// every later call failing with a bare code.
+inline absl::Status ProbeMaster(rpc::TcpChannel& channel) {
+  store::proto::DescribeSegmentsRequest req;
+  req.add_segment_ids(0);
+  auto r = rpc::Call<rpc::DescribeSegmentsMethod>(channel, req,
+                                                  {.timeout_ns = kRpcTimeoutMs * 1'000'000});
+  if (r.ok() || (!absl::IsUnauthenticated(r.status()) && !absl::IsPermissionDenied(r.status()))) {
+    return absl::OkStatus();  // other failures surface on the calls that meet them
+  }
+  return r.status();
+}
+
 inline absl::StatusOr<client::ClientOptions> MakeClientOptions() {
   client::ClientOptions o;
   ASSIGN_OR_RETURN(o.auth, AuthFromEnvironment());
@@ -269,6 +283,7 @@ inline absl::StatusOr<std::unique_ptr<ClientState>> OpenClient(const StoreConfig
     host = std::string(hp->host);
   }
   ASSIGN_OR_RETURN(s->channel, ConnectMaster(c.master_server_addr));
+  RETURN_IF_ERROR(ProbeMaster(*s->channel));
   if (c.global_segment_size > 0) {
     ASSIGN_OR_RETURN(const std::string bind, NumericHost(host));
     worker::WorkerOptions w;
@@ -276,6 +291,7 @@ inline absl::StatusOr<std::unique_ptr<ClientState>> OpenClient(const StoreConfig
     w.segment_bytes = c.global_segment_size;
     w.tcp_bind_host = bind;
     w.rpc_timeout_ms = kRpcTimeoutMs;
+    ASSIGN_OR_RETURN(w.auth, AuthFromEnvironment());
     std::mt19937 rng(std::random_device{}());
     absl::Status last = absl::OkStatus();
     // A fixed port is tried once; otherwise free ports in Mooncake's range.
@@ -336,6 +352,7 @@ inline absl::StatusOr<std::unique_ptr<ClientState>> OpenDummyClient(
                                                    info.segment_bytes(), " bytes"));
   }
   ASSIGN_OR_RETURN(s->channel, ConnectMaster(info.master_address()));
+  RETURN_IF_ERROR(ProbeMaster(*s->channel));
   ASSIGN_OR_RETURN(client::ClientOptions co, MakeClientOptions());
   ASSIGN_OR_RETURN(s->client, client::Client<rpc::TcpChannel>::Create(co, s->channel.get()));
   s->hostname = info.segment_name();

@@ -516,6 +516,7 @@ class StoreNode {
     wo.host_id = options_.host_id;
     wo.tcp_bind_host = options_.worker_host;
     wo.tcp_port = options_.worker_port;
+    wo.auth = auth_;
     if (!options_.ssd_path.empty()) {
       worker::TierAgentOptions t;
       t.tier.paths = {options_.ssd_path};

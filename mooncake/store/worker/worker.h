@@ -50,6 +50,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client/rdma_route.h"
 #include "mooncake/store/rpc/call.h"
@@ -87,6 +88,10 @@ struct WorkerOptions {
   bool serve_local = true;                  // clients in this process
   bool serve_shm = true;                    // clients on this host
   bool serve_tcp = true;                    // everyone
+  // Access control (docs/security.md): the TCP transport serves only peers
+  // proving a principal these credentials list, and proves self() (the
+  // cluster) when it reads from other workers (copies). Null: none.
+  std::shared_ptr<const auth::Credentials> auth;
   // RDMA (store/client/rdma_route.h): on by default where the build has it
   // (--config=rdma); a host with no device serves without it. Its control
   // channel listens on tcp_bind_host. `rdma_factory` empty: the real verbs.
@@ -365,6 +370,7 @@ class Worker {
       transport::TcpTransport::Options t;
       t.bind_host = options_.tcp_bind_host;
       t.port = options_.tcp_port;
+      t.auth = options_.auth;
       ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create(std::move(t)));
       tcp_endpoint_ = tcp->LocalEndpoint();
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(

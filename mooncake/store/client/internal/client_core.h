@@ -114,6 +114,7 @@ inline transport::TcpTransport::Options TcpOptionsFor(const client::ClientOption
   to.slice_bytes = o.tcp_slice_bytes;
   to.spread_min_bytes = o.tcp_spread_min_bytes;
   to.whole_request_lanes = o.tcp_whole_request_lanes;
+  to.auth = o.auth;
   return to;
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,6 +23,16 @@
 
 namespace mooncake::transport {
 namespace {
+
+// The server counts a refusal after it has sent it: the requester may read
+// the counter first. Waits up to 5 s for it to reach `want`.
+uint64_t AuthFailuresReaching(const TcpTransport& t, uint64_t want) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (t.AuthFailures() < want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return t.AuthFailures();
+}
 
 using transport_internal::EncodeHeader;
 using transport_internal::FrameType;
@@ -141,7 +152,7 @@ TEST(TcpTransportAuthTest, WrongSecretIsUnauthenticated) {
   ASSERT_EQ(remote.status().code(), absl::StatusCode::kUnauthenticated) << remote.status();
   EXPECT_TRUE(absl::StrContains(remote.status().message(), "refused authentication"))
       << remote.status();
-  EXPECT_EQ(owner.t->AuthFailures(), 1u);
+  EXPECT_EQ(AuthFailuresReaching(*owner.t, 1u), 1u);
   EXPECT_TRUE(absl::StrContains(registry.RenderPrometheus(),
                                 "mooncake_transport_auth_failures_total{transport=\"tcp\"} 1"));
   EXPECT_EQ(requester->metrics().Bytes(OpCode::kRead), 0u);
@@ -154,7 +165,7 @@ TEST(TcpTransportAuthTest, RequesterWithoutTokenIsRefused) {
   ASSERT_EQ(remote.status().code(), absl::StatusCode::kUnauthenticated) << remote.status();
   EXPECT_TRUE(absl::StrContains(remote.status().message(), "authentication required"))
       << remote.status();
-  EXPECT_EQ(owner.t->AuthFailures(), 1u);
+  EXPECT_EQ(AuthFailuresReaching(*owner.t, 1u), 1u);
 }
 
 TEST(TcpTransportAuthTest, RequesterWithTokenRefusesAnOwnerWithout) {
@@ -228,7 +239,7 @@ TEST(TcpTransportAuthTest, DataFrameFirstGetsOneUnauthenticatedErrorThenClose) {
     EXPECT_EQ(owner.mem[0], Pattern(0));
     EXPECT_EQ(owner.mem[4095], Pattern(4095));
   }
-  EXPECT_EQ(owner.t->AuthFailures(), 2u);
+  EXPECT_EQ(AuthFailuresReaching(*owner.t, 2u), 2u);
 }
 
 TEST(TcpTransportAuthTest, SilentConnectionIsClosedAfterTheHandshakeTimeout) {
@@ -238,7 +249,7 @@ TEST(TcpTransportAuthTest, SilentConnectionIsClosedAfterTheHandshakeTimeout) {
   const std::string got = ReadToClose(fd.get(), &closed);  // sends nothing, waits
   EXPECT_TRUE(closed) << "still open after the 20 s receive timeout";
   EXPECT_EQ(got, "");
-  EXPECT_EQ(owner.t->AuthFailures(), 1u);
+  EXPECT_EQ(AuthFailuresReaching(*owner.t, 1u), 1u);
   EXPECT_EQ(NonEmpty(owner.t->ServedPrincipals()).size(), 0u);
 }
 
@@ -317,7 +328,7 @@ TEST(TcpTransportAuthTest, ReconnectAfterOwnerRestartAuthenticatesAgain) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnauthenticated) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "refused authentication")) << s;
   EXPECT_TRUE(std::all_of(dst.begin(), dst.end(), [](char c) { return c == '\0'; }));
-  EXPECT_GE(owner->t->AuthFailures(), 1u);
+  EXPECT_GE(AuthFailuresReaching(*owner->t, 1), 1u);
 }
 
 }  // namespace

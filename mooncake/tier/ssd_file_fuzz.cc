@@ -53,10 +53,10 @@ using tier::SsdTier;
 using tier::SsdTierOptions;
 using tier_internal::kBlockBytes;
 
-// Small enough that an input costs well under a millisecond of I/O; the pieces
-// below are small too, so records still span several I/O pieces, read pieces and
-// codec chunks.
-constexpr uint64_t kCapacity = 256 << 10;
+// Small, so that an input's I/O and the buffers each Open allocates (scan window,
+// bounce arena) stay small; the pieces below are small too, so records still span
+// several I/O pieces, read pieces and codec chunks.
+constexpr uint64_t kCapacity = 128 << 10;
 constexpr size_t kReadRoom = 64 << 10;  // larger than any value written below
 
 SsdTierOptions Options(const std::string& path) {
@@ -65,7 +65,7 @@ SsdTierOptions Options(const std::string& path) {
   o.capacity_bytes_per_file = kCapacity;
   o.lanes = 1;
   o.ring_entries = 8;
-  o.bounce_arena_bytes = 128 << 10;
+  o.bounce_arena_bytes = 64 << 10;
   o.io_chunk_bytes = 16 << 10;
   o.compressed_read_piece_bytes = 8 << 10;
   o.codec_chunk_bytes = 16 << 10;

@@ -121,6 +121,13 @@ std::vector<std::string> FuzzSeeds() {
   seeds.push_back(Seed<compress::BytePlaneCodec>(DType::kBytes, 5000, 1));
   seeds.push_back(Seed<compress::IdentityCodec>(DType::kBytes, 5000, 1));
   seeds.push_back(Seed<compress::AdaptiveCodec<>>(DType::kBFloat16, 9000, 0));
+  // Regression (libFuzzer, 2026-12-05): 0 chunks claiming 2^64 - 8 raw bytes in chunks of
+  // 0xd70000 passed the chunk count check (ceil wrapped to 0); a range decode then indexed
+  // the empty chunk table.
+  seeds.push_back(
+      std::string("MCZF\x02\x02\x00\x00\xf8\xff\xff\xff\xff\xff\xff\xff"
+                  "\x00\x00\xd7\x00\x00\x00\x00\x00\x00\x00\x23\x00\xfb\x82\x2c\x03",
+                  32));
   return seeds;
 }
 

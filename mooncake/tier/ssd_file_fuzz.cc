@@ -200,6 +200,11 @@ std::vector<std::string> FuzzSeeds() {
   // Regression (libFuzzer, 2026-12-05): a resealed stored size of 2^64 - 1
   // wrapped Reseal's bounds check and hashed past the end of the file.
   seeds.push_back(edit(7, 3, 40, std::string(8, '\xff') + std::string(1, '\0')));
+  // Regression (libFuzzer, 2026-12-05): record 1 resealed with sequence 2^64 - 1 made
+  // recovery's next sequence wrap to 0 and Open abort.
+  seeds.push_back(edit(1, 1, 16, std::string(16, '\xff')));
+  // Numbered kMaxSequence: the write after the reopen is refused, the numbers exhausted.
+  seeds.push_back(edit(5, 1, 16, std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8)));
   seeds.push_back(edit(4, 255, 0, "not a tier file"));  // the file header
   seeds.push_back(edit(5, 0, 100, "x"));                // a fresh write after the reopen
   // Record 0's payload damaged and its header touched: resealed (bit 1) the

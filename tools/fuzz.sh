@@ -7,7 +7,7 @@
 #   --minutes=N    campaign: each target fuzzes for N minutes (default 1)
 #   --runs=N       a fixed number of executions per target instead
 #   --max_seconds=S  with --runs: stop a target after S seconds even short of N
-#                  (the SSD recovery target runs ~100 inputs/s)
+#                  (the SSD recovery target: a few hundred inputs per CPU-second)
 #   --ci           leave the repository untouched: new inputs go to a temporary
 #                  directory, not into fuzz/corpus (what tools/run_tests.sh runs)
 #   --artifacts=D  where crash/timeout/OOM reproducers go

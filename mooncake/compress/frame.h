@@ -57,8 +57,10 @@ constexpr size_t FrameOverheadBytes(uint64_t chunks) {
   return kFrameHeaderBytes + kChunkEntryBytes * chunks + kTableChecksumBytes;
 }
 
+// ceil(raw_bytes / chunk_bytes) without raw_bytes + chunk_bytes - 1, which wraps for a
+// raw size near 2^64 (a corrupt header's) and would let it pass as a frame of 0 chunks.
 constexpr uint64_t ChunkCount(uint64_t raw_bytes, size_t chunk_bytes) {
-  return (raw_bytes + chunk_bytes - 1) / chunk_bytes;
+  return raw_bytes / chunk_bytes + (raw_bytes % chunk_bytes != 0 ? 1 : 0);
 }
 
 inline absl::Status ValidateChunkBytes(size_t chunk_bytes) {

@@ -1,5 +1,6 @@
 #include "mooncake/compress/frame.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,30 @@ TEST(FrameTest, HugeChunkCountsAreRejectedBeforeAllocating) {
   const absl::Status s = ParseStatus(f);
   EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(s.message().find("truncated"), absl::string_view::npos) << s;
+}
+
+TEST(FrameTest, RawSizeNear2To64IsNotAFrameOfZeroChunks) {
+  // Regression (libFuzzer, 2026-12-05): ceil(R / C) as (R + C - 1) / C wrapped for
+  // R = 2^64 - 8, so a sealed frame of 0 chunks claiming 2^64 - 8 raw bytes parsed, and a
+  // range decode indexed its empty chunk table.
+  const std::vector<std::byte> example = ExampleFrame();
+  std::vector<std::byte> f(example.begin(), example.begin() + 8);  // magic .. flags
+  f.resize(FrameOverheadBytes(0));
+  const uint64_t raw = ~uint64_t{0} - 7;
+  const uint32_t chunk_bytes = 0xd70000;
+  const uint32_t chunks = 0;
+  std::memcpy(&f[8], &raw, 8);
+  std::memcpy(&f[16], &chunk_bytes, 4);
+  std::memcpy(&f[20], &chunks, 4);
+  SealFrameTable(f, 0);
+  EXPECT_GT(ChunkCount(raw, chunk_bytes), uint64_t{1} << 40);
+  const absl::Status s = ParseStatus(f);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(s.message().find("chunks cannot hold"), absl::string_view::npos) << s;
+  IdentityCodec codec;
+  std::vector<std::byte> out(32);
+  EXPECT_FALSE(codec.DecompressRange(f, 21, out).ok());
+  EXPECT_FALSE(codec.Decompress(f, out).ok());
 }
 
 TEST(FrameTest, CodedPayloadsMustBeSmallerThanTheirChunk) {

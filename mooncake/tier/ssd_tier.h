@@ -471,6 +471,11 @@ inline void SsdTier::Write(std::string_view key, std::span<const std::byte> byte
   const std::optional<uint64_t> sequence = index_.BeginWrite(key);
   // Callbacks never run under a lock: they may call back into the tier.
   if (!sequence) {
+    if (index_.SequencesExhausted()) {
+      return done(absl::ResourceExhaustedError(
+          "the SSD tier's sequence numbers are exhausted (its files hold a record numbered near "
+          "2^63, which this tier did not write); start it empty"));
+    }
     return done(absl::AlreadyExistsError(
         absl::StrCat("key '", AbslView(key), "' is already stored; remove it first")));
   }

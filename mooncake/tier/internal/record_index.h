@@ -55,9 +55,11 @@ class RecordIndex {
   RecordIndex& operator=(const RecordIndex&) = delete;
 
   // Reserves `key` for a write: its sequence number, or nullopt when the key
-  // is stored or being written. Every reservation ends with EndWrite.
+  // is stored or being written, or when the sequence numbers are exhausted
+  // (SequencesExhausted). Every reservation ends with EndWrite.
   std::optional<uint64_t> BeginWrite(std::string_view key) {
     MutexLock lock(&mu_);
+    if (next_sequence_ > kMaxSequence) return std::nullopt;
     if (index_.contains(key) || writing_.contains(key)) return std::nullopt;
     writing_.emplace(key);
     return next_sequence_++;
@@ -77,10 +79,18 @@ class RecordIndex {
     MC_ASSERT(fresh, "recovery inserted a key twice");
   }
   // Recovery: sequence numbers go on above every record on disk.
+  // REQUIRES: next <= kMaxSequence + 1 (recovery's largest valid sequence + 1).
   void SetNextSequence(uint64_t next) {
     MutexLock lock(&mu_);
     MC_ASSERT(next >= next_sequence_, "sequence numbers never go back");
+    MC_ASSERT(next <= kMaxSequence + 1, "a sequence past kMaxSequence is never valid");
     next_sequence_ = next;
+  }
+  // True once every sequence number up to kMaxSequence is taken: only after
+  // recovering a file whose records claim numbers near it (a tier counts from 1).
+  bool SequencesExhausted() const {
+    MutexLock lock(&mu_);
+    return next_sequence_ > kMaxSequence;
   }
 
   RecordPtr Find(std::string_view key) const {

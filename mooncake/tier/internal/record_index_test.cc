@@ -46,6 +46,15 @@ TEST(RecordIndexTest, SequenceNumbersIncreaseAndResumeAboveRecovery) {
   EXPECT_EQ(b, 101u);
 }
 
+TEST(RecordIndexTest, WritesStopAtTheLastSequenceNumber) {
+  RecordIndex index;
+  index.SetNextSequence(kMaxSequence);
+  EXPECT_FALSE(index.SequencesExhausted());
+  EXPECT_EQ(index.BeginWrite("a"), kMaxSequence);
+  EXPECT_FALSE(index.BeginWrite("b").has_value());
+  EXPECT_TRUE(index.SequencesExhausted());
+}
+
 TEST(RecordIndexTest, TakeRemovesAndDropRemovesOnlyTheSameRecord) {
   RecordIndex index;
   RecordIndex::RecordPtr old = MakeRecord("k", 1);

@@ -271,7 +271,8 @@ class FileScanner {
   static constexpr uint64_t kWindowBytes = 4 << 20;
 
   FileScanner(int fd, uint64_t capacity) : fd_(fd), capacity_(capacity) {
-    window_ = AllocateAligned(kWindowBytes, kBlockBytes);
+    // A file smaller than the window needs no more than its own size.
+    window_ = AllocateAligned(std::min(kWindowBytes, capacity), kBlockBytes);
   }
 
   absl::Status Scan(uint32_t file, std::vector<ScannedRecord>& out, uint64_t& corrupt) {

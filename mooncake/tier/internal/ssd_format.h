@@ -20,7 +20,8 @@
 // Record = header block + payload, the payload padded with zeros to a block:
 //   0  8  magic "MCSSDREC"      8  2  version (1)     10 2  header bytes (80)
 //   12 4  key bytes (1..kMaxKeyBytes)
-//   16 8  sequence (per tier, increasing; the highest wins on recovery)
+//   16 8  sequence (per tier, increasing, <= kMaxSequence; the highest wins
+//         on recovery)
 //   24 8  XXH3-64 of the key
 //   32 8  raw bytes             40 8  stored bytes (payload length on disk)
 //   48 1  codec (0xFF: payload is the raw bytes; else the CodecId of a
@@ -65,6 +66,9 @@ inline constexpr uint16_t kKnownFileFlags = kFileFlagUnsynced;
 using BootId = std::array<uint8_t, 16>;
 inline constexpr size_t kRecordHeaderBytes = 80;
 inline constexpr uint8_t kCodecRaw = 0xFF;
+// The largest sequence number a valid header carries. A tier counts from 1 and never gets
+// near it; the cap keeps recovery's "largest found + 1" from wrapping on a forged header.
+inline constexpr uint64_t kMaxSequence = (uint64_t{1} << 63) - 1;
 static_assert(kRecordHeaderBytes + tier::kMaxKeyBytes <= kBlockBytes);
 
 constexpr uint64_t RoundUpToBlock(uint64_t n) {
@@ -226,6 +230,7 @@ inline std::optional<DecodedRecord> DecodeRecordHeader(std::span<const std::byte
   DecodedRecord r;
   RecordHeader& h = r.header;
   h.sequence = GetU64(p + 16);
+  if (h.sequence > kMaxSequence) return std::nullopt;
   h.key_hash = GetU64(p + 24);
   h.raw_bytes = GetU64(p + 32);
   h.stored_bytes = GetU64(p + 40);

@@ -111,6 +111,20 @@ TEST(SsdFormatTest, EveryFlippedHeaderByteIsRejected) {
   EXPECT_FALSE(DecodeRecordHeader(std::span<const std::byte>(block.data(), 100)).has_value());
 }
 
+TEST(SsdFormatTest, ASequencePastTheMaximumIsNotAHeader) {
+  // Regression (libFuzzer, 2026-12-05): a resealed header numbered 2^64 - 1 made
+  // recovery's next sequence wrap to 0 and SsdTier::Open abort.
+  std::vector<std::byte> block(kBlockBytes);
+  RecordHeader h{kMaxSequence, KeyHash("key"), 100, 100, kCodecRaw, compress::DType::kBytes, 1, 5};
+  EncodeRecordHeader(h, "key", block);
+  EXPECT_TRUE(DecodeRecordHeader(block).has_value());
+  for (uint64_t sequence : {kMaxSequence + 1, ~uint64_t{0}}) {
+    h.sequence = sequence;
+    EncodeRecordHeader(h, "key", block);
+    EXPECT_FALSE(DecodeRecordHeader(block).has_value()) << sequence;
+  }
+}
+
 TEST(SsdFormatTest, RecordBytesRoundsThePayloadUpToBlocks) {
   EXPECT_EQ(RecordBytes(1), 2 * kBlockBytes);
   EXPECT_EQ(RecordBytes(4096), 2 * kBlockBytes);

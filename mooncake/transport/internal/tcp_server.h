@@ -38,13 +38,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/tcp_listen.h"
 #include "mooncake/transport/internal/batch_table.h"
@@ -91,7 +91,7 @@ class TcpServer {
     seg->addr = static_cast<char*>(addr);
     seg->length = length;
     seg->location = location;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const transport::SegmentId id = next_segment_++;
     segments_.emplace(id, std::move(seg));
     return id;
@@ -100,7 +100,7 @@ class TcpServer {
   absl::Status Remove(transport::SegmentId id) {
     std::shared_ptr<Segment> seg;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = segments_.find(id);
       if (it == segments_.end()) {
         return absl::NotFoundError(absl::StrCat("segment ", id, " is not registered here"));
@@ -108,7 +108,7 @@ class TcpServer {
       seg = std::move(it->second);
       segments_.erase(it);
     }
-    absl::MutexLock drain(&seg->io_mu);  // waits for frames in progress
+    WriterMutexLock drain(&seg->io_mu);  // waits for frames in progress
     return absl::OkStatus();
   }
 
@@ -123,7 +123,7 @@ class TcpServer {
     acceptor_.join();
     std::list<std::unique_ptr<Conn>> conns;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
       conns.swap(conns_);
       for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RDWR);
@@ -136,7 +136,7 @@ class TcpServer {
     char* addr = nullptr;
     uint64_t length = 0;
     transport::MemoryLocation location;
-    absl::Mutex io_mu;  // readers: frames in progress; writer: Remove
+    SharedMutex io_mu;  // readers: frames in progress; writer: Remove
   };
   struct Conn {
     UniqueFd fd;
@@ -152,7 +152,7 @@ class TcpServer {
       UniqueFd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
       if (!fd.valid()) continue;
       TuneTcpSocket(fd.get(), io_timeout_);
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       ReapLocked();
       if (stopping_ || conns_.size() >= max_connections_) continue;  // closes fd
       auto conn = std::make_unique<Conn>();
@@ -211,7 +211,7 @@ class TcpServer {
   absl::Time Deadline() const { return absl::Now() + io_timeout_; }
 
   std::shared_ptr<Segment> Find(transport::SegmentId id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = segments_.find(id);
     return it == segments_.end() ? nullptr : it->second;
   }
@@ -225,7 +225,7 @@ class TcpServer {
                    absl::NotFoundError(
                        absl::StrCat("segment ", h.segment, " is not registered at the owner")));
     }
-    absl::ReaderMutexLock io(&seg->io_mu);
+    ReaderMutexLock io(&seg->io_mu);
     if (h.type == FrameType::kOpen) {
       FrameHeader ok{FrameType::kOpenOk,
                      0,
@@ -284,7 +284,7 @@ class TcpServer {
   UniqueFd wake_;
   uint16_t port_ = 0;
   std::thread acceptor_;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   transport::SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<transport::SegmentId, std::shared_ptr<Segment>> segments_

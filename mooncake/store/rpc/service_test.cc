@@ -160,7 +160,11 @@ class RecordingCall final : public rpc_internal::AsyncCall {
   void Deliver(const absl::Status& status, std::string_view payload) override {
     MutexLock lock(&out_->mu);
     EXPECT_FALSE(out_->status.has_value()) << "delivered twice";
-    out_->status = status;
+    // A copy with its own representation, not a reference to the caller's:
+    // an error Status's refcount lives in Debian's libabsl_status, which is
+    // not built for ThreadSanitizer, so a last release on the delivering
+    // thread after this one read it would look like a race on the free.
+    out_->status = absl::Status(status.code(), status.message());
     out_->payload = std::string(payload);
     out_->thread = std::this_thread::get_id();
   }

@@ -663,6 +663,12 @@ TEST_F(TcpServerAsyncTest, StopDoesNotWaitForOutstandingCallsAndLateAnswersAreDr
                                outcomes.push_back(r.status());
                              });
   std::vector<Responder<echo::EchoResponse>> stashed = WaitStashed(3);
+  // The EchoAsync call runs on a worker: it is outstanding (in the completer)
+  // only once that worker ran, which a loaded machine may delay past Stop.
+  for (int i = 0; i < 500 && completer_.added() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(completer_.added(), 1u);
   const auto t0 = std::chrono::steady_clock::now();
   server_->Stop();
   server_.reset();

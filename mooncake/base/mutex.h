@@ -1,6 +1,6 @@
 // Mutex: std::mutex with Clang thread-safety annotations, so that members can
-// be ABSL_GUARDED_BY one and `clang -Wthread-safety` checks every access. The
-// project's only locks: nothing in mooncake uses absl::Mutex.
+// be ABSL_GUARDED_BY one and `clang -Wthread-safety` checks every access.
+// Nothing in mooncake uses absl::Mutex.
 //
 // Why not absl::Mutex: Debian's abseil is built without TSan, and absl::Mutex's
 // own futex/spin code then looks like a data race to a TSan build of ours;

@@ -33,10 +33,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/fast_hash.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "tools/bench/fill.h"
 #include "tools/bench/harness.h"
@@ -261,26 +261,26 @@ class Progress {
   }
   ~Progress() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
     }
     if (thread_.joinable()) thread_.join();
   }
 
   void Start(std::string what) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     what_ = std::move(what);
   }
   void Done() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ++done_;
   }
   std::atomic<uint64_t>* ops() { return &ops_; }
 
  private:
   void Loop(absl::Duration interval) {
-    absl::MutexLock lock(&mu_);
-    while (!mu_.AwaitWithTimeout(absl::Condition(&stop_), interval)) {
+    MutexLock lock(&mu_);
+    while (!mu_.AwaitWithTimeout(Condition(&stop_), interval)) {
       const double elapsed = absl::ToDoubleSeconds(absl::Now() - start_);
       const size_t todo = total_ > done_ ? total_ - done_ : 0;
       const double left = done_ == 0 ? 0 : elapsed * static_cast<double>(todo) / done_;
@@ -295,7 +295,7 @@ class Progress {
   const size_t total_;
   const absl::Time start_ = absl::Now();
   std::atomic<uint64_t> ops_{0};  // relaxed: display only
-  absl::Mutex mu_;
+  Mutex mu_;
   size_t done_ ABSL_GUARDED_BY(mu_) = 0;
   std::string what_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
@@ -817,9 +817,6 @@ absl::Status Run(const Config& c) {
 }  // namespace mooncake::bench
 
 int main(int argc, char** argv) {
-  // The store's clients run in this process: no debug deadlock detection on
-  // every absl::Mutex lock (Debian's abseil is built without NDEBUG).
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<mooncake::bench::Config> config = mooncake::bench::LoadConfig();
   if (!config.ok()) {

@@ -33,11 +33,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/host_port.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/node/metadata_server.h"
 #include "mooncake/store/node/program.h"
 #include "mooncake/store/node/status_line.h"
@@ -275,8 +275,6 @@ void PrintBanner(node::StoreNode& n, const node::MetadataServer* metadata) {
 }
 
 int Main(int argc, char** argv) {
-  // As in mooncake_store: the store's lock order is fixed by design.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(
       "the mooncake store's master under Mooncake Store's flag names. See "
       "docs/store_binary.md.");

@@ -29,10 +29,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/node/demo.h"
 #include "mooncake/store/node/drain.h"
 #include "mooncake/store/node/program.h"
@@ -406,10 +406,6 @@ void RunDemo(node::StoreNode& n) {
 }
 
 int Main(int argc, char** argv) {
-  // Debian's abseil is built without NDEBUG: every absl::Mutex lock would also
-  // run the debug deadlock detector (~3x the cost of the lock, and a global
-  // spinlock). The store's lock order is fixed by design; tests keep it on.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::SetProgramUsageMessage(
       "the mooncake reference store: --role=all (default), master or worker. "
       "See docs/store_binary.md.");

@@ -20,9 +20,9 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/alloc/allocator.h"
 #include "mooncake/alloc/internal/archetype.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::alloc {
 
@@ -45,24 +45,24 @@ class LockedAllocator {
   LockedAllocator& operator=(const LockedAllocator&) = delete;
 
   [[nodiscard]] std::optional<Allocation> allocate(uint64_t size, uint64_t alignment) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return inner_.allocate(size, alignment);
   }
 
   // A's Claim under the lock; only when A has one.
   [[nodiscard]] std::optional<Allocation> Claim(uint64_t offset,
                                                 uint64_t size) requires ClaimableAllocator<A> {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return inner_.Claim(offset, size);
   }
 
   void free(const Allocation& allocation) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     inner_.free(allocation);
   }
 
   AllocatorStats stats() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return inner_.stats();
   }
 
@@ -70,12 +70,12 @@ class LockedAllocator {
   // (CheckInvariants, Owns, ...). fn must not call back into this wrapper.
   template <typename Fn>
   std::invoke_result_t<Fn, A&> WithLock(Fn&& fn) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return std::forward<Fn>(fn)(inner_);
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   A inner_ ABSL_GUARDED_BY(mu_);
 };
 

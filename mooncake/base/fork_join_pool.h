@@ -25,8 +25,8 @@
 // Loop (shared_ptr), so one that joins late may outlive the call; it then finds
 // no item left and never touches fn, which lives in the caller's frame.
 //
-// The lock is std::mutex, not absl::Mutex: Debian's abseil is not built for
-// ThreadSanitizer, which would then report false races (docs/DESIGN.md, qos).
+// The lock is mooncake::Mutex (std::mutex beneath, which ThreadSanitizer
+// understands; base/mutex.h).
 #ifndef MOONCAKE_BASE_FORK_JOIN_POOL_H_
 #define MOONCAKE_BASE_FORK_JOIN_POOL_H_
 
@@ -34,17 +34,16 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake {
 
@@ -74,11 +73,11 @@ class ForkJoinPool {
 
   ~ForkJoinPool() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       MC_ASSERT(open_.empty(), "ForkJoinPool destroyed during a ParallelFor");
       stopping_ = true;
     }
-    work_cv_.notify_all();
+    work_cv_.SignalAll();
     for (std::thread& t : threads_) t.join();
   }
 
@@ -110,17 +109,17 @@ class ForkJoinPool {
     loop->call = [](void* f, int worker, uint32_t i) { (*static_cast<F*>(f))(worker, i); };
     loop->helper_slots = helper_slots;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       open_.push_back(loop);
     }
-    for (int i = 0; i < helper_slots; ++i) work_cv_.notify_one();
+    for (int i = 0; i < helper_slots; ++i) work_cv_.Signal();
     const bool caller_ran = RunItems(*loop, 0).ran;
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     const auto it = std::find(open_.begin(), open_.end(), loop);
     if (it != open_.end()) open_.erase(it);
     // acquire: pairs with the release increments, so the helpers' items
     // happen-before the return.
-    done_cv_.wait(lock, [&] { return loop->done.load(std::memory_order_acquire) == items; });
+    done_cv_.Wait(&mu_, [&] { return loop->done.load(std::memory_order_acquire) == items; });
     MC_DASSERT(loop->next.load(std::memory_order_relaxed) >= items, "every item was claimed");
     // Relaxed: each helper's increment precedes its release of `done`.
     return loop->helpers_ran.load(std::memory_order_relaxed) + (caller_ran ? 1 : 0);
@@ -164,8 +163,11 @@ class ForkJoinPool {
       std::shared_ptr<Loop> loop;
       int worker = 0;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        work_cv_.wait(lock, [&] { return stopping_ || !open_.empty(); });
+        MutexLock lock(&mu_);
+        work_cv_.Wait(&mu_, [&] {
+          mu_.AssertHeld();  // the predicate runs under mu_
+          return stopping_ || !open_.empty();
+        });
         if (stopping_) return;
         loop = open_.front();
         worker = ++loop->joined;
@@ -176,15 +178,15 @@ class ForkJoinPool {
       if (RunItems(*loop, worker).last) {
         // Under the lock, so the caller cannot test its predicate between the
         // last increment and this notification and then sleep through it.
-        std::lock_guard<std::mutex> lock(mu_);
-        done_cv_.notify_all();
+        MutexLock lock(&mu_);
+        done_cv_.SignalAll();
       }
     }
   }
 
-  std::mutex mu_;
-  std::condition_variable work_cv_;  // helpers wait for a loop to join
-  std::condition_variable done_cv_;  // callers wait for items helpers hold
+  Mutex mu_;
+  CondVar work_cv_;  // helpers wait for a loop to join
+  CondVar done_cv_;  // callers wait for items helpers hold
   // Loops whose callers are inside ParallelFor with helper slots left.
   std::deque<std::shared_ptr<Loop>> open_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -60,16 +60,17 @@ TEST(ForkJoinPoolTest, NoHelpersOrOneWorkerRunsOnTheCaller) {
   }
 }
 
-// Item 0 waits (bounded) until another item ran on a helper: without a
-// working helper the caller would be stuck in item 0 until the deadline.
+// Each item waits (bounded) until both the caller and a helper are in the
+// loop: without a working helper the caller would be stuck in its first item
+// until the deadline. (Waiting in item 0 alone would let a fast helper claim
+// both items before the caller claims any.)
 TEST(ForkJoinPoolTest, HelpersJoinTheCallersLoop) {
   ForkJoinPool pool(1);
-  std::atomic<bool> helper_ran{false};
-  const int ran = pool.ParallelFor(2, 2, [&](int worker, uint32_t i) {
-    if (worker != 0) helper_ran = true;
-    if (i != 0) return;
+  std::atomic<bool> helper_ran{false}, caller_ran{false};
+  const int ran = pool.ParallelFor(2, 2, [&](int worker, uint32_t) {
+    (worker != 0 ? helper_ran : caller_ran) = true;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!helper_ran && std::chrono::steady_clock::now() < deadline) {
+    while (!(helper_ran && caller_ran) && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   });

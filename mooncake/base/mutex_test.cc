@@ -1,5 +1,6 @@
 #include "mooncake/base/mutex.h"
 
+#include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -105,6 +106,191 @@ TEST(CondVarTest, WaitForTimesOutWhenNothingSignals) {
   EXPECT_FALSE(cv.WaitFor(&mu, std::chrono::milliseconds(20), [] { return false; }));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
   EXPECT_TRUE(cv.WaitFor(&mu, std::chrono::milliseconds(20), [] { return true; }));
+}
+
+TEST(CondVarTest, WaitWithTimeoutReportsTheTimeout) {
+  Mutex mu;
+  CondVar cv;
+  MutexLock lock(&mu);
+  const absl::Time t0 = absl::Now();
+  EXPECT_TRUE(cv.WaitWithTimeout(&mu, absl::Milliseconds(20)));
+  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(20));
+  EXPECT_TRUE(cv.WaitWithDeadline(&mu, absl::Now() + absl::Milliseconds(5)));
+}
+
+class Gate {
+ public:
+  void Open() {
+    MutexLock lock(&mu_);
+    open_ = true;  // no signal: Await looks again on every Unlock
+  }
+  bool WaitOpen(absl::Duration timeout) {
+    MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(Condition(this, &Gate::IsOpen), timeout);
+  }
+  void WaitOpen() {
+    MutexLock lock(&mu_);
+    mu_.Await(Condition(this, &Gate::IsOpenMutable));
+  }
+
+ private:
+  bool IsOpen() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_; }
+  bool IsOpenMutable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return open_; }
+
+  Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST(MutexAwaitTest, AwaitSeesAChangeMadeUnderTheLockWithoutASignal) {
+  Gate gate;
+  std::thread waiter([&] { gate.WaitOpen(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  gate.Open();
+  waiter.join();
+  EXPECT_TRUE(gate.WaitOpen(absl::ZeroDuration()));
+}
+
+TEST(MutexAwaitTest, AwaitWithTimeoutReturnsFalseWhenTheConditionStaysFalse) {
+  Gate gate;
+  const absl::Time t0 = absl::Now();
+  EXPECT_FALSE(gate.WaitOpen(absl::Milliseconds(20)));
+  EXPECT_GE(absl::Now() - t0, absl::Milliseconds(20));
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    gate.Open();
+  });
+  EXPECT_TRUE(gate.WaitOpen(absl::Seconds(30)));
+  opener.join();
+}
+
+TEST(MutexAwaitTest, EveryConditionFormIsEvaluated) {
+  Mutex mu;
+  bool flag = false;
+  int count = 0;
+  MutexLock lock(&mu);
+  const auto at_least_two = [&] { return count >= 2; };
+  EXPECT_FALSE(mu.AwaitWithTimeout(Condition(&flag), absl::ZeroDuration()));
+  EXPECT_FALSE(mu.AwaitWithTimeout(Condition(&at_least_two), absl::ZeroDuration()));
+  EXPECT_FALSE(mu.AwaitWithTimeout(Condition(
+                                       +[](int* c) { return *c == 2; }, &count),
+                                   absl::ZeroDuration()));
+  flag = true;
+  count = 2;
+  EXPECT_TRUE(mu.AwaitWithTimeout(Condition(&flag), absl::ZeroDuration()));
+  EXPECT_TRUE(mu.AwaitWithDeadline(Condition(&at_least_two), absl::InfinitePast()));
+  EXPECT_TRUE(mu.AwaitWithDeadline(Condition(
+                                       +[](int* c) { return *c == 2; }, &count),
+                                   absl::InfiniteFuture()));
+}
+
+// Two threads take turns through Await alone: each changes the state and then
+// awaits, so the other must be woken by the release inside the first's wait.
+TEST(MutexAwaitTest, ThreadsTakingTurnsThroughAwaitWakeEachOther) {
+  Mutex mu;
+  int turn = 0;  // guarded by mu
+  constexpr int kRounds = 1000;
+  auto player = [&](int me) {
+    MutexLock lock(&mu);
+    for (int i = 0; i < kRounds; ++i) {
+      const auto mine = [&] {
+        mu.AssertHeld();
+        return turn % 2 == me;
+      };
+      mu.Await(Condition(&mine));
+      ++turn;
+    }
+  };
+  std::thread a(player, 0), b(player, 1);
+  a.join();
+  b.join();
+  MutexLock lock(&mu);
+  EXPECT_EQ(turn, 2 * kRounds);
+}
+
+TEST(MutexAwaitTest, ACondVarWaitReleasingTheLockWakesAwaiters) {
+  Mutex mu;
+  CondVar cv;
+  bool ready = false, done = false;
+  std::thread awaiter([&] {
+    MutexLock lock(&mu);
+    mu.Await(Condition(&ready));
+    done = true;
+    cv.SignalAll();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  MutexLock lock(&mu);
+  ready = true;  // then wait on the CondVar, not Unlock
+  cv.Wait(&mu, [&] {
+    mu.AssertHeld();
+    return done;
+  });
+  awaiter.join();
+}
+
+TEST(ReleasableMutexLockTest, ReleaseUnlocksBeforeTheScopeEnds) {
+  Mutex mu;
+  {
+    ReleasableMutexLock lock(&mu);
+    lock.Release();
+    if (mu.TryLock()) {
+      mu.Unlock();
+    } else {
+      ADD_FAILURE() << "Release left the mutex held";
+    }
+  }
+  { ReleasableMutexLock lock(&mu); }
+  if (mu.TryLock()) {
+    mu.Unlock();
+  } else {
+    ADD_FAILURE() << "ReleasableMutexLock left the mutex held";
+  }
+}
+
+TEST(SharedMutexTest, ReadersShareAndAWriterExcludesThem) {
+  SharedMutex mu;
+  std::atomic<int> arrived{0};
+  std::atomic<int> saw_both{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&] {
+      ReaderMutexLock lock(&mu);
+      arrived.fetch_add(1);
+      // Both readers hold the lock at once: each waits (bounded) for the other.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (arrived.load() < 2 && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::yield();
+      }
+      if (arrived.load() == 2) saw_both.fetch_add(1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(saw_both.load(), 2);
+
+  int value = 0;  // written under the writer lock, read under reader locks
+  std::thread writer([&] {
+    for (int i = 0; i < 1000; ++i) {
+      WriterMutexLock lock(&mu);
+      value = value + 1;
+    }
+  });
+  for (int i = 0; i < 1000; ++i) {
+    ReaderMutexLock lock(&mu);
+    EXPECT_LE(value, 1000);
+  }
+  writer.join();
+  WriterMutexLock lock(&mu);
+  EXPECT_EQ(value, 1000);
+}
+
+TEST(NotificationTest, WaitersReturnOnceNotified) {
+  Notification n;
+  EXPECT_FALSE(n.HasBeenNotified());
+  EXPECT_FALSE(n.WaitForNotificationWithTimeout(absl::Milliseconds(5)));
+  std::thread waiter([&] { n.WaitForNotification(); });
+  n.Notify();
+  waiter.join();
+  EXPECT_TRUE(n.HasBeenNotified());
+  EXPECT_TRUE(n.WaitForNotificationWithTimeout(absl::ZeroDuration()));
 }
 
 }  // namespace

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/client/testing/counting_channel.h"
 #include "mooncake/store/rpc/inproc_channel.h"
@@ -31,7 +31,7 @@ class ScriptedMaster {
         registry_
             .Register<rpc::CloneMethod>(
                 [this](const proto::CloneRequest& r) -> absl::StatusOr<proto::CloneResponse> {
-                  absl::MutexLock lock(&mu_);
+                  MutexLock lock(&mu_);
                   clones_.push_back(r);
                   if (!error_.ok()) return error_;
                   proto::CloneResponse resp;
@@ -44,7 +44,7 @@ class ScriptedMaster {
         registry_
             .Register<rpc::CommitGroupMethod>([this](const proto::CommitGroupRequest& r)
                                                   -> absl::StatusOr<proto::CommitGroupResponse> {
-              absl::MutexLock lock(&mu_);
+              MutexLock lock(&mu_);
               commits_.push_back(r);
               if (!error_.ok()) return error_;
               proto::CommitGroupResponse resp;
@@ -57,7 +57,7 @@ class ScriptedMaster {
         registry_
             .Register<rpc::RemoveGroupMethod>([this](const proto::RemoveGroupRequest& r)
                                                   -> absl::StatusOr<proto::RemoveGroupResponse> {
-              absl::MutexLock lock(&mu_);
+              MutexLock lock(&mu_);
               removes_.push_back(r);
               if (!error_.ok()) return error_;
               proto::RemoveGroupResponse resp;
@@ -69,7 +69,7 @@ class ScriptedMaster {
         registry_
             .Register<rpc::QueryObjectsMethod>([this](const proto::QueryObjectsRequest& r)
                                                    -> absl::StatusOr<proto::QueryObjectsResponse> {
-              absl::MutexLock lock(&mu_);
+              MutexLock lock(&mu_);
               queries_.push_back(r);
               if (!error_.ok()) return error_;
               const uint32_t limit = r.limit() == 0 ? 1000 : r.limit();
@@ -100,29 +100,29 @@ class ScriptedMaster {
     for (size_t i = 0; i < n; ++i) table_[absl::StrCat("obj/", 100000 + i)] = i + 1;
   }
   void Fail(absl::Status s) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     error_ = std::move(s);
   }
   std::vector<proto::CloneRequest> clones() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return clones_;
   }
   std::vector<proto::CommitGroupRequest> commits() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return commits_;
   }
   std::vector<proto::RemoveGroupRequest> removes() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return removes_;
   }
   std::vector<proto::QueryObjectsRequest> queries() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queries_;
   }
 
  private:
   std::map<std::string, uint64_t> table_;  // written before any call
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
   std::vector<proto::CloneRequest> clones_ ABSL_GUARDED_BY(mu_);
   std::vector<proto::CommitGroupRequest> commits_ ABSL_GUARDED_BY(mu_);

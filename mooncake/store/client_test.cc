@@ -9,10 +9,10 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/client/testing/counting_channel.h"
 #include "mooncake/store/client/testing/fake_master.h"
 #include "mooncake/store/master/master.h"

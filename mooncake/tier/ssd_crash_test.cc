@@ -29,8 +29,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/tier/blocking.h"
 #include "mooncake/tier/ssd_tier.h"
 #include "mooncake/tier/tier_testing.h"
@@ -103,7 +103,7 @@ constexpr uint64_t kLiveBudget = kFileBytes / 2;
   for (uint64_t id : live) live_bytes += ObjectSize(id);
   // Removes that found nothing, from the tier's callbacks, taken back by this
   // thread (each id once: a second miss means its write failed, reported).
-  absl::Mutex missed_mu;
+  Mutex missed_mu;
   std::vector<uint64_t> missed;
   absl::flat_hash_set<uint64_t> retried;
   auto remove = [&](uint64_t victim) {
@@ -115,7 +115,7 @@ constexpr uint64_t kLiveBudget = kFileBytes / 2;
         report('R', victim);
       } else if (absl::IsNotFound(s)) {
         report('n', victim);
-        absl::MutexLock l(&missed_mu);
+        MutexLock l(&missed_mu);
         missed.push_back(victim);
       } else {
         report('X', victim, static_cast<int>(s.code()));
@@ -126,7 +126,7 @@ constexpr uint64_t kLiveBudget = kFileBytes / 2;
   auto take_back_missed = [&] {
     std::vector<uint64_t> ids;
     {
-      absl::MutexLock l(&missed_mu);
+      MutexLock l(&missed_mu);
       ids.swap(missed);
     }
     for (uint64_t id : ids) {

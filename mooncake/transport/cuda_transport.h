@@ -53,7 +53,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
@@ -61,6 +60,7 @@
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/cuda_ipc.h"
@@ -235,7 +235,7 @@ class CudaTransport {
   std::thread server_;
   std::atomic<bool> stopping_{false};
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::vector<cudaStream_t>> streams_ ABSL_GUARDED_BY(mu_);  // [device][k]
   size_t next_stream_ ABSL_GUARDED_BY(mu_) = 0;
   SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;

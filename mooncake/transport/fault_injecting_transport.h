@@ -35,10 +35,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/transport.h"
 
@@ -63,7 +63,7 @@ class FaultInjectingTransport {
   }
 
   void SetFaults(InjectedFaults faults) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     faults_ = std::move(faults);
     requests_seen_ = 0;
   }
@@ -71,7 +71,7 @@ class FaultInjectingTransport {
   auto& metrics() { return inner_->metrics(); }
   // Requests that reached Submit since the faults were last set.
   int64_t requests_seen() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return requests_seen_;
   }
 
@@ -93,7 +93,7 @@ class FaultInjectingTransport {
     b.statuses.resize(requests.size());
     std::vector<TransferRequest> pass;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       b.corrupt = faults_.corrupt_reads;
       b.ready_at = absl::Now() + faults_.stall;
       for (size_t i = 0; i < requests.size(); ++i) {
@@ -117,7 +117,7 @@ class FaultInjectingTransport {
       if (!inner.ok()) return inner.status();
       b.inner = *inner;
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const BatchId id = next_id_++;
     batches_.emplace(id, std::move(b));
     return id;
@@ -128,7 +128,7 @@ class FaultInjectingTransport {
     absl::Time ready_at;
     BatchId inner = 0;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = batches_.find(id);
       if (it == batches_.end()) return Unknown(id);
       p.total_requests = it->second.requests.size();
@@ -150,7 +150,7 @@ class FaultInjectingTransport {
     absl::Time ready_at;
     BatchId inner = 0;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = batches_.find(id);
       if (it == batches_.end()) return Unknown(id);
       ready_at = it->second.ready_at;
@@ -174,7 +174,7 @@ class FaultInjectingTransport {
   absl::StatusOr<BatchResult> Cancel(BatchId id) {
     BatchId inner = 0;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = batches_.find(id);
       if (it == batches_.end()) return Unknown(id);
       inner = it->second.inner;
@@ -204,7 +204,7 @@ class FaultInjectingTransport {
   BatchResult Finish(BatchId id, BatchResult* inner) {
     Batch b;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = batches_.find(id);
       MC_ASSERT(it != batches_.end(), "batch collected twice");
       b = std::move(it->second);
@@ -228,7 +228,7 @@ class FaultInjectingTransport {
   }
 
   std::unique_ptr<T> inner_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   InjectedFaults faults_ ABSL_GUARDED_BY(mu_);
   int64_t requests_seen_ ABSL_GUARDED_BY(mu_) = 0;
   BatchId next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -28,11 +28,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
@@ -50,7 +50,7 @@ struct Segment {
 
 // One owner's segments; shared with the hub and with requesters' handles.
 struct SegmentTable {
-  absl::Mutex mu;
+  SharedMutex mu;
   SegmentId next_id ABSL_GUARDED_BY(mu) = 1;
   absl::flat_hash_map<SegmentId, Segment> segments ABSL_GUARDED_BY(mu);
 };
@@ -63,23 +63,23 @@ class Hub {
     return *hub;
   }
   uint64_t Join(std::shared_ptr<SegmentTable> table) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const uint64_t n = next_++;
     tables_.emplace(n, table);
     return n;
   }
   void Leave(uint64_t n) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     tables_.erase(n);
   }
   std::shared_ptr<SegmentTable> Find(uint64_t n) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = tables_.find(n);
     return it == tables_.end() ? nullptr : it->second.lock();
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   uint64_t next_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, std::weak_ptr<SegmentTable>> tables_ ABSL_GUARDED_BY(mu_);
 };
@@ -115,14 +115,14 @@ class LocalTransport {
       return absl::FailedPreconditionError(
           "LocalTransport copies with memcpy and cannot reach GPU memory; use CudaTransport");
     }
-    absl::MutexLock lock(&table_->mu);
+    WriterMutexLock lock(&table_->mu);
     const SegmentId id = table_->next_id++;
     table_->segments.emplace(id, local_internal::Segment{addr, length, location});
     return SegmentDesc{id, length, location};
   }
 
   absl::Status UnregisterMemory(SegmentId id) {
-    absl::MutexLock lock(&table_->mu);  // waits for copies holding the reader lock
+    WriterMutexLock lock(&table_->mu);  // waits for copies holding the reader lock
     if (table_->segments.erase(id) == 0) {
       return absl::NotFoundError(absl::StrCat("segment ", id, " is not registered here"));
     }
@@ -143,7 +143,7 @@ class LocalTransport {
     }
     RemoteSegment remote;
     {
-      absl::ReaderMutexLock lock(&owner->mu);
+      ReaderMutexLock lock(&owner->mu);
       auto it = owner->segments.find(id);
       if (it == owner->segments.end()) {
         return absl::NotFoundError(
@@ -153,14 +153,14 @@ class LocalTransport {
       remote.length = it->second.length;
       remote.location = it->second.location;
     }
-    absl::MutexLock lock(&handles_mu_);
+    WriterMutexLock lock(&handles_mu_);
     remote.handle = next_handle_++;
     handles_.emplace(remote.handle, Handle{std::move(owner), id});
     return remote;
   }
 
   absl::Status CloseSegment(SegmentHandle handle) {
-    absl::MutexLock lock(&handles_mu_);
+    WriterMutexLock lock(&handles_mu_);
     if (handles_.erase(handle) == 0) {
       return absl::NotFoundError(absl::StrCat("segment handle ", handle, " is not open"));
     }
@@ -194,7 +194,7 @@ class LocalTransport {
     std::shared_ptr<local_internal::SegmentTable> owner;
     SegmentId id = 0;
     {
-      absl::ReaderMutexLock lock(&handles_mu_);
+      ReaderMutexLock lock(&handles_mu_);
       auto it = handles_.find(r.segment);
       if (it == handles_.end()) {
         return absl::NotFoundError(absl::StrCat("segment handle ", r.segment, " is not open"));
@@ -202,7 +202,7 @@ class LocalTransport {
       owner = it->second.owner;
       id = it->second.id;
     }
-    absl::ReaderMutexLock lock(&owner->mu);
+    ReaderMutexLock lock(&owner->mu);
     auto it = owner->segments.find(id);
     if (it == owner->segments.end()) {
       return absl::NotFoundError(absl::StrCat("segment ", id, " was unregistered by its owner"));
@@ -230,7 +230,7 @@ class LocalTransport {
   transport_internal::BatchTable batches_;
   std::shared_ptr<local_internal::SegmentTable> table_;
   const uint64_t instance_;
-  absl::Mutex handles_mu_;
+  SharedMutex handles_mu_;
   SegmentHandle next_handle_ ABSL_GUARDED_BY(handles_mu_) = 1;
   absl::flat_hash_map<SegmentHandle, Handle> handles_ ABSL_GUARDED_BY(handles_mu_);
 };

@@ -69,12 +69,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/trace.h"
 #include "mooncake/base/value_checksum.h"
@@ -236,9 +236,9 @@ class Router {
   std::string endpoint_;
   TransportMetrics metrics_;
 
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;       // a batch finished or changed hands (waiters)
-  absl::CondVar work_cv_;  // work queued, shutdown (the dispatcher)
+  mutable Mutex mu_;
+  CondVar cv_;       // a batch finished or changed hands (waiters)
+  CondVar work_cv_;  // work queued, shutdown (the dispatcher)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Queue queue_ ABSL_GUARDED_BY(mu_);
   std::vector<SubBatch> in_flight_ ABSL_GUARDED_BY(mu_);

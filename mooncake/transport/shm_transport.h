@@ -52,13 +52,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
@@ -78,16 +78,16 @@ class MemfdDirectory {
     return *d;
   }
   void Add(void* addr, uint64_t length, int fd) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     entries_[addr] = {length, fd};
   }
   void Remove(void* addr) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     entries_.erase(addr);
   }
   // A dup of the memfd whose mapping is exactly [addr, addr + length).
   absl::StatusOr<UniqueFd> Dup(void* addr, uint64_t length) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = entries_.find(addr);
     if (it == entries_.end() || it->second.first != length) {
       return absl::FailedPreconditionError(
@@ -100,7 +100,7 @@ class MemfdDirectory {
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<void*, std::pair<uint64_t, int>> entries_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -143,7 +143,7 @@ class MappingCache {
   // The mapping of exactly [0, length) of `fd` (stat'ed as `st`).
   absl::StatusOr<std::shared_ptr<Mapping>> Map(int fd, const struct stat& st, uint64_t length) {
     const Key key{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino)};
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (auto it = maps_.find(key); it != maps_.end()) {
       std::shared_ptr<Mapping> m = it->second.lock();
       if (m != nullptr && m->length == length) return m;
@@ -159,7 +159,7 @@ class MappingCache {
   }
 
   size_t live_mappings() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     size_t n = 0;
     for (const auto& [key, weak] : maps_) n += !weak.expired();
     return n;
@@ -167,7 +167,7 @@ class MappingCache {
 
  private:
   using Key = std::pair<uint64_t, uint64_t>;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<Key, std::weak_ptr<Mapping>> maps_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -483,14 +483,14 @@ class ShmTransport {
           "ShmTransport cannot share GPU memory; use CudaTransport");
     }
     ASSIGN_OR_RETURN(UniqueFd fd, shm_internal::MemfdDirectory::Get().Dup(addr, length));
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const SegmentId id = next_segment_++;
     owned_.emplace(id, Owned{std::move(fd), length});
     return SegmentDesc{id, length, MemoryLocation::SharedMemory()};
   }
 
   absl::Status UnregisterMemory(SegmentId id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (owned_.erase(id) == 0) {
       return absl::NotFoundError(absl::StrCat("segment ", id, " is not registered here"));
     }
@@ -521,14 +521,14 @@ class ShmTransport {
                      transport_internal::RecvWithFd(sock.get(), &reply, sizeof(reply)));
     ASSIGN_OR_RETURN(auto mapping, MapReply(reply, std::move(fd)));
     RemoteSegment remote{0, id, mapping->length, MemoryLocation::SharedMemory()};
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     remote.handle = next_handle_++;
     handles_.emplace(remote.handle, std::move(mapping));
     return remote;
   }
 
   absl::Status CloseSegment(SegmentHandle handle) {
-    absl::MutexLock lock(&mu_);  // batches in flight hold their own reference
+    MutexLock lock(&mu_);  // batches in flight hold their own reference
     if (handles_.erase(handle) == 0) {
       return absl::NotFoundError(absl::StrCat("segment handle ", handle, " is not open"));
     }
@@ -603,7 +603,7 @@ class ShmTransport {
     shm_internal::OpenReply reply;
     absl::Status status;
     int fd = -1;
-    absl::MutexLock lock(&mu_);  // the fd stays open while we send it
+    MutexLock lock(&mu_);  // the fd stays open while we send it
     if (req.magic != shm_internal::kOpenMagic || req.version != 1) {
       status = absl::InvalidArgumentError("bad shm open request (magic/version)");
     } else if (auto it = owned_.find(req.segment_id); it == owned_.end()) {
@@ -642,7 +642,7 @@ class ShmTransport {
   absl::Status Copy(const TransferRequest& r) {
     std::shared_ptr<shm_internal::Mapping> m;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = handles_.find(r.segment);
       if (it == handles_.end()) {
         return absl::NotFoundError(absl::StrCat("segment handle ", r.segment, " is not open"));
@@ -666,7 +666,7 @@ class ShmTransport {
   UniqueFd listen_;
   UniqueFd wake_;
   std::thread server_;
-  absl::Mutex mu_;
+  Mutex mu_;
   SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;
   SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<SegmentId, Owned> owned_ ABSL_GUARDED_BY(mu_);

@@ -74,7 +74,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
@@ -83,6 +82,7 @@
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_auth.h"
@@ -190,7 +190,7 @@ class TcpTransport {
   ~TcpTransport() {
     server_.Stop();
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       claims_.clear();  // claimed lanes are held here too (uncollected SubmitForWait batches)
     }
     peers_.Shutdown();  // stops every lane, failing what is still in flight
@@ -238,14 +238,14 @@ class TcpTransport {
         fd->get(), options_.auth.get(), deadline, endpoint));
     ASSIGN_OR_RETURN(RemoteSegment remote, ExchangeOpen(fd->get(), id, deadline));
     ASSIGN_OR_RETURN(std::shared_ptr<Peer> peer, peers_.Get(addrs));
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     remote.handle = next_handle_++;
     handles_.emplace(remote.handle, Handle{std::move(peer), remote.id, remote.length});
     return remote;
   }
 
   absl::Status CloseSegment(SegmentHandle handle) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (handles_.erase(handle) == 0) {
       return absl::NotFoundError(absl::StrCat("segment handle ", handle, " is not open"));
     }
@@ -300,7 +300,7 @@ class TcpTransport {
     std::vector<uint32_t> pieces(requests.size(), 1);
     size_t slices = 0;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (size_t i = 0; i < requests.size(); ++i) {
         early[i] = Resolve(requests[i], &targets[i]);
         if (early[i].ok()) {
@@ -322,7 +322,7 @@ class TcpTransport {
     }
     std::shared_ptr<Lane> claimed = Dispatch(batch, requests, targets, early, claim);
     if (claimed != nullptr) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       claims_[batch->id()] = std::move(claimed);
     }
     return batch->id();
@@ -519,7 +519,7 @@ class TcpTransport {
   }
 
   std::shared_ptr<Lane> TakeClaim(BatchId batch) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = claims_.find(batch);
     if (it == claims_.end()) return nullptr;
     std::shared_ptr<Lane> lane = std::move(it->second);
@@ -613,7 +613,7 @@ class TcpTransport {
   Peers peers_;               // after what its lanes settle into
   const size_t whole_lanes_;  // lanes a batch can start on
   std::atomic<size_t> rr_{0};
-  absl::Mutex mu_;
+  Mutex mu_;
   SegmentHandle next_handle_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<SegmentHandle, Handle> handles_ ABSL_GUARDED_BY(mu_);
   // Batches submitted with SubmitForWait whose Wait has not come yet.

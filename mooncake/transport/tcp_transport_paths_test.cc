@@ -19,9 +19,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/transport/tcp_transport.h"
 
 namespace mooncake::transport {
@@ -63,17 +63,17 @@ class Proxy {
     if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
     std::vector<std::thread> pumps;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
     }
     if (accept_thread_.joinable()) accept_thread_.join();
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);  // accepted meanwhile
       pumps.swap(pumps_);
     }
     for (auto& t : pumps) t.join();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (int fd : fds_) ::close(fd);
     fds_.clear();
     if (listen_fd_ >= 0) ::close(listen_fd_);
@@ -82,7 +82,7 @@ class Proxy {
 
   // The source addresses of the connections accepted so far.
   std::vector<std::string> Sources() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return sources_;
   }
 
@@ -112,7 +112,7 @@ class Proxy {
       }
       char text[INET_ADDRSTRLEN] = {};
       ::inet_ntop(AF_INET, &from.sin_addr, text, sizeof(text));
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       sources_.emplace_back(text);
       fds_.push_back(in);
       fds_.push_back(out);
@@ -148,7 +148,7 @@ class Proxy {
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread accept_thread_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::thread> pumps_ ABSL_GUARDED_BY(mu_);
   std::vector<int> fds_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> sources_ ABSL_GUARDED_BY(mu_);

@@ -30,11 +30,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/ha/leader_resolver.h"
@@ -97,7 +97,7 @@ class ChaosClients {
   int RecordPending() {
     int n = 0;
     for (auto& c : clients_) {
-      absl::MutexLock lock(&c->mu);
+      MutexLock lock(&c->mu);
       if (c->inflight.empty()) continue;
       Record r = c->inflight;
       r["end_ns"] = absl::StrCat(NowNs());
@@ -155,7 +155,7 @@ class ChaosClients {
     std::map<std::string, uint64_t> next_version;
     std::thread thread;
     std::atomic<bool> done{false};
-    absl::Mutex mu;
+    Mutex mu;
     Record inflight ABSL_GUARDED_BY(mu);  // the running operation's line; empty when idle
   };
 
@@ -211,7 +211,7 @@ class ChaosClients {
   Record Begin(One& c, const char* op, const std::string& key, uint64_t v) {
     Record r = {{"t", "op"},  {"c", absl::StrCat(c.index)}, {"op", op},
                 {"key", key}, {"v", absl::StrCat(v)},       {"inv_ns", absl::StrCat(NowNs())}};
-    absl::MutexLock lock(&c.mu);
+    MutexLock lock(&c.mu);
     c.inflight = r;
     return r;
   }
@@ -223,7 +223,7 @@ class ChaosClients {
     r["res"] = s.ok() ? "ok" : absl::IsNotFound(s) ? "not_found" : "fail";
     if (!s.ok() && !absl::IsNotFound(s)) r["code"] = absl::StatusCodeToString(s.code());
     {
-      absl::MutexLock lock(&c.mu);
+      MutexLock lock(&c.mu);
       c.inflight.clear();
     }
     h_->Append(r);

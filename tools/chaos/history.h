@@ -59,9 +59,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/base/mutex.h"
 #include "tools/ha_failover/workload.h"
 
 namespace mooncake::chaos {
@@ -154,14 +154,14 @@ class HistoryWriter {
         "seed",   "deadline_ms", "start_ns", "end_ns",  "evictions", "c",         "v",
         "inv_ns", "digest",      "size",     "peak_kb", "bound_kb",  "loses_data"};
     const std::string line = ToJson(r, kNumeric) + "\n";
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::fwrite(line.data(), 1, line.size(), file_);
     std::fflush(file_);
   }
 
  private:
   explicit HistoryWriter(FILE* f) : file_(f) {}
-  absl::Mutex mu_;
+  Mutex mu_;
   FILE* const file_ ABSL_PT_GUARDED_BY(mu_);
 };
 

@@ -27,9 +27,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "tools/bench/text_query.h"
 #include "tools/elastic_bench/cluster.h"
@@ -78,7 +78,7 @@ class VerifyingReaders {
   uint64_t reads() const { return reads_.load(); }
   uint64_t failed() const { return failed_.load(); }
   std::string first_failure() {
-    absl::MutexLock l(&mu_);
+    MutexLock l(&mu_);
     return first_failure_;
   }
 
@@ -93,7 +93,7 @@ class VerifyingReaders {
       reads_.fetch_add(1, std::memory_order_relaxed);
       if (n.ok() && *n == buf.size() && CheckValue(id, buf.data(), *n, scratch)) continue;
       failed_.fetch_add(1, std::memory_order_relaxed);
-      absl::MutexLock l(&mu_);
+      MutexLock l(&mu_);
       if (first_failure_.empty()) {
         first_failure_ =
             absl::StrCat("c", id, ": ", n.ok() ? "wrong bytes" : n.status().ToString());
@@ -107,7 +107,7 @@ class VerifyingReaders {
   std::vector<std::thread> threads_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> reads_{0}, failed_{0};
-  absl::Mutex mu_;
+  Mutex mu_;
   std::string first_failure_ ABSL_GUARDED_BY(mu_);
 };
 

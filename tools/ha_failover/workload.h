@@ -40,11 +40,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/ha/leader_resolver.h"
 #include "mooncake/store/rpc/tcp_channel.h"
@@ -199,7 +199,7 @@ class Workload {
 
   Totals totals() const {
     Totals t;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     t.ok = ok_.load();
     t.failed = failed_.load();
     t.lost = lost_.load();
@@ -325,14 +325,14 @@ class Workload {
   }
 
   void Failed(const char* op, const std::string& key, const absl::Status& s) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (failures_.size() < 10) failures_.push_back(absl::StrCat(op, " ", key, ": ", s.ToString()));
   }
 
   void Count(bool ok) { (ok ? ok_ : failed_).fetch_add(1, std::memory_order_relaxed); }
 
   void Note(std::string line) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (anomalies_.size() < 40) anomalies_.push_back(std::move(line));
   }
 
@@ -341,7 +341,7 @@ class Workload {
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> accept_after_ns_{std::numeric_limits<int64_t>::max()};
   std::atomic<uint64_t> ok_{0}, failed_{0}, lost_{0}, wrong_{0};  // counters only: relaxed
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::string> anomalies_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> failures_ ABSL_GUARDED_BY(mu_);
 };

@@ -45,10 +45,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/master.pb.h"
 
 namespace mooncake::client {
@@ -86,7 +86,7 @@ class MetadataCache {
                                      int64_t min_remaining_ns, uint32_t* reads_served = nullptr) {
     const std::string k = Key(tenant, key);
     const int64_t now = clock_->NowNs();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(k);
     if (it == map_.end()) return std::nullopt;
     if (it->second->second.lease_end_ns - now < min_remaining_ns) {
@@ -110,7 +110,7 @@ class MetadataCache {
     std::string k = Key(tenant, key);
     const int64_t now = clock_->NowNs();
     std::vector<uint64_t> release;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (auto it = map_.find(k); it != map_.end()) {
       Drop(it->second, now, &release);
       map_.erase(it);
@@ -130,7 +130,7 @@ class MetadataCache {
   [[nodiscard]] std::optional<uint64_t> Erase(std::string_view tenant, std::string_view key) {
     const std::string k = Key(tenant, key);
     const int64_t now = clock_->NowNs();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(k);
     if (it == map_.end()) return std::nullopt;
     std::vector<uint64_t> release;
@@ -144,14 +144,14 @@ class MetadataCache {
   [[nodiscard]] std::vector<uint64_t> Clear() {
     const int64_t now = clock_->NowNs();
     std::vector<uint64_t> release;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     while (!lru_.empty()) Drop(lru_.begin(), now, &release);
     map_.clear();
     return release;
   }
 
   size_t size() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return map_.size();
   }
 
@@ -172,7 +172,7 @@ class MetadataCache {
 
   const size_t max_entries_;
   Clock* const clock_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   List lru_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, List::iterator> map_ ABSL_GUARDED_BY(mu_);
 };

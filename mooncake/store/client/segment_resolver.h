@@ -46,10 +46,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
@@ -140,7 +140,7 @@ class SegmentResolver {
   SegmentResolver(const SegmentResolver&) = delete;
   SegmentResolver& operator=(const SegmentResolver&) = delete;
   ~SegmentResolver() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, s] : segments_) router_->CloseSegment(s.opened.handle).IgnoreError();
   }
 
@@ -178,7 +178,7 @@ class SegmentResolver {
   // Drops the handle of `segment_id` (after a failed transfer); the next
   // Resolve asks the master again.
   void Forget(uint64_t segment_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = segments_.find(segment_id);
     if (it == segments_.end()) return;
     router_->CloseSegment(it->second.opened.handle).IgnoreError();
@@ -187,7 +187,7 @@ class SegmentResolver {
   }
 
   size_t open_segments() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return segments_.size();
   }
   // DescribeSegments RPCs made so far.
@@ -205,7 +205,7 @@ class SegmentResolver {
   // now comes from a restarted master): dropped, and the master asked again.
   std::optional<absl::StatusOr<OpenedSegment>> Cached(uint64_t segment_id,
                                                       const std::string& worker_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (auto it = segments_.find(segment_id); it != segments_.end()) {
       if (worker_id.empty() || it->second.worker_id == worker_id) return it->second.opened;
       router_->CloseSegment(it->second.opened.handle).IgnoreError();
@@ -245,7 +245,7 @@ class SegmentResolver {
       case store::proto::SEGMENT_MOUNTED:
         break;
       case store::proto::SEGMENT_UNMOUNTED: {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         if (gone_.size() >= max_open_) gone_.clear();  // bounded; forgetting costs one RPC
         gone_.insert(id);
         return Gone(id);
@@ -275,7 +275,7 @@ class SegmentResolver {
   }
 
   OpenedSegment Keep(uint64_t id, OpenedSegment opened, const std::string& worker_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (auto it = segments_.find(id); it != segments_.end()) {
       router_->CloseSegment(opened.handle).IgnoreError();  // another thread won
       return it->second.opened;
@@ -298,7 +298,7 @@ class SegmentResolver {
   const SegmentDescriber describe_;
   const size_t max_open_;
   std::atomic<uint64_t> describe_calls_{0};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, Entry> segments_ ABSL_GUARDED_BY(mu_);
   std::deque<uint64_t> order_ ABSL_GUARDED_BY(mu_);          // open order, for the bound
   absl::flat_hash_set<uint64_t> gone_ ABSL_GUARDED_BY(mu_);  // unmounted: never come back

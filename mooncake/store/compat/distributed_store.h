@@ -63,10 +63,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/alloc/locked_allocator.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/compat/client_state.h"
@@ -122,7 +122,7 @@ class DistributedStore {
   // 0, or a negative code (a second Setup without Close: kInvalidParams).
   // The reason for a failure is in last_error().
   int Setup(const StoreConfig& config) {
-    absl::MutexLock lock(&mu_);
+    WriterMutexLock lock(&mu_);
     if (state_ != nullptr) return Fail(kInvalidParams, "setup: already set up; close() first");
     auto s = OpenClient(config);
     if (!s.ok()) return Fail(ToMooncakeCode(s.status()), std::string(s.status().message()));
@@ -133,7 +133,7 @@ class DistributedStore {
   // Attaches to the mooncake_client daemon at `server_address` ("host:port").
   int SetupDummy(uint64_t mem_pool_size, uint64_t local_buffer_size,
                  const std::string& server_address) {
-    absl::MutexLock lock(&mu_);
+    WriterMutexLock lock(&mu_);
     if (state_ != nullptr) return Fail(kInvalidParams, "setup_dummy: already set up");
     auto s = OpenDummyClient(mem_pool_size, local_buffer_size, server_address);
     if (!s.ok()) return Fail(ToMooncakeCode(s.status()), std::string(s.status().message()));
@@ -146,7 +146,7 @@ class DistributedStore {
   int Close() {
     std::unique_ptr<ClientState> s;
     {
-      absl::MutexLock lock(&mu_);
+      WriterMutexLock lock(&mu_);
       s = std::move(state_);
     }
     if (s == nullptr) return kOk;
@@ -173,13 +173,13 @@ class DistributedStore {
 
   // "host:port" of this client's endpoint (its segment's name); "" before Setup.
   std::string GetHostname() {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);
     return state_ == nullptr ? std::string() : state_->hostname;
   }
 
   // The reason for the most recent failed Setup/SetupDummy ("" if none).
   std::string last_error() const {
-    absl::MutexLock lock(&error_mu_);
+    MutexLock lock(&error_mu_);
     return last_error_;
   }
 
@@ -365,7 +365,7 @@ class DistributedStore {
     std::vector<std::optional<std::string>> values = GetBatch(keys, &codes);
     std::map<std::string_view, size_t> slot;
     for (size_t i = 0; i < keys.size(); ++i) slot[keys[i]] = i;
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);
     if (state_ == nullptr) return out;
     for (size_t b = 0; b < buffers.size(); ++b) {
       if (!buffers[b].shape_ok) continue;
@@ -606,7 +606,7 @@ class DistributedStore {
   }
 
   int Fail(int code, std::string_view why) {
-    absl::MutexLock lock(&error_mu_);
+    MutexLock lock(&error_mu_);
     last_error_ = std::string(why);
     return code;
   }
@@ -649,7 +649,7 @@ class DistributedStore {
   // Runs f(state) under the shared state lock; `closed` when there is none.
   template <typename R, typename F>
   R WithClientOr(R closed, F&& f) {
-    absl::ReaderMutexLock lock(&mu_);
+    ReaderMutexLock lock(&mu_);
     if (state_ == nullptr) return closed;
     return f(*state_);
   }
@@ -732,9 +732,9 @@ class DistributedStore {
     });
   }
 
-  absl::Mutex mu_;
+  SharedMutex mu_;
   std::unique_ptr<ClientState> state_ ABSL_GUARDED_BY(mu_);
-  mutable absl::Mutex error_mu_;
+  mutable Mutex error_mu_;
   std::string last_error_ ABSL_GUARDED_BY(error_mu_);
 };
 

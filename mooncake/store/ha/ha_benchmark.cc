@@ -46,13 +46,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/ha/ha_master.h"
 #include "mooncake/store/ha/testing/etcd_process.h"
@@ -212,7 +211,7 @@ class Worker {
 
  private:
   std::unique_ptr<rpc::TcpChannel> channel_;
-  absl::Notification stop_;
+  Notification stop_;
   std::thread thread_;
 };
 
@@ -300,7 +299,7 @@ class Pipeline {
     slots_ = depth;
     for (int i = 0; i < depth; ++i) IssueNext();
     drained_.WaitForNotification();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return first_error_;
   }
 
@@ -331,7 +330,7 @@ class Pipeline {
   // A failed chain ends (reissuing could recurse on an immediate failure).
   void Fail(const absl::Status& s) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (first_error_.ok()) first_error_ = s;
     }
     failed_.store(true, std::memory_order_relaxed);
@@ -351,8 +350,8 @@ class Pipeline {
   std::atomic<uint64_t> next_{0};
   std::atomic<int> ended_{0};
   std::atomic<bool> failed_{false};
-  absl::Notification drained_;
-  absl::Mutex mu_;
+  Notification drained_;
+  Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -56,11 +56,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/ha/election.h"
 #include "mooncake/store/ha/etcd_client.h"
@@ -126,7 +126,7 @@ class HaMaster {
   void Stop();
 
   HaMasterStatus status() const {
-    absl::MutexLock lock(&status_mu_);
+    MutexLock lock(&status_mu_);
     HaMasterStatus s = status_;
     return s;
   }
@@ -145,7 +145,7 @@ class HaMaster {
   };
 
   std::shared_ptr<Term> current() const {
-    absl::MutexLock lock(&term_mu_);
+    MutexLock lock(&term_mu_);
     return term_;
   }
 
@@ -191,7 +191,7 @@ class HaMaster {
   void MaybeSnapshot(const std::shared_ptr<Term>& term);
   void SetError(const absl::Status& s) {
     {
-      absl::MutexLock lock(&status_mu_);
+      MutexLock lock(&status_mu_);
       if (status_.last_error == s.ToString()) return;  // said already
       status_.last_error = s.ToString();
       if (absl::IsDataLoss(s)) ++status_.corrupt_records;
@@ -203,7 +203,7 @@ class HaMaster {
   void DrainMirror() ABSL_EXCLUSIVE_LOCKS_REQUIRED(replay_mu_) {
     std::vector<hproto::OplogBatch> q;
     {
-      absl::MutexLock lock(&mirror_mu_);
+      MutexLock lock(&mirror_mu_);
       q.swap(mirror_queue_);
     }
     for (const hproto::OplogBatch& b : q) {
@@ -222,27 +222,27 @@ class HaMaster {
   std::unique_ptr<LeaderElection> election_;
   std::string advertise_;
 
-  mutable absl::Mutex replay_mu_;
+  mutable Mutex replay_mu_;
   ReplayState replay_ ABSL_GUARDED_BY(replay_mu_);
   uint64_t standby_lag_ ABSL_GUARDED_BY(replay_mu_) = 0;  // batches in etcd not replayed
   // Stored batches of this term not applied to replay_ yet (lock order:
   // replay_mu_ -> mirror_mu_).
-  absl::Mutex mirror_mu_;
+  Mutex mirror_mu_;
   std::vector<hproto::OplogBatch> mirror_queue_ ABSL_GUARDED_BY(mirror_mu_);
 
-  mutable absl::Mutex term_mu_;
+  mutable Mutex term_mu_;
   std::shared_ptr<Term> term_ ABSL_GUARDED_BY(term_mu_);
   // serving()'s bound, Unix ns; set at promotion and on every role-loop pass.
   std::atomic<int64_t> serve_until_unix_ns_{0};
 
   // Events for the role thread.
-  absl::Mutex events_mu_;
+  Mutex events_mu_;
   std::optional<int64_t> elected_ ABSL_GUARDED_BY(events_mu_);
   std::optional<std::string> lost_ ABSL_GUARDED_BY(events_mu_);
   bool stop_ ABSL_GUARDED_BY(events_mu_) = false;
   std::thread role_thread_;
 
-  mutable absl::Mutex status_mu_;
+  mutable Mutex status_mu_;
   HaMasterStatus status_ ABSL_GUARDED_BY(status_mu_);
   std::string leader_hint_ ABSL_GUARDED_BY(status_mu_);  // "addr (epoch E)" as etcd says
   absl::Time last_snapshot_ = absl::InfinitePast();
@@ -262,7 +262,7 @@ template <typename MasterT>
 absl::Status HaMaster<MasterT>::NotLeader() const {
   std::string leader;
   {
-    absl::MutexLock lock(&status_mu_);
+    MutexLock lock(&status_mu_);
     leader = leader_hint_;
   }
   return absl::UnavailableError(absl::StrCat(
@@ -278,11 +278,11 @@ absl::Status HaMaster<MasterT>::StartElection() {
   eo.ttl_ms = options_.lease_ttl_ms;
   eo.poll_ms = options_.poll_ms;
   eo.on_elected = [this](int64_t epoch) {
-    absl::MutexLock lock(&events_mu_);
+    MutexLock lock(&events_mu_);
     elected_ = epoch;
   };
   eo.on_lost = [this](std::string_view why) {
-    absl::MutexLock lock(&events_mu_);
+    MutexLock lock(&events_mu_);
     lost_ = std::string(why);
   };
   ASSIGN_OR_RETURN(election_, LeaderElection::Create(*etcd_, std::move(eo)));
@@ -293,7 +293,7 @@ template <typename MasterT>
 void HaMaster<MasterT>::RestartElection() {
   if (election_ != nullptr) election_->Resign().IgnoreError();
   {
-    absl::MutexLock lock(&events_mu_);
+    MutexLock lock(&events_mu_);
     elected_.reset();  // of the term just resigned
     lost_.reset();
   }
@@ -410,7 +410,7 @@ absl::Status HaMaster<MasterT>::LoadSnapshot() {
   }
   if (s.next_seq() <= replay_.next_seq()) return absl::OkStatus();  // not newer
   replay_.Load(s);
-  absl::MutexLock lock(&status_mu_);
+  MutexLock lock(&status_mu_);
   ++status_.snapshots_loaded;
   status_.snapshot_unix_ns = s.unix_ns();
   return absl::OkStatus();
@@ -460,7 +460,7 @@ absl::Status HaMaster<MasterT>::Start(std::string advertise) {
   etcd_ = etcd;
   store_.emplace(etcd, options_.cluster);
   {
-    absl::MutexLock lock(&replay_mu_);
+    MutexLock lock(&replay_mu_);
     if (absl::Status s = LoadSnapshot(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("HA cluster '", options_.cluster, "' at ",
                                                  etcd.Describe(), ": ", s.message()));
@@ -478,7 +478,7 @@ absl::Status HaMaster<MasterT>::Start(std::string advertise) {
 template <typename MasterT>
 void HaMaster<MasterT>::Stop() {
   {
-    absl::MutexLock lock(&events_mu_);
+    MutexLock lock(&events_mu_);
     if (stop_) return;
     stop_ = true;
   }
@@ -487,14 +487,14 @@ void HaMaster<MasterT>::Stop() {
   std::shared_ptr<Term> t = current();
   if (t != nullptr) {
     {
-      absl::MutexLock lock(&term_mu_);
+      MutexLock lock(&term_mu_);
       term_.reset();  // new calls answer UNAVAILABLE (clients go to the next leader)
     }
     // Calls already made are answered once stored (bounded: 2 lease TTLs).
     const absl::Time until = absl::Now() + absl::Milliseconds(2 * options_.lease_ttl_ms);
     while (t->writer->lag() > 0 && absl::Now() < until) absl::SleepFor(absl::Milliseconds(1));
     t->writer->Stop();
-    absl::MutexLock lock(&replay_mu_);
+    MutexLock lock(&replay_mu_);
     DrainMirror();
   }
   if (election_ != nullptr) {
@@ -513,12 +513,12 @@ void HaMaster<MasterT>::RoleLoop() {
     std::optional<int64_t> elected;
     std::optional<std::string> lost;
     {
-      absl::MutexLock lock(&events_mu_);
+      MutexLock lock(&events_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(events_mu_) {
         return stop_ || elected_.has_value() || lost_.has_value();
       };
       events_mu_.AwaitWithTimeout(
-          absl::Condition(&ready),
+          Condition(&ready),
           absl::Milliseconds(std::min(options_.poll_ms, options_.tick_interval_ms)));
       if (stop_) return;
       std::swap(elected, elected_);
@@ -539,7 +539,7 @@ void HaMaster<MasterT>::RoleLoop() {
     std::shared_ptr<Term> t = current();
     if (t == nullptr) {
       {
-        absl::MutexLock lock(&replay_mu_);
+        MutexLock lock(&replay_mu_);
         if (absl::Status st = CatchUp(); !st.ok()) SetError(st);
         if (auto last = store_->LastSeq(); last.ok()) {
           standby_lag_ = last->has_value() && **last >= replay_.next_seq()
@@ -548,7 +548,7 @@ void HaMaster<MasterT>::RoleLoop() {
         }
       }
       if (auto l = ReadLeader(*etcd_, options_.cluster); l.ok()) {
-        absl::MutexLock lock(&status_mu_);
+        MutexLock lock(&status_mu_);
         leader_hint_ =
             l->has_value() ? absl::StrCat((*l)->id, " (epoch ", (*l)->epoch, ")") : std::string();
       }
@@ -571,7 +571,7 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
   std::vector<master::RestoredObject> objects;
   uint64_t bad = 0, first_seq = 0, next_id = 0;
   {
-    absl::MutexLock lock(&replay_mu_);
+    MutexLock lock(&replay_mu_);
     // The old leader is fenced now: everything it stored is in etcd.
     RETURN_IF_ERROR(CatchUp());
     // Batches after a hole it never filled were never acknowledged (changes
@@ -604,11 +604,11 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
       [this](hproto::OplogBatch&& b) {
         // Queued: applied to the mirror by the role thread, so a snapshot
         // being written never holds up a commit.
-        absl::MutexLock lock(&mirror_mu_);
+        MutexLock lock(&mirror_mu_);
         mirror_queue_.push_back(std::move(b));
       },
       [this](const absl::Status& s) {
-        absl::MutexLock lock(&events_mu_);
+        MutexLock lock(&events_mu_);
         lost_ = std::string(s.message());
       },
       [weak] {
@@ -620,11 +620,11 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
   term->writer->Start();
   RefreshServeUntil();
   {
-    absl::MutexLock lock(&term_mu_);
+    MutexLock lock(&term_mu_);
     term_ = term;
   }
   {
-    absl::MutexLock lock(&status_mu_);
+    MutexLock lock(&status_mu_);
     status_.leader = true;
     status_.epoch = epoch;
     ++status_.failovers;
@@ -643,7 +643,7 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
                          : std::string()));
   last_snapshot_ = absl::Now();
   {
-    absl::MutexLock lock(&replay_mu_);
+    MutexLock lock(&replay_mu_);
     batches_at_snapshot_ = replay_.batches();
   }
   return absl::OkStatus();
@@ -653,17 +653,17 @@ template <typename MasterT>
 void HaMaster<MasterT>::Demote(const std::string& why) {
   std::shared_ptr<Term> t;
   {
-    absl::MutexLock lock(&term_mu_);
+    MutexLock lock(&term_mu_);
     t = std::move(term_);
   }
   if (t == nullptr) return;
   t->writer->Stop();  // waiters answered UNAVAILABLE
   {
-    absl::MutexLock lock(&replay_mu_);
+    MutexLock lock(&replay_mu_);
     DrainMirror();  // the mirror now holds every stored batch
   }
   {
-    absl::MutexLock lock(&status_mu_);
+    MutexLock lock(&status_mu_);
     status_.leader = false;
     ++status_.step_downs;
     status_.last_error = absl::StrCat("stepped down: ", why);
@@ -678,7 +678,7 @@ template <typename MasterT>
 void HaMaster<MasterT>::MaybeSnapshot(const std::shared_ptr<Term>& term) {
   hproto::Snapshot snap;
   {
-    absl::MutexLock lock(&replay_mu_);
+    MutexLock lock(&replay_mu_);
     DrainMirror();
     if (replay_.batches() - batches_at_snapshot_ < options_.snapshot_every_batches ||
         absl::Now() - last_snapshot_ < options_.snapshot_min_interval) {
@@ -703,7 +703,7 @@ void HaMaster<MasterT>::MaybeSnapshot(const std::shared_ptr<Term>& term) {
     }
   }
   {
-    absl::MutexLock lock(&status_mu_);
+    MutexLock lock(&status_mu_);
     ++status_.snapshots_written;
     status_.snapshot_unix_ns = snap.unix_ns();
   }
@@ -717,12 +717,12 @@ void HaMaster<MasterT>::RefreshGauges() {
   std::shared_ptr<Term> t = current();
   uint64_t applied = 0;
   {
-    absl::MutexLock lock(&replay_mu_);
+    MutexLock lock(&replay_mu_);
     applied = replay_.next_seq() - 1;
   }
   HaMasterStatus st;
   {
-    absl::MutexLock lock(&status_mu_);
+    MutexLock lock(&status_mu_);
     status_.applied_seq = applied;
     st = status_;
   }
@@ -732,7 +732,7 @@ void HaMaster<MasterT>::RefreshGauges() {
   g_applied_->Set(static_cast<double>(applied));
   uint64_t standby_lag = 0;
   {
-    absl::MutexLock lock(&replay_mu_);
+    MutexLock lock(&replay_mu_);
     standby_lag = standby_lag_;
   }
   g_lag_->Set(static_cast<double>(t != nullptr ? t->writer->lag() : standby_lag));

@@ -41,11 +41,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/ha/records.h"
 #include "mooncake/store/master/mutation_log.h"
 
@@ -108,7 +108,7 @@ class OplogWriter final : public master::MutationLog {
   // its next retry) and answers every waiter UNAVAILABLE. Idempotent.
   void Stop() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
     }
     for (std::thread& t : threads_) {
@@ -158,16 +158,16 @@ class OplogWriter final : public master::MutationLog {
   // Reports queued so far (a count; the n-th report is durable once
   // durable() >= n).
   uint64_t appended() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return appended_;
   }
   uint64_t durable() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return durable_;
   }
   // Reports queued and not stored yet.
   uint64_t lag() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return appended_ - durable_;
   }
 
@@ -176,7 +176,7 @@ class OplogWriter final : public master::MutationLog {
   void WhenDurable(uint64_t count, Done done) {
     absl::Status now_status;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (durable_ < count && failed_.ok() && !stop_) {
         waiters_.emplace(count, std::move(done));
         return;
@@ -189,18 +189,18 @@ class OplogWriter final : public master::MutationLog {
   }
 
   uint64_t next_seq() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return next_seq_;
   }
   int64_t epoch() const { return epoch_; }
   OplogWriterStats stats() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return stats_;
   }
 
  private:
   void Push(hproto::Mutation mu) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     queue_.push_back(std::move(mu));
     ++appended_;
   }
@@ -214,8 +214,8 @@ class OplogWriter final : public master::MutationLog {
       hproto::OplogBatch batch;
       uint64_t seq = 0;
       {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(this, &OplogWriter::HasWork));
+        MutexLock lock(&mu_);
+        mu_.Await(Condition(this, &OplogWriter::HasWork));
         if (stop_) return;
         size_t bytes = 0, n = 0;
         while (n < queue_.size() &&
@@ -237,9 +237,9 @@ class OplogWriter final : public master::MutationLog {
       for (;;) {
         s = append_(seq, bytes);
         if (s.ok() || absl::IsFailedPrecondition(s) || absl::IsAlreadyExists(s)) break;
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         ++stats_.retries;
-        if (mu_.AwaitWithTimeout(absl::Condition(&stop_), options_.retry_backoff)) return;
+        if (mu_.AwaitWithTimeout(Condition(&stop_), options_.retry_backoff)) return;
       }
       if (!s.ok()) {
         Fatal(
@@ -249,7 +249,7 @@ class OplogWriter final : public master::MutationLog {
       }
       std::vector<Done> ready;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         ++stats_.batches;
         stats_.bytes += bytes.size();
         stats_.last_commit_ns = clock_->NowNs() - start;
@@ -274,7 +274,7 @@ class OplogWriter final : public master::MutationLog {
 
   void Fatal(const absl::Status& s) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (!failed_.ok()) return;  // another committer said it
       failed_ = s;
       stop_ = true;  // the other committers stop too
@@ -286,14 +286,14 @@ class OplogWriter final : public master::MutationLog {
   void FailAll(const absl::Status& s) {
     std::multimap<uint64_t, Done> waiters;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       waiters.swap(waiters_);
     }
     for (auto& [count, d] : waiters) d(s);
   }
 
   const int64_t epoch_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_);
   Clock* const clock_;
   const AppendFn append_;

@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/ha/oplog_writer.h"
 #include "mooncake/store/master/master.h"
 
@@ -122,7 +122,7 @@ class ReplayToRestore : public ::testing::Test {
     writer_ = std::make_unique<OplogWriter>(
         /*epoch=*/5, /*first_seq=*/1, &clock_,
         [this](uint64_t seq, std::string_view bytes) {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           stored_.emplace_back(seq, std::string(bytes));
           return absl::OkStatus();
         },
@@ -132,21 +132,21 @@ class ReplayToRestore : public ::testing::Test {
   }
 
   void Flush() {
-    absl::Mutex done_mu;
+    Mutex done_mu;
     bool done = false;
     writer_->WhenDurable(writer_->appended(), [&](absl::Status s) {
       EXPECT_TRUE(s.ok()) << s;
-      absl::MutexLock lock(&done_mu);
+      MutexLock lock(&done_mu);
       done = true;
     });
-    absl::MutexLock lock(&done_mu);
-    done_mu.Await(absl::Condition(&done));
+    MutexLock lock(&done_mu);
+    done_mu.Await(Condition(&done));
   }
 
   ReplayState Replay() {
     Flush();
     ReplayState r;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [seq, bytes] : stored_) {
       hproto::OplogBatch b;
       EXPECT_TRUE(DecodeRecord(RecordKind::kBatch, bytes, &b).ok());
@@ -174,7 +174,7 @@ class ReplayToRestore : public ::testing::Test {
   FakeClock clock_;
   std::unique_ptr<M> leader_;
   std::unique_ptr<OplogWriter> writer_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<std::pair<uint64_t, std::string>> stored_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -268,14 +268,14 @@ TEST(ReplayPrefixes, AReplaceIsNeverHalfInTheLog) {
   FakeClock clock;
   master::MasterOptions mo;
   auto m = *master::Master<>::Create(mo, &clock);
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<std::string> stored;
   OplogWriterOptions o;
   o.max_batch_bytes = 1;  // one report per batch: every cut the log can have
   OplogWriter w(
       2, 1, &clock,
       [&](uint64_t, std::string_view bytes) {
-        absl::MutexLock lock(&mu);
+        MutexLock lock(&mu);
         stored.emplace_back(bytes);
         return absl::OkStatus();
       },
@@ -293,7 +293,7 @@ TEST(ReplayPrefixes, AReplaceIsNeverHalfInTheLog) {
   ASSERT_TRUE(s2.ok()) << s2.status();
   ASSERT_TRUE(m->PutEnd(EndReq("a", s2->put_id())).ok());
   while (w.durable() < w.appended()) absl::SleepFor(absl::Milliseconds(1));
-  absl::MutexLock lock(&mu);
+  MutexLock lock(&mu);
   ASSERT_GT(stored.size(), committed_at);
   for (size_t n = committed_at; n <= stored.size(); ++n) {
     ReplayState r;
@@ -350,7 +350,7 @@ TEST_F(ReplayToRestore, UnmountedSegmentAndReplaceAreReplayed) {
 
 TEST(OplogWriterOrder, BatchesLandingOutOfOrderAreAcknowledgedInOrder) {
   FakeClock clock;
-  absl::Mutex mu;
+  Mutex mu;
   bool release_first = false;
   std::vector<uint64_t> delivered;
   OplogWriterOptions o;
@@ -359,13 +359,13 @@ TEST(OplogWriterOrder, BatchesLandingOutOfOrderAreAcknowledgedInOrder) {
       3, 1, &clock,
       [&](uint64_t seq, std::string_view) {
         if (seq == 1) {  // the first batch is stored last
-          absl::MutexLock lock(&mu);
-          mu.Await(absl::Condition(&release_first));
+          MutexLock lock(&mu);
+          mu.Await(Condition(&release_first));
         }
         return absl::OkStatus();
       },
       [&](hproto::OplogBatch&& b) {
-        absl::MutexLock lock(&mu);
+        MutexLock lock(&mu);
         delivered.push_back(b.seq());
       },
       nullptr, nullptr, o);
@@ -388,13 +388,13 @@ TEST(OplogWriterOrder, BatchesLandingOutOfOrderAreAcknowledgedInOrder) {
   EXPECT_EQ(acked.load(), 0);  // batch 2 is stored, but batch 1 is not
   EXPECT_EQ(w.durable(), 0u);
   {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     EXPECT_TRUE(delivered.empty());
     release_first = true;
   }
   while (acked.load() < 2) absl::SleepFor(absl::Milliseconds(1));
   EXPECT_EQ(w.durable(), 2u);
-  absl::MutexLock lock(&mu);
+  MutexLock lock(&mu);
   EXPECT_EQ(delivered, (std::vector<uint64_t>{1, 2}));
 }
 
@@ -405,14 +405,14 @@ TEST_F(ReplayToRestore, AFencedWriterFailsItsWaiters) {
       nullptr, nullptr);
   fenced->Start();
   fenced->ObjectErased("x");
-  absl::Mutex mu;
+  Mutex mu;
   std::optional<absl::Status> got;
   fenced->WhenDurable(fenced->appended(), [&](absl::Status s) {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     got = s;
   });
-  absl::MutexLock lock(&mu);
-  mu.Await(absl::Condition(
+  MutexLock lock(&mu);
+  mu.Await(Condition(
       +[](std::optional<absl::Status>* g) { return g->has_value(); }, &got));
   EXPECT_TRUE(absl::IsUnavailable(*got)) << *got;
 }

@@ -36,10 +36,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/alloc/allocator.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/master/internal/task_queue.h"
 #include "mooncake/store/rpc/master.pb.h"
 
@@ -108,7 +108,7 @@ class CopyRegistry {
 
   // A new user task of `parts` copy tasks; returns its id (never 0).
   uint64_t NewUserTask(store::proto::ReplicaTaskType type, std::string_view worker, size_t parts) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const uint64_t id = next_user_id_++;
     store::proto::QueryTaskResponse& t = users_[id].info;
     t.set_task_id(id);
@@ -124,7 +124,7 @@ class CopyRegistry {
   // One part of user task `id` ended (or could not start: `st` says why).
   void EndUserPart(uint64_t id, const absl::Status& st) {
     if (id == 0) return;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = users_.find(id);
     if (it == users_.end()) return;
     User& u = it->second;
@@ -147,7 +147,7 @@ class CopyRegistry {
   }
 
   std::optional<store::proto::QueryTaskResponse> Query(uint64_t id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = users_.find(id);
     if (it == users_.end()) return std::nullopt;
     return it->second.info;
@@ -158,7 +158,7 @@ class CopyRegistry {
   // Queues `rec` for its source worker; returns the task id, or nullopt when
   // that worker's queue is full.
   std::optional<uint64_t> Enqueue(CopyRecord rec) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const uint64_t user_task_id = rec.user_task_id;
     std::string worker_id = user_task_id != 0 ? rec.worker_id : std::string();
     const std::optional<uint64_t> id = queue_.Enqueue(std::move(rec));
@@ -175,7 +175,7 @@ class CopyRegistry {
   // Tasks of `worker_id` queued or in flight (what the planners fill up to
   // max_in_flight_per_worker).
   size_t Outstanding(std::string_view worker_id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.Queued(worker_id) + queue_.InFlight(worker_id);
   }
 
@@ -183,7 +183,7 @@ class CopyRegistry {
   // max_wait_ms) for the first.
   std::vector<store::proto::CopyTask> Take(std::string_view worker_id, size_t max,
                                            absl::Duration wait, int64_t now_ns) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.Take(
         mu_, worker_id, max, wait, now_ns, [] { return true; },
         [this](const CopyRecord& r) {
@@ -195,30 +195,30 @@ class CopyRegistry {
   // The record of a task the worker finished; nullopt for an unknown id (timed
   // out or given back) or a task of another worker.
   std::optional<CopyRecord> Complete(uint64_t task_id, std::string_view worker_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.Complete(task_id, worker_id);
   }
 
   // Tasks in flight (or queued untaken) for longer than task_timeout_ms.
   std::vector<CopyRecord> TakeTimedOut(int64_t now_ns) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.TakeTimedOut(now_ns);
   }
 
   // Every task of a worker that left (queued or in flight), taken out.
   std::vector<CopyRecord> RemoveWorker(std::string_view worker_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.RemoveWorker(worker_id);
   }
 
   size_t tasks() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.tasks();
   }
 
   // Wakes parked long polls; later ones answer at once (shutdown).
   void StopWaiting() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     queue_.StopWaiting();
   }
 
@@ -239,7 +239,7 @@ class CopyRegistry {
   }
 
   const ReplicationOptions options_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   master_internal::TaskQueue<CopyRecord> queue_ ABSL_GUARDED_BY(mu_);
   uint64_t next_user_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, User> users_ ABSL_GUARDED_BY(mu_);

@@ -40,7 +40,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/hash/hash.h"
-#include "absl/synchronization/mutex.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/index/eviction_policy.h"
 
 namespace mooncake::master {
@@ -69,7 +69,7 @@ class Evictor {
 
   // A read of `keys` (a prefix chain root first, or one key).
   void Touch(std::span<const std::string> keys) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     bool all = true;
     for (const std::string& k : keys) all = all && policy_.Contains(k);
     if (all) {
@@ -83,12 +83,12 @@ class Evictor {
 
   // A commit of `key` holding `charge` bytes.
   void Admit(const std::string& key, uint64_t charge) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     AdmitLocked(key, charge);
   }
 
   void Erase(const std::string& key) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     policy_.Erase(key);
   }
 
@@ -123,7 +123,7 @@ class Evictor {
         if (*freed > 0) ++result.victims;
       }
       if (!busy.empty()) {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         for (const index::Eviction<std::string>& v : busy) AdmitLocked(v.key, v.charge);
       }
     }
@@ -131,11 +131,11 @@ class Evictor {
   }
 
   size_t size() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return policy_.size();
   }
   bool Contains(const std::string& key) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return policy_.Contains(key);
   }
 
@@ -147,7 +147,7 @@ class Evictor {
                  std::vector<index::Eviction<std::string>>& batch) {
     batch.clear();
     uint64_t charged = 0;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     while (batch.size() < n_max && charged < want_bytes) {
       std::optional<index::Eviction<std::string>> victim = policy_.Evict(can_evict);
       if (!victim.has_value()) break;
@@ -165,7 +165,7 @@ class Evictor {
     }
   }
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   P policy_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -31,8 +31,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::master {
 
@@ -52,7 +52,7 @@ class LeaseTable {
     // relaxed: ids need only be unique.
     const uint64_t id = next_id_.fetch_add(1, std::memory_order_relaxed);
     Shard& s = shards_[id % kShards];
-    absl::MutexLock lock(&s.mu);
+    MutexLock lock(&s.mu);
     s.leases.emplace(id, Lease{expires_ns, std::string(tenant), std::move(objects)});
     s.expiry.emplace(expires_ns, id);
     // relaxed: a statistic.
@@ -65,7 +65,7 @@ class LeaseTable {
   std::optional<std::vector<LeasedObject>> Take(uint64_t id,
                                                 const std::string_view* tenant = nullptr) {
     Shard& s = shards_[id % kShards];
-    absl::MutexLock lock(&s.mu);
+    MutexLock lock(&s.mu);
     auto it = s.leases.find(id);
     if (it == s.leases.end()) return std::nullopt;
     if (tenant != nullptr && it->second.tenant != *tenant) return std::nullopt;
@@ -79,7 +79,7 @@ class LeaseTable {
   std::vector<std::vector<LeasedObject>> TakeExpired(int64_t now_ns, size_t max) {
     std::vector<std::vector<LeasedObject>> out;
     for (Shard& s : shards_) {
-      absl::MutexLock lock(&s.mu);
+      MutexLock lock(&s.mu);
       while (!s.expiry.empty() && s.expiry.top().first <= now_ns && out.size() < max) {
         const uint64_t id = s.expiry.top().second;
         s.expiry.pop();
@@ -104,7 +104,7 @@ class LeaseTable {
   };
   using ExpiryEntry = std::pair<int64_t, uint64_t>;  // (expires_ns, id)
   struct Shard {
-    absl::Mutex mu;
+    Mutex mu;
     absl::flat_hash_map<uint64_t, Lease> leases ABSL_GUARDED_BY(mu);
     std::priority_queue<ExpiryEntry, std::vector<ExpiryEntry>, std::greater<ExpiryEntry>> expiry
         ABSL_GUARDED_BY(mu);

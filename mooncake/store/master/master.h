@@ -46,10 +46,10 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/alloc/tlsf_allocator.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/index/lru_policy.h"
 #include "mooncake/store/master/evictor.h"
 #include "mooncake/store/master/internal/group_path.h"
@@ -334,7 +334,7 @@ class Master {
   // Sets the gauges (Tick calls it): totals, per-worker usage, per-segment
   // fragmentation (1 - largest free extent / free bytes).
   void RefreshMetrics() {
-    absl::MutexLock lock(&refresh_mu_);
+    MutexLock lock(&refresh_mu_);
     const MasterStats st = Stats();
     MasterMetrics& m = s_.metrics;
     m.objects->Set(static_cast<double>(st.objects));
@@ -482,7 +482,7 @@ class Master {
   // Relaxed: a hint between Ticks; a concurrent Tick that reads it stale
   // evicts one bounded round more or less.
   std::atomic<bool> evicting_{false};
-  absl::Mutex refresh_mu_;
+  Mutex refresh_mu_;
   absl::flat_hash_map<std::string, Gauge*> worker_gauges_ ABSL_GUARDED_BY(refresh_mu_);
   absl::flat_hash_set<uint64_t> segment_series_ ABSL_GUARDED_BY(refresh_mu_);
   absl::flat_hash_map<std::string, MasterMetrics::TenantSeries> tenant_series_

@@ -38,11 +38,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "benchmark/benchmark.h"
 #include "mooncake/alloc/kv_allocator.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/index/s3fifo_policy.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
@@ -242,7 +241,7 @@ class ClosedLoop {
                           failed_.fetch_add(1, std::memory_order_relaxed);
                           stop_.store(true, std::memory_order_relaxed);
                         } else if constexpr (requires { r->lease(); }) {
-                          absl::MutexLock lock(&mu_);
+                          MutexLock lock(&mu_);
                           leases_.push_back(r->lease().lease_id());
                         }
                         // A failure does not reissue (an immediate failure
@@ -265,8 +264,8 @@ class ClosedLoop {
   std::atomic<size_t> ended_slots_{0};
   std::atomic<size_t> failed_{0};
   std::atomic<bool> stop_{false};
-  absl::Notification done_;
-  absl::Mutex mu_;
+  Notification done_;
+  Mutex mu_;
   std::vector<uint64_t> leases_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -478,18 +477,6 @@ void BM_CorePutFill(benchmark::State& state) {
 
 BENCHMARK_TEMPLATE(BM_CorePutFill, TlsfFillMaster)->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(BM_CorePutFill, KvFillMaster)->Unit(benchmark::kMillisecond);
-
-// Debian's abseil is built without NDEBUG, so every absl::Mutex lock also
-// runs the debug deadlock detector (a global spinlock and a graph lookup,
-// ~30 ns, and a shared cache line between cores). Production binaries turn it
-// off (see docs/master.md); MOONCAKE_ABSL_DEADLOCK_DETECTION=1 keeps it on.
-const bool kDeadlockDetectionOff = [] {
-  const char* keep = std::getenv("MOONCAKE_ABSL_DEADLOCK_DETECTION");
-  const bool off = keep == nullptr || std::string_view(keep) != "1";
-  if (off) absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  std::printf("abseil mutex deadlock detection: %s\n", off ? "off" : "on");
-  return off;
-}();
 
 }  // namespace
 }  // namespace mooncake::master

@@ -64,10 +64,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/index/block_key.h"
 #include "mooncake/store/master/internal/deadline_queue.h"
 #include "mooncake/store/master/master.h"
@@ -950,8 +950,5 @@ int Main() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  // Debian's abseil runs its mutex deadlock detector on every lock unless
-  // told not to; production masters turn it off (docs/master.md).
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   return mooncake::master::Main();
 }

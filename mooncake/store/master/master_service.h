@@ -31,9 +31,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/service.h"
@@ -123,15 +123,14 @@ class MasterService {
   void StartTicker() {
     MC_ASSERT(!ticker_.joinable(), "ticker already running");
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stop_ = false;
     }
     ticker_ = std::thread([this] {
       for (;;) {
         {
-          absl::MutexLock lock(&mu_);
-          mu_.AwaitWithTimeout(absl::Condition(&stop_),
-                               absl::Milliseconds(options_.tick_interval_ms));
+          MutexLock lock(&mu_);
+          mu_.AwaitWithTimeout(Condition(&stop_), absl::Milliseconds(options_.tick_interval_ms));
           if (stop_) return;
         }
         master_->Tick();
@@ -144,7 +143,7 @@ class MasterService {
   // Idempotent.
   void StopTicker() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
     }
     if (ticker_.joinable()) ticker_.join();
@@ -155,7 +154,7 @@ class MasterService {
  private:
   MasterT* const master_;
   const MasterServiceOptions options_;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<uint64_t> ticks_{0};
   std::thread ticker_;

@@ -24,9 +24,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::master {
 
@@ -52,7 +52,7 @@ class WorkerRegistry {
 
   // Records that `worker_id` mounted `segment_id` (a sign of life).
   void AddSegment(std::string_view worker_id, uint64_t segment_id, int64_t now_ns) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Worker& w = workers_[AbslView(worker_id)];
     w.segments.push_back(segment_id);
     w.last_seen_ns = std::max(w.last_seen_ns, now_ns);
@@ -61,7 +61,7 @@ class WorkerRegistry {
   // Removes `segment_id` from `worker_id`; the worker goes with its last
   // segment. NOT_FOUND: unknown worker, or not one of its segments.
   absl::Status RemoveSegment(std::string_view worker_id, uint64_t segment_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = workers_.find(AbslView(worker_id));
     if (it == workers_.end()) {
       return absl::NotFoundError(
@@ -80,7 +80,7 @@ class WorkerRegistry {
 
   // False if the worker is unknown (it must remount).
   bool Heartbeat(std::string_view worker_id, uint64_t sequence, int64_t now_ns) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = workers_.find(AbslView(worker_id));
     if (it == workers_.end()) return false;
     it->second.last_seen_ns = std::max(it->second.last_seen_ns, now_ns);
@@ -92,7 +92,7 @@ class WorkerRegistry {
   std::vector<ExpiredWorker> Expire(int64_t now_ns) {
     const int64_t timeout_ns = options_.heartbeat_timeout_ms * 1'000'000;
     std::vector<ExpiredWorker> out;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (auto it = workers_.begin(); it != workers_.end();) {
       if (now_ns - it->second.last_seen_ns > timeout_ns) {
         out.push_back(ExpiredWorker{it->first, std::move(it->second.segments)});
@@ -105,21 +105,21 @@ class WorkerRegistry {
   }
 
   bool Contains(std::string_view worker_id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return workers_.contains(AbslView(worker_id));
   }
   std::vector<uint64_t> SegmentsOf(std::string_view worker_id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = workers_.find(AbslView(worker_id));
     return it == workers_.end() ? std::vector<uint64_t>{} : it->second.segments;
   }
   uint64_t LastSequence(std::string_view worker_id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = workers_.find(AbslView(worker_id));
     return it == workers_.end() ? 0 : it->second.sequence;
   }
   size_t size() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return workers_.size();
   }
 
@@ -131,7 +131,7 @@ class WorkerRegistry {
   };
 
   const MembershipOptions options_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
 };
 

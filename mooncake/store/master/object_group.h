@@ -30,7 +30,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::master {
 
@@ -49,7 +49,7 @@ struct ObjectGroup {
   GroupPhase Phase() const { return phase.load(std::memory_order_acquire); }
   uint64_t Gen() const { return gen.load(std::memory_order_acquire); }
 
-  mutable absl::Mutex mu;
+  mutable Mutex mu;
   absl::flat_hash_set<std::string> members ABSL_GUARDED_BY(mu);  // table keys
   uint32_t pending ABSL_GUARDED_BY(mu) = 0;                      // members not committed yet
   int64_t deadline_ns ABSL_GUARDED_BY(mu) = 0;  // kOpen: gone if not committed by then
@@ -70,7 +70,7 @@ class GroupTable {
   // is no longer open (committed, or dying).
   std::shared_ptr<ObjectGroup> OpenOrCreate(std::string_view tenant, std::string_view id,
                                             uint8_t pin, bool* created) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto [it, fresh] = groups_.try_emplace(Name(tenant, id));
     *created = fresh;
     if (fresh) {
@@ -80,7 +80,7 @@ class GroupTable {
   }
 
   std::shared_ptr<ObjectGroup> Find(std::string_view tenant, std::string_view id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = groups_.find(Name(tenant, id));
     return it == groups_.end() ? nullptr : it->second;
   }
@@ -102,10 +102,10 @@ class GroupTable {
   // Takes g->mu (lock order: shard -> group -> table).
   bool Kill(const std::shared_ptr<ObjectGroup>& g) {
     {
-      absl::MutexLock glock(&g->mu);
+      MutexLock glock(&g->mu);
       if (!AdvanceLocked(*g, GroupPhase::kGone)) return false;
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     dead_.push_back(g);
     dead_count_.store(dead_.size(), std::memory_order_release);
     return true;
@@ -113,7 +113,7 @@ class GroupTable {
 
   std::vector<std::shared_ptr<ObjectGroup>> TakeDead() {
     if (dead_count_.load(std::memory_order_acquire) == 0) return {};
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<std::shared_ptr<ObjectGroup>> out = std::move(dead_);
     dead_.clear();
     dead_count_.store(0, std::memory_order_release);
@@ -128,25 +128,25 @@ class GroupTable {
   std::vector<std::shared_ptr<ObjectGroup>> OpenPast(int64_t now_ns) const {
     std::vector<std::shared_ptr<ObjectGroup>> open, out;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (const auto& [name, g] : groups_) {
         if (g->Phase() == GroupPhase::kOpen) open.push_back(g);
       }
     }
     for (std::shared_ptr<ObjectGroup>& g : open) {
-      absl::MutexLock glock(&g->mu);
+      MutexLock glock(&g->mu);
       if (g->deadline_ns != 0 && now_ns > g->deadline_ns) out.push_back(std::move(g));
     }
     return out;
   }
 
   size_t size() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return groups_.size();
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<ObjectGroup>> groups_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<ObjectGroup>> dead_ ABSL_GUARDED_BY(mu_);
   std::atomic<size_t> dead_count_{0};
@@ -174,7 +174,7 @@ class GroupObservations {
     }
     for (const Seen& a : seen_) {
       if (std::find(bad.begin(), bad.end(), a.group.get()) != bad.end()) continue;
-      absl::MutexLock lock(&a.group->mu);
+      MutexLock lock(&a.group->mu);
       for (const std::string* key : absent) {
         if (a.group->members.contains(*key)) {
           bad.push_back(a.group.get());

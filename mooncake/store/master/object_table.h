@@ -24,10 +24,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/master/object_meta.h"
 
 namespace mooncake::master {
@@ -35,7 +35,7 @@ namespace mooncake::master {
 class ObjectTable {
  public:
   struct Shard {
-    absl::Mutex mu;
+    Mutex mu;
     absl::flat_hash_map<std::string, ObjectMeta> objects ABSL_GUARDED_BY(mu);
     absl::flat_hash_map<uint64_t, DeferredFree> deferred ABSL_GUARDED_BY(mu);
 
@@ -62,7 +62,7 @@ class ObjectTable {
   template <typename F>
   decltype(auto) With(std::string_view key, F&& f) {
     Shard& shard = shards_[ShardIndex(key)];
-    absl::MutexLock lock(&shard.mu);
+    MutexLock lock(&shard.mu);
     return f(shard);
   }
 
@@ -70,7 +70,7 @@ class ObjectTable {
   template <typename F>
   decltype(auto) WithShard(size_t index, F&& f) {
     MC_DASSERT(index <= mask_, "shard index out of range");
-    absl::MutexLock lock(&shards_[index].mu);
+    MutexLock lock(&shards_[index].mu);
     return f(shards_[index]);
   }
 
@@ -78,7 +78,7 @@ class ObjectTable {
   template <typename F>
   void ForEach(F&& f) {
     for (size_t i = 0; i <= mask_; ++i) {
-      absl::MutexLock lock(&shards_[i].mu);
+      MutexLock lock(&shards_[i].mu);
       f(shards_[i]);
     }
   }

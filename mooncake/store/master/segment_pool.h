@@ -51,11 +51,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/alloc/allocator.h"
 #include "mooncake/alloc/tlsf_allocator.h"
 #include "mooncake/alloc/variant_allocator.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/master.pb.h"
 
 namespace mooncake::master {
@@ -201,7 +201,7 @@ class SegmentPool {
     }
     // A call that fetched `s` before the erase sees `dead` under s->mu and
     // leaves the totals alone, so they are subtracted exactly once.
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     s->dead = true;
     capacity_bytes_.fetch_sub(s->capacity_bytes, std::memory_order_relaxed);
     used_bytes_.fetch_sub(s->used_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -216,7 +216,7 @@ class SegmentPool {
   std::optional<alloc::Allocation> Allocate(uint64_t id, uint64_t size, uint64_t alignment) {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return std::nullopt;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     if (s->dead) return std::nullopt;
     std::optional<alloc::Allocation> a = s->allocator.allocate(size, alignment);
     if (a.has_value()) {
@@ -241,7 +241,7 @@ class SegmentPool {
   {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return std::nullopt;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     if (s->dead) return std::nullopt;
     std::optional<alloc::Allocation> a = s->allocator.Claim(offset, size);
     if (a.has_value()) {
@@ -261,7 +261,7 @@ class SegmentPool {
   bool Free(uint64_t id, const alloc::Allocation& a) {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return false;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     if (s->dead) return false;
     if (auto it = s->shared.find(a.offset); it != s->shared.end()) {
       if (--it->second.refs == 0) s->shared.erase(it);
@@ -285,7 +285,7 @@ class SegmentPool {
   bool Share(uint64_t id, const alloc::Allocation& a) {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return false;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     if (s->dead) return false;
     typename Segment::SharedRange& r = s->shared[a.offset];
     ++r.refs;
@@ -297,7 +297,7 @@ class SegmentPool {
   bool Shared(uint64_t id, const alloc::Allocation& a) const {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return false;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     return s->shared.contains(a.offset);
   }
   // Bytes of the references beyond the first to shared ranges: what clones
@@ -317,7 +317,7 @@ class SegmentPool {
   bool SupportsRelocation(uint64_t id) const {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return false;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     return !s->dead && RelocatingLocked(*s);
   }
 
@@ -326,7 +326,7 @@ class SegmentPool {
   uint64_t AllocationSeq(uint64_t id) const {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return 0;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     return s->alloc_seq;
   }
 
@@ -351,7 +351,7 @@ class SegmentPool {
                                     Movable&& movable) {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return std::nullopt;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     if (s->dead || s->alloc_seq != seq) return std::nullopt;
     if constexpr (requires(bool (*m)(uint64_t, alloc::AllocationHandle),
                            void (*r)(const alloc::Relocation&)) {
@@ -412,7 +412,7 @@ class SegmentPool {
                                            MoveEnd end, bool settle) {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return std::nullopt;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     if (s->dead) return std::nullopt;
     auto it = s->relocated.find(from_offset);
     if (it == s->relocated.end()) return std::nullopt;
@@ -434,7 +434,7 @@ class SegmentPool {
   bool FreePlaceholder(uint64_t id, const alloc::Allocation& a) {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return false;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     if (s->dead) return false;
     FreeLocked(*s, a);
     return true;
@@ -444,7 +444,7 @@ class SegmentPool {
   size_t RelocatedRanges(uint64_t id) const {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return 0;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     return s->relocated.size();
   }
 
@@ -501,7 +501,7 @@ class SegmentPool {
   std::optional<alloc::AllocatorStats> Stats(uint64_t id) const {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return std::nullopt;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     return s->allocator.stats();
   }
 
@@ -512,7 +512,7 @@ class SegmentPool {
   bool ReadAllocator(uint64_t id, Read&& read) const {
     std::shared_ptr<Segment> s = Get(id);
     if (s == nullptr) return false;
-    absl::MutexLock lock(&s->mu);
+    MutexLock lock(&s->mu);
     read(static_cast<const A&>(s->allocator));
     return true;
   }
@@ -583,7 +583,7 @@ class SegmentPool {
     uint64_t id = 0;
     store::proto::SegmentDescriptor desc;  // immutable after Mount
     uint64_t capacity_bytes = 0;
-    absl::Mutex mu;
+    Mutex mu;
     A allocator ABSL_GUARDED_BY(mu);
     bool dead ABSL_GUARDED_BY(mu) = false;  // unmounted; allocator no longer used
     // Ranges shared by clones (Share): offset -> references beyond the first.

@@ -41,11 +41,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/alloc/allocator.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/index/lru_policy.h"
 #include "mooncake/store/master/evictor.h"
 #include "mooncake/store/master/internal/task_queue.h"
@@ -111,7 +111,7 @@ class TierRegistry {
   // A worker's report of its tier; capacity 0 says it has none (nothing is
   // registered then). Returns false if the worker had no tier before.
   bool Report(std::string_view worker_id, uint64_t capacity_bytes, uint64_t used_bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = workers_.find(AbslView(worker_id));
     const bool known = it != workers_.end();
     if (capacity_bytes == 0) return known;
@@ -122,20 +122,20 @@ class TierRegistry {
   }
 
   bool HasTier(std::string_view worker_id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return workers_.contains(AbslView(worker_id));
   }
 
   // Charges `bytes` to the worker's tier if they fit. False: no tier, or full.
   bool Reserve(std::string_view worker_id, uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Worker* w = FindLocked(worker_id);
     if (w == nullptr || bytes > Usable(*w) - std::min(Usable(*w), w->reserved_bytes)) return false;
     w->reserved_bytes += bytes;
     return true;
   }
   void Unreserve(std::string_view worker_id, uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (Worker* w = FindLocked(worker_id); w != nullptr) {
       MC_DASSERT(w->reserved_bytes >= bytes, "unreserving more than was reserved");
       w->reserved_bytes -= std::min(w->reserved_bytes, bytes);
@@ -144,7 +144,7 @@ class TierRegistry {
   // Whether `bytes` could fit on the worker's tier at all: what is neither
   // reserved nor held by stored copies (which MakeTierRoom can drop).
   bool CouldHold(std::string_view worker_id, uint64_t bytes) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const Worker* w = FindLocked(worker_id);
     if (w == nullptr) return false;
     const uint64_t pinned = w->reserved_bytes - std::min(w->reserved_bytes, w->resident.charged());
@@ -162,7 +162,7 @@ class TierRegistry {
   // 1/32 of a record's charge, so a passing cause does not keep the capacity
   // down.
   void NoteRefused(std::string_view worker_id, uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Worker* w = FindLocked(worker_id);
     if (w == nullptr ||
         w->capacity_bytes - std::min(w->capacity_bytes, w->reported_used_bytes) < bytes) {
@@ -173,7 +173,7 @@ class TierRegistry {
 
   // Bytes still free for reservations (0 for a worker without a tier).
   uint64_t Unreserved(std::string_view worker_id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const Worker* w = FindLocked(worker_id);
     return w == nullptr ? 0 : Usable(*w) - std::min(Usable(*w), w->reserved_bytes);
   }
@@ -184,7 +184,7 @@ class TierRegistry {
   // rest of its `reserved` bytes are given back, and the shortfall eases.
   void Stored(std::string_view worker_id, const std::string& key, uint64_t reserved,
               uint64_t charged) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Worker* w = FindLocked(worker_id);
     if (w == nullptr) return;
     AdmitResidentLocked(*w, key, charged);
@@ -194,22 +194,22 @@ class TierRegistry {
   }
 
   void AdmitResident(std::string_view worker_id, const std::string& key, uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (Worker* w = FindLocked(worker_id); w != nullptr) AdmitResidentLocked(*w, key, bytes);
   }
   void TouchResident(std::string_view worker_id, const std::string& key) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (Worker* w = FindLocked(worker_id); w != nullptr && w->resident.Contains(key)) {
       w->resident.Touch(std::span<const std::string>(&key, 1));
     }
   }
   void EraseResident(std::string_view worker_id, const std::string& key) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (Worker* w = FindLocked(worker_id); w != nullptr) w->resident.Erase(key);
   }
   // Takes the least recently used copy on the worker out of the LRU.
   std::optional<std::string> PopOldestResident(std::string_view worker_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     Worker* w = FindLocked(worker_id);
     if (w == nullptr) return std::nullopt;
     auto victim = w->resident.Evict([](const std::string&) { return true; });
@@ -222,7 +222,7 @@ class TierRegistry {
   // Queues `rec` for its worker and wakes its long poll. Returns the task id,
   // or nullopt if the worker has no tier or its queue is full.
   std::optional<uint64_t> Enqueue(TierTaskRecord rec) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (FindLocked(rec.worker_id) == nullptr) return std::nullopt;
     return queue_.Enqueue(std::move(rec));
   }
@@ -233,7 +233,7 @@ class TierRegistry {
   // worker without a tier (or whose tier is forgotten while it waits).
   std::vector<store::proto::TierTask> Take(std::string_view worker_id, size_t max,
                                            absl::Duration wait, int64_t now_ns) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.Take(
         mu_, worker_id, max, wait, now_ns,
         [this, worker_id] {
@@ -247,7 +247,7 @@ class TierRegistry {
   // out or the worker was removed: its record was given back then) or a task
   // of another worker.
   std::optional<TierTaskRecord> Complete(uint64_t task_id, std::string_view worker_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.Complete(task_id, worker_id);
   }
 
@@ -255,13 +255,13 @@ class TierRegistry {
   // for that long (a worker whose agent is stuck), taken out. Queued tasks
   // are timed from the first call that sees them (calls come every Tick).
   std::vector<TierTaskRecord> TakeTimedOut(int64_t now_ns) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.TakeTimedOut(now_ns);
   }
 
   // Forgets the worker's tier; returns its queued and in-flight tasks.
   std::vector<TierTaskRecord> RemoveWorker(std::string_view worker_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!workers_.contains(AbslView(worker_id))) return {};
     workers_.erase(AbslView(worker_id));
     return queue_.RemoveWorker(worker_id);
@@ -269,12 +269,12 @@ class TierRegistry {
 
   // Wakes every long poll and makes later ones answer at once (shutdown).
   void StopWaiting() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     queue_.StopWaiting();
   }
 
   std::vector<TierWorkerView> Snapshot() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<TierWorkerView> out;
     for (const auto& [id, w] : workers_) {
       out.push_back({id, w.capacity_bytes, w.reported_used_bytes, w.reserved_bytes,
@@ -283,11 +283,11 @@ class TierRegistry {
     return out;
   }
   size_t tasks() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.tasks();
   }
   size_t waiting_polls() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.waiting_polls();
   }
 
@@ -324,7 +324,7 @@ class TierRegistry {
   }
 
   const TierOptions options_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
   master_internal::TaskQueue<TierTaskRecord> queue_ ABSL_GUARDED_BY(mu_);
 };

@@ -25,9 +25,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::node {
 
@@ -58,7 +58,7 @@ class MetadataStore {
   // The value stored under `key`. Errors: NOT_FOUND, INVALID_ARGUMENT (key).
   absl::StatusOr<std::string> Get(std::string_view key) const {
     if (absl::Status s = CheckKey(key); !s.ok()) return s;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(AbslView(key));
     if (it == map_.end()) return NotFound(key);
     return it->second;
@@ -74,7 +74,7 @@ class MetadataStore {
       return absl::OutOfRangeError(absl::StrCat("the value is ", value.size(),
                                                 " bytes; the limit is ", options_.max_value_bytes));
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(key);
     const uint64_t old_bytes = it == map_.end() ? 0 : key.size() + it->second.size();
     const uint64_t new_bytes = key.size() + value.size();
@@ -97,7 +97,7 @@ class MetadataStore {
   // Removes `key`. Errors: NOT_FOUND, INVALID_ARGUMENT (key).
   absl::Status Delete(std::string_view key) {
     if (absl::Status s = CheckKey(key); !s.ok()) return s;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(AbslView(key));
     if (it == map_.end()) return NotFound(key);
     const uint64_t entry = it->first.size() + it->second.size();
@@ -108,7 +108,7 @@ class MetadataStore {
   }
 
   MetadataStoreStats stats() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return {map_.size(), bytes_};
   }
 
@@ -129,7 +129,7 @@ class MetadataStore {
   }
 
   const MetadataStoreOptions options_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::string> map_ ABSL_GUARDED_BY(mu_);
   uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;  // sum of keys' and values' sizes in map_
 };

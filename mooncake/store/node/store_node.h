@@ -62,7 +62,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/alloc/kv_allocator.h"
@@ -73,6 +72,7 @@
 #include "mooncake/base/auth.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/trace.h"
 #include "mooncake/index/lru_policy.h"
@@ -193,7 +193,7 @@ class StoreNode {
     if (ha_ != nullptr) ha_->Stop();  // hands over to a standby first
     if (server_ != nullptr) server_->Stop();
     {
-      absl::WriterMutexLock lock(&life_mu_);  // /health and /metrics may be reading it
+      WriterMutexLock lock(&life_mu_);  // /health and /metrics may be reading it
       worker_.reset();
       worker_channel_.reset();
     }
@@ -208,7 +208,7 @@ class StoreNode {
   // or already retired.
   absl::StatusOr<store::proto::DrainStatus> DrainWorker(absl::Duration deadline,
                                                         uint64_t bandwidth_bytes_per_sec) {
-    absl::ReaderMutexLock lock(&life_mu_);  // Shutdown resets worker_ only after the drain
+    ReaderMutexLock lock(&life_mu_);  // Shutdown resets worker_ only after the drain
     if (shutting_down_.load(std::memory_order_acquire)) {
       return absl::FailedPreconditionError("the node is shutting down");
     }
@@ -225,7 +225,7 @@ class StoreNode {
   // Unmounts the worker (Worker::Shutdown) but keeps the node serving HTTP
   // and, on an all-in-one node, the master. Idempotent.
   absl::Status RetireWorker() {
-    absl::ReaderMutexLock lock(&life_mu_);
+    ReaderMutexLock lock(&life_mu_);
     if (worker_ == nullptr) return absl::OkStatus();
     // release: /health readers see it with the unmount.
     retired_.store(true, std::memory_order_release);
@@ -258,7 +258,7 @@ class StoreNode {
   const StoreNodeOptions& options() const { return options_; }
 
   NodeHealth Health() const {
-    absl::ReaderMutexLock lock(&life_mu_);
+    ReaderMutexLock lock(&life_mu_);
     // acquire: pairs with the release stores in Start and Shutdown.
     if (shutting_down_.load(std::memory_order_acquire)) return {false, "shutting down"};
     if (!serving_.load(std::memory_order_acquire)) return {false, "starting"};
@@ -289,7 +289,7 @@ class StoreNode {
   }
 
   NodeSnapshot Snapshot() {
-    absl::ReaderMutexLock lock(&life_mu_);
+    ReaderMutexLock lock(&life_mu_);
     NodeSnapshot s;
     s.time_ns = MonotonicClock::Get().NowNs();
     if (master_ != nullptr) {
@@ -719,7 +719,7 @@ class StoreNode {
     w_tier_capacity_->Set(static_cast<double>(s.tier_capacity_bytes));
     // The worker's stats are totals; the counters move by the difference
     // (under the mutex: two scrapes at once must not both add it).
-    absl::MutexLock lock(&refresh_mu_);
+    MutexLock lock(&refresh_mu_);
     w_hb_ok_->Increment(s.heartbeats_ok - std::min(s.heartbeats_ok, w_hb_ok_->Value()));
     w_hb_failed_->Increment(s.heartbeats_failed -
                             std::min(s.heartbeats_failed, w_hb_failed_->Value()));
@@ -766,8 +766,8 @@ class StoreNode {
   std::atomic<bool> retired_{false};  // the worker left the pool (RetireWorker)
   // Readers of worker_ (Health, Snapshot) hold it shared; Shutdown resets
   // worker_ holding it exclusively.
-  mutable absl::Mutex life_mu_;
-  absl::Mutex refresh_mu_;  // serializes the counter catch-up in RefreshMetrics
+  mutable SharedMutex life_mu_;
+  Mutex refresh_mu_;  // serializes the counter catch-up in RefreshMetrics
   // Series of metrics_, set once in RegisterNodeMetrics.
   Gauge* uptime_ = nullptr;
   Gauge *p_resident_ = nullptr, *p_virtual_ = nullptr, *p_fds_ = nullptr, *p_max_fds_ = nullptr,

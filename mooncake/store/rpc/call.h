@@ -26,8 +26,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/channel.h"
 
 namespace mooncake::rpc_internal {
@@ -101,24 +101,24 @@ template <RpcMethod M, RpcChannel C>
 absl::StatusOr<typename M::Response> Call(C& channel, const typename M::Request& request,
                                           CallOptions options = {}) {
   struct Waiter {
-    absl::Mutex mu;
+    Mutex mu;
     std::optional<absl::StatusOr<typename M::Response>> result ABSL_GUARDED_BY(mu);
   } waiter;
   IssueAndReceive(
       channel,
       [&] {
         CallAsync<M>(channel, request, options, [&waiter](absl::StatusOr<typename M::Response> r) {
-          absl::MutexLock lock(&waiter.mu);
+          MutexLock lock(&waiter.mu);
           waiter.result.emplace(std::move(r));
         });
       },
       [&waiter] {
-        absl::MutexLock lock(&waiter.mu);
+        MutexLock lock(&waiter.mu);
         return waiter.result.has_value();
       });
   // Channels run `done` by the deadline (channel.h), so this wait is bounded.
-  absl::MutexLock lock(&waiter.mu);
-  waiter.mu.Await(absl::Condition(
+  MutexLock lock(&waiter.mu);
+  waiter.mu.Await(Condition(
       +[](std::optional<absl::StatusOr<typename M::Response>>* r) { return r->has_value(); },
       &waiter.result));
   return std::move(*waiter.result);

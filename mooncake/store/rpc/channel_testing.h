@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/echo_testing.h"
@@ -146,19 +146,19 @@ TYPED_TEST_P(RpcChannelConformance, AsyncCallsCompleteExactlyOnce) {
   constexpr int kCalls = 500;
   std::vector<std::atomic<int>> completions(kCalls);
   std::atomic<int> wrong{0};
-  absl::Mutex mu;
+  Mutex mu;
   int done = 0;
   for (int i = 0; i < kCalls; ++i) {
     CallAsync<EchoMethod>(this->channel(), MakeEcho(std::to_string(i)), {},
                           [&, i](absl::StatusOr<echo::EchoResponse> r) {
                             if (!r.ok() || r->payload() != std::to_string(i)) wrong.fetch_add(1);
                             completions[i].fetch_add(1);
-                            absl::MutexLock lock(&mu);
+                            MutexLock lock(&mu);
                             ++done;
                           });
   }
-  absl::MutexLock lock(&mu);
-  ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+  MutexLock lock(&mu);
+  ASSERT_TRUE(mu.AwaitWithTimeout(Condition(
                                       +[](int* d) { return *d == kCalls; }, &done),
                                   absl::Seconds(20)));
   for (int i = 0; i < kCalls; ++i) EXPECT_EQ(completions[i].load(), 1) << i;

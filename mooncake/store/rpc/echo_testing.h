@@ -111,8 +111,15 @@ class DeferredCompleter {
       std::lock_guard<std::mutex> lock(mu_);
       due_.emplace(std::chrono::steady_clock::now() + std::chrono::nanoseconds(delay_ns),
                    Item{std::move(respond), std::move(result)});
+      ++added_;
     }
     cv_.notify_one();
+  }
+
+  // Answers handed to Add so far.
+  size_t added() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return added_;
   }
 
   // The thread answers run on (to check where a completion ran).
@@ -153,6 +160,7 @@ class DeferredCompleter {
   std::condition_variable cv_;
   bool stop_ = false;              // guarded by mu_
   std::multimap<Time, Item> due_;  // guarded by mu_
+  size_t added_ = 0;               // guarded by mu_
   std::thread thread_;
 };
 

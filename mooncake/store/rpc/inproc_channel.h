@@ -41,10 +41,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/async_call.h"
@@ -113,7 +113,7 @@ class InProcessCore {
 
   // REQUIRES: the channel is open (not concurrent with Close), `id` unused.
   void AddPending(uint64_t id, Pending pending) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     MC_ASSERT(!closed_, "a call on a destroyed in-process channel");
     const bool inserted = pending_.emplace(id, std::move(pending)).second;
     MC_ASSERT(inserted, "in-process call id reused");
@@ -123,7 +123,7 @@ class InProcessCore {
   void Complete(uint64_t id, const absl::Status& status, std::string_view response) {
     std::optional<Pending> p;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = pending_.find(id);
       if (it == pending_.end()) return;  // cancelled by Close()
       p.emplace(std::move(it->second));
@@ -131,7 +131,7 @@ class InProcessCore {
       ++delivering_;
     }
     Finish(p->method_id, p->method_name, p->start_ns, p->timeout_ns, status, response, p->done);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     --delivering_;
     MC_DASSERT(delivering_ >= 0, "delivery count below zero");
   }
@@ -142,7 +142,7 @@ class InProcessCore {
   void Close() {
     absl::flat_hash_map<uint64_t, Pending> cancelled;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       closed_ = true;
       cancelled.swap(pending_);
     }
@@ -153,8 +153,8 @@ class InProcessCore {
                                                "pending")),
              {}, p.done);
     }
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
+    MutexLock lock(&mu_);
+    mu_.Await(Condition(
         +[](int* delivering) { return *delivering == 0; }, &delivering_));
     MC_DASSERT(pending_.empty(), "a call added while closing");
   }
@@ -162,7 +162,7 @@ class InProcessCore {
  private:
   const rpc::InProcessChannelOptions options_;
   MetricsTable metrics_;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   int delivering_ ABSL_GUARDED_BY(mu_) = 0;  // Complete calls running `done`
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);

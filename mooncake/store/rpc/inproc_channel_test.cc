@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel_testing.h"
 #include "mooncake/store/rpc/echo_testing.h"
@@ -79,25 +79,25 @@ TEST(InProcessChannelTest, RecordsClientMetrics) {
 
 // The outcome of one CallAsync, and the thread its callback ran on.
 struct Outcome {
-  absl::Mutex mu;
+  Mutex mu;
   std::optional<absl::StatusOr<echo::EchoResponse>> result ABSL_GUARDED_BY(mu);
   std::thread::id thread ABSL_GUARDED_BY(mu);
 
   auto Done() {
     return [this](absl::StatusOr<echo::EchoResponse> r) {
-      absl::MutexLock lock(&mu);
+      MutexLock lock(&mu);
       EXPECT_FALSE(result.has_value()) << "done ran twice";
       result.emplace(std::move(r));
       thread = std::this_thread::get_id();
     };
   }
   bool has_result() {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     return result.has_value();
   }
   absl::StatusOr<echo::EchoResponse> Wait() {
-    absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(
+    MutexLock lock(&mu);
+    mu.Await(Condition(
         +[](std::optional<absl::StatusOr<echo::EchoResponse>>* r) { return r->has_value(); },
         &result));
     return *result;
@@ -115,7 +115,7 @@ TEST(InProcessChannelAsyncTest, AnswerComesFromTheCompletingThreadAfterCallRawRe
   auto r = out.Wait();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->payload(), "later");
-  absl::MutexLock lock(&out.mu);
+  MutexLock lock(&out.mu);
   EXPECT_EQ(out.thread, completer.thread_id());
 }
 
@@ -174,12 +174,12 @@ TEST(InProcessChannelAsyncTest, AnswerAfterTheDeadlineIsDeadlineExceeded) {
 
 TEST(InProcessChannelAsyncTest, DestroyingTheChannelCancelsAndLateAnswersAreDropped) {
   ServiceRegistry registry;
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<Responder<echo::EchoResponse>> stash;
   ASSERT_TRUE(registry
                   .RegisterAsync<EchoAsyncMethod>(
                       [&](const echo::EchoRequest&, Responder<echo::EchoResponse> r) {
-                        absl::MutexLock lock(&mu);
+                        MutexLock lock(&mu);
                         stash.push_back(std::move(r));
                       })
                   .ok());
@@ -194,7 +194,7 @@ TEST(InProcessChannelAsyncTest, DestroyingTheChannelCancelsAndLateAnswersAreDrop
   EXPECT_EQ(b.Wait().status().code(), absl::StatusCode::kCancelled);
   // Answered (and one dropped) from another thread after the channel is gone.
   std::thread([&] {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     ASSERT_EQ(stash.size(), 2u);
     std::move(stash[0])(echo::EchoResponse());
     stash.clear();

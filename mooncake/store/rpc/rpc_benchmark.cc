@@ -29,11 +29,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/histogram.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/tcp_listen.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/echo_testing.h"
@@ -120,9 +120,9 @@ int RawConnect(uint16_t port) {
 // for `seconds`. Cached per connection count: every RPC benchmark compares
 // with the figure of this run.
 double RawPingPongRate(int conns, double seconds = 0.5) {
-  static absl::Mutex mu;
+  static Mutex mu;
   static std::map<int, double> cache;
-  absl::MutexLock lock(&mu);
+  MutexLock lock(&mu);
   if (auto it = cache.find(conns); it != cache.end()) return it->second;
   RawEchoServer server;
   std::atomic<uint64_t> total{0};
@@ -254,7 +254,7 @@ LoadResult RunLoad(int conns, int depth, bool batch, double seconds) {
           ++n;
         }
       } else {
-        absl::Mutex mu;
+        Mutex mu;
         int inflight = 0;
         // Without batching one call at a time; with it, groups of `group`
         // calls written by one send (TcpChannel::Batch). Never wait for room
@@ -267,15 +267,15 @@ LoadResult RunLoad(int conns, int depth, bool batch, double seconds) {
           CallAsync<M>(**channel, req, {}, [&, t0](absl::StatusOr<typename M::Response> r) {
             if (!r.ok()) errors.fetch_add(1);
             latency.Record(static_cast<uint64_t>(MonotonicClock::Get().NowNs() - t0));
-            absl::MutexLock lock(&mu);
+            MutexLock lock(&mu);
             --inflight;
           });
         };
         while (Now() < until) {
           for (int k = 0; k < 64; k += group) {
             {
-              absl::MutexLock lock(&mu);
-              mu.Await(absl::Condition(&room));
+              MutexLock lock(&mu);
+              mu.Await(Condition(&room));
               inflight += group;
             }
             if (batch) {
@@ -287,8 +287,8 @@ LoadResult RunLoad(int conns, int depth, bool batch, double seconds) {
             n += static_cast<uint64_t>(group);
           }
         }
-        absl::MutexLock lock(&mu);
-        mu.Await(absl::Condition(&idle));
+        MutexLock lock(&mu);
+        mu.Await(Condition(&idle));
       }
       total.fetch_add(n);
     });

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/echo_testing.h"
 #include "mooncake/store/rpc/testdata/echo.pb.h"
 
@@ -135,19 +135,19 @@ TEST(ServiceRegistryTest, MetricsCountCallsAndErrorsByCode) {
 
 // An AsyncCall that keeps its outcome, so a test can wait for it.
 struct Outcome {
-  absl::Mutex mu;
+  Mutex mu;
   std::optional<absl::Status> status ABSL_GUARDED_BY(mu);
   std::string payload ABSL_GUARDED_BY(mu);
   std::thread::id thread ABSL_GUARDED_BY(mu);
 
   absl::Status Wait() {
-    absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(
+    MutexLock lock(&mu);
+    mu.Await(Condition(
         +[](std::optional<absl::Status>* s) { return s->has_value(); }, &status));
     return *status;
   }
   bool done() {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     return status.has_value();
   }
 };
@@ -158,9 +158,13 @@ class RecordingCall final : public rpc_internal::AsyncCall {
 
  private:
   void Deliver(const absl::Status& status, std::string_view payload) override {
-    absl::MutexLock lock(&out_->mu);
+    MutexLock lock(&out_->mu);
     EXPECT_FALSE(out_->status.has_value()) << "delivered twice";
-    out_->status = status;
+    // A copy with its own representation, not a reference to the caller's:
+    // an error Status's refcount lives in Debian's libabsl_status, which is
+    // not built for ThreadSanitizer, so a last release on the delivering
+    // thread after this one read it would look like a race on the free.
+    out_->status = absl::Status(status.code(), status.message());
     out_->payload = std::string(payload);
     out_->thread = std::this_thread::get_id();
   }
@@ -190,7 +194,7 @@ TEST(ServiceRegistryAsyncTest, CompletesFromAnotherThreadAfterADelay) {
       metrics.RenderPrometheus().find("mooncake_rpc_server_calls_total{method=\"EchoAsync\"} 0"),
       std::string::npos);
   ASSERT_TRUE(out->Wait().ok());
-  absl::MutexLock lock(&out->mu);
+  MutexLock lock(&out->mu);
   EXPECT_EQ(out->thread, completer.thread_id());
   echo::EchoResponse resp;
   ASSERT_TRUE(resp.ParseFromString(out->payload));
@@ -268,7 +272,7 @@ TEST(ServiceRegistryAsyncTest, OversizedResponseIsResourceExhausted) {
   const absl::Status s = out->Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(s.message().find("EchoAsync response of"), std::string_view::npos) << s;
-  absl::MutexLock lock(&out->mu);
+  MutexLock lock(&out->mu);
   EXPECT_TRUE(out->payload.empty());
 }
 

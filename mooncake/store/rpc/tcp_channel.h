@@ -65,12 +65,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/auth_handshake.h"
@@ -120,7 +120,7 @@ class TcpChannel {
       if (options.resolve != nullptr) {
         absl::StatusOr<std::string> a = options.resolve();
         if (a.ok()) {
-          absl::MutexLock lock(&channel->mu_);
+          MutexLock lock(&channel->mu_);
           channel->address_ = *a;
         } else {
           failed = a.status();
@@ -132,7 +132,7 @@ class TcpChannel {
             channel->address(), std::max<int64_t>(left, 1'000'000), options.auth.get());
         if (fd.ok()) {
           {
-            absl::MutexLock lock(&channel->mu_);
+            MutexLock lock(&channel->mu_);
             channel->conn_ = channel->MakeConnection(std::move(*fd));
           }
           if (options.resolve != nullptr) channel->StartRetryThread();
@@ -154,7 +154,7 @@ class TcpChannel {
     StopRetries();
     std::vector<ConnPtr> conns;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       conns = retired_;
       if (conn_ != nullptr) conns.push_back(conn_);
     }
@@ -167,9 +167,11 @@ class TcpChannel {
     for (const ConnPtr& c : conns) {
       while (c.use_count() > 2) std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
-    std::atomic_thread_fence(std::memory_order_acquire);  // their last writes are seen
+    // No fence needed for their last writes: the connection is destroyed by
+    // the last shared_ptr release below (conn_.reset / retired_.clear), an
+    // acquire-release decrement that synchronizes with theirs.
     conns.clear();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     conn_.reset();
     retired_.clear();
   }
@@ -212,7 +214,7 @@ class TcpChannel {
   class Batch {
    public:
     explicit Batch(TcpChannel& channel) {
-      absl::MutexLock lock(&channel.mu_);
+      MutexLock lock(&channel.mu_);
       conn_ = channel.conn_;
       if (conn_ != nullptr) conn_->Cork();
     }
@@ -242,7 +244,7 @@ class TcpChannel {
    public:
     explicit CallerReceive(TcpChannel& channel) {
       {
-        absl::MutexLock lock(&channel.mu_);
+        MutexLock lock(&channel.mu_);
         conn_ = channel.conn_;
       }
       if (conn_ != nullptr && !conn_->TryTakeReader()) conn_.reset();
@@ -267,7 +269,7 @@ class TcpChannel {
   uint32_t max_payload_bytes() const { return options_.max_payload_bytes; }
   // The server's address (with resolve: the latest answer).
   std::string address() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return address_;
   }
   // Calls sent again after UNAVAILABLE (failover, see the file comment).
@@ -278,27 +280,27 @@ class TcpChannel {
 
   // Calls in flight on the current connection.
   size_t pending_calls() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return conn_ == nullptr ? 0 : conn_->pending();
   }
   // Responses that arrived after their call's deadline, current connection.
   uint64_t late_responses() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return conn_ == nullptr ? 0 : conn_->late_responses();
   }
   // send() system calls on the current connection (fewer than calls when
   // calls are batched: Batch, or calls made from completion callbacks).
   uint64_t send_calls() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return conn_ == nullptr ? 0 : conn_->send_calls();
   }
   // Wake-ups of the current connection's I/O thread (see CallerReceive).
   uint64_t io_wakeups() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return conn_ == nullptr ? 0 : conn_->io_wakeups();
   }
   bool connected() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return conn_ != nullptr && !conn_->broken();
   }
 
@@ -381,7 +383,7 @@ class TcpChannel {
       return;
     }
     {
-      absl::MutexLock lock(&retry_mu_);
+      MutexLock lock(&retry_mu_);
       if (!retry_stop_) {
         if (!retry_thread_.joinable()) retry_thread_ = std::thread([this] { RetryLoop(); });
         retries_.emplace(at, std::move(call));
@@ -393,7 +395,7 @@ class TcpChannel {
   }
 
   void StartRetryThread() {
-    absl::MutexLock lock(&retry_mu_);
+    MutexLock lock(&retry_mu_);
     if (!retry_stop_ && !retry_thread_.joinable()) {
       retry_thread_ = std::thread([this] { RetryLoop(); });
     }
@@ -404,7 +406,7 @@ class TcpChannel {
   void Probe() {
     ConnPtr c;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       c = conn_;
     }
     const uint64_t done = completions_.load(std::memory_order_relaxed);
@@ -413,7 +415,7 @@ class TcpChannel {
     if (c == nullptr || c->broken() || c->pending() == 0 || progress) return;
     absl::StatusOr<std::string> a = options_.resolve();
     if (!a.ok()) return;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (*a == address_ || conn_ != c) return;
     address_ = *a;
     conn_->Break(absl::UnavailableError(absl::StrCat("no answer for ",
@@ -424,7 +426,7 @@ class TcpChannel {
   }
 
   void RetryLoop() {
-    absl::MutexLock lock(&retry_mu_);
+    MutexLock lock(&retry_mu_);
     int64_t next_probe = MonotonicClock::Get().NowNs() + options_.failover_probe_ns;
     for (;;) {
       if (retry_stop_) return;
@@ -439,7 +441,7 @@ class TcpChannel {
       if (retries_.empty() || retries_.begin()->first > now) {
         const int64_t wait =
             std::min(next_probe, retries_.empty() ? next_probe : retries_.begin()->first) - now;
-        retry_mu_.AwaitWithTimeout(absl::Condition(&retry_stop_), absl::Nanoseconds(wait));
+        retry_mu_.AwaitWithTimeout(Condition(&retry_stop_), absl::Nanoseconds(wait));
         continue;
       }
       std::shared_ptr<FailoverCall> call = std::move(retries_.begin()->second);
@@ -453,12 +455,12 @@ class TcpChannel {
   void StopRetries() {
     std::multimap<int64_t, std::shared_ptr<FailoverCall>> left;
     {
-      absl::MutexLock lock(&retry_mu_);
+      MutexLock lock(&retry_mu_);
       retry_stop_ = true;
     }
     if (retry_thread_.joinable()) retry_thread_.join();
     {
-      absl::MutexLock lock(&retry_mu_);
+      MutexLock lock(&retry_mu_);
       left.swap(retries_);
     }
     for (auto& [at, call] : left) call->done(absl::CancelledError("channel closed"), {});
@@ -471,7 +473,7 @@ class TcpChannel {
     if (re_resolve && options_.resolve != nullptr) {
       absl::StatusOr<std::string> a = options_.resolve();
       if (!a.ok()) return absl::UnavailableError(a.status().message());
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (*a != address_) {
         address_ = *a;
         if (conn_ != nullptr) {
@@ -482,7 +484,7 @@ class TcpChannel {
     }
     absl::Status last;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (conn_ != nullptr && !conn_->broken()) return conn_;
       const int64_t now = MonotonicClock::Get().NowNs();
       if (reconnecting_ || now - last_attempt_ns_ < options_.reconnect_backoff_ns) {
@@ -496,7 +498,7 @@ class TcpChannel {
     }
     auto fd = rpc_internal::ConnectAndAuthenticate(
         address(), std::min(timeout_ns, options_.connect_timeout_ns), options_.auth.get());
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     reconnecting_ = false;
     if (!fd.ok()) {
       last_error_ = fd.status();
@@ -518,14 +520,14 @@ class TcpChannel {
   std::string address_ ABSL_GUARDED_BY(mu_);  // changes only with options_.resolve
   const TcpChannelOptions options_;
   mutable rpc_internal::MetricsTable metrics_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   ConnPtr conn_ ABSL_GUARDED_BY(mu_);
   std::vector<ConnPtr> retired_ ABSL_GUARDED_BY(mu_);
   bool reconnecting_ ABSL_GUARDED_BY(mu_) = false;
   int64_t last_attempt_ns_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   // Failover retries (options_.resolve).
-  absl::Mutex retry_mu_;
+  Mutex retry_mu_;
   std::multimap<int64_t, std::shared_ptr<FailoverCall>> retries_ ABSL_GUARDED_BY(retry_mu_);
   bool retry_stop_ ABSL_GUARDED_BY(retry_mu_) = false;
   std::thread retry_thread_;

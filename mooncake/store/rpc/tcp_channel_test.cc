@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/tcp_listen.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel_testing.h"
@@ -69,16 +69,16 @@ class TcpChannelTest : public ::testing::Test {
 
 // Waits (bounded) for `n` async completions recorded into `statuses`.
 struct Collector {
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<absl::Status> statuses;
   void Add(const absl::Status& s) {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     statuses.push_back(s);
   }
   bool WaitFor(size_t n, absl::Duration timeout = absl::Seconds(10)) {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     auto cond = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return statuses.size() >= n; };
-    return mu.AwaitWithTimeout(absl::Condition(&cond), timeout);
+    return mu.AwaitWithTimeout(Condition(&cond), timeout);
   }
 };
 
@@ -284,13 +284,13 @@ TEST_F(TcpChannelTest, ShortDeadlinesAmongLongOnesFireInOrder) {
   }
   ASSERT_TRUE(done.WaitFor(3, absl::Milliseconds(900)));
   {
-    absl::MutexLock lock(&done.mu);
+    MutexLock lock(&done.mu);
     for (int i = 0; i < 3; ++i) {
       EXPECT_EQ(done.statuses[i].code(), absl::StatusCode::kDeadlineExceeded);
     }
   }
   ASSERT_TRUE(done.WaitFor(4));
-  absl::MutexLock lock(&done.mu);
+  MutexLock lock(&done.mu);
   EXPECT_TRUE(done.statuses[3].ok()) << done.statuses[3];
 }
 
@@ -306,7 +306,7 @@ TEST_F(TcpChannelTest, ServerStoppedMidCallFailsEveryPendingCallWithUnavailable)
   std::thread stopper([&] { server_->Stop(); });
   ASSERT_TRUE(done.WaitFor(5));
   stopper.join();
-  absl::MutexLock lock(&done.mu);
+  MutexLock lock(&done.mu);
   for (const auto& s : done.statuses) EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
 }
 
@@ -340,7 +340,7 @@ TEST_F(TcpChannelTest, ServerProcessKilledMidCall) {
   int wstatus = 0;
   ::waitpid(child, &wstatus, 0);
   ASSERT_TRUE(done.WaitFor(1));
-  absl::MutexLock lock(&done.mu);
+  MutexLock lock(&done.mu);
   EXPECT_EQ(done.statuses[0].code(), absl::StatusCode::kUnavailable) << done.statuses[0];
   // Later calls fail fast too (the reconnect is refused).
   auto after = Call<EchoMethod>(**channel, MakeEcho("x"), {.timeout_ns = 1'000'000'000});
@@ -409,7 +409,7 @@ TEST_F(TcpChannelTest, DestroyingTheChannelCancelsPendingCalls) {
                         [&](absl::StatusOr<echo::EchoResponse> r) { done.Add(r.status()); });
   channel.reset();
   ASSERT_TRUE(done.WaitFor(1, absl::ZeroDuration()));  // ran before reset() returned
-  absl::MutexLock lock(&done.mu);
+  MutexLock lock(&done.mu);
   EXPECT_EQ(done.statuses[0].code(), absl::StatusCode::kCancelled) << done.statuses[0];
 }
 
@@ -423,7 +423,7 @@ TEST_F(TcpChannelTest, CallbackMayCallAgainOnTheSameChannel) {
                           [&](absl::StatusOr<echo::EchoResponse> r2) { done.Add(r2.status()); });
   });
   ASSERT_TRUE(done.WaitFor(2));
-  absl::MutexLock lock(&done.mu);
+  MutexLock lock(&done.mu);
   EXPECT_TRUE(done.statuses[0].ok() && done.statuses[1].ok());
 }
 
@@ -447,7 +447,7 @@ TEST_F(TcpChannelTest, CallsMadeFromACallbackShareOneSend) {
   });
   ASSERT_TRUE(done.WaitFor(kFanOut + 1));
   EXPECT_EQ(channel->send_calls(), sends_before_fan_out + 1);
-  absl::MutexLock lock(&done.mu);
+  MutexLock lock(&done.mu);
   for (const auto& s : done.statuses) EXPECT_TRUE(s.ok()) << s;
 }
 
@@ -465,12 +465,12 @@ TEST_F(TcpChannelTest, BatchedCallsGoOutWhenTheBatchEnds) {
     EXPECT_EQ(channel->send_calls(), 0u);
     // Corked: nothing was sent, so nothing can have come back.
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    absl::MutexLock lock(&done.mu);
+    MutexLock lock(&done.mu);
     EXPECT_TRUE(done.statuses.empty());
   }
   ASSERT_TRUE(done.WaitFor(50));
   EXPECT_EQ(channel->send_calls(), 1u) << "50 calls, one send";
-  absl::MutexLock lock(&done.mu);
+  MutexLock lock(&done.mu);
   for (const auto& s : done.statuses) EXPECT_TRUE(s.ok()) << s;
 }
 
@@ -524,11 +524,11 @@ std::unique_ptr<Server> StartEcho(int64_t sleep_ms) {
 TEST(TcpChannelFailoverTest, CallsFollowTheServerWhenTheFirstOneGoes) {
   auto a = StartEcho(0);
   auto b = StartEcho(0);
-  absl::Mutex mu;
+  Mutex mu;
   std::string where = a->server->address();
   TcpChannelOptions o;
   o.resolve = [&]() -> absl::StatusOr<std::string> {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     return where;
   };
   auto ch = TcpChannel::Connect("", o);
@@ -537,7 +537,7 @@ TEST(TcpChannelFailoverTest, CallsFollowTheServerWhenTheFirstOneGoes) {
   ASSERT_TRUE(Call<EchoMethod>(**ch, MakeEcho("one")).ok());
   a->server->Stop();
   {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     where = b->server->address();
   }
   auto r = Call<EchoMethod>(**ch, MakeEcho("two"), {.timeout_ns = 5'000'000'000});
@@ -550,11 +550,11 @@ TEST(TcpChannelFailoverTest, CallsFollowTheServerWhenTheFirstOneGoes) {
 TEST(TcpChannelFailoverTest, ASilentServerIsLeftWhenTheResolverNamesAnother) {
   auto silent = StartEcho(3'000);  // answers, but only after 3 s
   auto b = StartEcho(0);
-  absl::Mutex mu;
+  Mutex mu;
   std::string where = silent->server->address();
   TcpChannelOptions o;
   o.resolve = [&]() -> absl::StatusOr<std::string> {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     return where;
   };
   o.failover_probe_ns = 100'000'000;
@@ -562,7 +562,7 @@ TEST(TcpChannelFailoverTest, ASilentServerIsLeftWhenTheResolverNamesAnother) {
   ASSERT_TRUE(ch.ok()) << ch.status();
   std::thread flip([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     where = b->server->address();
   });
   const auto start = std::chrono::steady_clock::now();

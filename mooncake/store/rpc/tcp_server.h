@@ -72,7 +72,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/auth.h"
 #include "mooncake/base/clock.h"
@@ -80,6 +79,7 @@
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/tcp_listen.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/async_call.h"
@@ -153,7 +153,7 @@ class IoLoop {
   EventFd wake_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  absl::Mutex adopt_mu_;
+  Mutex adopt_mu_;
   std::vector<std::pair<UniqueFd, std::string>> adopt_ ABSL_GUARDED_BY(adopt_mu_);
   absl::flat_hash_map<uint64_t, ConnPtr> conns_;              // loop thread only
   absl::flat_hash_map<uint64_t, int64_t> draining_until_ns_;  // loop thread only
@@ -265,7 +265,7 @@ inline void IoLoop::Stop() {
 
 inline void IoLoop::Adopt(UniqueFd fd, std::string peer) {
   {
-    absl::MutexLock lock(&adopt_mu_);
+    MutexLock lock(&adopt_mu_);
     adopt_.emplace_back(std::move(fd), std::move(peer));
   }
   wake_.Notify();
@@ -274,7 +274,7 @@ inline void IoLoop::Adopt(UniqueFd fd, std::string peer) {
 inline void IoLoop::AdoptPending() {
   std::vector<std::pair<UniqueFd, std::string>> adopted;
   {
-    absl::MutexLock lock(&adopt_mu_);
+    MutexLock lock(&adopt_mu_);
     adopted.swap(adopt_);
   }
   for (auto& [fd, peer] : adopted) {

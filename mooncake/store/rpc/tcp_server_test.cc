@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/fd.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/echo_testing.h"
 #include "mooncake/store/rpc/frame.h"
@@ -475,7 +475,7 @@ class TcpServerAsyncTest : public ::testing::Test {
     ASSERT_TRUE(registry_
                     .RegisterAsync<StashMethod>(
                         [this](const echo::EchoRequest&, Responder<echo::EchoResponse> r) {
-                          absl::MutexLock lock(&mu_);
+                          MutexLock lock(&mu_);
                           stash_.push_back(std::move(r));
                         },
                         {.mode = ExecutionMode::kInline})
@@ -489,9 +489,9 @@ class TcpServerAsyncTest : public ::testing::Test {
   }
 
   std::vector<Responder<echo::EchoResponse>> WaitStashed(size_t n) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     want_ = n;
-    mu_.AwaitWithTimeout(absl::Condition(this, &TcpServerAsyncTest::Enough), absl::Seconds(5));
+    mu_.AwaitWithTimeout(Condition(this, &TcpServerAsyncTest::Enough), absl::Seconds(5));
     EXPECT_EQ(stash_.size(), n);
     return std::move(stash_);
   }
@@ -522,7 +522,7 @@ class TcpServerAsyncTest : public ::testing::Test {
   MetricsRegistry metrics_;
   ServiceRegistry registry_{&metrics_, kMaxResponseBytes};
   DeferredCompleter completer_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<Responder<echo::EchoResponse>> stash_ ABSL_GUARDED_BY(mu_);
   size_t want_ ABSL_GUARDED_BY(mu_) = 0;
   std::unique_ptr<RpcServer> server_;
@@ -647,31 +647,37 @@ TEST_F(TcpServerAsyncTest, StopDoesNotWaitForOutstandingCallsAndLateAnswersAreDr
   Start();
   auto channel = TcpChannel::Connect(server_->address());
   ASSERT_TRUE(channel.ok()) << channel.status();
-  absl::Mutex mu;
+  Mutex mu;
   std::vector<absl::Status> outcomes;
   for (int i = 0; i < 3; ++i) {
     CallAsync<StashMethod>(**channel, MakeEcho("x"), {.timeout_ns = 60'000'000'000},
                            [&](absl::StatusOr<echo::EchoResponse> r) {
-                             absl::MutexLock lock(&mu);
+                             MutexLock lock(&mu);
                              outcomes.push_back(r.status());
                            });
   }
   // A call the completer answers long after the server is gone.
   CallAsync<EchoAsyncMethod>(**channel, MakeEcho("y", 200), {.timeout_ns = 60'000'000'000},
                              [&](absl::StatusOr<echo::EchoResponse> r) {
-                               absl::MutexLock lock(&mu);
+                               MutexLock lock(&mu);
                                outcomes.push_back(r.status());
                              });
   std::vector<Responder<echo::EchoResponse>> stashed = WaitStashed(3);
+  // The EchoAsync call runs on a worker: it is outstanding (in the completer)
+  // only once that worker ran, which a loaded machine may delay past Stop.
+  for (int i = 0; i < 500 && completer_.added() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(completer_.added(), 1u);
   const auto t0 = std::chrono::steady_clock::now();
   server_->Stop();
   server_.reset();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
   {
     // The callers learn at once that the connection is gone.
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     EXPECT_TRUE(mu.AwaitWithTimeout(
-        absl::Condition(
+        Condition(
             +[](std::vector<absl::Status>* v) { return v->size() == 4; }, &outcomes),
         absl::Seconds(5)));
     for (const absl::Status& s : outcomes) EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;

@@ -57,10 +57,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/qos/scheduler.h"
@@ -126,14 +126,14 @@ class CopyAgent {
   // Stops polling; waits for the batch running, if any. Idempotent.
   void Stop() {
     {
-      absl::MutexLock lock(&shared_->mu);
+      MutexLock lock(&shared_->mu);
       shared_->stopping = true;
     }
     if (loop_.joinable()) loop_.join();
   }
 
   CopyAgentStats stats() const {
-    absl::MutexLock lock(&stats_mu_);
+    MutexLock lock(&stats_mu_);
     return stats_;
   }
 
@@ -141,7 +141,7 @@ class CopyAgent {
   // What the loop and a poll's callback share; the callback keeps it alive,
   // so Stop need not wait for a poll the master is still holding.
   struct Shared {
-    absl::Mutex mu;
+    Mutex mu;
     bool stopping ABSL_GUARDED_BY(mu) = false;
     std::optional<absl::StatusOr<store::proto::CopySyncResponse>> answer ABSL_GUARDED_BY(mu);
   };
@@ -197,7 +197,7 @@ class CopyAgent {
   std::optional<absl::StatusOr<store::proto::CopySyncResponse>> Poll(
       const store::proto::CopySyncRequest& req) {
     {
-      absl::MutexLock lock(&shared_->mu);
+      MutexLock lock(&shared_->mu);
       if (shared_->stopping) return std::nullopt;
       shared_->answer.reset();
     }
@@ -205,11 +205,11 @@ class CopyAgent {
     rpc::CallAsync<rpc::CopySyncMethod>(
         *channel_, req, {.timeout_ns = timeout_ms * 1'000'000},
         [shared = shared_](absl::StatusOr<store::proto::CopySyncResponse> r) {
-          absl::MutexLock lock(&shared->mu);
+          MutexLock lock(&shared->mu);
           shared->answer = std::move(r);
         });
-    absl::MutexLock lock(&shared_->mu);
-    shared_->mu.Await(absl::Condition(
+    MutexLock lock(&shared_->mu);
+    shared_->mu.Await(Condition(
         +[](Shared* s)
              ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->stopping || s->answer.has_value(); },
         shared_.get()));
@@ -219,8 +219,8 @@ class CopyAgent {
 
   // Sleeps `d` unless stopped first; false once stopping.
   bool Sleep(absl::Duration d) {
-    absl::MutexLock lock(&shared_->mu);
-    shared_->mu.AwaitWithTimeout(absl::Condition(&shared_->stopping), d);
+    MutexLock lock(&shared_->mu);
+    shared_->mu.AwaitWithTimeout(Condition(&shared_->stopping), d);
     return !shared_->stopping;
   }
 
@@ -363,7 +363,7 @@ class CopyAgent {
   }
 
   void AddStat(uint64_t CopyAgentStats::*field, uint64_t n) {
-    absl::MutexLock lock(&stats_mu_);
+    MutexLock lock(&stats_mu_);
     stats_.*field += n;
   }
 
@@ -376,7 +376,7 @@ class CopyAgent {
   // "endpoint|router segment id" -> handle. Loop thread only.
   std::map<std::string, transport::RemoteSegment> open_;
 
-  mutable absl::Mutex stats_mu_;
+  mutable Mutex stats_mu_;
   CopyAgentStats stats_ ABSL_GUARDED_BY(stats_mu_);
   std::thread loop_;  // last: starts after everything above exists
 };

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/fast_hash.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/store/client/testing/fake_master.h"
@@ -38,7 +38,7 @@ class FakeCopyMaster {
         [this](const proto::CopySyncRequest& r) { return CopySync(r); }));
     RETURN_IF_ERROR(registry->Register<rpc::DrainWorkerMethod>(
         [this](const proto::DrainWorkerRequest& r) -> absl::StatusOr<proto::DrainWorkerResponse> {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           drain_requests_.push_back(r);
           proto::DrainWorkerResponse out;
           out.mutable_status()->set_state(proto::DRAIN_RUNNING);
@@ -48,7 +48,7 @@ class FakeCopyMaster {
         }));
     return registry->Register<rpc::DrainStatusMethod>(
         [this](const proto::DrainStatusRequest&) -> absl::StatusOr<proto::DrainStatusResponse> {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           ++status_polls_;
           proto::DrainStatusResponse out;
           proto::DrainStatus* s = out.mutable_status();
@@ -66,37 +66,37 @@ class FakeCopyMaster {
   }
 
   void Queue(const std::string& worker_id, proto::CopyTask t) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     tasks_[worker_id].push_back(std::move(t));
   }
 
   // The result reported for `task_id`, waiting up to `timeout` for it.
   std::optional<proto::CopyTaskResult> WaitResult(uint64_t task_id,
                                                   absl::Duration timeout = absl::Seconds(20)) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto has = [&] { return results_.contains(task_id); };
-    mu_.AwaitWithTimeout(absl::Condition(&has), timeout);
+    mu_.AwaitWithTimeout(Condition(&has), timeout);
     if (!has()) return std::nullopt;
     return results_[task_id];
   }
 
   void SetDrain(int running_polls, proto::DrainState final_state) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     running_polls_ = running_polls;
     final_state_ = final_state;
   }
   std::vector<proto::DrainWorkerRequest> drain_requests() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return drain_requests_;
   }
 
  private:
   absl::StatusOr<proto::CopySyncResponse> CopySync(const proto::CopySyncRequest& r) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const proto::CopyTaskResult& x : r.results()) results_[x.task_id()] = x;
     std::deque<proto::CopyTask>& q = tasks_[r.worker_id()];
     // A short long poll: the handler runs on the caller's thread in process.
-    mu_.AwaitWithTimeout(absl::Condition(
+    mu_.AwaitWithTimeout(Condition(
                              +[](std::deque<proto::CopyTask>* d) { return !d->empty(); }, &q),
                          std::min(absl::Milliseconds(r.wait_ms()), absl::Milliseconds(50)));
     proto::CopySyncResponse out;
@@ -107,7 +107,7 @@ class FakeCopyMaster {
     return out;
   }
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::map<std::string, std::deque<proto::CopyTask>> tasks_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, proto::CopyTaskResult> results_ ABSL_GUARDED_BY(mu_);
   std::vector<proto::DrainWorkerRequest> drain_requests_ ABSL_GUARDED_BY(mu_);

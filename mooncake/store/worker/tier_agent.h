@@ -42,9 +42,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/compress/codec.h"
@@ -134,12 +134,12 @@ class TierAgent {
   // stays open (stats still answer). Idempotent; not concurrent with itself.
   void Stop() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
     }
     if (loop_.joinable()) loop_.join();
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
+    MutexLock lock(&mu_);
+    mu_.Await(Condition(
         +[](size_t* n) { return *n == 0; }, &in_flight_));
   }
 
@@ -147,12 +147,12 @@ class TierAgent {
   // operations in flight, then removes everything the tier holds.
   absl::Status Reset() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       ++generation_;
       ++stats_.resets;
       pending_.clear();
       ready_.clear();
-      mu_.Await(absl::Condition(
+      mu_.Await(Condition(
           +[](size_t* n) { return *n == 0; }, &in_flight_));
     }
     std::vector<std::string> keys;
@@ -165,7 +165,7 @@ class TierAgent {
   }
 
   TierAgentStats stats() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return stats_;
   }
   tier::TierStats tier_stats() const { return tier_->stats(); }
@@ -197,11 +197,11 @@ class TierAgent {
       std::vector<ReadyTask> run;
       std::optional<store::proto::TierSyncRequest> poll;
       {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(this, &TierAgent::HasWork));
+        MutexLock lock(&mu_);
+        mu_.Await(Condition(this, &TierAgent::HasWork));
         if (stopping_) {
           // The poll's callback touches this object.
-          mu_.Await(absl::Condition(
+          mu_.Await(Condition(
               +[](bool* out) { return !*out; }, &poll_outstanding_));
           return;
         }
@@ -212,8 +212,8 @@ class TierAgent {
       for (const ReadyTask& t : run) Run(t.task, t.generation);
       if (run.empty() && !poll.has_value()) {
         // Backing off after a failed or unwaited poll: sleep, then look again.
-        absl::MutexLock lock(&mu_);
-        mu_.AwaitWithDeadline(absl::Condition(this, &TierAgent::HasUrgentWork), next_poll_at_);
+        MutexLock lock(&mu_);
+        mu_.AwaitWithDeadline(Condition(this, &TierAgent::HasUrgentWork), next_poll_at_);
       }
     }
   }
@@ -256,7 +256,7 @@ class TierAgent {
     rpc::CallAsync<rpc::TierSyncMethod>(
         *channel_, req, {.timeout_ns = timeout_ms * 1'000'000},
         [this, sent, results](absl::StatusOr<store::proto::TierSyncResponse> r) {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           const bool current = poll_generation_ == generation_;
           if (!r.ok()) {
             ++stats_.poll_failures;
@@ -287,7 +287,7 @@ class TierAgent {
     std::optional<SegmentMemory> mem;
     if (t.kind() != store::proto::TIER_DROP) mem = lookup_(t.segment_id());
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (generation != generation_ || stopping_) return;  // from before a Reset
       ++in_flight_;
     }
@@ -295,7 +295,7 @@ class TierAgent {
     const std::string key = TierRecordKey(t.version());
     if (t.kind() == store::proto::TIER_DROP) {
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         ++removes_in_flight_;
       }
       tier_->Remove(key, [this, id, generation](absl::Status s) {
@@ -381,7 +381,7 @@ class TierAgent {
     tier_->Write(key, range, tier::ObjectMeta{.dtype = TierDType(t.dtype())},
                  [this, id, generation, retried, parked, key](absl::Status s) mutable {
                    if (absl::IsResourceExhausted(s) && !retried) {
-                     absl::MutexLock lock(&mu_);
+                     MutexLock lock(&mu_);
                      if (removes_in_flight_ > 0) {
                        parked_.push_back(std::move(*parked));
                        return;
@@ -403,7 +403,7 @@ class TierAgent {
   void RemoveEnded() {
     std::vector<Parked> retry;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       MC_ASSERT(removes_in_flight_ > 0, "a remove ended twice");
       if (--removes_in_flight_ == 0) retry.swap(parked_);
     }
@@ -412,7 +412,7 @@ class TierAgent {
 
   // Tasks waiting to run plus tasks running, this one included.
   size_t ReadyAndInFlight() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return ready_.size() + in_flight_;
   }
 
@@ -428,7 +428,7 @@ class TierAgent {
     if (s.ok() && stored_bytes > 0) result.set_stored_bytes(stored_bytes);
     bool report = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       MC_ASSERT(in_flight_ > 0, "a tier task ended twice");
       auto counter = s.ok() ? ok_counter : fail_counter;
       if (counter != nullptr) ++(stats_.*counter);
@@ -448,7 +448,7 @@ class TierAgent {
     rpc::CallAsync<rpc::TierReportMethod>(
         *channel_, req, {.timeout_ns = options_.rpc_timeout_ms * 1'000'000},
         [this, generation, result](absl::StatusOr<store::proto::TierReportResponse> r) {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           if (!r.ok() && generation == generation_) pending_.push_back(result);
           if (r.ok() && generation == generation_) {
             for (const store::proto::TierTask& t : r->tasks()) ready_.push_back({t, generation});
@@ -463,7 +463,7 @@ class TierAgent {
   const SegmentLookup lookup_;
   std::unique_ptr<tier::SsdTier> tier_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // tier operations and their reports

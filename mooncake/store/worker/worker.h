@@ -46,11 +46,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/auth.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client/rdma_route.h"
 #include "mooncake/store/rpc/call.h"
@@ -170,7 +170,7 @@ class Worker {
     // Stop serving before the memory is unmapped: unregistering waits for
     // in-process copies and turns later requests into NotFound.
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (const Slot& s : slots_) {
         if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
       }
@@ -186,7 +186,7 @@ class Worker {
   // reads already admitted finish. Returns the first unmount error.
   absl::Status Shutdown() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return absl::OkStatus();
       stopping_ = true;
       wake_.SignalAll();
@@ -197,7 +197,7 @@ class Worker {
     if (tier_agent_ != nullptr) tier_agent_->Stop();
     if (copy_agent_ != nullptr) copy_agent_->Stop();
     absl::Status status;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (Slot& s : slots_) {
       if (s.master_segment_id == 0) continue;
       proto::UnmountSegmentRequest req;
@@ -215,14 +215,14 @@ class Worker {
   // from now on) without telling the master. The process tests SIGKILL.
   void Abandon() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
       wake_.SignalAll();
     }
     if (heartbeat_.joinable()) heartbeat_.join();
     if (tier_agent_ != nullptr) tier_agent_->Stop();
     if (copy_agent_ != nullptr) copy_agent_->Stop();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (Slot& s : slots_) {
       if (s.router_id != 0) router_->UnregisterMemory(s.router_id).IgnoreError();
       s.router_id = 0;
@@ -233,7 +233,7 @@ class Worker {
   // One heartbeat now (remounting if told to). The background thread calls
   // it every interval; tests without the thread call it by hand.
   absl::Status HeartbeatOnce() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stopping_) return absl::FailedPreconditionError("worker is shutting down");
     return HeartbeatLocked();
   }
@@ -244,7 +244,7 @@ class Worker {
   transport::Router& router() { return *router_; }
 
   std::vector<MountedSegment> segments() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<MountedSegment> out;
     for (const Slot& s : slots_) {
       out.push_back({s.master_segment_id, s.router_id, s.memory->size(), s.memory->data()});
@@ -253,7 +253,7 @@ class Worker {
   }
 
   WorkerStats stats() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return stats_;
   }
 
@@ -292,7 +292,7 @@ class Worker {
     ask.set_worker_id(worker_id_);
     while (status.state() == proto::DRAIN_RUNNING && absl::Now() < give_up) {
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         wake_.WaitWithTimeout(&mu_, kDrainPollInterval);
         if (stopping_) return absl::FailedPreconditionError("Drain: worker is shutting down");
       }
@@ -389,7 +389,7 @@ class Worker {
                                              transport::MemoryLocation::SharedMemory()));
     directory_id_ = dir.id;
     worker_id_ = rpc::FormatWorkerId(router_->LocalEndpoint(), dir.id);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     slots_.resize(options_.segment_count);
     for (size_t i = 0; i < slots_.size(); ++i) RETURN_IF_ERROR(FreshMemoryLocked(i));
     WriteDirectoryLocked();
@@ -497,7 +497,7 @@ class Worker {
   }
 
   std::optional<SegmentMemory> Lookup(uint64_t master_segment_id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const Slot& s : slots_) {
       if (s.master_segment_id == master_segment_id && s.memory != nullptr) {
         return SegmentMemory{
@@ -509,7 +509,7 @@ class Worker {
   }
 
   void HeartbeatLoop() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (;;) {
       const int64_t interval_ms = stats_.heartbeat_interval_ms > 0
                                       ? stats_.heartbeat_interval_ms
@@ -529,8 +529,8 @@ class Worker {
   transport::SegmentId directory_id_ = 0;
   std::optional<transport::SharedMemory> directory_;
 
-  mutable absl::Mutex mu_;
-  absl::CondVar wake_;
+  mutable Mutex mu_;
+  CondVar wake_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;

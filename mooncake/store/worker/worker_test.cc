@@ -8,11 +8,11 @@
 #include <memory>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/client/testing/fake_master.h"
 #include "mooncake/store/rpc/inproc_channel.h"
 #include "mooncake/store/rpc/segment_directory_format.h"
@@ -176,7 +176,7 @@ TEST(Worker, ShutdownUnmounts) {
 TEST(Worker, ShutdownWaitsForAnUnmountTheMasterDoesNotAnswer) {
   FakeClock clock;
   FakeMaster master({}, &clock);
-  absl::Notification answer_unmounts;
+  Notification answer_unmounts;
   rpc::ServiceRegistry registry;
   ASSERT_TRUE(registry
                   .Register<rpc::MountSegmentMethod>(

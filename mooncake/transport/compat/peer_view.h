@@ -28,9 +28,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/tcp_channel.h"
@@ -90,7 +90,7 @@ class PeerView {
     handles_.assign(buffers_.size(), 0);
   }
   ~PeerView() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const SegmentHandle h : handles_) {
       if (h != 0) (void)transport_->CloseSegment(h);  // NotFound is fine: nothing to close
     }
@@ -116,7 +116,7 @@ class PeerView {
       const size_t i = static_cast<size_t>(std::prev(it) - buffers_.begin());
       const Buffer& b = buffers_[i];
       if (remote_addr - b.addr >= b.length) return NotIn(remote_addr);
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (handles_[i] == 0) {
         ASSIGN_OR_RETURN(RemoteSegment r, transport_->OpenSegment(endpoint_, b.segment));
         handles_[i] = r.handle;
@@ -137,7 +137,7 @@ class PeerView {
   std::string endpoint_;
   uint64_t first_buffer_ = 0;
   std::vector<Buffer> buffers_;  // by address; immutable after construction
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<SegmentHandle> handles_ ABSL_GUARDED_BY(mu_);  // 0: not opened yet
 };
 

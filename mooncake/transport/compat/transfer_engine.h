@@ -69,12 +69,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/host_port.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/rpc/service.h"
 #include "mooncake/store/rpc/tcp_server.h"
@@ -126,7 +126,7 @@ class TransferEngine {
   int Initialize(std::string_view local_server_name, std::string_view metadata_server,
                  std::string_view protocol, std::string_view device_name) {
     (void)device_name;
-    absl::MutexLock lock(&init_mu_);
+    MutexLock lock(&init_mu_);
     if (ready_.load(std::memory_order_acquire)) return Fail("initialize: already initialized");
     absl::Status s = InitializeLocked(local_server_name, metadata_server, protocol);
     if (!s.ok()) {
@@ -176,7 +176,7 @@ class TransferEngine {
       return Fail(absl::StrCat("register_memory(0x", absl::Hex(addr), ", ", length, ", \"",
                                AbslView(location), "\"): needs host memory, non-null, length > 0"));
     }
-    absl::MutexLock lock(&buffers_mu_);
+    MutexLock lock(&buffers_mu_);
     for (const LocalBuffer& b : buffers_) {
       if (addr < b.addr + b.length && b.addr < addr + length) {
         return Fail(absl::StrCat("register_memory(0x", absl::Hex(addr), ", ", length,
@@ -194,7 +194,7 @@ class TransferEngine {
   // 0; -3 unless `addr` starts a registered buffer.
   int UnregisterMemory(uintptr_t addr) {
     if (!ready()) return Fail("unregister_memory: not initialized");
-    absl::MutexLock lock(&buffers_mu_);
+    MutexLock lock(&buffers_mu_);
     auto it = std::find_if(buffers_.begin(), buffers_.end(),
                            [addr](const LocalBuffer& b) { return b.addr == addr; });
     if (it == buffers_.end()) {
@@ -249,7 +249,7 @@ class TransferEngine {
       ::munmap(p, length);
       return 0;
     }
-    absl::MutexLock lock(&buffers_mu_);
+    MutexLock lock(&buffers_mu_);
     managed_[addr] = length;
     return addr;
   }
@@ -259,7 +259,7 @@ class TransferEngine {
   int FreeManagedBuffer(uintptr_t addr, size_t length) {
     size_t mapped = 0;
     {
-      absl::MutexLock lock(&buffers_mu_);
+      MutexLock lock(&buffers_mu_);
       auto it = managed_.find(addr);
       if (it == managed_.end()) {
         return Fail(absl::StrCat("free_managed_buffer(0x", absl::Hex(addr), "): not managed"),
@@ -282,7 +282,7 @@ class TransferEngine {
   uintptr_t GetFirstBufferAddress(std::string_view segment_name) {
     if (!ready()) return 0;
     if (segment_name == local_server_name_ || segment_name == PeerName()) {
-      absl::MutexLock lock(&buffers_mu_);
+      MutexLock lock(&buffers_mu_);
       return buffers_.empty() ? 0 : buffers_.front().addr;
     }
     absl::StatusOr<std::shared_ptr<View>> view = Refresh(segment_name);
@@ -348,7 +348,7 @@ class TransferEngine {
       return 0;
     }
     sub->target = std::string(target);
-    absl::MutexLock lock(&async_mu_);
+    MutexLock lock(&async_mu_);
     if (async_.size() >= options_.max_async_batches) {
       CancelAll(*sub);
       Fail(absl::StrCat("batch_transfer_async: ", async_.size(),
@@ -374,7 +374,7 @@ class TransferEngine {
     std::vector<Submitted> taken;
     bool unknown = false;
     {
-      absl::MutexLock lock(&async_mu_);
+      MutexLock lock(&async_mu_);
       for (const uint64_t id : ids) {
         auto it = async_.find(id);
         if (it == async_.end()) {
@@ -401,7 +401,7 @@ class TransferEngine {
   int TransferCheckStatus(uint64_t id) {
     std::optional<Submitted> sub;
     {
-      absl::MutexLock lock(&async_mu_);
+      MutexLock lock(&async_mu_);
       auto it = async_.find(id);
       if (it == async_.end()) return kStatusFailed;
       bool done = true;
@@ -548,7 +548,7 @@ class TransferEngine {
     r.set_local_server_name(local_server_name_);
     r.set_protocol("tcp");
     r.set_endpoint(transport_->LocalEndpoint());
-    absl::MutexLock lock(&buffers_mu_);
+    MutexLock lock(&buffers_mu_);
     for (const LocalBuffer& b : buffers_) {
       proto::BufferDesc* d = r.add_buffers();
       d->set_addr(b.addr);
@@ -589,14 +589,14 @@ class TransferEngine {
           absl::StrCat("peer speaks \"", answer.protocol(), "\", this engine tcp"));
     }
     auto view = std::make_shared<View>(transport_.get(), answer);
-    absl::MutexLock lock(&peers_mu_);
+    MutexLock lock(&peers_mu_);
     peers_[std::string(target)] = view;
     return view;
   }
 
   absl::StatusOr<std::shared_ptr<View>> CachedOrRefresh(std::string_view target) {
     {
-      absl::MutexLock lock(&peers_mu_);
+      MutexLock lock(&peers_mu_);
       if (auto it = peers_.find(AbslView(target)); it != peers_.end()) return it->second;
     }
     return Refresh(target);
@@ -605,7 +605,7 @@ class TransferEngine {
   // Drops the cached view of `target` if it is still `view` (a concurrent
   // refresh may have replaced it already).
   void ForgetPeer(std::string_view target, const std::shared_ptr<View>& view) {
-    absl::MutexLock lock(&peers_mu_);
+    MutexLock lock(&peers_mu_);
     if (auto it = peers_.find(AbslView(target)); it != peers_.end() && it->second == view) {
       peers_.erase(it);
     }
@@ -712,25 +712,25 @@ class TransferEngine {
       published_ = false;
     }
     {
-      absl::MutexLock lock(&async_mu_);
+      MutexLock lock(&async_mu_);
       for (auto& [id, sub] : async_) {
         if (transport_ != nullptr) CancelAll(sub);
       }
       async_.clear();
     }
     {
-      absl::MutexLock lock(&peers_mu_);
+      MutexLock lock(&peers_mu_);
       peers_.clear();  // views close their handles on the transport
     }
     transport_.reset();  // no peer reaches the buffers after this
-    absl::MutexLock lock(&buffers_mu_);
+    MutexLock lock(&buffers_mu_);
     buffers_.clear();
     for (const auto& [addr, length] : managed_) ::munmap(reinterpret_cast<void*>(addr), length);
     managed_.clear();
   }
 
   const TransferEngineOptions options_;
-  absl::Mutex init_mu_;
+  Mutex init_mu_;
   std::atomic<bool> ready_{false};
   // Set by Initialize before ready_ and constant after it.
   std::string local_server_name_;
@@ -741,14 +741,14 @@ class TransferEngine {
   std::unique_ptr<rpc::RpcServer> server_;
   bool published_ = false;
 
-  absl::Mutex buffers_mu_;
+  Mutex buffers_mu_;
   std::vector<LocalBuffer> buffers_ ABSL_GUARDED_BY(buffers_mu_);  // registration order
   absl::flat_hash_map<uintptr_t, size_t> managed_ ABSL_GUARDED_BY(buffers_mu_);
 
-  absl::Mutex peers_mu_;
+  Mutex peers_mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<View>> peers_ ABSL_GUARDED_BY(peers_mu_);
 
-  absl::Mutex async_mu_;
+  Mutex async_mu_;
   uint64_t next_async_id_ ABSL_GUARDED_BY(async_mu_) = 1;  // 0 means "submit failed"
   absl::flat_hash_map<uint64_t, Submitted> async_ ABSL_GUARDED_BY(async_mu_);
 };

@@ -33,10 +33,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/transport.h"
 #include "mooncake/transport/transport_metrics.h"
@@ -137,7 +137,7 @@ class BatchTable {
       MC_ASSERT(state->requests_[i].pieces_left > 0, "a request has at least one piece");
     }
     state->unsettled_ = requests.size();
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (batches_.size() >= max_batches_) return BatchLimitError(batches_.size());
     state->id_ = next_id_++;
     batches_.emplace(state->id_, state);
@@ -146,7 +146,7 @@ class BatchTable {
 
   // Settles `n` pieces of request `index` with `status`.
   void Settle(BatchState& batch, size_t index, const absl::Status& status, uint32_t n = 1) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     MC_ASSERT(index < batch.requests_.size(), "request index out of range");
     RequestState& r = batch.requests_[index];
     MC_ASSERT(!r.done && r.pieces_left >= n, "a piece settled twice");
@@ -168,14 +168,14 @@ class BatchTable {
     MC_DASSERT(!status.ok(), "Fail needs an error");
     uint32_t left;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       left = batch.requests_[index].pieces_left;
     }
     Settle(batch, index, status, left);
   }
 
   absl::StatusOr<BatchProgress> Poll(BatchId id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = batches_.find(id);
     if (it == batches_.end()) return UnknownBatch(id);
     const BatchState& b = *it->second;
@@ -187,12 +187,12 @@ class BatchTable {
   }
 
   absl::StatusOr<BatchResult> Wait(BatchId id, absl::Time deadline) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = batches_.find(id);
     if (it == batches_.end()) return UnknownBatch(id);
     std::shared_ptr<BatchState> b = it->second;
     const auto done = [&b]() { return b->unsettled_ == 0; };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&done), deadline)) {
+    if (!mu_.AwaitWithDeadline(Condition(&done), deadline)) {
       return absl::DeadlineExceededError(
           absl::StrCat("batch ", id, " still in flight at the deadline (", b->unsettled_,
                        " requests left); Wait again or Cancel it"));
@@ -203,13 +203,13 @@ class BatchTable {
   // Marks the batch cancelled, fails unfinished requests with Cancelled and
   // waits up to `drain_deadline` for workers to settle the pieces they hold.
   absl::StatusOr<BatchResult> Cancel(BatchId id, absl::Time drain_deadline) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = batches_.find(id);
     if (it == batches_.end()) return UnknownBatch(id);
     std::shared_ptr<BatchState> b = it->second;
     MarkCancelledLocked(*b);
     const auto done = [&b]() { return b->unsettled_ == 0; };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&done), drain_deadline)) {
+    if (!mu_.AwaitWithDeadline(Condition(&done), drain_deadline)) {
       return absl::InternalError(absl::StrCat("batch ", id,
                                               " could not be drained after Cancel; its buffers "
                                               "may still be in use"));
@@ -219,7 +219,7 @@ class BatchTable {
 
   // True when every request of batch `id` settled (also for an unknown id).
   bool Settled(BatchId id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = batches_.find(id);
     return it == batches_.end() || it->second->unsettled_ == 0;
   }
@@ -227,18 +227,18 @@ class BatchTable {
   // Waits until every request of batch `id` settled (true; also for an
   // unknown id) or `deadline` passed (false). Collects nothing.
   bool AwaitSettled(BatchId id, absl::Time deadline) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = batches_.find(id);
     if (it == batches_.end()) return true;
     std::shared_ptr<BatchState> b = it->second;
     const auto done = [&b]() { return b->unsettled_ == 0; };
-    return mu_.AwaitWithDeadline(absl::Condition(&done), deadline);
+    return mu_.AwaitWithDeadline(Condition(&done), deadline);
   }
 
   // Step one of Cancel alone, so a model can sweep queued work before the
   // drain: sets the flag and fails unfinished requests with Cancelled.
   absl::Status MarkCancelled(BatchId id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = batches_.find(id);
     if (it == batches_.end()) return UnknownBatch(id);
     MarkCancelledLocked(*it->second);
@@ -246,7 +246,7 @@ class BatchTable {
   }
 
   size_t InFlight() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return batches_.size();
   }
 
@@ -279,7 +279,7 @@ class BatchTable {
 
   const size_t max_batches_;
   transport::TransportMetrics* const metrics_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   BatchId next_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<BatchId, std::shared_ptr<BatchState>> batches_ ABSL_GUARDED_BY(mu_);
 };

@@ -56,7 +56,7 @@ inline absl::StatusOr<BatchId> CudaTransport::Submit(std::span<const TransferReq
     return absl::InvalidArgumentError(absl::StrCat("Submit: a batch holds 1..", kMaxBatchRequests,
                                                    " requests, got ", requests.size()));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(batches_.CheckRoom());
   auto [id, batch] = batches_.Create(requests);
   batch->extra.events.assign(requests.size(), nullptr);
@@ -83,7 +83,7 @@ inline absl::StatusOr<BatchId> CudaTransport::Submit(std::span<const TransferReq
 }
 
 inline absl::StatusOr<BatchProgress> CudaTransport::Poll(BatchId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Batch* b = batches_.Find(id);
   if (b == nullptr) return transport_internal::UnknownBatchError(id);
   Refresh(*b);
@@ -93,7 +93,7 @@ inline absl::StatusOr<BatchProgress> CudaTransport::Poll(BatchId id) {
 inline absl::StatusOr<BatchResult> CudaTransport::Wait(BatchId id, absl::Time deadline) {
   for (int round = 0;; ++round) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       ASSIGN_OR_RETURN(Batch * b, batches_.FindActive(id));
       Refresh(*b);
       if (b->all_done()) return batches_.Take(id);
@@ -111,7 +111,7 @@ inline absl::StatusOr<BatchResult> CudaTransport::Wait(BatchId id, absl::Time de
 }
 
 inline absl::StatusOr<BatchResult> CudaTransport::Cancel(BatchId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Batch * b, batches_.FindActive(id));
   b->cancelling = true;
   Refresh(*b);
@@ -149,7 +149,7 @@ inline void CudaTransport::Answer(int fd) {
   if (req.magic != ipc::kMagic || req.version != ipc::kVersion) {
     ipc::SetReplyStatus(&reply, absl::FailedPreconditionError("CUDA IPC: bad magic or version"));
   } else {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = segments_.find(req.segment_id);
     if (it == segments_.end()) {
       ipc::SetReplyStatus(&reply, absl::NotFoundError(absl::StrCat("no segment ", req.segment_id,

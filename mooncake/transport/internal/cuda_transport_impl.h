@@ -13,7 +13,7 @@ inline absl::Status CudaTransport::Init() {
   static std::atomic<uint64_t> instances{0};
   socket_name_ = absl::StrCat("mooncake-cuda-", ::getpid(), "-", instances.fetch_add(1));
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     streams_.resize(static_cast<size_t>(device_count_));
     for (int d = 0; d < device_count_; ++d) {
       transport_internal::CudaDeviceGuard guard(d);
@@ -43,7 +43,7 @@ inline void CudaTransport::Shutdown() {
     [[maybe_unused]] ssize_t n = ::write(wake_write_.get(), &byte, 1);
     server_.join();
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   batches_.ForEach([](BatchId, Batch& b) {
     for (cudaEvent_t e : b.extra.events) {
       if (e != nullptr) {
@@ -123,14 +123,14 @@ inline absl::StatusOr<SegmentDesc> CudaTransport::RegisterMemory(void* addr, uin
         "host-memory segments of the CUDA transport are same-process only; use the SHM "
         "transport for host memory across processes");
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const SegmentId id = next_segment_++;
   segments_[id] = seg;
   return SegmentDesc{id, length, location};
 }
 
 inline absl::Status CudaTransport::UnregisterMemory(SegmentId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (segments_.erase(id) == 0) {
     return absl::NotFoundError(absl::StrCat("UnregisterMemory: no segment ", id));
   }
@@ -148,7 +148,7 @@ inline absl::StatusOr<CudaTransport::Opened> CudaTransport::Import(std::string_v
                      device_count_, " visible): align CUDA_VISIBLE_DEVICES"));
   }
   const std::string key(reply.handle.data(), reply.handle.size());
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Mapping& m = mappings_[key];
   if (m.refs == 0) {
     cudaIpcMemHandle_t handle;
@@ -181,21 +181,21 @@ inline absl::StatusOr<RemoteSegment> CudaTransport::OpenSegment(std::string_view
   const std::string_view name = endpoint.substr(kScheme.size());
   Opened opened;
   if (name == socket_name_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = segments_.find(id);
     if (it == segments_.end()) return absl::NotFoundError(absl::StrCat("no segment ", id));
     opened = Opened{it->second.addr, it->second.length, it->second.location, id, true, {}};
   } else {
     ASSIGN_OR_RETURN(opened, Import(name, id));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const SegmentHandle handle = next_handle_++;
   handles_[handle] = opened;
   return RemoteSegment{handle, id, opened.length, opened.location};
 }
 
 inline absl::Status CudaTransport::CloseSegment(SegmentHandle handle) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = handles_.find(handle);
   if (it == handles_.end()) {
     return absl::NotFoundError(absl::StrCat("CloseSegment: unknown handle ", handle));

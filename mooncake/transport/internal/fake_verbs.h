@@ -42,8 +42,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/rdma_verbs.h"
 
@@ -77,32 +77,32 @@ class FakeFabric {
 
   // The `nth` WR executed from now on (1 = the next one) completes with `status`.
   void FailNthWr(uint64_t nth, WcStatus status) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     fail_at_ = stats_.wrs_executed + nth;
     fail_status_ = status;
   }
   // While stalled, posted WRs are accepted but never executed.
   void Stall(bool stalled) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stalled_ = stalled;
   }
   FakeFabricStats stats() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return stats_;
   }
   std::optional<QpState> StateOfQpn(uint32_t qpn) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [id, qp] : qps_) {
       if (qp.qpn == qpn) return qp.state;
     }
     return std::nullopt;
   }
   size_t live_qps() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return qps_.size();
   }
   size_t live_mrs() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return mrs_.size();
   }
 
@@ -168,7 +168,7 @@ class FakeFabric {
 
   const std::vector<std::string> devices_;
   const FakeFabricLimits limits_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   uintptr_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint32_t next_qpn_ ABSL_GUARDED_BY(mu_) = 0x100;
   uint32_t next_key_ ABSL_GUARDED_BY(mu_) = 0x1000;

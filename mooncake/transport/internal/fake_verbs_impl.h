@@ -25,7 +25,7 @@ inline PortAttrs FakeFabric::PortOf(size_t device) const {
 }
 
 inline absl::StatusOr<ContextHandle> FakeFabric::OpenDevice(std::string_view name) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = std::find(devices_.begin(), devices_.end(), name);
   if (it == devices_.end()) return absl::NotFoundError("fake verbs: no such device");
   const uintptr_t id = NewId();
@@ -34,7 +34,7 @@ inline absl::StatusOr<ContextHandle> FakeFabric::OpenDevice(std::string_view nam
 }
 
 inline absl::Status FakeFabric::CloseDevice(ContextHandle ctx) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const auto id = static_cast<uintptr_t>(ctx);
   for (const auto& [pd, owner] : pds_) {
     if (owner == id) return absl::FailedPreconditionError("fake verbs: PD still allocated (EBUSY)");
@@ -43,14 +43,14 @@ inline absl::Status FakeFabric::CloseDevice(ContextHandle ctx) {
 }
 
 inline absl::StatusOr<DeviceAttrs> FakeFabric::QueryDevice(ContextHandle ctx) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!ctxs_.contains(static_cast<uintptr_t>(ctx))) return FakeMissing("context");
   return DeviceAttrs{limits_.max_qp_wr, limits_.max_sge, limits_.max_cqe, limits_.max_mr_size};
 }
 
 inline absl::StatusOr<PortAttrs> FakeFabric::QueryPort(ContextHandle ctx, uint8_t port,
                                                        int gid_index) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = ctxs_.find(static_cast<uintptr_t>(ctx));
   if (it == ctxs_.end()) return FakeMissing("context");
   if (port != 1 || gid_index < 0 || gid_index >= 16) {
@@ -60,7 +60,7 @@ inline absl::StatusOr<PortAttrs> FakeFabric::QueryPort(ContextHandle ctx, uint8_
 }
 
 inline absl::StatusOr<PdHandle> FakeFabric::AllocPd(ContextHandle ctx) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!ctxs_.contains(static_cast<uintptr_t>(ctx))) return FakeMissing("context");
   const uintptr_t id = NewId();
   pds_[id] = static_cast<uintptr_t>(ctx);
@@ -68,7 +68,7 @@ inline absl::StatusOr<PdHandle> FakeFabric::AllocPd(ContextHandle ctx) {
 }
 
 inline absl::Status FakeFabric::DeallocPd(PdHandle pd) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const auto id = static_cast<uintptr_t>(pd);
   for (const auto& [mr_id, mr] : mrs_) {
     if (mr.pd == id)
@@ -82,7 +82,7 @@ inline absl::Status FakeFabric::DeallocPd(PdHandle pd) {
 
 inline absl::StatusOr<MemoryRegion> FakeFabric::RegMr(PdHandle pd, void* addr, uint64_t length,
                                                       uint32_t access) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!pds_.contains(static_cast<uintptr_t>(pd))) return FakeMissing("PD");
   if (addr == nullptr || length == 0 || length > limits_.max_mr_size) {
     return absl::InvalidArgumentError("fake verbs: bad MR range");
@@ -96,12 +96,12 @@ inline absl::StatusOr<MemoryRegion> FakeFabric::RegMr(PdHandle pd, void* addr, u
 }
 
 inline absl::Status FakeFabric::DeregMr(MrHandle mr) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return mrs_.erase(static_cast<uintptr_t>(mr)) == 1 ? absl::OkStatus() : FakeMissing("MR");
 }
 
 inline absl::StatusOr<CqHandle> FakeFabric::CreateCq(ContextHandle ctx, uint32_t depth) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!ctxs_.contains(static_cast<uintptr_t>(ctx))) return FakeMissing("context");
   if (depth == 0 || depth > limits_.max_cqe) return absl::InvalidArgumentError("fake: CQ depth");
   const uintptr_t id = NewId();
@@ -110,7 +110,7 @@ inline absl::StatusOr<CqHandle> FakeFabric::CreateCq(ContextHandle ctx, uint32_t
 }
 
 inline absl::Status FakeFabric::DestroyCq(CqHandle cq) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const auto id = static_cast<uintptr_t>(cq);
   for (const auto& [qp_id, qp] : qps_) {
     if (qp.cq == id) return absl::FailedPreconditionError("fake verbs: CQ in use (EBUSY)");
@@ -119,7 +119,7 @@ inline absl::Status FakeFabric::DestroyCq(CqHandle cq) {
 }
 
 inline absl::StatusOr<QueuePair> FakeFabric::CreateQp(PdHandle pd, CqHandle cq, QpCaps caps) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!pds_.contains(static_cast<uintptr_t>(pd))) return FakeMissing("PD");
   if (!cqs_.contains(static_cast<uintptr_t>(cq))) return FakeMissing("CQ");
   if (caps.max_send_wr == 0 || caps.max_send_wr > limits_.max_qp_wr || caps.max_send_sge == 0 ||
@@ -137,7 +137,7 @@ inline absl::StatusOr<QueuePair> FakeFabric::CreateQp(PdHandle pd, CqHandle cq, 
 }
 
 inline absl::Status FakeFabric::DestroyQp(QpHandle qp) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return qps_.erase(static_cast<uintptr_t>(qp)) == 1 ? absl::OkStatus() : FakeMissing("QP");
 }
 
@@ -154,7 +154,7 @@ inline absl::Status FakeFabric::Transition(QpHandle h, QpState to) {
 }
 
 inline absl::Status FakeFabric::ModifyQpToInit(QpHandle qp, uint8_t port, uint32_t access) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (port != 1) return absl::InvalidArgumentError("fake verbs: only port 1");
   RETURN_IF_ERROR(Transition(qp, QpState::kInit));
   qps_[static_cast<uintptr_t>(qp)].access = access;
@@ -162,7 +162,7 @@ inline absl::Status FakeFabric::ModifyQpToInit(QpHandle qp, uint8_t port, uint32
 }
 
 inline absl::Status FakeFabric::ModifyQpToRtr(QpHandle qp, const RtrParams& rtr) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (rtr.path_mtu < 1 || rtr.path_mtu > 5 || rtr.dest_qpn == 0 || rtr.rq_psn >= (1u << 24)) {
     return absl::InvalidArgumentError("fake verbs: bad RTR attributes");
   }
@@ -172,7 +172,7 @@ inline absl::Status FakeFabric::ModifyQpToRtr(QpHandle qp, const RtrParams& rtr)
 }
 
 inline absl::Status FakeFabric::ModifyQpToRts(QpHandle qp, const RtsParams& rts) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (rts.sq_psn >= (1u << 24)) return absl::InvalidArgumentError("fake verbs: bad sq_psn");
   RETURN_IF_ERROR(Transition(qp, QpState::kRts));
   qps_[static_cast<uintptr_t>(qp)].rts = rts;
@@ -196,14 +196,14 @@ inline void FakeFabric::FlushQueued(Qp& qp) {
 }
 
 inline absl::Status FakeFabric::ModifyQpToError(QpHandle qp) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(Transition(qp, QpState::kErr));
   FlushQueued(qps_[static_cast<uintptr_t>(qp)]);
   return absl::OkStatus();
 }
 
 inline PostSendResult FakeFabric::PostSend(QpHandle h, std::span<const SendWr> wrs) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = qps_.find(static_cast<uintptr_t>(h));
   if (it == qps_.end()) return {0, FakeMissing("QP")};
   Qp& qp = it->second;
@@ -292,7 +292,7 @@ inline WcStatus FakeFabric::Execute(Qp& qp, const SendWr& wr) {
 }
 
 inline absl::StatusOr<size_t> FakeFabric::PollCq(CqHandle h, std::span<WorkCompletion> wcs) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto cq_it = cqs_.find(static_cast<uintptr_t>(h));
   if (cq_it == cqs_.end()) return FakeMissing("CQ");
   for (auto& [id, qp] : qps_) {

@@ -61,7 +61,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
@@ -70,6 +69,7 @@
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/rdma_control.h"
@@ -168,7 +168,7 @@ class RdmaEngine {
     std::string endpoint;
     CqHandle cq{};
     QueuePair qp;
-    absl::Mutex control_mu;
+    Mutex control_mu;
     UniqueFd control ABSL_GUARDED_BY(control_mu);
     WrTracker tracker;
     std::deque<PendingWr> pending;
@@ -251,7 +251,7 @@ class RdmaEngine {
   std::atomic<bool> stopping_{false};
   std::vector<std::unique_ptr<ControlConn>> control_conns_;  // server thread only
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::mt19937 rng_ ABSL_GUARDED_BY(mu_);
   transport::SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_conn_ ABSL_GUARDED_BY(mu_) = 1;

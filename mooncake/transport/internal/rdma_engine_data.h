@@ -157,7 +157,7 @@ absl::StatusOr<transport::BatchId> RdmaEngine<V>::Submit(
                                                    transport::kMaxBatchRequests, " requests, got ",
                                                    requests.size()));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(batches_.CheckRoom());
   const auto [id, batch] = batches_.Create(requests);
   for (uint32_t i = 0; i < requests.size(); ++i) {
@@ -170,7 +170,7 @@ absl::StatusOr<transport::BatchId> RdmaEngine<V>::Submit(
 
 template <RdmaVerbs V>
 absl::StatusOr<transport::BatchProgress> RdmaEngine<V>::Poll(transport::BatchId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Progress();
   const Batch* b = batches_.Find(id);
   if (b == nullptr) return UnknownBatchError(id);
@@ -203,7 +203,7 @@ absl::StatusOr<transport::BatchResult> RdmaEngine<V>::Wait(transport::BatchId id
                                                            absl::Time deadline) {
   for (int round = 0;; ++round) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       Progress();
       ASSIGN_OR_RETURN(const Batch* b, batches_.FindActive(id));
       if (BatchDone(*b)) return TakeResult(id);
@@ -223,7 +223,7 @@ absl::StatusOr<transport::BatchResult> RdmaEngine<V>::Wait(transport::BatchId id
 
 template <RdmaVerbs V>
 absl::StatusOr<transport::BatchResult> RdmaEngine<V>::Cancel(transport::BatchId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   Progress();
   ASSIGN_OR_RETURN(Batch * found, batches_.FindActive(id));
   Batch& b = *found;

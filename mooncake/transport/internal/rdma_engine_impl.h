@@ -64,7 +64,7 @@ void RdmaEngine<V>::Shutdown() {
   }
   for (auto& s : control_conns_) DropControlConn(*s);
   control_conns_.clear();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto& [id, c] : conns_) {
     if (c->qp.handle != QpHandle{}) verbs_.ModifyQpToError(c->qp.handle).IgnoreError();
     DestroyConnectionResources(*c);
@@ -130,7 +130,7 @@ absl::StatusOr<transport::SegmentDesc> RdmaEngine<V>::RegisterMemory(
                                                    " bytes exceed the device's max_mr_size ",
                                                    device_attrs_.max_mr_size));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto next = segments_by_addr_.lower_bound(a);
   bool overlaps = next != segments_by_addr_.end() && next->first < a + length;
   if (next != segments_by_addr_.begin()) {
@@ -151,7 +151,7 @@ absl::StatusOr<transport::SegmentDesc> RdmaEngine<V>::RegisterMemory(
 
 template <RdmaVerbs V>
 absl::Status RdmaEngine<V>::UnregisterMemory(transport::SegmentId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = segments_.find(id);
   if (it == segments_.end()) {
     return absl::NotFoundError(absl::StrCat("UnregisterMemory: no segment ", id));
@@ -182,7 +182,7 @@ absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V
   c->qp = *created;
   uint32_t psn;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     psn = NextPsn();
   }
   auto status = [&]() -> absl::Status {
@@ -197,7 +197,7 @@ absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V
     }
     RETURN_IF_ERROR(reply.status);
     RETURN_IF_ERROR(BringUp(c->qp.handle, reply.qp, psn));
-    absl::MutexLock lock(&c->control_mu);
+    MutexLock lock(&c->control_mu);
     c->control = std::move(fd);
     return absl::OkStatus();
   }();
@@ -213,7 +213,7 @@ template <RdmaVerbs V>
 absl::StatusOr<typename RdmaEngine<V>::Connection*> RdmaEngine<V>::GetOrConnect(
     const std::string& endpoint) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = by_endpoint_.find(endpoint);
     if (it != by_endpoint_.end()) {
       ++it->second->refs;
@@ -221,7 +221,7 @@ absl::StatusOr<typename RdmaEngine<V>::Connection*> RdmaEngine<V>::GetOrConnect(
     }
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Connection> fresh, Connect(endpoint));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = by_endpoint_.find(endpoint);
   if (it != by_endpoint_.end()) {  // another thread connected first: keep theirs
     DestroyConnectionResources(*fresh);
@@ -242,7 +242,7 @@ void RdmaEngine<V>::DestroyConnectionResources(Connection& c) {
   if (c.cq != CqHandle{}) verbs_.DestroyCq(c.cq).IgnoreError();
   c.qp = QueuePair{};
   c.cq = CqHandle{};
-  absl::MutexLock lock(&c.control_mu);
+  MutexLock lock(&c.control_mu);
   c.control.Reset();  // the owner drops its passive QP when the channel closes
 }
 
@@ -290,14 +290,14 @@ absl::StatusOr<transport::RemoteSegment> RdmaEngine<V>::OpenSegment(std::string_
   ask.segment.id = id;
   absl::StatusOr<RdmaMessage> reply;
   {
-    absl::MutexLock lock(&c->control_mu);
+    MutexLock lock(&c->control_mu);
     const absl::Time deadline = absl::Now() + options_.io_timeout;
     absl::Status sent = c->control.valid()
                             ? rdma_ctl::SendRdmaMessage(c->control.get(), ask, deadline)
                             : absl::UnavailableError("RDMA control channel already closed");
     reply = sent.ok() ? rdma_ctl::RecvRdmaMessage(c->control.get(), deadline) : sent;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (reply.ok() && reply->type != RdmaMsgType::kOpenReply) {
     reply = absl::DataLossError("RDMA control: expected an open reply");
   }
@@ -320,7 +320,7 @@ absl::StatusOr<transport::RemoteSegment> RdmaEngine<V>::OpenSegment(std::string_
 
 template <RdmaVerbs V>
 absl::Status RdmaEngine<V>::CloseSegment(transport::SegmentHandle handle) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = handles_.find(handle);
   if (it == handles_.end()) {
     return absl::NotFoundError(absl::StrCat("CloseSegment: unknown handle ", handle));
@@ -382,7 +382,7 @@ absl::Status RdmaEngine<V>::HandleMessage(ControlConn& s) {
     s.has_qp = false;
     uint32_t psn;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       psn = NextPsn();
     }
     auto qp = verbs_.CreateQp(pd_, passive_cq_, QpCaps{1, 1});
@@ -398,7 +398,7 @@ absl::Status RdmaEngine<V>::HandleMessage(ControlConn& s) {
   } else if (m.type == RdmaMsgType::kOpenRequest) {
     reply.type = RdmaMsgType::kOpenReply;
     reply.segment.id = m.segment.id;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = segments_.find(m.segment.id);
     if (!s.has_qp) {
       reply.status = absl::FailedPreconditionError("RDMA control: open before connect");

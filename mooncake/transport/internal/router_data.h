@@ -78,7 +78,7 @@ inline bool Router::DirectFitsLocked(std::span<const TransferRequest> requests, 
 inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> requests,
                                              qos::ClassId cls, SubBatch* direct,
                                              std::vector<TransferRequest>* direct_requests) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(batches_.CheckRoom());
   size_t slices = 0;
   for (const TransferRequest& r : requests) {
@@ -152,7 +152,7 @@ inline void Router::SubmitDirect(SubBatch sb, std::span<const TransferRequest> r
   // The submitting thread collects a direct sub-batch (Wait, or Poll):
   // a transport may receive it on that thread.
   absl::StatusOr<BatchId> sub = transports_[sb.transport]->SubmitForWait(requests);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // The batch is still there: neither Wait nor Cancel takes it before this.
   batches_.Find(sb.batch)->extra.direct_submitting = false;
   cv_.SignalAll();  // a Cancel waiting for the submission goes on
@@ -225,7 +225,7 @@ inline void Router::PollDirectLocked(BatchId id) {
 }
 
 inline absl::StatusOr<BatchProgress> Router::Poll(BatchId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const Batch* b = batches_.Find(id);
   if (b == nullptr) return transport_internal::UnknownBatchError(id);
   if (auto d = direct_.find(id); d != direct_.end() && !d->second.collecting) {
@@ -235,7 +235,7 @@ inline absl::StatusOr<BatchProgress> Router::Poll(BatchId id) {
 }
 
 inline absl::StatusOr<BatchResult> Router::Wait(BatchId id, absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (;;) {
     ASSIGN_OR_RETURN(const Batch* b, batches_.FindActive(id));
     if (BatchDone(*b)) {
@@ -259,7 +259,7 @@ inline absl::StatusOr<BatchResult> Router::Wait(BatchId id, absl::Time deadline)
 }
 
 inline absl::StatusOr<BatchResult> Router::Cancel(BatchId id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Batch * found, batches_.FindActive(id));
   Batch& b = *found;
   b.cancelling = true;  // no retries from here on
@@ -291,7 +291,7 @@ inline absl::StatusOr<BatchResult> Router::Cancel(BatchId id) {
 // --- The dispatcher -------------------------------------------------------------
 
 inline void Router::Loop() {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     Collect();
     Dispatch();

@@ -60,12 +60,12 @@ inline Router::Router(RouterOptions options,
 
 inline Router::~Router() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
     work_cv_.SignalAll();
   }
   dispatcher_.join();
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Nothing may touch callers' buffers once we are gone.
   for (SubBatch& sb : in_flight_) transports_[sb.transport]->Cancel(sb.id).IgnoreError();
   in_flight_.clear();
@@ -74,17 +74,17 @@ inline Router::~Router() {
 }
 
 inline std::vector<Router::RouteStats> Router::route_stats() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 
 inline uint64_t Router::failovers() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return failovers_;
 }
 
 inline uint64_t Router::direct_batches() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return direct_batches_;
 }
 
@@ -112,7 +112,7 @@ inline absl::StatusOr<SegmentDesc> Router::RegisterMemory(void* addr, uint64_t l
   }
   if (!any) return first_error;
   const SegmentId id = transport_internal::PackRouterId(sub);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   segments_[id] = sub;
   return SegmentDesc{id, length, location};
 }
@@ -120,7 +120,7 @@ inline absl::StatusOr<SegmentDesc> Router::RegisterMemory(void* addr, uint64_t l
 inline absl::Status Router::UnregisterMemory(SegmentId id) {
   std::array<uint64_t, transport_internal::kRouterTransportsMax> sub;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = segments_.find(id);
     if (it == segments_.end()) {
       return absl::NotFoundError(absl::StrCat("UnregisterMemory: no segment ", id));
@@ -181,7 +181,7 @@ inline absl::StatusOr<RemoteSegment> Router::OpenSegment(std::string_view endpoi
                                 "none of this router's transports reaches ", AbslView(endpoint)))
                           : errors.front();
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   const SegmentHandle handle = next_handle_++;
   const RemoteSegment remote{handle, id, o.length, o.location};
   handles_[handle] = std::move(o);
@@ -194,7 +194,7 @@ inline void Router::CloseRoutes(Opened& o) {
 }
 
 inline absl::Status Router::CloseSegment(SegmentHandle handle) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = handles_.find(handle);
   if (it == handles_.end() || it->second.closed) {
     return absl::NotFoundError(absl::StrCat("CloseSegment: unknown handle ", handle));

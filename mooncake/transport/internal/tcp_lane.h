@@ -77,12 +77,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/tcp_connect.h"
 #include "mooncake/base/trace.h"
@@ -171,7 +171,7 @@ class TcpLane {
   }
 
   bool dead() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return dead_;
   }
 
@@ -182,7 +182,7 @@ class TcpLane {
   bool Enqueue(std::vector<Slice>& slices, bool claim = false) {
     absl::Status dead_status;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (!dead_) {
         const bool idle = watching_ && queue_.empty() && pending_.empty() &&
                           owner_ == Owner::kNone && claims_ == 0;
@@ -225,7 +225,7 @@ class TcpLane {
       SendSomeLocked(/*inline_mode=*/true);
       send_mu_.Unlock();
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     MC_DASSERT(kicks_ > 0, "Kick without Enqueue");
     --kicks_;
   }
@@ -238,7 +238,7 @@ class TcpLane {
   template <typename Settled>
   void ReceiveFor(BatchId batch, Settled settled, absl::Time give_up) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       ReleaseClaimLocked(batch);
       if (dead_ || owner_ != Owner::kNone) return;
       owner_ = Owner::kCaller;
@@ -260,23 +260,23 @@ class TcpLane {
   // Drops the claim of `batch`, whose caller will not receive (it polls or
   // cancels); a reservation goes back to the receiver thread at once.
   void DropClaim(BatchId batch) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     ReleaseClaimLocked(batch);
   }
 
   // True while a reservation holds the lane (tests).
   bool reserved() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return !dead_ && owner_ == Owner::kReserved;
   }
   // Slices ever queued on this lane (tests).
   uint64_t enqueued() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return enqueued_;
   }
   // Inline sends that left frames to the sender thread (tests).
   uint64_t handoffs() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return handoffs_;
   }
 
@@ -284,7 +284,7 @@ class TcpLane {
   void SweepCancelled() {
     std::vector<Slice> swept;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (auto it = queue_.begin(); it != queue_.end();) {
         if (it->batch->cancelled()) {
           swept.push_back(std::move(*it));
@@ -300,7 +300,7 @@ class TcpLane {
   // True while a slice of batch `id` is queued, on the wire or being
   // received: until then the lane may still touch that batch's buffers.
   bool Holds(BatchId id) const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const Slice& s : queue_) {
       if (s.batch->id() == id) return true;
     }
@@ -326,7 +326,7 @@ class TcpLane {
 
  private:
   void Fail(const absl::Status& why) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (dead_) return;
     dead_ = true;
     dead_status_ = why;
@@ -334,20 +334,20 @@ class TcpLane {
   }
 
   void SettleAllAfterDeath() {
-    absl::MutexLock send(&send_mu_);  // no sender is writing from a pending slice now
-    handoff_.reset();                 // never sent on: the lane is dead
+    MutexLock send(&send_mu_);  // no sender is writing from a pending slice now
+    handoff_.reset();           // never sent on: the lane is dead
     std::deque<Slice> pending, queued;
     std::vector<std::pair<Slice, absl::Status>> answered;
     absl::Status status;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       MC_ASSERT(dead_, "settling a live lane");
       // A caller receiving into a pending slice leaves at once (the socket is
       // shut down); only then may its buffer be handed back.
       const auto no_caller = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return owner_ != Owner::kCaller;
       };
-      mu_.Await(absl::Condition(&no_caller));
+      mu_.Await(Condition(&no_caller));
       pending.swap(pending_);
       queued.swap(queue_);
       answered.swap(answered_);
@@ -405,7 +405,7 @@ class TcpLane {
   void SenderLoop() {
     for (;;) {
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           // Slices a Kick is about to send inline are left to it, but not a
           // large WRITE at the head, which an inline Kick sends only for the
@@ -415,10 +415,10 @@ class TcpLane {
                   (kicks_ == 0 ||
                    (IsLargeWrite(queue_.front()) && !ReservedForLocked(queue_.front()))));
         };
-        mu_.Await(absl::Condition(&ready));
+        mu_.Await(Condition(&ready));
         if (dead_) return;
       }
-      absl::MutexLock send(&send_mu_);
+      MutexLock send(&send_mu_);
       if (!FinishHandoff()) return;
       SendSomeLocked(/*inline_mode=*/false);
     }
@@ -430,7 +430,7 @@ class TcpLane {
     Handoff h = std::move(*handoff_);
     handoff_.reset();
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       handoff_pending_ = false;
     }
     if (absl::Status st =
@@ -454,7 +454,7 @@ class TcpLane {
       bool large = false;  // inline: a reserved batch's large WRITE is in `out`
       trace::Scope span("tcp.send", "tcp");
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         while (!dead_ && !queue_.empty() && out.size() < 64 && WindowOpenLocked(queue_.front())) {
           Slice& s = queue_.front();
           if (inline_mode && IsLargeWrite(s) && !ReservedForLocked(s)) break;
@@ -519,7 +519,7 @@ class TcpLane {
       return;
     }
     handoff_ = std::move(h);  // the headers' buffer moves with it: iov stays valid
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     handoff_pending_ = true;
     ++handoffs_;
   }
@@ -552,7 +552,7 @@ class TcpLane {
   void SettleAnswered(uint64_t tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
     std::vector<std::pair<Slice, absl::Status>> done;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       sent_tag_ = tag;
       done.swap(answered_);
     }
@@ -585,7 +585,7 @@ class TcpLane {
   void ReceiverLoop() {
     for (;;) {
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         if (!AcquireForThreadLocked()) break;
       }
       Step r = ReceiveStep(absl::InfiniteFuture());
@@ -631,28 +631,27 @@ class TcpLane {
         return true;
       }
       if (claims_ > 0) {
-        mu_.AwaitWithDeadline(absl::Condition(&ready), claim_expiry_);
+        mu_.AwaitWithDeadline(Condition(&ready), claim_expiry_);
         quiet_rounds_ = 0;
       } else if (owner_ == Owner::kReserved) {
-        mu_.AwaitWithDeadline(absl::Condition(&ready_or_claimed), reserve_expiry_);
+        mu_.AwaitWithDeadline(Condition(&ready_or_claimed), reserve_expiry_);
         quiet_rounds_ = 0;
       } else if (quiet_rounds_ < kWatchRounds) {
         // Watching: new claims may reserve, so wake up to check on them.
         const uint64_t seen = reservations_;
         watching_ = true;
-        const bool woke =
-            mu_.AwaitWithTimeout(absl::Condition(&ready_or_claimed), ReservePatience());
+        const bool woke = mu_.AwaitWithTimeout(Condition(&ready_or_claimed), ReservePatience());
         watching_ = false;
         quiet_rounds_ = (woke || reservations_ != seen) ? 0 : quiet_rounds_ + 1;
       } else {
-        mu_.Await(absl::Condition(&ready_or_claimed));  // long idle: claims wake it
+        mu_.Await(Condition(&ready_or_claimed));  // long idle: claims wake it
         quiet_rounds_ = 0;
       }
     }
   }
 
   void ReleaseOwner() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     owner_ = Owner::kNone;
   }
 
@@ -661,7 +660,7 @@ class TcpLane {
   // starts on the next slice) and settles it.
   void FinishFrame(Slice front, const absl::Status& outcome, bool release) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       MC_DASSERT(!pending_.empty() && pending_.front().tag == front.tag, "pending order");
       inflight_bytes_ -= pending_.front().length;
       pending_.pop_front();
@@ -682,7 +681,7 @@ class TcpLane {
   Step ReceiveStep(absl::Time give_up) {
     Cursor& c = cursor_;
     if (!c.active) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (pending_.empty()) return {};
       c = Cursor{};
       c.active = true;
@@ -772,8 +771,8 @@ class TcpLane {
   UniqueFd fd_;
   std::thread sender_;
   std::thread receiver_;
-  absl::Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
-  mutable absl::Mutex mu_;
+  Mutex send_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable Mutex mu_;
   bool dead_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status dead_status_ ABSL_GUARDED_BY(mu_);
   std::deque<Slice> queue_ ABSL_GUARDED_BY(mu_);    // not yet sent

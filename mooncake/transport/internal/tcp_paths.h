@@ -35,11 +35,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/transport/internal/tcp_lane.h"
 
 namespace mooncake::transport_internal {
@@ -115,13 +115,13 @@ class CapacityEstimator {
   }
 
   void Started(size_t slices) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (outstanding_ == 0) busy_since_ns_ = clock_->NowNs();
     outstanding_ += slices;
   }
   // A slice settled (`bytes` moved, 0 if it failed) or was moved off.
   void Finished(uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     MC_DASSERT(outstanding_ > 0, "a slice finished that never started");
     const int64_t now = clock_->NowNs();
     sample_bytes_ += bytes;
@@ -140,7 +140,7 @@ class CapacityEstimator {
   }
   // 0 until the first sample closes.
   double bytes_per_s() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return bytes_per_s_;
   }
 
@@ -149,7 +149,7 @@ class CapacityEstimator {
   const int64_t sample_ns_;
   const double alpha_;
   const uint64_t sample_bytes_min_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   size_t outstanding_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t busy_since_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t sample_busy_ns_ ABSL_GUARDED_BY(mu_) = 0;
@@ -168,7 +168,7 @@ class PathPicker {
 
   // REQUIRES: weights.size() == paths, some weight > 0.
   size_t Pick(std::span<const double> weights, uint64_t bytes) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     MC_DASSERT(weights.size() == vt_.size(), "a weight per path");
     double floor = std::numeric_limits<double>::infinity();
     for (size_t i = 0; i < vt_.size(); ++i) {
@@ -189,7 +189,7 @@ class PathPicker {
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<double> vt_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> usable_ ABSL_GUARDED_BY(mu_);
 };
@@ -204,24 +204,24 @@ class RescueQueue {
 
   // Takes `s` (moved from) unless the queue is closed (false, `s` intact).
   bool Push(const void* peer, Slice& s) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (closed_) return false;
     items_.push_back({peer, std::move(s)});
     return true;
   }
   // Wakes Take (a path went down and needs probing).
   void Poke() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     poked_ = true;
   }
   // Waits until items, a poke, Close or `deadline`; returns the items.
   // `open` is false once closed.
   std::vector<Item> Take(absl::Time deadline, bool* open) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return closed_ || poked_ || !items_.empty();
     };
-    mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+    mu_.AwaitWithDeadline(Condition(&ready), deadline);
     poked_ = false;
     *open = !closed_;
     std::vector<Item> out(std::make_move_iterator(items_.begin()),
@@ -231,7 +231,7 @@ class RescueQueue {
   }
   // Refuses later pushes; returns what is still queued.
   std::vector<Item> Close() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     closed_ = true;
     std::vector<Item> out(std::make_move_iterator(items_.begin()),
                           std::make_move_iterator(items_.end()));
@@ -240,7 +240,7 @@ class RescueQueue {
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   bool poked_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Item> items_ ABSL_GUARDED_BY(mu_);
@@ -300,22 +300,22 @@ class PathState final : public SliceObserver {
   void Started(size_t slices) { capacity_.Started(slices); }
 
   bool up() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return !down_;
   }
   // Down and its backoff is over: time to reconnect.
   bool ProbeDue() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return down_ && clock_->NowNs() >= retry_at_ns_;
   }
   // When a down path is next due (InfiniteFuture when up).
   absl::Time ProbeAt() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!down_) return absl::InfiniteFuture();
     return absl::Now() + absl::Nanoseconds(std::max<int64_t>(0, retry_at_ns_ - clock_->NowNs()));
   }
   absl::Status last_error() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return last_error_;
   }
 
@@ -323,7 +323,7 @@ class PathState final : public SliceObserver {
   // Returns whether it was up (a new failure) and pokes the rescue thread.
   bool MarkDown(const absl::Status& why) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       last_error_ = why;
       if (down_) return false;
       down_ = true;
@@ -336,13 +336,13 @@ class PathState final : public SliceObserver {
   }
   // A probe failed: down again for the (doubled) backoff.
   void ProbeFailed(const absl::Status& why) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     last_error_ = why;
     retry_at_ns_ = clock_->NowNs() + absl::ToInt64Nanoseconds(backoff_);
     backoff_ = std::min(backoff_ * 2, config_.backoff_max);
   }
   void MarkUp() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     down_ = false;
   }
 
@@ -365,7 +365,7 @@ class PathState final : public SliceObserver {
     bytes_->Increment(s.length);
     slices_->Increment();
     capacity_gauge_->Set(capacity_.bytes_per_s());
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     backoff_ = config_.backoff_min;
   }
   bool Rescue(Slice& s, const absl::Status& why) override {
@@ -400,7 +400,7 @@ class PathState final : public SliceObserver {
   Counter* retries_ = nullptr;
   Counter* failures_ = nullptr;
   Gauge* capacity_gauge_ = nullptr;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool down_ ABSL_GUARDED_BY(mu_) = false;
   int64_t retry_at_ns_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration backoff_ ABSL_GUARDED_BY(mu_) = config_.backoff_min;

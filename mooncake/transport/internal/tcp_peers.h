@@ -33,13 +33,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/transport/internal/batch_table.h"
 #include "mooncake/transport/internal/tcp_lane.h"
 #include "mooncake/transport/internal/tcp_paths.h"
@@ -60,7 +60,7 @@ struct TcpPeer {
   std::vector<TcpPath> paths;          // fixed at creation, at least one
   std::unique_ptr<PathPicker> picker;  // several paths only
   std::atomic<size_t> rescue_rr{0};
-  absl::Mutex mu;
+  Mutex mu;
   // lanes_per_peer per path: path p's are [p * L, (p + 1) * L). Declared
   // after `paths`: lanes stop (and stop calling their observer) first.
   std::vector<std::shared_ptr<TcpLane>> lanes ABSL_GUARDED_BY(mu);
@@ -105,13 +105,13 @@ class TcpPeers {
     StopRescue();
     absl::flat_hash_map<std::string, std::shared_ptr<TcpPeer>> peers;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       peers.swap(peers_);
     }
   }
 
   std::shared_ptr<TcpPeer> Find(const Address& addr) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = peers_.find(JoinHostPort(addr.first, addr.second));
     return it == peers_.end() ? nullptr : it->second;
   }
@@ -142,7 +142,7 @@ class TcpPeers {
   std::vector<std::shared_ptr<TcpLane>> AllLanes() {
     std::vector<std::shared_ptr<TcpLane>> out;
     for (const auto& peer : AllPeers()) {
-      absl::MutexLock lock(&peer->mu);
+      MutexLock lock(&peer->mu);
       for (const auto& lane : peer->lanes) {
         if (lane != nullptr) out.push_back(lane);
       }
@@ -155,12 +155,12 @@ class TcpPeers {
   absl::StatusOr<std::shared_ptr<TcpPeer>> Get(const std::vector<Address>& addrs) {
     std::shared_ptr<TcpPeer> peer;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto& slot = peers_[JoinHostPort(addrs.front().first, addrs.front().second)];
       if (slot == nullptr) slot = NewPeerLocked(addrs);
       peer = slot;
     }
-    absl::MutexLock lock(&peer->mu);
+    MutexLock lock(&peer->mu);
     RETURN_IF_ERROR(ReviveLanesLocked(*peer, /*force=*/true));
     return peer;
   }
@@ -249,7 +249,7 @@ class TcpPeers {
     std::shared_ptr<TcpLane> claimed;
     std::vector<std::shared_ptr<TcpLane>> kicked;  // kept alive past the lock
     {
-      absl::MutexLock lock(&peer.mu);
+      MutexLock lock(&peer.mu);
       const absl::Status revived =
           AllLive(peer) ? absl::OkStatus() : ReviveLanesLocked(peer, /*force=*/true);
       std::vector<size_t> live;
@@ -312,7 +312,7 @@ class TcpPeers {
     const size_t per_path = config_.lanes_per_peer;
     std::shared_ptr<TcpLane> claimed;
     std::vector<std::shared_ptr<TcpLane>> kicked;  // kept alive past the lock
-    absl::ReleasableMutexLock lock(&peer.mu);
+    ReleasableMutexLock lock(&peer.mu);
     peer.lanes.resize(peer.paths.size() * per_path);
     const auto usable = [&](size_t l) ABSL_EXCLUSIVE_LOCKS_REQUIRED(peer.mu) {
       return peer.lanes[l] != nullptr && !peer.lanes[l]->dead() &&
@@ -436,7 +436,7 @@ class TcpPeers {
             path.state->ProbeFailed(last);
           } else {
             std::vector<std::shared_ptr<TcpLane>> old;  // stopped past the lock
-            absl::MutexLock lock(&peer->mu);
+            MutexLock lock(&peer->mu);
             peer->lanes.resize(peer->paths.size() * config_.lanes_per_peer);
             // Every lane of a down path is suspect (an idle lane does not
             // notice a closed connection): all are replaced, and what an
@@ -469,7 +469,7 @@ class TcpPeers {
   size_t CountLanes(const Address& addr, Pred pred) {
     std::shared_ptr<TcpPeer> peer = Find(addr);
     if (peer == nullptr) return 0;
-    absl::MutexLock lock(&peer->mu);
+    MutexLock lock(&peer->mu);
     size_t n = 0;
     for (auto& lane : peer->lanes) n += (lane != nullptr && pred(*lane)) ? 1 : 0;
     return n;
@@ -484,7 +484,7 @@ class TcpPeers {
   }
 
   std::vector<std::shared_ptr<TcpPeer>> AllPeers() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<std::shared_ptr<TcpPeer>> out;
     for (auto& [k, p] : peers_) out.push_back(p);
     return out;
@@ -498,7 +498,7 @@ class TcpPeers {
   // Before peers_: their paths point here.
   RescueQueue rescue_;
   std::thread rescue_thread_;  // started with the first peer that has several paths
-  absl::Mutex mu_;
+  Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<TcpPeer>> peers_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -47,7 +47,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
@@ -56,6 +55,7 @@
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/tcp_listen.h"
 #include "mooncake/transport/internal/batch_table.h"
@@ -111,7 +111,7 @@ class TcpServer {
     seg->addr = static_cast<char*>(addr);
     seg->length = length;
     seg->location = location;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const transport::SegmentId id = next_segment_++;
     segments_.emplace(id, std::move(seg));
     return id;
@@ -120,7 +120,7 @@ class TcpServer {
   absl::Status Remove(transport::SegmentId id) {
     std::shared_ptr<Segment> seg;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto it = segments_.find(id);
       if (it == segments_.end()) {
         return absl::NotFoundError(absl::StrCat("segment ", id, " is not registered here"));
@@ -128,7 +128,7 @@ class TcpServer {
       seg = std::move(it->second);
       segments_.erase(it);
     }
-    absl::MutexLock drain(&seg->io_mu);  // waits for frames in progress
+    WriterMutexLock drain(&seg->io_mu);  // waits for frames in progress
     return absl::OkStatus();
   }
 
@@ -139,7 +139,7 @@ class TcpServer {
   // The principal each connection being served proved ("" before or
   // without authentication), in accept order (tests, diagnostics).
   std::vector<std::string> Principals() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<std::string> out;
     for (const auto& c : conns_) {
       if (!c->done.load(std::memory_order_acquire)) out.push_back(c->principal);
@@ -154,7 +154,7 @@ class TcpServer {
     acceptor_.join();
     std::list<std::unique_ptr<Conn>> conns;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
       conns.swap(conns_);
       for (auto& c : conns) ::shutdown(c->fd.get(), SHUT_RDWR);
@@ -167,7 +167,7 @@ class TcpServer {
     char* addr = nullptr;
     uint64_t length = 0;
     transport::MemoryLocation location;
-    absl::Mutex io_mu;  // readers: frames in progress; writer: Remove
+    SharedMutex io_mu;  // readers: frames in progress; writer: Remove
   };
   struct Conn {
     UniqueFd fd;
@@ -184,7 +184,7 @@ class TcpServer {
       UniqueFd fd(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
       if (!fd.valid()) continue;
       TuneTcpSocket(fd.get(), io_timeout_);
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       ReapLocked();
       if (stopping_ || conns_.size() >= max_connections_) continue;  // closes fd
       auto conn = std::make_unique<Conn>();
@@ -269,14 +269,14 @@ class TcpServer {
       return false;
     }
     if (conn != nullptr) {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       conn->principal = who->name;
     }
     return true;
   }
 
   std::shared_ptr<Segment> Find(transport::SegmentId id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = segments_.find(id);
     return it == segments_.end() ? nullptr : it->second;
   }
@@ -290,7 +290,7 @@ class TcpServer {
                    absl::NotFoundError(
                        absl::StrCat("segment ", h.segment, " is not registered at the owner")));
     }
-    absl::ReaderMutexLock io(&seg->io_mu);
+    ReaderMutexLock io(&seg->io_mu);
     if (h.type == FrameType::kOpen) {
       FrameHeader ok{FrameType::kOpenOk,
                      0,
@@ -346,7 +346,7 @@ class TcpServer {
   UniqueFd wake_;
   uint16_t port_ = 0;
   std::thread acceptor_;
-  absl::Mutex mu_;
+  Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   transport::SegmentId next_segment_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<transport::SegmentId, std::shared_ptr<Segment>> segments_

@@ -21,7 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include "mooncake/base/mutex.h"
 #include "tools/bench/kv_driver.h"
 
 namespace mooncake::bench {
@@ -33,7 +33,7 @@ class FakeKvStore {
   explicit FakeKvStore(uint64_t capacity_bytes = 0) : capacity_bytes_(capacity_bytes) {}
 
   absl::Status Put(std::string_view key, std::string_view value) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (capacity_bytes_ > 0 && value.size() > capacity_bytes_) {
       return absl::ResourceExhaustedError("value larger than the fake's capacity");
     }
@@ -49,7 +49,7 @@ class FakeKvStore {
   }
 
   absl::StatusOr<std::string> Get(std::string_view key) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = map_.find(std::string(key));
     if (it == map_.end()) return absl::NotFoundError("fake: miss");
     std::string v = it->second;
@@ -59,20 +59,20 @@ class FakeKvStore {
   }
 
   absl::Status Remove(std::string_view key) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return Erase(std::string(key)) ? absl::OkStatus() : absl::NotFoundError("fake: miss");
   }
 
   void set_fault(FakeFault f) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     fault_ = f;
   }
   uint64_t used_bytes() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return used_bytes_;
   }
   uint64_t evictions() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return evictions_;
   }
   uint64_t capacity_bytes() const { return capacity_bytes_; }
@@ -93,7 +93,7 @@ class FakeKvStore {
   }
 
   const uint64_t capacity_bytes_;
-  absl::Mutex mu_;
+  Mutex mu_;
   std::map<std::string, std::string> map_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);  // oldest first
   uint64_t used_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -14,8 +14,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::client_internal {
 
@@ -26,7 +26,7 @@ class BufferRegistry {
     if (addr == nullptr || length == 0 || start + length < start) {
       return absl::InvalidArgumentError("RegisterBuffer needs a non-null address and length > 0");
     }
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto next = ranges_.lower_bound(start);
     if (next != ranges_.end() && next->first < start + length) return Overlap(start);
     if (next != ranges_.begin() && std::prev(next)->second > start) return Overlap(start);
@@ -35,7 +35,7 @@ class BufferRegistry {
   }
 
   absl::Status Unregister(const void* addr) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (ranges_.erase(reinterpret_cast<uintptr_t>(addr)) == 0) {
       return absl::NotFoundError("no registered buffer starts at this address");
     }
@@ -52,7 +52,7 @@ class BufferRegistry {
   // nullopt when no registered buffer holds it.
   std::optional<uint64_t> RoomFrom(const void* addr) const {
     const auto start = reinterpret_cast<uintptr_t>(addr);
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = ranges_.upper_bound(start);
     if (it == ranges_.begin()) return std::nullopt;
     --it;
@@ -62,7 +62,7 @@ class BufferRegistry {
   }
 
   size_t size() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return ranges_.size();
   }
 
@@ -72,7 +72,7 @@ class BufferRegistry {
         absl::StrCat("buffer at 0x", absl::Hex(start), " overlaps a registered buffer"));
   }
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::map<uintptr_t, uintptr_t> ranges_ ABSL_GUARDED_BY(mu_);  // start -> end
 };
 

@@ -25,11 +25,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/store/client/client_options.h"
@@ -204,13 +204,13 @@ class ClientCore {
   std::vector<absl::StatusOr<typename M::Response>> CallMany(
       const std::vector<typename M::Request>& reqs) {
     struct State {
-      absl::Mutex mu;
+      Mutex mu;
       size_t left ABSL_GUARDED_BY(mu) = 0;
       std::vector<std::optional<absl::StatusOr<typename M::Response>>> out;
     } state;
     state.out.resize(reqs.size());
     {
-      absl::MutexLock lock(&state.mu);
+      MutexLock lock(&state.mu);
       state.left = reqs.size();
     }
     Add(stats_.master_rpcs, reqs.size());
@@ -218,7 +218,7 @@ class ClientCore {
       for (size_t i = 0; i < reqs.size(); ++i) {
         rpc::CallAsync<M>(*channel_, reqs[i], CallOpts(),
                           [&state, i](absl::StatusOr<typename M::Response> r) {
-                            absl::MutexLock lock(&state.mu);
+                            MutexLock lock(&state.mu);
                             state.out[i].emplace(std::move(r));
                             --state.left;
                           });
@@ -235,11 +235,11 @@ class ClientCore {
           }
         },
         [&state] {
-          absl::MutexLock lock(&state.mu);
+          MutexLock lock(&state.mu);
           return state.left == 0;
         });
-    absl::MutexLock lock(&state.mu);
-    state.mu.Await(absl::Condition(
+    MutexLock lock(&state.mu);
+    state.mu.Await(Condition(
         +[](size_t* left) { return *left == 0; }, &state.left));
     std::vector<absl::StatusOr<typename M::Response>> out;
     out.reserve(reqs.size());
@@ -435,7 +435,7 @@ class ClientCore {
   BufferRegistry buffers_;
   AtomicStats stats_;
   client::LinkEstimator link_;  // kAuto's bandwidth when none was given
-  absl::Mutex suspect_mu_;
+  Mutex suspect_mu_;
   // segment id -> NowNs() until which puts leave it out; at most
   // rpc::kMaxExcludedSegments entries.
   absl::flat_hash_map<uint64_t, int64_t> suspect_until_ns_ ABSL_GUARDED_BY(suspect_mu_);

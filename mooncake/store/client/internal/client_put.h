@@ -88,7 +88,7 @@ template <rpc::RpcChannel C>
 void ClientCore<C>::MarkSuspect(std::span<const uint64_t> segment_ids) {
   if (segment_ids.empty()) return;
   const int64_t until = NowNs() + options_.suspect_segment_ms * 1'000'000;
-  absl::MutexLock lock(&suspect_mu_);
+  MutexLock lock(&suspect_mu_);
   for (uint64_t id : segment_ids) {
     if (suspect_until_ns_.size() >= rpc::kMaxExcludedSegments && !suspect_until_ns_.contains(id)) {
       break;  // bounded: the master still places around the rest as it would anyway
@@ -101,7 +101,7 @@ template <rpc::RpcChannel C>
 std::vector<uint64_t> ClientCore<C>::SuspectSegments() {
   const int64_t now = NowNs();
   std::vector<uint64_t> out;
-  absl::MutexLock lock(&suspect_mu_);
+  MutexLock lock(&suspect_mu_);
   for (auto it = suspect_until_ns_.begin(); it != suspect_until_ns_.end();) {
     if (it->second <= now) {
       suspect_until_ns_.erase(it++);

@@ -33,8 +33,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/service.h"
@@ -95,11 +95,11 @@ class FakeMaster {
     return n;
   }
   size_t live_leases() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return leases_.size();
   }
   uint64_t used_bytes() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     uint64_t n = 0;
     for (const auto& [id, s] : segments_) n += s.used;
     return n;
@@ -158,7 +158,7 @@ class FakeMaster {
   const FakeMasterOptions options_;
   Clock* const clock_;
   std::atomic<uint64_t> calls_[32] = {};
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   uint64_t next_segment_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_put_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_lease_ ABSL_GUARDED_BY(mu_) = 1;

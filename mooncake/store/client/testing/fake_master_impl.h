@@ -187,7 +187,7 @@ inline absl::StatusOr<proto::MountSegmentResponse> FakeMaster::MountSegment(
   if (d.worker_id().empty() || d.name().empty() || d.size_bytes() == 0) {
     return absl::InvalidArgumentError("segment needs a worker_id, a name and size_bytes > 0");
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   SweepLocked();
   const uint64_t id = next_segment_++;
   Segment& s = segments_[id];
@@ -210,7 +210,7 @@ inline absl::StatusOr<proto::DescribeSegmentsResponse> FakeMaster::DescribeSegme
       static_cast<size_t>(r.segment_ids_size()) > rpc::kMaxDescribeSegments) {
     return absl::InvalidArgumentError("DescribeSegments needs 1..kMaxDescribeSegments ids");
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   SweepLocked();
   proto::DescribeSegmentsResponse resp;
   for (const uint64_t id : r.segment_ids()) {
@@ -230,7 +230,7 @@ inline absl::StatusOr<proto::DescribeSegmentsResponse> FakeMaster::DescribeSegme
 inline absl::StatusOr<proto::UnmountSegmentResponse> FakeMaster::UnmountSegment(
     const proto::UnmountSegmentRequest& r) {
   Count(rpc::UnmountSegmentMethod::kId);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = segments_.find(r.segment_id());
   if (it == segments_.end() || it->second.worker_id != r.worker_id()) {
     return absl::NotFoundError(absl::StrCat("segment ", r.segment_id(), " is not mounted"));
@@ -255,7 +255,7 @@ inline absl::StatusOr<proto::UnmountSegmentResponse> FakeMaster::UnmountSegment(
 inline absl::StatusOr<proto::HeartbeatResponse> FakeMaster::Heartbeat(
     const proto::HeartbeatRequest& r) {
   Count(rpc::HeartbeatMethod::kId);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   SweepLocked();
   proto::HeartbeatResponse resp;
   auto it = workers_.find(r.worker_id());
@@ -274,7 +274,7 @@ inline absl::StatusOr<proto::PutStartResponse> FakeMaster::PutStart(
     return absl::InvalidArgumentError(absl::StrCat(
         "object of ", r.size_bytes(), " bytes: sizes are 1..", options_.max_object_bytes));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckTenant(tenant));
   SweepLocked();
   const std::string mk = MapKey(tenant, r.key());
@@ -337,7 +337,7 @@ inline absl::StatusOr<proto::PutStartResponse> FakeMaster::PutStart(
 
 inline absl::StatusOr<proto::PutEndResponse> FakeMaster::PutEnd(const proto::PutEndRequest& r) {
   Count(rpc::PutEndMethod::kId);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   SweepLocked();
   // Puts are keyed by (tenant, key); find the pending put by id.
   for (auto& [mk, o] : objects_) {
@@ -376,7 +376,7 @@ inline absl::StatusOr<proto::PutEndResponse> FakeMaster::PutEnd(const proto::Put
 inline absl::StatusOr<proto::PutRevokeResponse> FakeMaster::PutRevoke(
     const proto::PutRevokeRequest& r) {
   Count(rpc::PutRevokeMethod::kId);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto& [mk, o] : objects_) {
     if (o.put_id == r.put_id() && !o.committed()) {
       RetireLocked(std::string(mk));
@@ -390,7 +390,7 @@ inline absl::StatusOr<proto::GetReplicasResponse> FakeMaster::GetReplicas(
     const proto::GetReplicasRequest& r) {
   Count(rpc::GetReplicasMethod::kId);
   RETURN_IF_ERROR(rpc::ValidateUserKey(r.key()));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckTenant(r.tenant()));
   SweepLocked();
   const std::string mk = MapKey(r.tenant(), r.key());
@@ -407,7 +407,7 @@ inline absl::StatusOr<proto::GetReplicasResponse> FakeMaster::GetReplicas(
 inline absl::StatusOr<proto::ReleaseLeasesResponse> FakeMaster::ReleaseLeases(
     const proto::ReleaseLeasesRequest& r) {
   Count(rpc::ReleaseLeasesMethod::kId);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   proto::ReleaseLeasesResponse resp;
   for (uint64_t id : r.lease_ids()) {
     auto it = leases_.find(id);
@@ -423,7 +423,7 @@ inline absl::StatusOr<proto::ReleaseLeasesResponse> FakeMaster::ReleaseLeases(
 inline absl::StatusOr<proto::RemoveResponse> FakeMaster::Remove(const proto::RemoveRequest& r) {
   Count(rpc::RemoveMethod::kId);
   RETURN_IF_ERROR(rpc::ValidateUserKey(r.key()));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckTenant(r.tenant()));
   SweepLocked();
   const std::string mk = MapKey(r.tenant(), r.key());
@@ -447,7 +447,7 @@ inline absl::StatusOr<proto::RemoveAllResponse> FakeMaster::RemoveAll(
 inline absl::StatusOr<proto::ExistsResponse> FakeMaster::Exists(const proto::ExistsRequest& r) {
   Count(rpc::ExistsMethod::kId);
   RETURN_IF_ERROR(rpc::ValidateUserKey(r.key()));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckTenant(r.tenant()));
   SweepLocked();
   auto it = objects_.find(MapKey(r.tenant(), r.key()));
@@ -461,7 +461,7 @@ inline absl::StatusOr<proto::BatchExistsResponse> FakeMaster::BatchExists(
     const proto::BatchExistsRequest& r) {
   Count(rpc::BatchExistsMethod::kId);
   for (const std::string& k : r.keys()) RETURN_IF_ERROR(rpc::ValidateUserKey(k));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckTenant(r.tenant()));
   SweepLocked();
   proto::BatchExistsResponse resp;
@@ -475,7 +475,7 @@ inline absl::StatusOr<proto::BatchExistsResponse> FakeMaster::BatchExists(
 inline absl::StatusOr<proto::PrefixQueryResponse> FakeMaster::PrefixQuery(
     const proto::PrefixQueryRequest& r) {
   Count(rpc::PrefixQueryMethod::kId);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   RETURN_IF_ERROR(CheckTenant(r.tenant()));
   SweepLocked();
   proto::PrefixQueryResponse resp;
@@ -496,7 +496,7 @@ inline absl::StatusOr<proto::PrefixQueryResponse> FakeMaster::PrefixQuery(
 }
 
 inline absl::Status FakeMaster::Evict(const std::string& key, const std::string& tenant) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   SweepLocked();
   const std::string mk = MapKey(tenant, key);
   auto it = objects_.find(mk);
@@ -509,7 +509,7 @@ inline absl::Status FakeMaster::Evict(const std::string& key, const std::string&
 }
 
 inline void FakeMaster::ExpireWorker(const std::string& worker_id) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   DropWorkerLocked(worker_id);
 }
 

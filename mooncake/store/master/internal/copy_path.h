@@ -70,7 +70,7 @@ void NoteRead(MasterState<A, P>& s, const std::string& key, ObjectMeta& m, int64
   // The moment the window crosses the threshold (once per window).
   if (o.hot_reads == 0 || before >= o.hot_reads || m.window_reads < o.hot_reads) return;
   if (m.replicas.size() >= o.hot_max_replicas) return;
-  absl::MutexLock lock(&s.repl.inbox_mu);
+  MutexLock lock(&s.repl.inbox_mu);
   if (s.repl.hot_inbox.size() < 4096) s.repl.hot_inbox.push_back(key);
   s.repl.inbox_dirty.store(true, std::memory_order_relaxed);
 }

@@ -29,7 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::master_internal {
 
@@ -46,7 +46,7 @@ struct DeadlineEntry {
 class DeadlineQueue {
  public:
   void Push(int64_t deadline_ns, uint64_t id, std::string key) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     heap_.push_back(DeadlineEntry{deadline_ns, id, std::move(key)});
     std::push_heap(heap_.begin(), heap_.end(), std::greater<DeadlineEntry>());
   }
@@ -55,7 +55,7 @@ class DeadlineQueue {
   // already, or never pushed) is tolerated: it is forgotten at the next
   // rebuild. REQUIRES: the queue's ids are unique (put ids).
   void Cancel(uint64_t id) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     cancelled_.insert(id);
     if (2 * cancelled_.size() > heap_.size()) RebuildLocked();
   }
@@ -64,7 +64,7 @@ class DeadlineQueue {
   // earliest first (cancelled entries are dropped, not returned).
   std::vector<DeadlineEntry> PopDue(int64_t now_ns, size_t max) {
     std::vector<DeadlineEntry> due;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     while (!heap_.empty() && heap_.front().deadline_ns <= now_ns && due.size() < max) {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<DeadlineEntry>());
       DeadlineEntry e = std::move(heap_.back());
@@ -78,11 +78,11 @@ class DeadlineQueue {
 
   // Entries held, cancelled ones included until they are dropped.
   size_t size() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return heap_.size();
   }
   size_t capacity() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return heap_.capacity();
   }
 
@@ -105,7 +105,7 @@ class DeadlineQueue {
     }
   }
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   // A min-heap by (deadline_ns, id) under std::greater.
   std::vector<DeadlineEntry> heap_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> cancelled_ ABSL_GUARDED_BY(mu_);

@@ -256,7 +256,7 @@ absl::StatusOr<proto::CommitGroupResponse> CommitGroup(MasterState<A, P>& s,
   std::vector<std::string> members;
   bool fresh = false;
   {
-    absl::MutexLock lock(&g->mu);
+    MutexLock lock(&g->mu);
     switch (g->Phase()) {
       case master::GroupPhase::kGone:
         return UnknownGroup(req.group_id());
@@ -301,7 +301,7 @@ absl::StatusOr<proto::RemoveGroupResponse> RemoveGroup(MasterState<A, P>& s,
   }
   uint64_t members = 0;
   {
-    absl::MutexLock lock(&g->mu);
+    MutexLock lock(&g->mu);
     members = g->members.size();
   }
   s.groups.Kill(g);

@@ -24,11 +24,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/qos/tenant_quota.h"
 #include "mooncake/qos/tenant_rate_limit.h"
 #include "mooncake/store/master/evictor.h"
@@ -78,7 +78,7 @@ class ModelUsage {
  public:
   void Add(const ObjectMeta& m, int64_t sign) {
     if (m.tensor == nullptr || m.tensor->model().empty()) return;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto [it, fresh] = by_model_.try_emplace(m.tensor->model());
     it->second.first += sign;
     it->second.second += sign * static_cast<int64_t>(m.size_bytes);
@@ -87,13 +87,13 @@ class ModelUsage {
   // (model, objects, bytes), unordered.
   std::vector<std::tuple<std::string, int64_t, int64_t>> Snapshot() const {
     std::vector<std::tuple<std::string, int64_t, int64_t>> out;
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     for (const auto& [model, u] : by_model_) out.emplace_back(model, u.first, u.second);
     return out;
   }
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::pair<int64_t, int64_t>> by_model_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -269,7 +269,7 @@ struct MasterState {
     std::shared_ptr<master::ObjectGroup> g = std::move(m.group);
     m.group = nullptr;
     if (!m.committed() && g->Phase() == master::GroupPhase::kOpen) {
-      absl::MutexLock lock(&g->mu);
+      MutexLock lock(&g->mu);
       g->members.erase(key);
       if (g->pending > 0) --g->pending;
       return;
@@ -284,7 +284,7 @@ struct MasterState {
     for (const std::shared_ptr<master::ObjectGroup>& g : groups.TakeDead()) {
       absl::flat_hash_set<std::string> members;
       {
-        absl::MutexLock lock(&g->mu);
+        MutexLock lock(&g->mu);
         members.swap(g->members);
       }
       const int64_t now = Now();

@@ -222,7 +222,7 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
                                                    "); retry after that put ends or is revoked"));
     }
     if (group != nullptr) {
-      absl::MutexLock glock(&group->mu);
+      MutexLock glock(&group->mu);
       if (group->Phase() != master::GroupPhase::kOpen) {
         return absl::FailedPreconditionError(
             absl::StrCat("object group '", absl::CEscape(group->id),
@@ -301,7 +301,7 @@ absl::StatusOr<std::shared_ptr<master::ObjectGroup>> JoinGroup(MasterState<A, P>
                      "' has members of another pin level: every member takes the same pin"));
   }
   if (created) {
-    absl::MutexLock lock(&g->mu);
+    MutexLock lock(&g->mu);
     g->deadline_ns = s.Now() + 2 * s.options.put_timeout_ms * kNsPerMs;
   }
   return g;
@@ -514,7 +514,7 @@ void CommitLocked(MasterState<A, P>& s, ObjectMeta& m, const proto::PutEndReques
   m.state = master::ObjectState::kCommitted;
   m.version = s.ids.Next();
   if (m.group != nullptr) {
-    absl::MutexLock lock(&m.group->mu);
+    MutexLock lock(&m.group->mu);
     if (m.group->pending > 0) --m.group->pending;
   }
   s.models.Add(m, +1);

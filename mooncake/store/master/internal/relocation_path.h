@@ -45,9 +45,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/alloc/allocator.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/master/copy_registry.h"
 #include "mooncake/store/master/internal/master_state.h"
 #include "mooncake/store/master/placement.h"
@@ -183,7 +183,7 @@ void EndMove(MasterState<A, P>& s, uint64_t segment, const std::string& key, uin
   }
   std::optional<CompactionJob> done;
   {
-    absl::MutexLock lock(&s.reloc.mu);
+    MutexLock lock(&s.reloc.mu);
     auto j = s.reloc.jobs.find(segment);
     if (j == s.reloc.jobs.end()) return;
     CompactionJob& job = j->second;
@@ -229,7 +229,7 @@ void StartCompaction(MasterState<A, P>& s, uint64_t segment, uint64_t size, int6
     return;
   }
   {
-    absl::MutexLock lock(&s.reloc.mu);
+    MutexLock lock(&s.reloc.mu);
     s.reloc.jobs[segment] = CompactionJob{.segment_id = segment,
                                           .placeholder = c->placeholder,
                                           .moves_left = c->moves.size(),
@@ -288,7 +288,7 @@ bool NoteFragmentedPut(MasterState<A, P>& s, const master::PlacementRequest& req
   if (fragmented.empty()) return false;
   const int64_t now = s.Now();
   const int64_t interval_ns = s.options.relocation.min_interval_ms * kNsPerMs;
-  absl::MutexLock lock(&s.reloc.mu);
+  MutexLock lock(&s.reloc.mu);
   bool asked = false;
   for (const uint64_t id : fragmented) {
     if (auto j = s.reloc.jobs.find(id); j != s.reloc.jobs.end()) {
@@ -320,7 +320,7 @@ void AdvanceRelocation(MasterState<A, P>& s, int64_t now) {
   absl::flat_hash_map<uint64_t, uint64_t> requests;
   std::vector<CompactionJob> done;
   {
-    absl::MutexLock lock(&s.reloc.mu);
+    MutexLock lock(&s.reloc.mu);
     requests.swap(s.reloc.requests);
     for (const auto& [id, size] : requests) s.reloc.last_try_ns[id] = now;
     for (auto it = s.reloc.jobs.begin(); it != s.reloc.jobs.end();) {

@@ -11,8 +11,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/alloc/allocator.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::master_internal {
 
@@ -29,7 +29,7 @@ struct CompactionJob {
 };
 
 struct RelocationState {
-  absl::Mutex mu;
+  Mutex mu;
   absl::flat_hash_map<uint64_t, CompactionJob> jobs ABSL_GUARDED_BY(mu);  // by segment
   // Segments a put found fragmented -> the largest size asked since.
   absl::flat_hash_map<uint64_t, uint64_t> requests ABSL_GUARDED_BY(mu);

@@ -176,7 +176,7 @@ void AdvanceRepairs(MasterState<A, P>& s, int64_t now)
   const master::ReplicationOptions& o = r.options;
   std::vector<RepairItem> inbox;
   {
-    absl::MutexLock lock(&r.inbox_mu);
+    MutexLock lock(&r.inbox_mu);
     inbox.swap(r.repair_inbox);
   }
   if (!inbox.empty()) {
@@ -242,7 +242,7 @@ void AdvanceHot(MasterState<A, P>& s, int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED
   ReplicationState& r = s.repl;
   std::vector<std::string> inbox;
   {
-    absl::MutexLock lock(&r.inbox_mu);
+    MutexLock lock(&r.inbox_mu);
     inbox.swap(r.hot_inbox);
   }
   // What the hot extras hold now (objects removed or evicted since took theirs along).
@@ -292,7 +292,7 @@ template <typename A, typename P>
 uint64_t DropHotExtras(MasterState<A, P>& s) {
   std::vector<std::string> keys;
   {
-    absl::MutexLock lock(&s.repl.plan_mu);
+    MutexLock lock(&s.repl.plan_mu);
     keys.assign(s.repl.hot_keys.begin(), s.repl.hot_keys.end());
     s.repl.hot_keys.clear();
   }
@@ -339,7 +339,7 @@ uint64_t DropHotExtras(MasterState<A, P>& s) {
 template <typename A, typename P>
 void NoteCopyEnded(MasterState<A, P>& s, const master::CopyRecord& rec, const absl::Status& st) {
   if (rec.kind == master::CopyKind::kUser) return;
-  absl::MutexLock lock(&s.repl.plan_mu);
+  MutexLock lock(&s.repl.plan_mu);
   switch (rec.kind) {
     case master::CopyKind::kDrain: {
       auto it = s.repl.drains.find(rec.worker_id);
@@ -392,7 +392,7 @@ void NoteUnderReplicated(MasterState<A, P>& s, const std::string& key, const Obj
       m.replicas.size() >= m.replica_target) {
     return;
   }
-  absl::MutexLock lock(&s.repl.inbox_mu);
+  MutexLock lock(&s.repl.inbox_mu);
   s.repl.repair_inbox.push_back(RepairItem{key, now});
   s.repl.inbox_dirty.store(true, std::memory_order_relaxed);
 }
@@ -405,7 +405,7 @@ void DropCopyWorker(MasterState<A, P>& s, const std::string& worker) {
   for (master::CopyRecord& rec : s.repl.copies.RemoveWorker(worker)) {
     FinishCopy(s, rec, absl::UnavailableError("the source worker left"), /*timed_out=*/false);
   }
-  absl::MutexLock lock(&s.repl.plan_mu);
+  MutexLock lock(&s.repl.plan_mu);
   s.repl.drains.erase(worker);
 }
 
@@ -467,7 +467,7 @@ absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(MasterState<A, P>& s,
   proto::DrainWorkerResponse resp;
   if (req.cancel()) {
     for (uint64_t id : segments) s.pool.SetDraining(id, false);
-    absl::MutexLock lock(&s.repl.plan_mu);
+    MutexLock lock(&s.repl.plan_mu);
     auto it = s.repl.drains.find(req.worker_id());
     if (it == s.repl.drains.end()) return resp;
     if (it->second.status.state() == proto::DRAIN_RUNNING) {
@@ -484,7 +484,7 @@ absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(MasterState<A, P>& s,
     return absl::InvalidArgumentError("DrainWorker deadline_ms must be in [1, 86400000]");
   }
   {
-    absl::MutexLock lock(&s.repl.plan_mu);
+    MutexLock lock(&s.repl.plan_mu);
     auto it = s.repl.drains.find(req.worker_id());
     if (it != s.repl.drains.end() && it->second.status.state() == proto::DRAIN_RUNNING) {
       *resp.mutable_status() = it->second.status;
@@ -504,7 +504,7 @@ absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(MasterState<A, P>& s,
   job.status.set_objects_total(job.todo.size());
   job.status.set_deadline_ms(req.deadline_ms());
   {
-    absl::MutexLock lock(&s.repl.plan_mu);
+    MutexLock lock(&s.repl.plan_mu);
     DrainJob& j = s.repl.drains[req.worker_id()] = std::move(job);
     AdvanceDrain(s, j, now);
     *resp.mutable_status() = j.status;
@@ -516,7 +516,7 @@ template <typename A, typename P>
 absl::StatusOr<proto::DrainStatusResponse> GetDrainStatus(MasterState<A, P>& s,
                                                           const proto::DrainStatusRequest& req) {
   proto::DrainStatusResponse resp;
-  absl::MutexLock lock(&s.repl.plan_mu);
+  MutexLock lock(&s.repl.plan_mu);
   auto it = s.repl.drains.find(req.worker_id());
   if (it == s.repl.drains.end()) return resp;  // DRAIN_STATE_NONE
   DrainJob& job = it->second;

@@ -18,7 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "absl/synchronization/mutex.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/master/copy_registry.h"
 #include "mooncake/store/rpc/master.pb.h"
 
@@ -69,7 +69,7 @@ struct ReplicationState {
   // Segment bytes held by hot extra replicas (charged when their copy starts).
   std::atomic<uint64_t> hot_extra_bytes{0};
 
-  absl::Mutex plan_mu ABSL_ACQUIRED_BEFORE(inbox_mu);
+  Mutex plan_mu ABSL_ACQUIRED_BEFORE(inbox_mu);
   absl::flat_hash_map<std::string, DrainJob> drains ABSL_GUARDED_BY(plan_mu);
   std::deque<RepairItem> repairs ABSL_GUARDED_BY(plan_mu);  // hottest first per batch
   ByteBucket repair_bucket ABSL_GUARDED_BY(plan_mu);
@@ -77,7 +77,7 @@ struct ReplicationState {
   size_t hot_in_flight ABSL_GUARDED_BY(plan_mu) = 0;
   absl::flat_hash_set<std::string> hot_keys ABSL_GUARDED_BY(plan_mu);  // with a hot extra
 
-  absl::Mutex inbox_mu;
+  Mutex inbox_mu;
   std::vector<RepairItem> repair_inbox ABSL_GUARDED_BY(inbox_mu);
   std::vector<std::string> hot_inbox ABSL_GUARDED_BY(inbox_mu);
   // Set when an inbox gains a key: the next planner run looks (relaxed: a hint).

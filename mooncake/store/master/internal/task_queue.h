@@ -38,11 +38,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::master_internal {
 
@@ -104,8 +104,8 @@ class TaskQueue {
   // given work (the owner may forget a worker while a poll is parked): false
   // before or after the wait answers with nothing.
   template <class Open, class OnIssue>
-  std::vector<Task> Take(absl::Mutex& mu, std::string_view worker_id, size_t max,
-                         absl::Duration wait, int64_t now_ns, Open open, OnIssue on_issue)
+  std::vector<Task> Take(Mutex& mu, std::string_view worker_id, size_t max, absl::Duration wait,
+                         int64_t now_ns, Open open, OnIssue on_issue)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     std::vector<Task> out;
     if (max == 0 || !open()) return out;
@@ -225,7 +225,7 @@ class TaskQueue {
   }
 
   const TaskQueueOptions options_;
-  absl::CondVar work_;  // signalled on Enqueue, RemoveWorker and StopWaiting
+  CondVar work_;  // signalled on Enqueue, RemoveWorker and StopWaiting
   absl::flat_hash_map<uint64_t, Record> records_;
   absl::flat_hash_map<std::string, Lane> lanes_;
   uint64_t next_task_id_ = 1;

@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::master_internal {
 namespace {
@@ -57,13 +57,13 @@ class Guarded {
   explicit Guarded(TaskQueueOptions o) : q_(o) {}
 
   std::optional<uint64_t> Enqueue(Rec r) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return q_.Enqueue(std::move(r));
   }
   // Ids taken; `issued` collects the payloads on_issue saw.
   std::vector<uint64_t> Take(const std::string& worker, size_t max, absl::Duration wait,
                              int64_t now_ns = 0, std::vector<int>* issued = nullptr) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::vector<uint64_t> ids;
     for (const FakeTask& t : q_.Take(
              mu_, worker, max, wait, now_ns, [&] { return open_; },
@@ -75,36 +75,36 @@ class Guarded {
     return ids;
   }
   std::optional<Rec> Complete(uint64_t id, const std::string& worker) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return q_.Complete(id, worker);
   }
   std::vector<Rec> TakeTimedOut(int64_t now_ns) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return q_.TakeTimedOut(now_ns);
   }
   std::vector<Rec> RemoveWorker(const std::string& worker, bool close) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (close) open_ = false;
     return q_.RemoveWorker(worker);
   }
   void StopWaiting() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     q_.StopWaiting();
   }
   size_t Queued(const std::string& w) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return q_.Queued(w);
   }
   size_t InFlight(const std::string& w) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return q_.InFlight(w);
   }
   size_t tasks() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return q_.tasks();
   }
   size_t waiting_polls() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return q_.waiting_polls();
   }
   void WaitForParked(size_t n) {
@@ -112,7 +112,7 @@ class Guarded {
   }
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   TaskQueue<Rec> q_ ABSL_GUARDED_BY(mu_);
   bool open_ ABSL_GUARDED_BY(mu_) = true;
 };

@@ -52,12 +52,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/method_metrics.h"
@@ -109,7 +109,7 @@ class ClientConnection {
     bool wake = false;
     absl::Status refuse;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (broken_) {
         refuse = broken_status_;
       } else if (pending_.size() >= limits_.max_pending_calls) {
@@ -138,7 +138,7 @@ class ClientConnection {
     h.timeout_us = static_cast<uint32_t>(
         std::min<int64_t>(timeout_ns / 1000, std::numeric_limits<uint32_t>::max()));
     {
-      absl::MutexLock lock(&out_mu_);
+      MutexLock lock(&out_mu_);
       rpc::AppendFrame(h, request, &out_);
       const bool big = out_.size() - out_off_ >= kCorkFlushBytes;
       // While the I/O thread is completing calls it flushes when done: calls
@@ -154,13 +154,13 @@ class ClientConnection {
   // Calls made between Cork and the matching Uncork (from any thread) are
   // written together at the Uncork: one send for many calls.
   void Cork() {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     ++corked_;
   }
   void Uncork() {
     bool wake = false;
     {
-      absl::MutexLock lock(&out_mu_);
+      MutexLock lock(&out_mu_);
       MC_ASSERT(corked_ > 0, "uncork without cork");
       if (--corked_ == 0 && !io_busy_ && !want_out_.load(std::memory_order_relaxed)) {
         wake = FlushLocked();
@@ -174,7 +174,7 @@ class ClientConnection {
   // call ReceiveUntil in between. False while another thread reads or once
   // the connection is broken.
   bool TryTakeReader() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (broken_ || reader_ != Reader::kNone) return false;
     reader_ = Reader::kCaller;
     reader_until_ns_ = kReaderRecomputes;
@@ -190,7 +190,7 @@ class ClientConnection {
     while (!done()) {
       int timeout_ms = -1;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         MC_DASSERT(reader_ == Reader::kCaller, "ReceiveUntil without the reader role");
         if (broken_ || pending_.empty()) return;
         const int64_t now_ns = MonotonicClock::Get().NowNs();
@@ -219,7 +219,7 @@ class ClientConnection {
   void ReleaseReader() {
     bool wake = false;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       MC_DASSERT(reader_ == Reader::kCaller, "ReleaseReader without the reader role");
       reader_ = Reader::kNone;
       wake = !pending_.empty() && !broken_;
@@ -228,7 +228,7 @@ class ClientConnection {
   }
 
   bool broken() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return broken_;
   }
   // True once the I/O thread has returned (the connection can be destroyed
@@ -241,7 +241,7 @@ class ClientConnection {
   // themselves leave it asleep).
   uint64_t io_wakeups() const { return io_wakeups_.load(std::memory_order_relaxed); }
   size_t pending() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return pending_.size();
   }
 
@@ -308,7 +308,7 @@ class ClientConnection {
       bool read = false;
       const int64_t now_ns = MonotonicClock::Get().NowNs();
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         if (broken_) break;
         // Idle, or a caller reads: only a closing peer wakes us (POLLRDHUP),
         // not data. Deadlines are kept here too (a reading caller keeps those
@@ -352,8 +352,8 @@ class ClientConnection {
         // The reading caller sees the same and breaks the connection; wait
         // for that (or for it to leave) rather than spin on a level-triggered
         // hang-up.
-        absl::MutexLock lock(&mu_);
-        mu_.AwaitWithTimeout(absl::Condition(
+        MutexLock lock(&mu_);
+        mu_.AwaitWithTimeout(Condition(
                                  +[](ClientConnection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
                                    return c->reader_ != Reader::kCaller || c->broken_;
                                  },
@@ -365,20 +365,20 @@ class ClientConnection {
   }
 
   bool TakeReaderForThread() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (reader_ != Reader::kNone) return false;
     reader_ = Reader::kThread;
     return true;
   }
   void ReleaseThreadReader() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     reader_ = Reader::kNone;
   }
 
   // I/O thread: while busy, callers leave their frames for the flush that
   // ending the busy spell does (see Call).
   void SetBusy(bool busy) {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     io_busy_ = busy;
     // A partial write left by an earlier flush goes on even when corked.
     if (!busy && (corked_ == 0 || want_out_.load(std::memory_order_relaxed))) FlushLocked();
@@ -423,7 +423,7 @@ class ClientConnection {
     std::vector<Completion> done;
     absl::Status protocol_error;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       for (;;) {
         auto next = decoder_.Next();
         if (!next.ok()) {
@@ -466,7 +466,7 @@ class ClientConnection {
   void ExpireDeadlines(int64_t now_ns) {
     std::vector<Completion> expired;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       while (!heap_.empty() && heap_.top().first <= now_ns) {
         const auto [deadline, id] = heap_.top();
         heap_.pop();
@@ -487,7 +487,7 @@ class ClientConnection {
     MC_DASSERT(!status.ok(), "breaking with OK");
     std::vector<Completion> failed;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (!broken_) {
         broken_ = true;
         broken_status_ = status;
@@ -515,7 +515,7 @@ class ClientConnection {
   std::atomic<uint64_t> send_calls_{0};
   std::atomic<uint64_t> io_wakeups_{0};
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
   std::priority_queue<HeapEntry, std::vector<HeapEntry>, std::greater<HeapEntry>> heap_
       ABSL_GUARDED_BY(mu_);
@@ -531,7 +531,7 @@ class ClientConnection {
   static constexpr int64_t kMaxPollNs = 60'000'000'000;
   int64_t reader_until_ns_ ABSL_GUARDED_BY(mu_) = 0;
 
-  absl::Mutex out_mu_;
+  Mutex out_mu_;
   std::string out_ ABSL_GUARDED_BY(out_mu_);
   size_t out_off_ ABSL_GUARDED_BY(out_mu_) = 0;
   int corked_ ABSL_GUARDED_BY(out_mu_) = 0;

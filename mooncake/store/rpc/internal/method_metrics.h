@@ -22,10 +22,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/histogram.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/frame.h"
 
 namespace mooncake::rpc_internal {
@@ -107,10 +107,10 @@ class MetricsTable {
  private:
   MethodMetrics* Slow(uint16_t method_id, std::string_view name) {
     {
-      absl::ReaderMutexLock lock(&mu_);
+      ReaderMutexLock lock(&mu_);
       if (auto it = by_id_.find(method_id); it != by_id_.end()) return it->second.get();
     }
-    absl::MutexLock lock(&mu_);
+    WriterMutexLock lock(&mu_);
     auto& slot = by_id_[method_id];
     if (slot == nullptr) {
       slot = std::make_unique<MethodMetrics>(
@@ -123,7 +123,7 @@ class MetricsTable {
   std::unique_ptr<MetricsRegistry> owned_;
   MetricsRegistry* registry_;
   std::string prefix_;
-  absl::Mutex mu_;
+  SharedMutex mu_;
   absl::flat_hash_map<uint16_t, std::unique_ptr<MethodMetrics>> by_id_ ABSL_GUARDED_BY(mu_);
   // Lock-free lookups for small ids (every method id in use); entries are
   // never removed, so a pointer once stored stays valid.

@@ -29,13 +29,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/auth.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/socket.h"
 
@@ -78,7 +78,7 @@ class ServerConnection {
 
   // Loop thread: registers with epoll for reading.
   absl::Status Register() {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLRDHUP;
     ev.data.u64 = id_;
@@ -92,7 +92,7 @@ class ServerConnection {
   // Any thread. Dropped silently once the connection is closed or draining.
   void SendResponse(const rpc::FrameHeader& header, std::string_view payload) {
     MC_DASSERT(header.kind == rpc::FrameKind::kResponse, "servers send responses only");
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     if (closed_ || draining_) return;
     rpc::AppendFrame(header, payload, &out_);
     // A cork batches small responses; big ones go out as they come so the
@@ -119,18 +119,18 @@ class ServerConnection {
   // Loop thread: responses produced between Cork and Uncork go out in one
   // write (a read that carried many pipelined requests).
   void Cork() {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     ++corked_;
   }
   void Uncork() {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     MC_DASSERT(corked_ > 0, "uncork without cork");
     if (--corked_ == 0 && !closed_) FlushLocked();
   }
 
   // Loop thread, on EPOLLOUT.
   void OnWritable() {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     if (!closed_) FlushLocked();
   }
 
@@ -138,7 +138,7 @@ class ServerConnection {
   // half-closes, and from then on only discards input until the peer closes
   // or the loop's linger timer fires, so the peer can read why.
   void FailAndDrain(const absl::Status& status) {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     if (closed_ || draining_) return;
     rpc::FrameHeader h;
     h.kind = rpc::FrameKind::kResponse;
@@ -150,13 +150,13 @@ class ServerConnection {
   }
 
   bool draining() const {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     return draining_;
   }
 
   // Loop thread only: deregisters and closes the fd. Idempotent.
   void Close() {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     if (closed_) return;
     closed_ = true;
     read_paused_.store(false, std::memory_order_release);
@@ -167,7 +167,7 @@ class ServerConnection {
   }
 
   size_t UnsentBytes() const {
-    absl::MutexLock lock(&out_mu_);
+    MutexLock lock(&out_mu_);
     return out_.size() - out_off_;
   }
 
@@ -227,7 +227,7 @@ class ServerConnection {
   Counter* const read_pauses_;
   rpc::FrameDecoder decoder_;  // loop thread only
 
-  mutable absl::Mutex out_mu_;
+  mutable Mutex out_mu_;
   UniqueFd fd_;  // closed (under out_mu_) only by the loop thread
   std::string out_ ABSL_GUARDED_BY(out_mu_);
   size_t out_off_ ABSL_GUARDED_BY(out_mu_) = 0;

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake::rpc_internal {
 
@@ -30,7 +30,7 @@ class WorkerPool {
   // REQUIRES: threads >= 1, capacity >= 1.
   WorkerPool(size_t threads, size_t capacity) : capacity_(capacity) {
     MC_ASSERT(threads >= 1 && capacity >= 1, "a worker pool needs threads and room");
-    absl::MutexLock lock(&stop_mu_);
+    MutexLock lock(&stop_mu_);
     threads_.reserve(threads);
     for (size_t i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
   }
@@ -39,7 +39,7 @@ class WorkerPool {
   ~WorkerPool() { Stop(); }
 
   [[nodiscard]] bool TrySubmit(Task task) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (stopping_ || queue_.size() >= capacity_) return false;
     queue_.push_back(std::move(task));
     MC_DASSERT(queue_.size() <= capacity_, "queue past its bound");
@@ -47,10 +47,10 @@ class WorkerPool {
   }
 
   void Stop() {
-    absl::MutexLock stop_lock(&stop_mu_);
+    MutexLock stop_lock(&stop_mu_);
     std::deque<Task> dropped;  // destroyed outside mu_: a task's destructor may lock
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
       dropped.swap(queue_);
     }
@@ -59,7 +59,7 @@ class WorkerPool {
   }
 
   size_t Queued() const {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     return queue_.size();
   }
   size_t capacity() const { return capacity_; }
@@ -73,8 +73,8 @@ class WorkerPool {
     for (;;) {
       Task task;
       {
-        absl::MutexLock lock(&mu_);
-        mu_.Await(absl::Condition(this, &WorkerPool::HasWorkOrStopping));
+        MutexLock lock(&mu_);
+        mu_.Await(Condition(this, &WorkerPool::HasWorkOrStopping));
         if (stopping_) return;
         task = std::move(queue_.front());
         queue_.pop_front();
@@ -84,10 +84,10 @@ class WorkerPool {
   }
 
   const size_t capacity_;
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex stop_mu_;  // serializes Stop calls
+  Mutex stop_mu_;  // serializes Stop calls
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(stop_mu_);
 };
 

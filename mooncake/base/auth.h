@@ -165,9 +165,9 @@ class Credentials {
           absl::StrCat(AbslView(origin), ": no 'NAME SECRET' line: an empty token file"));
     }
     if (c.Find(kClusterPrincipal) != nullptr) {
-      c.self_ = c.Find(kClusterPrincipal);
+      c.self_ = static_cast<size_t>(c.Find(kClusterPrincipal) - c.entries_.data());
     } else if (c.entries_.size() == 1) {
-      c.self_ = &c.entries_[0];
+      c.self_ = 0;
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           AbslView(origin), ": several tenant entries and no 'cluster' one: a client's file names ",
@@ -204,17 +204,8 @@ class Credentials {
     return e == nullptr ? nullptr : &e->secret;
   }
   // The principal this process proves when it connects.
-  const Entry& self() const { return *self_; }
+  const Entry& self() const { return entries_[self_]; }
   const std::vector<Entry>& entries() const { return entries_; }
-
-  Credentials(const Credentials& o) : entries_(o.entries_) { Reseat(o); }
-  Credentials& operator=(const Credentials& o) {
-    entries_ = o.entries_;
-    Reseat(o);
-    return *this;
-  }
-  Credentials(Credentials&& o) noexcept = default;  // vector moves keep element addresses
-  Credentials& operator=(Credentials&& o) noexcept = default;
 
  private:
   Credentials() = default;
@@ -224,12 +215,9 @@ class Credentials {
     }
     return nullptr;
   }
-  void Reseat(const Credentials& o) {
-    self_ = o.self_ == nullptr ? nullptr : &entries_[static_cast<size_t>(o.self_ - &o.entries_[0])];
-  }
 
   std::vector<Entry> entries_;
-  const Entry* self_ = nullptr;
+  size_t self_ = 0;  // index in entries_ of the principal this process proves
 };
 
 // Loads `path` into a shared Credentials, or null for an empty path (no

@@ -692,8 +692,8 @@ class TcpLane {
     const auto broken = [](absl::Status st) { return Step{StepKind::kBroken, {}, std::move(st)}; };
     if (!c.have_header) {
       absl::StatusOr<bool> got =
-          RecvSomeBy(fd_.get(), reinterpret_cast<char*>(c.raw.data()), c.raw.size(), &c.header_got,
-                     c.deadline, give_up, "response header");
+          RecvSomeAhead(fd_.get(), reinterpret_cast<char*>(c.raw.data()), c.raw.size(),
+                        &c.header_got, &ahead_, c.deadline, give_up, "response header");
       if (!got.ok()) return broken(got.status());
       if (!*got) return {StepKind::kGaveUp, {}, {}};
       absl::StatusOr<FrameHeader> h = DecodeHeader(c.raw.data());
@@ -726,8 +726,8 @@ class TcpLane {
     if (c.h.type != FrameType::kWriteAck) {
       const bool data = c.h.type == FrameType::kReadData;
       absl::StatusOr<bool> got =
-          RecvSomeBy(fd_.get(), data ? c.slice.local : c.message.data(), c.h.length, &c.body_got,
-                     c.deadline, give_up, data ? "READ_DATA payload" : "ERROR message");
+          RecvSomeAhead(fd_.get(), data ? c.slice.local : c.message.data(), c.h.length, &c.body_got,
+                        &ahead_, c.deadline, give_up, data ? "READ_DATA payload" : "ERROR message");
       if (!got.ok()) return broken(got.status());
       if (!*got) return {StepKind::kGaveUp, {}, {}};
       if (data && c.slice.digests != nullptr) {  // while the bytes are in cache
@@ -800,7 +800,8 @@ class TcpLane {
   int quiet_rounds_ ABSL_GUARDED_BY(mu_) = 0;   // patience periods with nothing to do
   uint64_t reservations_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time reserve_expiry_ ABSL_GUARDED_BY(mu_);
-  Cursor cursor_;  // the receive owner's
+  Cursor cursor_;    // the receive owner's
+  ReadAhead ahead_;  // the receive owner's: bytes of the stream past the cursor
   // WRITEs the owner answered while their sendmsg was still running.
   std::vector<std::pair<Slice, absl::Status>> answered_ ABSL_GUARDED_BY(mu_);
 };

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstdint>
 #include <cstring>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 
@@ -93,6 +95,75 @@ inline absl::StatusOr<bool> RecvSomeBy(int fd, char* p, size_t len, size_t* got,
                                        std::string_view what) {
   while (*got < len) {
     const ssize_t n = ::recv(fd, p + *got, len - *got, MSG_WAITALL);
+    if (n > 0) {
+      *got += static_cast<size_t>(n);
+      if (*got < len && give_up != absl::InfiniteFuture() && absl::Now() >= give_up) return false;
+      continue;
+    }
+    if (n == 0) {
+      return absl::UnavailableError(absl::StrCat(AbslView(what), ": peer closed the connection"));
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoToStatus(errno, what);
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat(AbslView(what), ": peer stalled past the I/O deadline"));
+    }
+    if (now >= give_up) return false;
+  }
+  return true;
+}
+
+// Bytes a receiver took off a stream past what it asked for (RecvSomeAhead):
+// the start of what follows, handed out first by the next receive.
+struct ReadAhead {
+  static constexpr size_t kBytes = 512;
+  // Receives of more bytes than this wait for all of them in one MSG_WAITALL
+  // recv and read nothing ahead (a large payload gains nothing from it).
+  static constexpr size_t kMaxPayload = 128 << 10;
+  std::array<char, kBytes> data;
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end - begin; }
+  // Moves up to n bytes into p; returns how many.
+  size_t Take(char* p, size_t n) {
+    const size_t k = std::min(n, size());
+    std::memcpy(p, data.data() + begin, k);
+    begin += k;
+    if (begin == end) begin = end = 0;
+    return k;
+  }
+};
+
+// RecvSomeBy that starts from the bytes `ahead` holds and, for receives of up
+// to ReadAhead::kMaxPayload bytes, takes up to ReadAhead::kBytes bytes past
+// p[len) into `ahead` in the same system call when they have already arrived
+// (a pipelining peer's next frame header): a stream of small frames costs one
+// receive per frame instead of two. The stream must be read only through
+// `ahead` from then on.
+inline absl::StatusOr<bool> RecvSomeAhead(int fd, char* p, size_t len, size_t* got,
+                                          ReadAhead* ahead, absl::Time deadline, absl::Time give_up,
+                                          std::string_view what) {
+  *got += ahead->Take(p + *got, len - *got);
+  while (*got < len) {
+    const size_t left = len - *got;
+    ssize_t n;
+    if (left > ReadAhead::kMaxPayload) {
+      n = ::recv(fd, p + *got, left, MSG_WAITALL);
+    } else {
+      MC_DASSERT(ahead->size() == 0, "read ahead only once the buffer is drained");
+      iovec iov[2] = {{p + *got, left}, {ahead->data.data(), ahead->data.size()}};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      n = ::recvmsg(fd, &msg, 0);
+      if (n > static_cast<ssize_t>(left)) {
+        ahead->begin = 0;
+        ahead->end = static_cast<size_t>(n) - left;
+        n = static_cast<ssize_t>(left);
+      }
+    }
     if (n > 0) {
       *got += static_cast<size_t>(n);
       if (*got < len && give_up != absl::InfiniteFuture() && absl::Now() >= give_up) return false;

@@ -56,6 +56,9 @@ ABSL_FLAG(bool, quick, false,
 ABSL_FLAG(std::string, sizes, "64K,1M,4M,16M", "value sizes (K = KiB, M = MiB)");
 ABSL_FLAG(std::string, clients, "1,8", "client counts (one thread and one connection each)");
 ABSL_FLAG(std::string, batches, "1,8", "keys per get request (mget / MGET / BatchGet)");
+ABSL_FLAG(std::string, put_batches, "1",
+          "keys per put request (1: single puts; more: pipelined sets / MSET / BatchPut), "
+          "each a put phase of its own over fresh keys");
 ABSL_FLAG(int, reps, 3, "repetitions per cell; figures are medians over them");
 ABSL_FLAG(double, get_seconds, 1.0, "duration of each get phase");
 ABSL_FLAG(int, working_set_mb, 256, "bytes put per cell and system (keys = this / size)");
@@ -107,7 +110,7 @@ namespace {
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 struct Config {
-  std::vector<size_t> sizes, clients, batches;
+  std::vector<size_t> sizes, clients, batches, put_batches;
   int reps = 3;
   absl::Duration get_duration;
   uint64_t working_set_bytes = 0;
@@ -184,6 +187,11 @@ absl::StatusOr<Config> LoadConfig() {
                    ParseList("batches", Pick(FLAGS_batches, "batches", std::string("1,4")), false));
   for (size_t b : c.batches) {
     if (b > kMaxBatchKeys) return absl::InvalidArgumentError("--batches: at most 256 keys");
+  }
+  ASSIGN_OR_RETURN(c.put_batches,
+                   ParseList("put_batches", absl::GetFlag(FLAGS_put_batches), false));
+  for (size_t b : c.put_batches) {
+    if (b > kMaxBatchKeys) return absl::InvalidArgumentError("--put_batches: at most 256 keys");
   }
   c.reps = Pick(FLAGS_reps, "reps", 1);
   c.get_duration = absl::Seconds(Pick(FLAGS_get_seconds, "get_seconds", 0.2));
@@ -371,7 +379,10 @@ absl::Status RunRep(const Factory<D>& make, const Clear<D>& clear, pid_t server_
                                          system, " rep ", rep + 1, "/", ctx.config.reps);
   ctx.progress.Start(absl::StrCat("put ", where));
   PhaseResult put = RunPuts(ds, ctx.pool, keys, cell.value_bytes, ctx.progress.ops(), server_pid);
-  ctx.results.Add(system, Op::kPut, cell, 1, std::move(put));
+  if (std::find(ctx.config.put_batches.begin(), ctx.config.put_batches.end(), 1) !=
+      ctx.config.put_batches.end()) {
+    ctx.results.Add(system, Op::kPut, cell, 1, std::move(put));
+  }
   for (size_t batch : ctx.config.batches) {
     if (batch > cell.keys) continue;
     ctx.progress.Start(absl::StrCat("get b=", batch, " ", where));
@@ -384,7 +395,19 @@ absl::Status RunRep(const Factory<D>& make, const Clear<D>& clear, pid_t server_
     ctx.results.Add(system, Op::kGet, cell, batch,
                     RunGets(ds, ctx.pool, keys, spec, ctx.progress.ops()));
   }
-  return clear(ds, keys);
+  RETURN_IF_ERROR(clear(ds, keys));
+  // Batched puts: each size a phase of its own over fresh keys (objects are
+  // immutable), cleared after.
+  for (size_t batch : ctx.config.put_batches) {
+    if (batch == 1 || batch > cell.keys) continue;
+    const KeySpace fresh{absl::StrCat(keys.prefix, "/p", batch), cell.keys};
+    ctx.progress.Start(absl::StrCat("put b=", batch, " ", where));
+    ctx.results.Add(
+        system, Op::kPut, cell, batch,
+        RunPuts(ds, ctx.pool, fresh, cell.value_bytes, ctx.progress.ops(), server_pid, batch));
+    RETURN_IF_ERROR(clear(ds, fresh));
+  }
+  return absl::OkStatus();
 }
 
 // A system of the comparison: its name and how to run one repetition of a cell.
@@ -686,6 +709,10 @@ void WriteConfigJson(JsonWriter& w, const Config& c) {
   w.Key("batches");
   w.BeginArray();
   for (size_t b : c.batches) w.Uint(b);
+  w.EndArray();
+  w.Key("put_batches");
+  w.BeginArray();
+  for (size_t b : c.put_batches) w.Uint(b);
   w.EndArray();
   w.Field("reps", static_cast<int64_t>(c.reps));
   w.Field("get_seconds", absl::ToDoubleSeconds(c.get_duration));

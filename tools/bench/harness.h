@@ -144,31 +144,47 @@ PhaseResult RunClients(size_t clients, Body body, pid_t server_pid = 0) {
 
 }  // namespace bench_internal
 
+// Puts every key of `keys` once, spread over the drivers, `batch` keys per
+// request (1: Put, else BatchPut); latency is per request.
 template <KvDriver D>
 PhaseResult RunPuts(std::span<const std::unique_ptr<D>> drivers, const ValuePool& pool,
                     const KeySpace& keys, size_t value_bytes, std::atomic<uint64_t>* progress,
-                    pid_t server_pid = 0) {
+                    pid_t server_pid = 0, size_t batch = 1) {
   MC_ASSERT(!drivers.empty() && keys.count > 0, "nothing to run");
+  MC_ASSERT(batch >= 1 && batch <= kMaxBatchKeys, "batch size out of range");
   const size_t clients = drivers.size();
   return bench_internal::RunClients(
       clients,
       [&](size_t c, bench_internal::ClientTally& t) {
         D& d = *drivers[c];
-        for (size_t i = c; i < keys.count; i += clients) {
-          const std::string key = keys.Key(i);
-          const std::string_view value = pool.Value(key, value_bytes);
+        std::vector<std::string> names;
+        std::vector<std::string_view> key_views, values;
+        std::vector<absl::Status> out;
+        for (size_t i = c; i < keys.count;) {
+          names.clear();
+          for (; i < keys.count && names.size() < batch; i += clients) names.push_back(keys.Key(i));
+          key_views.assign(names.begin(), names.end());
+          values.clear();
+          for (const std::string& k : names) values.push_back(pool.Value(k, value_bytes));
           const int64_t start = MonotonicClock::Get().NowNs();
-          const absl::Status s = d.Put(key, value);
+          if (batch == 1) {
+            out.assign(1, d.Put(key_views[0], values[0]));
+          } else {
+            d.BatchPut(key_views, values, out);
+          }
           t.latency->Record(static_cast<uint64_t>(MonotonicClock::Get().NowNs() - start));
           ++t.r.requests;
-          if (s.ok()) {
-            ++t.r.items;
-            t.r.bytes += value_bytes;
-          } else {
-            t.Fail(s);
+          for (const absl::Status& s : out) {
+            if (s.ok()) {
+              ++t.r.items;
+              t.r.bytes += value_bytes;
+            } else {
+              t.Fail(s);
+            }
           }
-          if (progress != nullptr)
-            progress->fetch_add(1, std::memory_order_relaxed);  // display only
+          if (progress != nullptr) {
+            progress->fetch_add(out.size(), std::memory_order_relaxed);  // display only
+          }
         }
       },
       server_pid);

@@ -17,6 +17,10 @@
 //   BatchGet(keys, out)    one batched request (memcached mget, Redis MGET,
 //                          mooncake BatchGetInto); out[i] is key i's view or
 //                          its error. Views stay valid until the next call.
+//   BatchPut(keys, values, out)
+//                          stores values[i] under keys[i] in one batched
+//                          request (memcached: pipelined sets, Redis MSET,
+//                          mooncake BatchPut); out[i] is key i's status.
 //   Remove(key)            OK or NOT_FOUND.
 //   system()               the name printed in the tables ("memcached", ...).
 //
@@ -45,12 +49,15 @@ inline constexpr size_t kMaxBatchKeys = 256;
 template <typename D>
 concept KvDriver = requires(D& d, std::string_view key, std::string_view value,
                             std::span<const std::string_view> keys,
-                            std::vector<absl::StatusOr<std::string_view>>& out) {
+                            std::vector<absl::StatusOr<std::string_view>>& out,
+                            std::vector<absl::Status>& put_out) {
   { d.system() } -> std::convertible_to<std::string_view>;  // constant per driver
   { d.Put(key, value) } -> std::same_as<absl::Status>;      // one round trip
   { d.Get(key) } -> std::same_as<absl::StatusOr<std::string_view>>;
   // keys.size() <= kMaxBatchKeys; out is resized to keys.size().
   { d.BatchGet(keys, out) } -> std::same_as<void>;
+  // keys.size() == values.size() <= kMaxBatchKeys; put_out is resized to keys.size().
+  { d.BatchPut(keys, keys, put_out) } -> std::same_as<void>;
   { d.Remove(key) } -> std::same_as<absl::Status>;
 };
 

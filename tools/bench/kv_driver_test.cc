@@ -18,6 +18,8 @@ struct Base {
   absl::StatusOr<std::string_view> Get(std::string_view) { return std::string_view(); }
   void BatchGet(std::span<const std::string_view>, std::vector<absl::StatusOr<std::string_view>>&) {
   }
+  void BatchPut(std::span<const std::string_view>, std::span<const std::string_view>,
+                std::vector<absl::Status>&) {}
   absl::Status Remove(std::string_view) { return absl::OkStatus(); }
 };
 static_assert(KvDriver<Base>);
@@ -27,6 +29,8 @@ struct NoSystem {
   absl::StatusOr<std::string_view> Get(std::string_view) { return std::string_view(); }
   void BatchGet(std::span<const std::string_view>, std::vector<absl::StatusOr<std::string_view>>&) {
   }
+  void BatchPut(std::span<const std::string_view>, std::span<const std::string_view>,
+                std::vector<absl::Status>&) {}
   absl::Status Remove(std::string_view) { return absl::OkStatus(); }
 };
 static_assert(!KvDriver<NoSystem>);

@@ -97,6 +97,36 @@ TYPED_TEST_P(KvDriverConformance, BatchGetAnswersEachKeyInOrder) {
   }
 }
 
+TYPED_TEST_P(KvDriverConformance, BatchPutStoresEachValue) {
+  auto& d = *this->driver_;
+  std::vector<std::string> keys;
+  std::vector<std::string_view> key_views, values;
+  for (int i = 0; i < 17; ++i) keys.push_back(this->Key(absl::StrCat("p", i)));
+  for (int i = 0; i < 17; ++i) {
+    key_views.push_back(keys[i]);
+    values.push_back(this->pool_.Value(keys[i], 100 + 4000 * i));
+  }
+  std::vector<absl::Status> out;
+  d.BatchPut(key_views, values, out);
+  ASSERT_EQ(out.size(), keys.size());
+  for (int i = 0; i < 17; ++i) {
+    ASSERT_TRUE(out[i].ok()) << i << ": " << out[i];
+    absl::StatusOr<std::string_view> got = d.Get(keys[i]);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_TRUE(this->pool_.Verify(keys[i], 100 + 4000 * i, *got, VerifyMode::kFull).ok()) << i;
+  }
+  // The connection stays usable for single calls and a second batch.
+  d.BatchPut(std::span<const std::string_view>(key_views).first(1),
+             std::span<const std::string_view>(values).subspan(1, 1), out);
+  ASSERT_EQ(out.size(), 1u);
+  // The store's objects are immutable: a second put of a key is refused there.
+  if (d.system().starts_with("store")) {
+    EXPECT_FALSE(out[0].ok());
+  } else {
+    EXPECT_TRUE(out[0].ok()) << out[0];
+  }
+}
+
 TYPED_TEST_P(KvDriverConformance, RemoveMakesTheKeyMissing) {
   auto& d = *this->driver_;
   const std::string key = this->Key("gone");
@@ -118,7 +148,8 @@ TYPED_TEST_P(KvDriverConformance, ConnectionsSeeEachOthersWrites) {
 
 REGISTER_TYPED_TEST_SUITE_P(KvDriverConformance, PutThenGetReturnsTheSameBytes,
                             MissingKeyIsNotFound, BatchGetAnswersEachKeyInOrder,
-                            RemoveMakesTheKeyMissing, ConnectionsSeeEachOthersWrites);
+                            BatchPutStoresEachValue, RemoveMakesTheKeyMissing,
+                            ConnectionsSeeEachOthersWrites);
 
 }  // namespace mooncake::bench
 

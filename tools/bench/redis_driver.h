@@ -96,6 +96,25 @@ class RedisDriver {
     for (size_t i = 0; i < keys.size(); ++i) out.push_back(Value(reply_->element[i]));
   }
 
+  // One MSET: Redis sets every key or none, so each item gets its status.
+  void BatchPut(std::span<const std::string_view> keys, std::span<const std::string_view> values,
+                std::vector<absl::Status>& out) {
+    MC_ASSERT(!keys.empty() && keys.size() <= kMaxBatchKeys && keys.size() == values.size(),
+              "batch size out of range");
+    Release();
+    argv_.assign(1, "MSET");
+    argv_len_.assign(1, 4);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      argv_.push_back(keys[i].data());
+      argv_len_.push_back(keys[i].size());
+      argv_.push_back(values[i].data());
+      argv_len_.push_back(values[i].size());
+    }
+    reply_ = static_cast<redisReply*>(
+        redisCommandArgv(c_, static_cast<int>(argv_.size()), argv_.data(), argv_len_.data()));
+    out.assign(keys.size(), Check(reply_, "MSET"));
+  }
+
   absl::Status Remove(std::string_view key) {
     Release();
     reply_ = static_cast<redisReply*>(redisCommand(c_, "DEL %b", key.data(), key.size()));

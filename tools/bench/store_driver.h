@@ -105,6 +105,16 @@ class StoreDriver {
     return std::string_view(buffer_.data(), n);
   }
 
+  // One BatchPut: its PutStarts, writes and PutEnds each go out together.
+  void BatchPut(std::span<const std::string_view> keys, std::span<const std::string_view> values,
+                std::vector<absl::Status>& out) {
+    MC_ASSERT(!keys.empty() && keys.size() <= kMaxBatchKeys && keys.size() == values.size(),
+              "batch size out of range");
+    put_items_.resize(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) put_items_[i] = {keys[i], values[i]};
+    out = client_->BatchPut(put_items_, put_options_);
+  }
+
   void BatchGet(std::span<const std::string_view> keys,
                 std::vector<absl::StatusOr<std::string_view>>& out) {
     MC_ASSERT(!keys.empty() && keys.size() <= kMaxBatchKeys, "batch size out of range");
@@ -153,6 +163,7 @@ class StoreDriver {
   size_t slot_bytes_;
   std::vector<char> buffer_;
   std::vector<client::GetIntoItem> items_;
+  std::vector<client::PutItem> put_items_;
   store::proto::TensorMeta tensor_;
   client::PutOptions put_options_;  // .tensor points at tensor_ when a dtype is given
 };

@@ -114,6 +114,11 @@ class FakeKvDriver {
     values_[0] = std::move(*v);
     return std::string_view(values_[0]);
   }
+  void BatchPut(std::span<const std::string_view> keys, std::span<const std::string_view> values,
+                std::vector<absl::Status>& out) {
+    out.clear();
+    for (size_t i = 0; i < keys.size(); ++i) out.push_back(store_->Put(keys[i], values[i]));
+  }
   void BatchGet(std::span<const std::string_view> keys,
                 std::vector<absl::StatusOr<std::string_view>>& out) {
     values_.assign(keys.size(), std::string());

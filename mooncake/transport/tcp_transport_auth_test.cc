@@ -72,7 +72,7 @@ char Pattern(uint64_t i) { return static_cast<char>('a' + (i * 7 + i / 251) % 26
 
 // An owner with one registered 1 MiB segment of Pattern bytes.
 struct Owner {
-  explicit Owner(TcpTransport::Options o) : t(Make(std::move(o))), mem(1 << 20) {
+  explicit Owner(TcpTransport::Options o) : mem(1 << 20), t(Make(std::move(o))) {
     for (size_t i = 0; i < mem.size(); ++i) mem[i] = Pattern(i);
     auto d = t->RegisterMemory(mem.data(), mem.size(), MemoryLocation::HostDram());
     MC_ASSERT(d.ok(), "register");
@@ -82,8 +82,8 @@ struct Owner {
     const std::string ep = t->LocalEndpoint();
     return static_cast<uint16_t>(std::stoi(ep.substr(ep.rfind(':') + 1)));
   }
+  std::vector<char> mem;  // declared first, freed last: the owner's threads stop before it goes
   std::unique_ptr<TcpTransport> t;
-  std::vector<char> mem;
   SegmentId seg = 0;
 };
 

@@ -355,6 +355,8 @@ TEST_F(PathsTest, RecoveredPathIsUsedAgainAfterBackoff) {
 }
 
 TEST_F(PathsTest, OwnerAdvertisesEveryAddress) {
+  // Declared first, freed last: the owner's threads stop before it goes.
+  std::vector<char> mem(1 << 20, 'x');
   TcpTransport::Options o;
   o.bind_host = "0.0.0.0";
   o.advertise_hosts = {"127.0.0.1", "127.0.0.4"};
@@ -362,7 +364,6 @@ TEST_F(PathsTest, OwnerAdvertisesEveryAddress) {
   const std::string ep = multi->LocalEndpoint();
   const std::string port = ep.substr(ep.rfind(':') + 1);
   EXPECT_EQ(ep, absl::StrCat("tcp://127.0.0.1:", port, ",127.0.0.4:", port));
-  std::vector<char> mem(1 << 20, 'x');
   auto seg = multi->RegisterMemory(mem.data(), mem.size(), MemoryLocation::HostDram());
   ASSERT_TRUE(seg.ok());
   auto t = std::move(*TcpTransport::Create(RequesterOptions()));

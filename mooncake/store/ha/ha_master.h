@@ -353,6 +353,9 @@ absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
   MOONCAKE_HA_SYNC_(QueryObjects, slow)
   MOONCAKE_HA_SYNC_(DescribeSegments, fast)
   MOONCAKE_HA_DURABLE_(RemoveAll, slow)
+  MOONCAKE_HA_SYNC_(BatchGetReplicas, fast)
+  MOONCAKE_HA_DURABLE_(BatchPutStart, slow)
+  MOONCAKE_HA_DURABLE_(BatchPutEnd, fast)
 #undef MOONCAKE_HA_SYNC_
 #undef MOONCAKE_HA_DURABLE_
   // SSD tiers keep state the oplog does not carry: refused, so a tier agent

@@ -52,6 +52,7 @@
 #include "mooncake/base/mutex.h"
 #include "mooncake/index/lru_policy.h"
 #include "mooncake/store/master/evictor.h"
+#include "mooncake/store/master/internal/batch_path.h"
 #include "mooncake/store/master/internal/group_path.h"
 #include "mooncake/store/master/internal/master_state.h"
 #include "mooncake/store/master/internal/membership_path.h"
@@ -254,6 +255,22 @@ class Master {
   // Walks every shard: bind it to a handler thread.
   absl::StatusOr<proto::QueryObjectsResponse> QueryObjects(const proto::QueryObjectsRequest& r) {
     return master_internal::QueryObjects(s_, r);
+  }
+  // The batched forms: every item as its single-item RPC (internal/batch_path.h).
+  absl::StatusOr<proto::BatchGetReplicasResponse> BatchGetReplicas(
+      const proto::BatchGetReplicasRequest& r) {
+    return master_internal::ForEachItem<proto::BatchGetReplicasResponse>(
+        r, "BatchGetReplicas",
+        [this](const proto::GetReplicasRequest& item) { return GetReplicas(item); });
+  }
+  // May evict as much as its items need: bind it to a handler thread.
+  absl::StatusOr<proto::BatchPutStartResponse> BatchPutStart(const proto::BatchPutStartRequest& r) {
+    return master_internal::ForEachItem<proto::BatchPutStartResponse>(
+        r, "BatchPutStart", [this](const proto::PutStartRequest& item) { return PutStart(item); });
+  }
+  absl::StatusOr<proto::BatchPutEndResponse> BatchPutEnd(const proto::BatchPutEndRequest& r) {
+    return master_internal::ForEachItem<proto::BatchPutEndResponse>(
+        r, "BatchPutEnd", [this](const proto::PutEndRequest& item) { return PutEnd(item); });
   }
 
   // ---- High availability (mooncake/store/ha) ----------------------------------

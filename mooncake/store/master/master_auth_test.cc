@@ -220,6 +220,47 @@ TEST_F(MasterAuthTest, ATenantCannotEndOrRevokeAnotherTenantsPutNorReleaseItsLea
   EXPECT_EQ(by_alice->released(), 1u);
 }
 
+TEST_F(MasterAuthTest, ABatchsItemsCannotNameAnotherTenant) {
+  Mount();
+  auto alice = MustConnect(kAlice);
+  auto bob = MustConnect(kBob);
+  PutFor(*alice, "a-secret", "");
+  // Bob's batch: the guard makes it bob's; an item naming alice is refused,
+  // an item naming nobody is bob's (alice's object is not found for it).
+  proto::BatchGetReplicasRequest get;
+  *get.add_items() = GetReq("a-secret");
+  proto::GetReplicasRequest& named = *get.add_items();
+  named = GetReq("a-secret");
+  named.set_tenant("alice");
+  auto got = rpc::Call<rpc::BatchGetReplicasMethod>(*bob, get);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->status_size(), 2);
+  EXPECT_EQ(got->status(0).code(), static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_EQ(got->status(1).code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  // A batch naming another tenant at the top is refused whole.
+  get.set_tenant("alice");
+  EXPECT_EQ(rpc::Call<rpc::BatchGetReplicasMethod>(*bob, get).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  // Bob cannot put as alice through an item, nor end alice's put.
+  proto::BatchPutStartRequest put;
+  proto::PutStartRequest& as_alice = *put.add_items();
+  as_alice = PutReq("b-as-alice", 100);
+  as_alice.mutable_options()->set_tenant("alice");
+  auto started = rpc::Call<rpc::BatchPutStartMethod>(*bob, put);
+  ASSERT_TRUE(started.ok()) << started.status();
+  EXPECT_EQ(started->status(0).code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  auto pending = rpc::Call<rpc::PutStartMethod>(*alice, PutReq("a-pending", 100));
+  ASSERT_TRUE(pending.ok()) << pending.status();
+  proto::BatchPutEndRequest end;
+  *end.add_items() = EndReq("a-pending", pending->put_id());
+  auto ended = rpc::Call<rpc::BatchPutEndMethod>(*bob, end);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  EXPECT_EQ(ended->status(0).code(), static_cast<int>(absl::StatusCode::kNotFound));
+  auto mine = rpc::Call<rpc::BatchPutEndMethod>(*alice, end);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->status(0).code(), 0) << mine->status(0).message();
+}
+
 TEST_F(MasterAuthTest, TenantsMayNotCallWorkerOrOperatorMethods) {
   auto alice = MustConnect(kAlice);
   EXPECT_EQ(

@@ -115,6 +115,9 @@ class MasterService {
     MOONCAKE_BIND_(CommitGroup, fast)
     MOONCAKE_BIND_(RemoveGroup, fast)
     MOONCAKE_BIND_(QueryObjects, slow)  // walks every shard
+    MOONCAKE_BIND_(BatchGetReplicas, fast)
+    MOONCAKE_BIND_(BatchPutStart, slow)  // may evict for every item: off the I/O thread
+    MOONCAKE_BIND_(BatchPutEnd, fast)
 #undef MOONCAKE_BIND_
     return absl::OkStatus();
   }

@@ -54,6 +54,9 @@ inline bool TenantMayCall(uint16_t method_id) {
     case p::COMMIT_GROUP:
     case p::REMOVE_GROUP:
     case p::QUERY_OBJECTS:
+    case p::BATCH_GET_REPLICAS:
+    case p::BATCH_PUT_START:
+    case p::BATCH_PUT_END:
       return true;
     default:
       return false;

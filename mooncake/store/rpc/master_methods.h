@@ -23,6 +23,8 @@ namespace mooncake::rpc {
 // BatchExists keys and PrefixQuery chain blocks per call.
 inline constexpr size_t kMaxBatchKeys = 16384;
 inline constexpr size_t kMaxChainBlocks = 16384;
+// Items of one BatchGetReplicas, BatchPutStart or BatchPutEnd call.
+inline constexpr size_t kMaxBatchItems = 1024;
 // DescribeSegments ids per call.
 inline constexpr size_t kMaxDescribeSegments = 4096;
 // TierSync tasks per answer and results per report.
@@ -80,6 +82,9 @@ MOONCAKE_MASTER_METHOD_(Clone, CLONE, "Clone");
 MOONCAKE_MASTER_METHOD_(CommitGroup, COMMIT_GROUP, "CommitGroup");
 MOONCAKE_MASTER_METHOD_(RemoveGroup, REMOVE_GROUP, "RemoveGroup");
 MOONCAKE_MASTER_METHOD_(QueryObjects, QUERY_OBJECTS, "QueryObjects");
+MOONCAKE_MASTER_METHOD_(BatchGetReplicas, BATCH_GET_REPLICAS, "BatchGetReplicas");
+MOONCAKE_MASTER_METHOD_(BatchPutStart, BATCH_PUT_START, "BatchPutStart");
+MOONCAKE_MASTER_METHOD_(BatchPutEnd, BATCH_PUT_END, "BatchPutEnd");
 
 #undef MOONCAKE_MASTER_METHOD_
 

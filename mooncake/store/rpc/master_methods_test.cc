@@ -32,8 +32,11 @@ TEST(MasterMethodsTest, IdsMatchTheProtoEnum) {
   EXPECT_EQ(CommitGroupMethod::kId, 24);
   EXPECT_EQ(RemoveGroupMethod::kId, 25);
   EXPECT_EQ(QueryObjectsMethod::kId, 26);
-  // Every enum value but UNSPECIFIED has a method type (26 methods).
-  EXPECT_EQ(proto::MasterMethodId_MAX, 26);
+  EXPECT_EQ(BatchGetReplicasMethod::kId, 27);
+  EXPECT_EQ(BatchPutStartMethod::kId, 28);
+  EXPECT_EQ(BatchPutEndMethod::kId, 29);
+  // Every enum value but UNSPECIFIED has a method type (29 methods).
+  EXPECT_EQ(proto::MasterMethodId_MAX, 29);
 }
 
 TEST(MasterMethodsTest, FullyPopulatedMessagesSurviveTheWire) {

@@ -247,6 +247,51 @@ class ClientCore {
     return out;
   }
 
+  // The requests of M (two or more) as one batched RPC B per
+  // rpc::kMaxBatchItems of them, all of `tenant`, answered per item as
+  // CallMany would; CallMany itself for one request, or once the master has
+  // answered B with UNIMPLEMENTED (an older master, a test fake).
+  template <rpc::RpcMethod M, rpc::RpcMethod B>
+  std::vector<absl::StatusOr<typename M::Response>> CallBatched(
+      const std::vector<typename M::Request>& reqs, const std::string& tenant) {
+    // relaxed: a hint; a racing caller at worst asks once more.
+    if (reqs.size() < 2 || no_batch_rpcs_.load(std::memory_order_relaxed)) {
+      return CallMany<M>(reqs);
+    }
+    std::vector<typename B::Request> batches;
+    for (size_t begin = 0; begin < reqs.size(); begin += rpc::kMaxBatchItems) {
+      typename B::Request& b = batches.emplace_back();
+      b.set_tenant(tenant);
+      const size_t end = std::min(reqs.size(), begin + rpc::kMaxBatchItems);
+      b.mutable_items()->Reserve(static_cast<int>(end - begin));
+      for (size_t i = begin; i < end; ++i) *b.add_items() = reqs[i];
+    }
+    auto answers = CallMany<B>(batches);
+    if (!answers.front().ok() && absl::IsUnimplemented(answers.front().status())) {
+      no_batch_rpcs_.store(true, std::memory_order_relaxed);
+      return CallMany<M>(reqs);
+    }
+    std::vector<absl::StatusOr<typename M::Response>> out;
+    out.reserve(reqs.size());
+    for (size_t k = 0; k < batches.size(); ++k) {
+      const int n = batches[k].items_size();
+      if (answers[k].ok() && (answers[k]->items_size() != n || answers[k]->status_size() != n)) {
+        answers[k] = absl::InternalError(absl::StrCat("the master answered a batch of ", n,
+                                                      " items with ", answers[k]->items_size()));
+      }
+      for (int i = 0; i < n; ++i) {
+        if (!answers[k].ok()) {
+          out.push_back(answers[k].status());
+        } else if (const proto::ItemStatus& st = answers[k]->status(i); st.code() != 0) {
+          out.push_back(absl::Status(static_cast<absl::StatusCode>(st.code()), st.message()));
+        } else {
+          out.push_back(std::move(*answers[k]->mutable_items(i)));
+        }
+      }
+    }
+    return out;
+  }
+
   std::vector<absl::Status> PutMany(std::span<const client::PutItem> items,
                                     const client::PutOptions& o);
   std::vector<absl::Status> GetMany(std::span<GetTarget> targets, const client::GetOptions& o);
@@ -406,7 +451,7 @@ class ClientCore {
   void ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res, std::vector<absl::Status>* st);
   void CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const;
   void TakeReplicas(google::protobuf::RepeatedPtrField<proto::Replica>* from, CachedObject* obj);
-  void RetryTierBusy(const std::vector<proto::PutStartRequest>& reqs,
+  void RetryTierBusy(const std::vector<proto::PutStartRequest>& reqs, const std::string& tenant,
                      std::vector<absl::StatusOr<proto::PutStartResponse>>* starts);
   std::vector<absl::Status> WriteAll(std::span<const client::PutItem> items,
                                      const std::vector<absl::StatusOr<proto::PutStartResponse>>& s,
@@ -434,7 +479,8 @@ class ClientCore {
   client::MetadataCache cache_;
   BufferRegistry buffers_;
   AtomicStats stats_;
-  client::LinkEstimator link_;  // kAuto's bandwidth when none was given
+  client::LinkEstimator link_;              // kAuto's bandwidth when none was given
+  std::atomic<bool> no_batch_rpcs_{false};  // the master answered a batched RPC UNIMPLEMENTED
   Mutex suspect_mu_;
   // segment id -> NowNs() until which puts leave it out; at most
   // rpc::kMaxExcludedSegments entries.

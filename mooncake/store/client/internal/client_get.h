@@ -1,6 +1,7 @@
 // ClientCore's get path; included only by client_core.h.
 //
-// GetMany: (1) cache lookups, then one overlapped GetReplicas per miss;
+// GetMany: (1) cache lookups, then the misses' GetReplicas in one
+// BatchGetReplicas (one GetReplicas for a single miss);
 // (2) every object's nearest replica read in one transport batch, checksums
 // verified; (3) an object whose first read failed tries its other replicas in
 // order; (4) fresh answers enter the cache (or their leases are released);
@@ -53,7 +54,7 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
   absl::Duration backoff = absl::Microseconds(200);
   for (;;) {
     const int64_t sent_ns = NowNs();  // leases count from no earlier than this
-    auto answers = CallMany<rpc::GetReplicasMethod>(reqs);
+    auto answers = CallBatched<rpc::GetReplicasMethod, rpc::BatchGetReplicasMethod>(reqs, tenant);
     std::vector<size_t> loading;
     std::vector<proto::GetReplicasRequest> again;
     for (size_t j = 0; j < misses.size(); ++j) {

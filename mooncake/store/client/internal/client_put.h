@@ -1,11 +1,11 @@
 // ClientCore's put path; included only by client_core.h.
 //
-// PutMany: (1) validate, drop our cache entries, one overlapped PutStart per
-// item; (2) every replica of every item written in one transport batch,
-// straight from the caller's bytes; (3) PutEnd naming the replicas whose
-// write failed (the master commits the rest), or PutRevoke when every write
-// of an item failed, so an item either commits on the replicas that hold its
-// bytes or leaves nothing behind.
+// PutMany: (1) validate, drop our cache entries, the items' PutStarts in one
+// BatchPutStart; (2) every replica of every item written in one transport
+// batch, straight from the caller's bytes; (3) the PutEnds in one BatchPutEnd,
+// each naming the replicas whose write failed (the master commits the rest),
+// or PutRevoke when every write of an item failed, so an item either commits on the replicas that
+// hold its bytes or leaves nothing behind.
 // IWYU pragma: private, include "mooncake/store/client.h"
 #ifndef MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_PUT_H_
 #define MOONCAKE_STORE_CLIENT_INTERNAL_CLIENT_PUT_H_
@@ -57,6 +57,7 @@ std::vector<absl::Status> ClientCore<C>::WriteAll(
 // ssd_put_wait_ms passes.
 template <rpc::RpcChannel C>
 void ClientCore<C>::RetryTierBusy(const std::vector<proto::PutStartRequest>& reqs,
+                                  const std::string& tenant,
                                   std::vector<absl::StatusOr<proto::PutStartResponse>>* starts) {
   const absl::Time give_up = absl::Now() + absl::Milliseconds(options_.ssd_put_wait_ms);
   absl::Duration backoff = absl::Microseconds(200);
@@ -79,7 +80,7 @@ void ClientCore<C>::RetryTierBusy(const std::vector<proto::PutStartRequest>& req
     backoff = std::min(2 * backoff, absl::Milliseconds(5));
     std::vector<proto::PutStartRequest> again;
     for (const size_t j : busy) again.push_back(reqs[j]);
-    auto answers = CallMany<rpc::PutStartMethod>(again);
+    auto answers = CallBatched<rpc::PutStartMethod, rpc::BatchPutStartMethod>(again, tenant);
     for (size_t k = 0; k < busy.size(); ++k) (*starts)[busy[k]] = std::move(answers[k]);
   }
 }
@@ -232,8 +233,8 @@ std::vector<absl::Status> ClientCore<C>::PutRound(std::span<const client::PutIte
   }
   std::vector<client::PutItem> started;
   for (size_t i : who) started.push_back(items[i]);
-  auto starts = CallMany<rpc::PutStartMethod>(reqs);
-  RetryTierBusy(reqs, &starts);
+  auto starts = CallBatched<rpc::PutStartMethod, rpc::BatchPutStartMethod>(reqs, tenant);
+  RetryTierBusy(reqs, tenant, &starts);
   std::vector<std::vector<uint64_t>> failed(who.size());
   const std::vector<absl::Status> write_errors = WriteAll(started, starts, &failed);
   for (const std::vector<uint64_t>& f : failed) MarkSuspect(f);
@@ -260,10 +261,11 @@ std::vector<absl::Status> ClientCore<C>::PutRound(std::span<const client::PutIte
     proto::PutEndRequest& r = ends.emplace_back();
     r.set_key(std::string(items[i].key));
     r.set_put_id(starts[j]->put_id());
+    r.set_tenant(tenant);
     for (uint64_t seg : failed[j]) r.add_failed_segment_ids(seg);
     end_who.push_back(i);
   }
-  auto end_answers = CallMany<rpc::PutEndMethod>(ends);
+  auto end_answers = CallBatched<rpc::PutEndMethod, rpc::BatchPutEndMethod>(ends, tenant);
   for (size_t k = 0; k < end_who.size(); ++k) {
     const size_t i = end_who[k];
     if (end_answers[k].ok()) {

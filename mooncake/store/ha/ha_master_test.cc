@@ -182,6 +182,49 @@ TEST_F(HaMasterTest, OneLeaderServesAndAStandbyTakesOverWithTheSameObjects) {
   ASSERT_TRUE(s.ok()) << s.status();
 }
 
+TEST_F(HaMasterTest, BatchedPutsAreDurableAcrossAFailover) {
+  ASSERT_TRUE(StartNode(Options()).ok());
+  ASSERT_TRUE(StartNode(Options()).ok());
+  Node* leader = WaitLeader();
+  ASSERT_NE(leader, nullptr);
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  std::vector<sp::GetReplicasResponse> want;
+  MountAndPut(*c, 1, &want);  // mounts the segment; k0
+  sp::BatchPutStartRequest start;
+  for (int i = 1; i < 20; ++i) {
+    sp::PutStartRequest& ps = *start.add_items();
+    ps.set_key("k" + std::to_string(i));
+    ps.set_size_bytes(4096 + static_cast<uint64_t>(i));
+  }
+  auto started = rpc::Call<rpc::BatchPutStartMethod>(*c, start);
+  ASSERT_TRUE(started.ok()) << started.status();
+  sp::BatchPutEndRequest end;
+  for (int i = 0; i < start.items_size(); ++i) {
+    ASSERT_EQ(started->status(i).code(), 0) << started->status(i).message();
+    sp::PutEndRequest& pe = *end.add_items();
+    pe.set_key(start.items(i).key());
+    pe.set_put_id(started->items(i).put_id());
+  }
+  auto ended = rpc::Call<rpc::BatchPutEndMethod>(*c, end);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  sp::BatchGetReplicasRequest get;
+  for (int i = 0; i < end.items_size(); ++i) {
+    ASSERT_EQ(ended->status(i).code(), 0) << ended->status(i).message();
+    get.add_items()->set_key(end.items(i).key());
+  }
+  auto got = rpc::Call<rpc::BatchGetReplicasMethod>(*c, get);
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (int i = 0; i < got->items_size(); ++i) {
+    ASSERT_EQ(got->status(i).code(), 0) << got->status(i).message();
+    want.push_back(got->items(i));
+  }
+  // Acknowledged means stored: the next leader has every batched object.
+  leader->Shutdown();
+  ASSERT_NE(WaitLeader(), nullptr);
+  ExpectSame(*c, want);
+}
+
 TEST_F(HaMasterTest, ColdRestartFromSnapshotAndOplogTail) {
   HaMasterOptions o = Options();
   o.snapshot_every_batches = 5;

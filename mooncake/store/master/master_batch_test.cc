@@ -20,7 +20,9 @@ using testing_internal::PutReq;
 
 using MasterBatchTest = MasterFixture;
 
-absl::StatusCode Code(const proto::ItemStatus& s) { return static_cast<absl::StatusCode>(s.code()); }
+absl::StatusCode Code(const proto::ItemStatus& s) {
+  return static_cast<absl::StatusCode>(s.code());
+}
 
 TEST_F(MasterBatchTest, PutStartAndPutEndCommitEveryItemAndAnswerFailuresInPlace) {
   Mount("w1");

@@ -116,8 +116,50 @@ class MasterService {
     MOONCAKE_BIND_(RemoveGroup, fast)
     MOONCAKE_BIND_(QueryObjects, slow)  // walks every shard
     MOONCAKE_BIND_(BatchGetReplicas, fast)
-    MOONCAKE_BIND_(BatchPutStart, slow)  // may evict for every item: off the I/O thread
     MOONCAKE_BIND_(BatchPutEnd, fast)
+    if (options_.inline_metadata_calls) {
+      // Items as PutStart on the I/O thread while each fits the inline
+      // eviction budget. When the first does not, the batch moves to the
+      // pool whole (nothing done but those evictions); when a later one does
+      // not, the items before it are started already, so it and the rest run
+      // as plain PutStarts here.
+      if (absl::Status s = registry->Register<rpc::BatchPutStartMethod>(
+              [m](const rpc::BatchPutStartMethod::Request& r, const rpc::ServerCallContext& ctx)
+                  -> absl::StatusOr<rpc::BatchPutStartMethod::Response> {
+                if (!ctx.may_defer) return m->BatchPutStart(r);
+                bool started = false, over_budget = false, defer = false;
+                auto out = master_internal::ForEachItem<rpc::BatchPutStartMethod::Response>(
+                    r, "BatchPutStart",
+                    [&](const proto::PutStartRequest& item)
+                        -> absl::StatusOr<proto::PutStartResponse> {
+                      if (defer) return absl::CancelledError("deferred");  // discarded
+                      if (!over_budget) {
+                        auto done = m->TryPutStartInline(item);
+                        if (done.has_value()) {
+                          started = true;
+                          return *std::move(done);
+                        }
+                        if (!started) {
+                          defer = true;
+                          return absl::CancelledError("deferred");
+                        }
+                        over_budget = true;
+                      }
+                      return m->PutStart(item);
+                    });
+                if (defer) {
+                  return rpc::DeferToWorker(
+                      "BatchPutStart's first item must evict more than inline_put_evictions");
+                }
+                return out;
+              },
+              {.mode = rpc::ExecutionMode::kInlineFirst});
+          !s.ok()) {
+        return s;
+      }
+    } else {
+      MOONCAKE_BIND_(BatchPutStart, slow)
+    }
 #undef MOONCAKE_BIND_
     return absl::OkStatus();
   }

@@ -14,6 +14,7 @@
 #ifndef MOONCAKE_TOOLS_BENCH_MEMCACHED_DRIVER_H_
 #define MOONCAKE_TOOLS_BENCH_MEMCACHED_DRIVER_H_
 
+#include <fcntl.h>
 #include <libmemcached/memcached.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -176,6 +177,13 @@ class MemcachedDriver {
     const absl::Time deadline = absl::Now() + absl::Milliseconds(timeout_ms_);
     if (!raw_.valid()) {
       ASSIGN_OR_RETURN(raw_, ConnectTcp(at_, deadline));
+      // Blocking, with the driver's timeouts: a batch larger than the socket
+      // buffer waits for memcached to read it.
+      const int flags = ::fcntl(raw_.get(), F_GETFL);
+      if (flags < 0 || ::fcntl(raw_.get(), F_SETFL, flags & ~O_NONBLOCK) < 0) {
+        return absl::UnavailableError(
+            absl::StrCat("memcached pipelined set: fcntl: errno ", errno));
+      }
       const int one = 1;
       ::setsockopt(raw_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       const timeval tv = absl::ToTimeval(absl::Milliseconds(timeout_ms_));

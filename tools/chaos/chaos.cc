@@ -345,6 +345,14 @@ int Main() {
 
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
+  if (kinds.contains("disk_full") || kinds.contains("slow_disk")) {
+    if (absl::Status s = DiskLab::EnterPrivateMountNamespace(); !s.ok()) {
+      std::printf(
+          "  note: the tier filesystem is mounted on the host (%s); a killed campaign "
+          "leaves it mounted\n",
+          std::string(s.message()).c_str());
+    }
+  }
   NetLab::SweepStale();
   DiskLab::SweepStale();
   const int masters = ha ? 3 : 1;

@@ -10,7 +10,9 @@
 //   Unslow() moves it back. Unavailable (with the reason) where there is no
 //   v1 blkio controller with throttling.
 //
-// Needs root; Create fails naming what is missing. The destructor undoes
+// Needs root; Create fails naming what is missing. A campaign enters a mount
+// namespace of its own first (EnterPrivateMountNamespace), so a killed one
+// leaves no mount behind. The destructor undoes
 // everything it did, in reverse, also after a failed Create.
 //
 // Thread-safety: one owning thread.
@@ -18,7 +20,9 @@
 #define MOONCAKE_TOOLS_CHAOS_DISKLAB_H_
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -69,6 +73,21 @@ class DiskLab {
     if (::stat(d->mount_.c_str(), &st) != 0) return absl::InternalError("stat of the mount");
     d->device_ = absl::StrCat(major(st.st_dev), ":", minor(st.st_dev));
     return d;
+  }
+
+  // Moves this process (call it before any thread starts) into a mount
+  // namespace of its own with private propagation: the tier filesystem
+  // mounted later, and the loop device behind it, go with the campaign's
+  // last process even when it is SIGKILLed, instead of staying mounted on
+  // the host. Its children (masters, workers) share the namespace.
+  static absl::Status EnterPrivateMountNamespace() {
+    if (::unshare(CLONE_NEWNS) != 0) {
+      return absl::UnavailableError(absl::StrCat("unshare(CLONE_NEWNS): errno ", errno));
+    }
+    if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      return absl::UnavailableError(absl::StrCat("making / private: errno ", errno));
+    }
+    return absl::OkStatus();
   }
 
   // Removes the blkio cgroups of campaigns that are gone (SIGKILLed ones).

@@ -86,35 +86,6 @@ inline absl::Status SendAll(int fd, const void* buf, size_t len, std::string_vie
   return absl::OkStatus();
 }
 
-// Receives p[*got, len) from a socket with timeouts set, advancing *got:
-// true once full; false once `give_up` has passed (checked after every
-// receive, each of which blocks one socket tick at most), with what arrived
-// kept; an error on EOF, a socket error or `deadline`.
-inline absl::StatusOr<bool> RecvSomeBy(int fd, char* p, size_t len, size_t* got,
-                                       absl::Time deadline, absl::Time give_up,
-                                       std::string_view what) {
-  while (*got < len) {
-    const ssize_t n = ::recv(fd, p + *got, len - *got, MSG_WAITALL);
-    if (n > 0) {
-      *got += static_cast<size_t>(n);
-      if (*got < len && give_up != absl::InfiniteFuture() && absl::Now() >= give_up) return false;
-      continue;
-    }
-    if (n == 0) {
-      return absl::UnavailableError(absl::StrCat(AbslView(what), ": peer closed the connection"));
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return ErrnoToStatus(errno, what);
-    const absl::Time now = absl::Now();
-    if (now >= deadline) {
-      return absl::DeadlineExceededError(
-          absl::StrCat(AbslView(what), ": peer stalled past the I/O deadline"));
-    }
-    if (now >= give_up) return false;
-  }
-  return true;
-}
-
 // Bytes a receiver took off a stream past what it asked for (RecvSomeAhead):
 // the start of what follows, handed out first by the next receive.
 struct ReadAhead {
@@ -136,20 +107,25 @@ struct ReadAhead {
   }
 };
 
-// RecvSomeBy that starts from the bytes `ahead` holds and, for receives of up
-// to ReadAhead::kMaxPayload bytes, takes up to ReadAhead::kBytes bytes past
-// p[len) into `ahead` in the same system call when they have already arrived
+// Receives p[*got, len) from a socket with timeouts set, advancing *got:
+// true once full; false once `give_up` has passed (checked after every
+// receive, each of which blocks one socket tick at most), with what arrived
+// kept; an error on EOF, a socket error or `deadline`.
+//
+// With `ahead` (else null): starts from the bytes it holds and, for receives
+// of up to ReadAhead::kMaxPayload bytes, takes up to ReadAhead::kBytes bytes
+// past p[len) into it in the same system call when they have already arrived
 // (a pipelining peer's next frame header): a stream of small frames costs one
 // receive per frame instead of two. The stream must be read only through
 // `ahead` from then on.
 inline absl::StatusOr<bool> RecvSomeAhead(int fd, char* p, size_t len, size_t* got,
                                           ReadAhead* ahead, absl::Time deadline, absl::Time give_up,
                                           std::string_view what) {
-  *got += ahead->Take(p + *got, len - *got);
+  if (ahead != nullptr) *got += ahead->Take(p + *got, len - *got);
   while (*got < len) {
     const size_t left = len - *got;
     ssize_t n;
-    if (left > ReadAhead::kMaxPayload) {
+    if (ahead == nullptr || left > ReadAhead::kMaxPayload) {
       n = ::recv(fd, p + *got, left, MSG_WAITALL);
     } else {
       MC_DASSERT(ahead->size() == 0, "read ahead only once the buffer is drained");
@@ -182,6 +158,13 @@ inline absl::StatusOr<bool> RecvSomeAhead(int fd, char* p, size_t len, size_t* g
     if (now >= give_up) return false;
   }
   return true;
+}
+
+// RecvSomeAhead without reading ahead.
+inline absl::StatusOr<bool> RecvSomeBy(int fd, char* p, size_t len, size_t* got,
+                                       absl::Time deadline, absl::Time give_up,
+                                       std::string_view what) {
+  return RecvSomeAhead(fd, p, len, got, nullptr, deadline, give_up, what);
 }
 
 // Reads exactly `len` bytes before `deadline` (socket timeouts set to a short

@@ -60,6 +60,7 @@ tsan_targets=(
   //mooncake/qos/...
   //mooncake/store/rpc/...
   //mooncake/store/master:lease_table_test
+  //mooncake/store/master:master_batch_test
   //mooncake/store/master:master_replication_test
   //mooncake/store/master:task_queue_test
   //mooncake/transport:tcp_paths_test

@@ -819,12 +819,17 @@ absl::Status Run(const Config& c) {
                 SizeName(c.fill_value_bytes).c_str(), c.fill_factor, c.fill_clients);
     PrintFill(stdout, fill_results);
   }
-  const std::vector<TargetCheck> targets = CheckTargets(rows, fill_results);
-  std::printf("\ntargets (issue #9)%s\n",
-              absl::GetFlag(FLAGS_store_verify_checksums)
-                  ? ""
-                  : ": NOT JUDGED, the store client ran with --store_verify_checksums=false");
+  std::vector<TargetCheck> targets = CheckTargets(rows, fill_results);
+  const std::vector<TargetCheck> small = CheckSmallObjectTargets(rows);
+  const char* judged =
+      absl::GetFlag(FLAGS_store_verify_checksums)
+          ? ""
+          : ": NOT JUDGED, the store client ran with --store_verify_checksums=false";
+  std::printf("\ntargets (issue #9)%s\n", judged);
   PrintTargets(stdout, targets);
+  std::printf("\ntargets (issue #41, small objects)%s\n", judged);
+  PrintTargets(stdout, small);
+  targets.insert(targets.end(), small.begin(), small.end());
   if (const std::string json = absl::GetFlag(FLAGS_json); !json.empty()) {
     RETURN_IF_ERROR(WriteJson(json, c, rows, fill_results, targets));
     std::printf("\nJSON: %s\n", json.c_str());

@@ -182,5 +182,33 @@ TEST(TargetsTest, MetMissedAndNotMeasured) {
   EXPECT_FALSE(CheckTargets(rows, {fill})[8].met());
 }
 
+TEST(TargetsTest, SmallObjectTargetsCompareBatchesSinglesAndCpu) {
+  constexpr size_t k64 = size_t{64} << 10;
+  auto row = [](std::string system, Op op, size_t size, size_t batch, double items, double cpu) {
+    Row r = MakeRow(std::move(system), op, size, {Phase(items, 100)});
+    r.batch = batch;
+    r.cpu_us_per_item = cpu;
+    return r;
+  };
+  std::vector<Row> rows = {
+      row("memcached", Op::kGet, k64, 16, 1000, 30), row("store-tcp", Op::kGet, k64, 16, 1600, 25),
+      row("memcached", Op::kGet, k64, 1, 800, 60),   row("store-tcp", Op::kGet, k64, 1, 600, 90),
+      row("memcached", Op::kPut, k64, 1, 500, 0),    row("store-tcp", Op::kPut, k64, 1, 300, 0),
+  };
+  std::vector<TargetCheck> t = CheckSmallObjectTargets(rows);
+  ASSERT_EQ(t.size(), 9u);
+  EXPECT_EQ(t[0].name, "get 64 KiB x8 b16 store-tcp vs memcached");
+  EXPECT_TRUE(t[0].met()) << *t[0].achieved;  // 1.6x >= 1.5
+  EXPECT_FALSE(t[1].met());                   // single 0.75x
+  EXPECT_FALSE(t[2].met());                   // put 0.6x
+  EXPECT_FALSE(t[3].met());                   // CPU 90 vs 60
+  EXPECT_NEAR(*t[3].achieved, 1.5, 1e-9);
+  EXPECT_EQ(t[4].name, "get 64 KiB x8 store-tcp b16 vs b1");
+  EXPECT_TRUE(t[4].met());  // 1600 vs 600 items/s of the same size
+  EXPECT_NEAR(*t[4].achieved, 1600.0 / 600.0, 1e-9);
+  EXPECT_FALSE(t[5].measured_ok());  // 1 MiB not in this run
+  EXPECT_FALSE(t[8].measured_ok());
+}
+
 }  // namespace
 }  // namespace mooncake::bench

@@ -7,6 +7,12 @@
 //   fill past capacity (store):           used/capacity >= 0.95 while
 //                                         evicting (minimum sample), no
 //                                         failed put
+// Issue #41's small-object targets (CheckSmallObjectTargets):
+//   GET 64 KiB, 8 clients, batches of 16, TCP: >= 1.5x memcached's mget
+//   GET 64 KiB single >= 1x memcached; PUT 64 KiB >= 1.25x memcached
+//   CPU us per single 64 KiB GET <= memcached's
+//   GET 64 KiB / 1 MiB / 4 MiB, batches of 16: >= the store's single GETs
+//                                         (bytes/s), >= 1.5x memcached's mget
 // "memcached" is the faster protocol variant measured in that cell. A target
 // whose rows are missing from the run (other sizes or clients chosen) is
 // reported as not measured.
@@ -48,15 +54,16 @@ struct TargetCheck {
 
 inline TargetCheck ThroughputTarget(const std::vector<Row>& rows, Op op, size_t size,
                                     std::string_view store, std::string_view baseline,
-                                    double required) {
+                                    double required, size_t batch = 1) {
   Row cell;
   cell.op = op;
   cell.value_bytes = size;
   cell.clients = 8;
-  cell.batch = 1;
+  cell.batch = batch;
   TargetCheck t;
-  t.name = absl::StrCat(AbslView(OpName(op)), " ", SizeName(size), " x8 ", AbslView(store), " vs ",
-                        AbslView(baseline));
+  t.name = absl::StrCat(AbslView(OpName(op)), " ", SizeName(size), " x8 ",
+                        batch > 1 ? absl::StrCat("b", batch, " ") : std::string(), AbslView(store),
+                        " vs ", AbslView(baseline));
   t.required = required;
   t.unit = "items/s";
   const Row* s = FindRow(rows, cell, store);
@@ -114,6 +121,68 @@ inline std::vector<TargetCheck> CheckTargets(const std::vector<Row>& rows,
     fill.achieved = f.puts.errors == 0 ? f.util_min : 0.0;
   }
   out.push_back(fill);
+  return out;
+}
+
+// The store's batches of `batch` GETs against its single GETs, same size, in bytes/s.
+inline TargetCheck BatchVsSingleTarget(const std::vector<Row>& rows, size_t size, size_t batch) {
+  Row cell;
+  cell.op = Op::kGet;
+  cell.value_bytes = size;
+  cell.clients = 8;
+  cell.batch = batch;
+  Row single = cell;
+  single.batch = 1;
+  TargetCheck t;
+  t.name = absl::StrCat("get ", SizeName(size), " x8 store-tcp b", batch, " vs b1");
+  t.required = 1.0;
+  t.unit = "GB/s";
+  const Row* s = FindRow(rows, cell, "store-tcp");
+  const Row* b = FindRow(rows, single, "store-tcp");
+  if (s == nullptr || b == nullptr || b->gb_per_s <= 0) return t;
+  t.measured = s->gb_per_s;
+  t.baseline = b->gb_per_s;
+  t.achieved = s->gb_per_s / b->gb_per_s;
+  return t;
+}
+
+// CPU per item (server + clients) of the store's single GETs against memcached's.
+inline TargetCheck CpuPerGetTarget(const std::vector<Row>& rows, size_t size) {
+  Row cell;
+  cell.op = Op::kGet;
+  cell.value_bytes = size;
+  cell.clients = 8;
+  cell.batch = 1;
+  TargetCheck t;
+  t.name = absl::StrCat("get ", SizeName(size), " x8 store-tcp CPU us/item vs memcached");
+  t.required = 1.0;
+  t.lower_is_better = true;
+  t.unit = "us";
+  const Row* s = FindRow(rows, cell, "store-tcp");
+  const Row* b = BestMemcached(rows, cell);
+  if (s == nullptr || b == nullptr || !s->cpu_us_per_item || !b->cpu_us_per_item ||
+      *b->cpu_us_per_item <= 0) {
+    return t;
+  }
+  t.measured = *s->cpu_us_per_item;
+  t.baseline = *b->cpu_us_per_item;
+  t.achieved = *s->cpu_us_per_item / *b->cpu_us_per_item;
+  return t;
+}
+
+inline std::vector<TargetCheck> CheckSmallObjectTargets(const std::vector<Row>& rows) {
+  constexpr size_t kKiB = size_t{1} << 10, kMiB = size_t{1} << 20;
+  std::vector<TargetCheck> out;
+  out.push_back(ThroughputTarget(rows, Op::kGet, 64 * kKiB, "store-tcp", "memcached", 1.5, 16));
+  out.push_back(ThroughputTarget(rows, Op::kGet, 64 * kKiB, "store-tcp", "memcached", 1.0));
+  out.push_back(ThroughputTarget(rows, Op::kPut, 64 * kKiB, "store-tcp", "memcached", 1.25));
+  out.push_back(CpuPerGetTarget(rows, 64 * kKiB));
+  for (size_t size : {64 * kKiB, kMiB, 4 * kMiB}) {
+    out.push_back(BatchVsSingleTarget(rows, size, 16));
+    if (size != 64 * kKiB) {
+      out.push_back(ThroughputTarget(rows, Op::kGet, size, "store-tcp", "memcached", 1.5, 16));
+    }
+  }
   return out;
 }
 

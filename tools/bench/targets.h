@@ -76,24 +76,37 @@ inline TargetCheck ThroughputTarget(const std::vector<Row>& rows, Op op, size_t 
   return t;
 }
 
-inline TargetCheck P99Target(const std::vector<Row>& rows, size_t size) {
+// A figure of the store's single GETs (8 clients) where lower is better,
+// against the best memcached variant's in the same cell; `value` reads it
+// from a row (nullopt or <= 0 for the baseline: not measured).
+template <typename Value>
+TargetCheck LowerIsBetterTarget(const std::vector<Row>& rows, size_t size, std::string name,
+                                std::string unit, Value value) {
   Row cell;
   cell.op = Op::kGet;
   cell.value_bytes = size;
   cell.clients = 8;
   cell.batch = 1;
   TargetCheck t;
-  t.name = absl::StrCat("get ", SizeName(size), " x8 store-tcp P99 vs memcached");
+  t.name = std::move(name);
   t.required = 1.0;
   t.lower_is_better = true;
-  t.unit = "us";
+  t.unit = std::move(unit);
   const Row* s = FindRow(rows, cell, "store-tcp");
   const Row* b = BestMemcached(rows, cell);
-  if (s == nullptr || b == nullptr || b->p99_us <= 0) return t;
-  t.measured = s->p99_us;
-  t.baseline = b->p99_us;
-  t.achieved = s->p99_us / b->p99_us;
+  if (s == nullptr || b == nullptr) return t;
+  const std::optional<double> sv = value(*s), bv = value(*b);
+  if (!sv || !bv || *bv <= 0) return t;
+  t.measured = *sv;
+  t.baseline = *bv;
+  t.achieved = *sv / *bv;
   return t;
+}
+
+inline TargetCheck P99Target(const std::vector<Row>& rows, size_t size) {
+  return LowerIsBetterTarget(rows, size,
+                             absl::StrCat("get ", SizeName(size), " x8 store-tcp P99 vs memcached"),
+                             "us", [](const Row& r) { return std::optional<double>(r.p99_us); });
 }
 
 inline std::vector<TargetCheck> CheckTargets(const std::vector<Row>& rows,
@@ -148,26 +161,9 @@ inline TargetCheck BatchVsSingleTarget(const std::vector<Row>& rows, size_t size
 
 // CPU per item (server + clients) of the store's single GETs against memcached's.
 inline TargetCheck CpuPerGetTarget(const std::vector<Row>& rows, size_t size) {
-  Row cell;
-  cell.op = Op::kGet;
-  cell.value_bytes = size;
-  cell.clients = 8;
-  cell.batch = 1;
-  TargetCheck t;
-  t.name = absl::StrCat("get ", SizeName(size), " x8 store-tcp CPU us/item vs memcached");
-  t.required = 1.0;
-  t.lower_is_better = true;
-  t.unit = "us";
-  const Row* s = FindRow(rows, cell, "store-tcp");
-  const Row* b = BestMemcached(rows, cell);
-  if (s == nullptr || b == nullptr || !s->cpu_us_per_item || !b->cpu_us_per_item ||
-      *b->cpu_us_per_item <= 0) {
-    return t;
-  }
-  t.measured = *s->cpu_us_per_item;
-  t.baseline = *b->cpu_us_per_item;
-  t.achieved = *s->cpu_us_per_item / *b->cpu_us_per_item;
-  return t;
+  return LowerIsBetterTarget(
+      rows, size, absl::StrCat("get ", SizeName(size), " x8 store-tcp CPU us/item vs memcached"),
+      "us", [](const Row& r) { return r.cpu_us_per_item; });
 }
 
 inline std::vector<TargetCheck> CheckSmallObjectTargets(const std::vector<Row>& rows) {

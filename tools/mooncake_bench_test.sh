@@ -63,7 +63,9 @@ assert fill["store-tcp"]["util_samples"] > 0, fill["store-tcp"]
 ssd = fill["store+ssd"]
 assert ssd["readback_bad"] == 0 and ssd["failed_puts"] == 0, ssd
 assert ssd["hit_rate"] > fill["store-tcp"]["hit_rate"], (ssd, fill["store-tcp"])
-assert len(doc["targets"]) == 9
+# Issue #9's nine targets, then issue #41's nine small-object targets.
+assert len(doc["targets"]) == 18, [t["name"] for t in doc["targets"]]
+assert doc["targets"][9]["name"] == "get 64 KiB x8 b16 store-tcp vs memcached", doc["targets"][9]
 print("JSON ok:", len(rows), "rows")
 PY
 

@@ -217,25 +217,11 @@ class TcpServer {
     }
   }
 
-  // Bytes received from the peer and not yet consumed, in stream order. One
-  // recv takes whatever has arrived, so a requester's pipelined frames (a
-  // batch's READs sent in one sendmsg) are read with one system call.
-  struct InBuf {
-    static constexpr size_t kBytes = 16 << 10;  // >= 300 headers; WRITE payload beyond goes direct
-    std::unique_ptr<char[]> data{new char[kBytes]};
-    size_t begin = 0;
-    size_t end = 0;
-    size_t size() const { return end - begin; }
-    const uint8_t* at() const { return reinterpret_cast<const uint8_t*>(data.get() + begin); }
-    // Takes up to n buffered bytes into p; returns how many.
-    size_t Take(char* p, size_t n) {
-      const size_t k = std::min(n, size());
-      if (p != nullptr) std::memcpy(p, data.get() + begin, k);
-      begin += k;
-      if (begin == end) begin = end = 0;
-      return k;
-    }
-  };
+  // What was received from the peer and not consumed yet. One recv takes
+  // whatever has arrived, so a requester's pipelined frames (a batch's READs
+  // sent in one sendmsg) are read with one system call. 16 KiB: ~340 headers;
+  // a WRITE's payload beyond it is received straight into the segment.
+  using InBuf = StreamBuffer<16 << 10>;
 
   // Makes at least `want` (<= kBytes) bytes buffered: false on EOF or a
   // socket error, or once `deadline` passes with fewer (an empty buffer waits
@@ -244,12 +230,12 @@ class TcpServer {
   static bool Fill(int fd, InBuf& in, size_t want, absl::Time deadline) {
     if (in.size() >= want) return true;
     if (in.begin > 0) {
-      std::memmove(in.data.get(), in.data.get() + in.begin, in.size());
+      std::memmove(in.data.data(), in.data.data() + in.begin, in.size());
       in.end -= in.begin;
       in.begin = 0;
     }
     while (in.size() < want) {
-      const ssize_t n = ::recv(fd, in.data.get() + in.end, InBuf::kBytes - in.end, 0);
+      const ssize_t n = ::recv(fd, in.data.data() + in.end, InBuf::kBytes - in.end, 0);
       if (n > 0) {
         in.end += static_cast<size_t>(n);
         continue;

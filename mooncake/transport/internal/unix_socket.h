@@ -86,25 +86,31 @@ inline absl::Status SendAll(int fd, const void* buf, size_t len, std::string_vie
   return absl::OkStatus();
 }
 
-// Bytes a receiver took off a stream past what it asked for (RecvSomeAhead):
-// the start of what follows, handed out first by the next receive.
-struct ReadAhead {
-  static constexpr size_t kBytes = 512;
-  // Receives of more bytes than this wait for all of them in one MSG_WAITALL
-  // recv and read nothing ahead (a large payload gains nothing from it).
-  static constexpr size_t kMaxPayload = 128 << 10;
-  std::array<char, kBytes> data;
+// Bytes taken off a stream and not consumed yet, in stream order (at most N).
+template <size_t N>
+struct StreamBuffer {
+  static constexpr size_t kBytes = N;
+  std::array<char, N> data;
   size_t begin = 0;
   size_t end = 0;
   size_t size() const { return end - begin; }
-  // Moves up to n bytes into p; returns how many.
+  const uint8_t* at() const { return reinterpret_cast<const uint8_t*>(data.data() + begin); }
+  // Moves up to n bytes into p (null: drops them); returns how many.
   size_t Take(char* p, size_t n) {
     const size_t k = std::min(n, size());
-    std::memcpy(p, data.data() + begin, k);
+    if (p != nullptr) std::memcpy(p, data.data() + begin, k);
     begin += k;
     if (begin == end) begin = end = 0;
     return k;
   }
+};
+
+// What a receiver took past what it asked for (RecvSomeAhead): the start of
+// what follows, handed out first by the next receive.
+struct ReadAhead : StreamBuffer<512> {
+  // Receives of more bytes than this wait for all of them in one MSG_WAITALL
+  // recv and read nothing ahead (a large payload gains nothing from it).
+  static constexpr size_t kMaxPayload = 128 << 10;
 };
 
 // Receives p[*got, len) from a socket with timeouts set, advancing *got:

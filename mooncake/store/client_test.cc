@@ -198,6 +198,22 @@ TEST(Client, CorruptReplicaFallsBackAndAllCorruptIsDataLoss) {
   EXPECT_EQ(c->Get("k", bypass).status().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(Client, CachedReadsRotateOverTheReplicas) {
+  Store s(2);
+  auto c = s.NewClient(NoShm());
+  PutOptions two;
+  two.replica_count = 2;
+  const std::string v = Value(1000, 'r');
+  ASSERT_TRUE(c->Put("k", v, two).ok());
+  ASSERT_EQ(*c->Get("k"), v);  // cached: replicas on both workers
+  // A corrupt copy on worker 0 shows which replica each cached read tried
+  // first: one read in two starts there and falls back to worker 1.
+  static_cast<char*>(s.workers()[0]->segments()[0].data)[10] ^= 1;
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(*c->Get("k"), v) << i;
+  EXPECT_EQ(c->stats().cache_hits, 10u);
+  EXPECT_EQ(c->stats().checksum_mismatches, 5u);
+}
+
 TEST(Client, GetFallsBackWhenAWorkerIsGone) {
   Store s(2);
   auto c = s.NewClient(NoShm());
@@ -206,6 +222,8 @@ TEST(Client, GetFallsBackWhenAWorkerIsGone) {
   ASSERT_TRUE(c->Put("k", Value(5000, 'w'), two).ok());
   ASSERT_TRUE(c->Get("k").ok());  // cached: replicas on both workers
   s.workers()[0]->Abandon();      // gone without telling the master
+  // Cached reads rotate over the replicas: one of two starts on worker 0.
+  EXPECT_EQ(*c->Get("k"), Value(5000, 'w'));
   EXPECT_EQ(*c->Get("k"), Value(5000, 'w'));
   EXPECT_GE(c->stats().replica_fallbacks, 1u);
 }

@@ -76,6 +76,7 @@ ABSL_FLAG(int64_t, crash_timeout_ms, 90'000, "crash: give up waiting for re-repl
 ABSL_FLAG(int32_t, skew_objects, 256, "skew: objects");
 ABSL_FLAG(int64_t, skew_object_bytes, 1 << 20, "skew: bytes per object");
 ABSL_FLAG(int32_t, skew_threads, 8, "skew: reader threads (one client each)");
+ABSL_FLAG(int32_t, skew_batch, 1, "skew: objects per BatchGetInto of a reader");
 ABSL_FLAG(double, zipf, 1.1, "skew: Zipf exponent of the key popularity");
 ABSL_FLAG(double, seconds, 10, "skew: measured seconds per variant");
 ABSL_FLAG(double, skew_warmup_s, 2, "skew: unmeasured seconds first (hot replicas form)");
@@ -146,6 +147,7 @@ int Main(int argc, char** argv) {
       const SkewConfig k{.objects = absl::GetFlag(FLAGS_skew_objects),
                          .object_bytes = absl::GetFlag(FLAGS_skew_object_bytes),
                          .threads = absl::GetFlag(FLAGS_skew_threads),
+                         .batch = absl::GetFlag(FLAGS_skew_batch),
                          .zipf = absl::GetFlag(FLAGS_zipf),
                          .seconds = absl::GetFlag(FLAGS_seconds),
                          .warmup_s = absl::GetFlag(FLAGS_skew_warmup_s),

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,7 @@ struct NetHost {
   std::string ns;         // the namespace's name
   std::string root_addr;  // the bridge's address (what the worker reaches the master by)
   std::string addr;       // the worker's address in the namespace
+  std::string root_if;    // the veth's root-namespace end (receives what the host sends)
 };
 
 struct LinkShape {
@@ -80,7 +82,7 @@ class NetnsHosts {
         return absl::UnavailableError(absl::StrCat("`ip netns add ", ns, "` failed"));
       }
       const std::string addr = absl::StrCat(net, i + 2);
-      set->hosts_.push_back({ns, net + "1", addr});
+      set->hosts_.push_back({ns, net + "1", addr, root_if});
       const std::string in_ns = absl::StrCat("ip netns exec ", ns, " ");
       for (const std::string& cmd : {
                absl::StrCat("ip link add ", root_if, " type veth peer name ", ns_if),
@@ -100,6 +102,15 @@ class NetnsHosts {
   }
 
   const std::vector<NetHost>& hosts() const { return hosts_; }
+
+  // Bytes host i has sent over its link so far (its veth's root end's
+  // receive counter); -1 if unreadable.
+  int64_t SentBytes(int i) const {
+    std::ifstream f(absl::StrCat("/sys/class/net/", hosts_[i].root_if, "/statistics/rx_bytes"));
+    int64_t v = -1;
+    if (!(f >> v)) return -1;
+    return v;
+  }
 
  private:
   NetnsHosts() = default;

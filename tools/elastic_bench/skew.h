@@ -27,6 +27,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/status_macros.h"
@@ -41,6 +43,7 @@ struct SkewConfig {
   int objects = 256;
   int64_t object_bytes = 1 << 20;
   int threads = 8;
+  int batch = 1;  // objects per BatchGetInto (an engine loads a request's blocks together)
   double zipf = 1.1;
   double seconds = 10;
   double warmup_s = 2;
@@ -55,6 +58,12 @@ struct SkewRun {
   double gets_per_s = 0, gb_per_s = 0, p50_us = NAN, p99_us = NAN;
   uint64_t failed = 0;
   double hot_extra_bytes = 0, hot_copies_ok = 0, hot_copies_failed = 0;
+  // Each worker's share of the bytes sent over the links while measuring
+  // (its link's counter); the largest bounds what the pool can serve.
+  std::vector<double> link_share;
+  double MaxShare() const {
+    return link_share.empty() ? NAN : *std::max_element(link_share.begin(), link_share.end());
+  }
 };
 
 inline constexpr size_t kSkewCheckBytes = 8192;
@@ -110,33 +119,53 @@ inline absl::StatusOr<SkewRun> RunSkewOnce(const Env& env, const SkewConfig& k,
   for (int t = 0; t < k.threads; ++t) {
     threads.emplace_back([&, t] {
       std::mt19937_64 rng(99 + t);
-      std::vector<char> buf(static_cast<size_t>(k.object_bytes));
+      const size_t ob = static_cast<size_t>(k.object_bytes);
+      std::vector<char> buf(ob * static_cast<size_t>(k.batch));
+      std::vector<int> ids(static_cast<size_t>(k.batch));
+      std::vector<std::string> keys(ids.size());
+      std::vector<client::GetIntoItem> items(ids.size());
       std::string scratch;
       while (!stop.load(std::memory_order_relaxed)) {
-        const int id = zipf.Next(rng);
+        for (size_t j = 0; j < ids.size(); ++j) {
+          ids[j] = zipf.Next(rng);
+          keys[j] = absl::StrCat("z", ids[j]);
+          items[j] = {keys[j], buf.data() + j * ob, ob};
+        }
         const absl::Time t0 = absl::Now();
-        absl::StatusOr<size_t> n =
-            conns[t]->client->GetInto(absl::StrCat("z", id), buf.data(), buf.size());
+        const std::vector<absl::StatusOr<size_t>> n = conns[t]->client->BatchGetInto(items);
         const double us = absl::ToDoubleMicroseconds(absl::Now() - t0);
-        const size_t check = std::min(kSkewCheckBytes, buf.size());
-        if (!n.ok() || *n != buf.size() ||
-            !CheckValue(static_cast<uint64_t>(id), buf.data(), check, scratch)) {
-          ++failed[t];
-        } else if (measuring.load(std::memory_order_relaxed)) {
-          lat[t].push_back(us);
+        const size_t check = std::min(kSkewCheckBytes, ob);
+        for (size_t j = 0; j < ids.size(); ++j) {
+          if (!n[j].ok() || *n[j] != ob ||
+              !CheckValue(static_cast<uint64_t>(ids[j]), buf.data() + j * ob, check, scratch)) {
+            ++failed[t];
+          } else if (measuring.load(std::memory_order_relaxed)) {
+            lat[t].push_back(us);
+          }
         }
       }
     });
   }
   absl::SleepFor(absl::Seconds(k.warmup_s));
+  std::vector<int64_t> sent0(kWorkers);
+  for (int w = 0; w < kWorkers; ++w) sent0[w] = hosts.SentBytes(w);
   measuring.store(true);
   const absl::Time t0 = absl::Now();
   absl::SleepFor(absl::Seconds(k.seconds));
   measuring.store(false);
   const double elapsed = absl::ToDoubleSeconds(absl::Now() - t0);
+  std::vector<double> sent(kWorkers);
+  double sent_sum = 0;
+  for (int w = 0; w < kWorkers; ++w) {
+    sent[w] = static_cast<double>(hosts.SentBytes(w) - sent0[w]);
+    sent_sum += sent[w];
+  }
   stop.store(true);
   for (std::thread& t : threads) t.join();
   SkewRun r;
+  if (sent_sum > 0) {
+    for (double b : sent) r.link_share.push_back(b / sent_sum);
+  }
   std::vector<double> all;
   for (int t = 0; t < k.threads; ++t) {
     all.insert(all.end(), lat[t].begin(), lat[t].end());
@@ -180,24 +209,30 @@ inline absl::StatusOr<bool> RunSkew(const Env& env, const SkewConfig& k, JsonFie
     return Median(v);
   };
   std::printf(
-      "\n== skew: Zipf(%.2f) GETs of %d x %lld B objects, %d threads, %.0f s (+%.0f s "
-      "warm-up), each worker behind its own %s tbf veth, client metadata cache %s; %d "
+      "\n== skew: Zipf(%.2f) GETs of %d x %lld B objects, %d threads x batches of %d, %.0f s "
+      "(+%.0f s warm-up), each worker behind its own %s tbf veth, client metadata cache %s; %d "
       "rep(s), medians ==\n",
-      k.zipf, k.objects, (long long)k.object_bytes, k.threads, k.seconds, k.warmup_s,
+      k.zipf, k.objects, (long long)k.object_bytes, k.threads, k.batch, k.seconds, k.warmup_s,
       k.link_rate.c_str(), k.cache ? "on" : "off", env.reps);
-  std::printf("%-24s %10s %8s %10s %10s %8s %14s %10s %10s\n", "variant", "GETs/s", "GB/s",
-              "P50_us", "P99_us", "failed", "hot_extra_MB", "hot_copies", "hot_failed");
+  std::printf("%-24s %10s %8s %10s %10s %8s %14s %10s %10s %9s  %s\n", "variant", "GETs/s", "GB/s",
+              "P50_us", "P99_us", "failed", "hot_extra_MB", "hot_copies", "hot_failed", "max_link",
+              "link shares (last rep)");
   uint64_t failed = 0;
   for (int hot = 0; hot < 2; ++hot) {
     for (const SkewRun& r : runs[hot]) failed += r.failed;
     const std::string name =
         hot ? absl::StrCat("hot on (hot_reads=", k.hot_reads, ")") : "hot off (hot_reads=0)";
-    std::printf("%-24s %10.1f %8.3f %10.0f %10.0f %8llu %14.1f %10.0f %10.0f\n", name.c_str(),
-                med(hot, &SkewRun::gets_per_s), med(hot, &SkewRun::gb_per_s),
+    std::vector<double> max_share;
+    for (const SkewRun& r : runs[hot]) max_share.push_back(r.MaxShare());
+    std::vector<std::string> shares;
+    for (double x : runs[hot].back().link_share) shares.push_back(absl::StrFormat("%.3f", x));
+    std::printf("%-24s %10.1f %8.3f %10.0f %10.0f %8llu %14.1f %10.0f %10.0f %9.3f  %s\n",
+                name.c_str(), med(hot, &SkewRun::gets_per_s), med(hot, &SkewRun::gb_per_s),
                 med(hot, &SkewRun::p50_us), med(hot, &SkewRun::p99_us),
                 (unsigned long long)runs[hot].back().failed,
                 med(hot, &SkewRun::hot_extra_bytes) / 1e6, med(hot, &SkewRun::hot_copies_ok),
-                med(hot, &SkewRun::hot_copies_failed));
+                med(hot, &SkewRun::hot_copies_failed), Median(max_share),
+                absl::StrJoin(shares, " ").c_str());
   }
   const double ratio = Ratio(med(1, &SkewRun::gets_per_s), med(0, &SkewRun::gets_per_s));
   const bool met = ratio >= 1.5 && failed == 0;

@@ -376,6 +376,42 @@ TEST_F(MasterReplicationTest, DrainIntoAFullWorkerEvictsItsColdestObjects) {
   EXPECT_EQ(master_->Stats().objects, 16);  // four cold ones made room
 }
 
+TEST_F(MasterReplicationTest, DrainIntoAFullPoolKeepsThePoolsHottestObjects) {
+  Make({}, /*workers=*/2);
+  // Each commit a millisecond after the last: the drain ranks by time.
+  for (int i = 0; i < 4; ++i) {
+    Put(absl::StrCat("old", i), "seg0");  // the coldest
+    clock_.AdvanceMs(1);
+  }
+  for (int i = 0; i < 16; ++i) {
+    Put(absl::StrCat("warm", i), "seg1");  // w1 is full
+    clock_.AdvanceMs(1);
+  }
+  for (int i = 0; i < 2; ++i) {
+    Put(absl::StrCat("hot", i), "seg0");
+    ReplicaWorkers(absl::StrCat("hot", i));
+  }
+  Drain("w0");
+  while (RunAll("w0") > 0) master_->Tick();
+  master_->Tick();
+  const proto::DrainStatus st = DrainState("w0");
+  EXPECT_EQ(st.state(), proto::DRAIN_DONE);
+  EXPECT_EQ(st.objects_total(), 6u);
+  EXPECT_EQ(st.objects_moved(), 2u);
+  EXPECT_EQ(st.objects_dropped(), 4u) << "colder than what w1 holds";
+  EXPECT_EQ(st.objects_left(), 0u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ReplicaWorkers(absl::StrCat("hot", i)), std::set<std::string>({"w1"}));
+    EXPECT_TRUE(ReplicaWorkers(absl::StrCat("warm", i)).empty()) << "the coldest on w1 made room";
+  }
+  for (int i = 2; i < 16; ++i) {
+    EXPECT_EQ(ReplicaWorkers(absl::StrCat("warm", i)), std::set<std::string>({"w1"})) << i;
+  }
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(ReplicaWorkers(absl::StrCat("old", i)).empty()) << "evicted, not moved: " << i;
+  }
+}
+
 TEST_F(MasterReplicationTest, DrainDropsReplicasThatExistElsewhereWithoutCopying) {
   Put("two", "seg0", /*replicas=*/1);
   proto::CreateCopyTaskRequest req;  // a second replica beyond the put's count

@@ -101,11 +101,11 @@ struct ObjectMeta {
   // worker is lost (0: an object restored from a record without it = 1).
   uint8_t replica_target = 1;
   // Reads (GetReplicas and PrefixQuery hits) in the current hot window, and
-  // when that window began and the last read happened: drain and repair go
-  // hottest first, hot-object replicas start above a threshold.
+  // when that window began and the last read or the commit happened: drain
+  // and repair go hottest first, hot-object replicas start above a threshold.
   uint32_t window_reads = 0;
   int64_t window_start_ns = 0;
-  int64_t last_read_ns = 0;
+  int64_t last_used_ns = 0;
   // The object group it belongs to (object_group.h); null: none. A member is
   // visible only while its group is kVisible.
   std::shared_ptr<ObjectGroup> group;

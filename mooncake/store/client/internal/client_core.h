@@ -37,6 +37,7 @@
 #include "mooncake/store/client/metadata_cache.h"
 #include "mooncake/store/client/network_codec.h"
 #include "mooncake/store/client/rdma_route.h"
+#include "mooncake/store/client/read_spread.h"
 #include "mooncake/store/client/segment_resolver.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
@@ -451,6 +452,8 @@ class ClientCore {
   void ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res, std::vector<absl::Status>* st);
   void CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const;
   void TakeReplicas(google::protobuf::RepeatedPtrField<proto::Replica>* from, CachedObject* obj);
+  bool OnThisHost(const proto::Replica& rep) const;
+  void SpreadRead(CachedObject* obj);
   void RetryTierBusy(const std::vector<proto::PutStartRequest>& reqs, const std::string& tenant,
                      std::vector<absl::StatusOr<proto::PutStartResponse>>* starts);
   std::vector<absl::Status> WriteAll(std::span<const client::PutItem> items,
@@ -477,6 +480,7 @@ class ClientCore {
   }()};
   client::SegmentResolver resolver_;
   client::MetadataCache cache_;
+  client::ReadSpread spread_;  // which replica a read takes
   BufferRegistry buffers_;
   AtomicStats stats_;
   client::LinkEstimator link_;              // kAuto's bandwidth when none was given

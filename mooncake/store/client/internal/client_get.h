@@ -34,6 +34,7 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
     if (options_.cache_enabled && !bypass) {
       if (auto hit = cache_.Lookup(tenant, t[i].key, min_left, &served); hit.has_value()) {
         Add(stats_.cache_hits);
+        SpreadRead(&*hit);
         (*res)[i] = Resolved{true, true, std::move(*hit)};
         continue;
       }
@@ -84,6 +85,7 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
           sent_ns +
           static_cast<int64_t>(std::min<uint64_t>(a.lease().expires_in_ms(), 1u << 30)) * 1'000'000;
       TakeReplicas(a.mutable_replicas(), &r.obj);
+      SpreadRead(&r.obj);
     }
     if (loading.empty()) return;
     Add(stats_.ssd_load_waits);
@@ -110,10 +112,32 @@ void ClientCore<C>::TakeReplicas(google::protobuf::RepeatedPtrField<proto::Repli
   for (proto::Replica& rep : *from) {
     if (rep.state() == proto::REPLICA_COMPLETE) obj->replicas.push_back(std::move(rep));
   }
-  std::stable_partition(obj->replicas.begin(), obj->replicas.end(), [&](const proto::Replica& rep) {
-    auto w = rpc::ParseWorkerId(rep.worker_id());
-    return w.ok() && w->host == options_.host_id;
-  });
+  std::stable_partition(obj->replicas.begin(), obj->replicas.end(),
+                        [&](const proto::Replica& rep) { return OnThisHost(rep); });
+}
+
+template <rpc::RpcChannel C>
+bool ClientCore<C>::OnThisHost(const proto::Replica& rep) const {
+  auto w = rpc::ParseWorkerId(rep.worker_id());
+  return w.ok() && w->host == options_.host_id;
+}
+
+// A read goes to the nearest replica (those on this host if any, else all)
+// whose worker this client loaded least lately, ties in turn by the entry's
+// read count, then the master's order (client::ReadSpread says why); the
+// others stay behind it in order, for the fallback.
+template <rpc::RpcChannel C>
+void ClientCore<C>::SpreadRead(CachedObject* obj) {
+  std::vector<proto::Replica>& v = obj->replicas;
+  if (v.empty()) return;
+  const bool local = OnThisHost(v.front());
+  absl::InlinedVector<std::string_view, 4> workers = {v.front().worker_id()};
+  while (workers.size() < v.size() && OnThisHost(v[workers.size()]) == local) {
+    workers.push_back(v[workers.size()].worker_id());
+  }
+  const size_t pick = spread_.Choose(workers, obj->cached_reads, obj->size_bytes, NowNs());
+  std::rotate(v.begin(), v.begin() + static_cast<ptrdiff_t>(pick),
+              v.begin() + static_cast<ptrdiff_t>(workers.size()));
 }
 
 template <rpc::RpcChannel C>

@@ -58,7 +58,7 @@ struct CopyPlan {
 template <typename A, typename P>
 void NoteRead(MasterState<A, P>& s, const std::string& key, ObjectMeta& m, int64_t now,
               uint32_t reads = 1) {
-  m.last_read_ns = now;
+  m.last_used_ns = now;
   const master::ReplicationOptions& o = s.repl.options;
   const int64_t window_ns = o.hot_window_ms * kNsPerMs;
   if (now - m.window_start_ns >= window_ns) {
@@ -79,7 +79,7 @@ void NoteRead(MasterState<A, P>& s, const std::string& key, ObjectMeta& m, int64
 // (0 once the window is over), then how recently it was read.
 inline std::pair<uint64_t, int64_t> Heat(const ObjectMeta& m, int64_t now, int64_t window_ns) {
   const uint64_t reads = now - m.window_start_ns < 2 * window_ns ? m.window_reads : 0;
-  return {reads, m.last_read_ns};
+  return {reads, m.last_used_ns};
 }
 
 // ---- One copy -------------------------------------------------------------------

@@ -513,6 +513,7 @@ void CommitLocked(MasterState<A, P>& s, ObjectMeta& m, const proto::PutEndReques
   if (m.replicas.empty()) return;  // stays pending; the caller aborts it
   m.state = master::ObjectState::kCommitted;
   m.version = s.ids.Next();
+  m.last_used_ns = now;
   if (m.group != nullptr) {
     MutexLock lock(&m.group->mu);
     if (m.group->pending > 0) --m.group->pending;

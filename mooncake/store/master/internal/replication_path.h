@@ -108,6 +108,92 @@ DrainStep DrainOne(MasterState<A, P>& s, DrainJob& job, const std::string& key, 
   return step;
 }
 
+// For a drain of `segments`: how many of their bytes the
+// other workers keep. If everything stored fits below the others' high
+// watermark, all of it. Else the pool keeps its hottest objects that fit
+// (ranked as the drain ranks them: reads in the hot window, then the last
+// read or commit), and the worker's share of those is what it sends, hottest
+// first; the destinations evict their coldest to make room. One walk of the
+// object table and a sort of (heat, bytes) pairs: O(n log n), 24 bytes per
+// object while it runs.
+template <typename A, typename P>
+uint64_t KeepBytes(MasterState<A, P>& s, const std::vector<uint64_t>& segments, int64_t now) {
+  double room = 0, stored = 0;
+  for (const master::SegmentView& v : s.pool.Snapshot()) {
+    stored += static_cast<double>(v.used_bytes);
+    const bool on_job = std::find(segments.begin(), segments.end(), v.id) != segments.end();
+    if (!on_job && !s.pool.IsDraining(v.id)) {
+      room += static_cast<double>(v.capacity_bytes) * s.options.high_watermark;
+    }
+  }
+  if (stored <= room) return UINT64_MAX;
+  const absl::flat_hash_set<uint64_t> on(segments.begin(), segments.end());
+  const int64_t window_ns = s.repl.options.hot_window_ms * kNsPerMs;
+  struct Ranked {
+    std::pair<uint64_t, int64_t> heat;
+    uint64_t bytes;  // segment bytes it holds (with the high bit: on the job)
+  };
+  constexpr uint64_t kOnJob = uint64_t{1} << 63;
+  std::vector<Ranked> all;
+  s.table.ForEach([&](ObjectTable::Shard& sh) {
+    for (const auto& [key, m] : sh.objects) {
+      if (!m.committed()) continue;
+      uint64_t n = 0;
+      bool here = false;
+      for (const Replica& r : m.replicas) {
+        if (r.state != master::ReplicaState::kComplete) continue;
+        ++n;
+        here |= on.contains(r.segment_id);
+      }
+      if (n == 0) continue;
+      all.push_back({Heat(m, now, window_ns), (m.size_bytes * n) | (here ? kOnJob : 0)});
+    }
+  });
+  std::sort(all.begin(), all.end(),
+            [](const Ranked& x, const Ranked& y) { return x.heat > y.heat; });
+  double used = 0;
+  uint64_t keep = 0;
+  for (const Ranked& r : all) {
+    const uint64_t bytes = r.bytes & ~kOnJob;
+    used += static_cast<double>(bytes);
+    if (used > room) break;
+    if (r.bytes & kOnJob) keep += bytes;
+  }
+  return keep;
+}
+
+// At a drain's start: the objects past `keep` bytes of its hottest-first
+// list (not pinned ones) are what the pool would not keep. They are evicted
+// now rather than copied, so they never push hotter objects out of the other
+// workers, and the destinations' evictions find their own coldest objects
+// first. A leased one stays readable until the worker leaves.
+template <typename A, typename P>
+void DropPastKeep(MasterState<A, P>& s, DrainJob& job, uint64_t keep, int64_t now) {
+  if (keep == UINT64_MAX) return;
+  uint64_t kept = 0;
+  std::deque<std::string> todo;
+  for (std::string& key : job.todo) {
+    uint64_t size = 0;
+    bool pinned = false;
+    s.table.With(key, [&](ObjectTable::Shard& sh) {
+      const ObjectMeta* m = sh.Find(key);
+      if (m == nullptr) return;
+      size = m->size_bytes;
+      pinned = m->EffectivePin(now) != PinLevel::kNone;
+    });
+    if (pinned || kept + size <= keep) {
+      kept += size;
+      todo.push_back(std::move(key));
+      continue;
+    }
+    if (s.EvictOne(key, now, /*soft=*/false, job.worker_id).value_or(0) > 0) {
+      s.evictor.Erase(key);
+    }
+    job.status.set_objects_dropped(job.status.objects_dropped() + 1);
+  }
+  job.todo = std::move(todo);
+}
+
 // Moves one running drain on as far as its budget allows. REQUIRES plan_mu.
 template <typename A, typename P>
 void AdvanceDrain(MasterState<A, P>& s, DrainJob& job, int64_t now)
@@ -502,6 +588,7 @@ absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(MasterState<A, P>& s,
   job.todo = ObjectsOn(s, segments, now);
   job.status.set_state(proto::DRAIN_RUNNING);
   job.status.set_objects_total(job.todo.size());
+  DropPastKeep(s, job, KeepBytes(s, segments, now), now);
   job.status.set_deadline_ms(req.deadline_ms());
   {
     MutexLock lock(&s.repl.plan_mu);

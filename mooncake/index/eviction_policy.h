@@ -17,7 +17,8 @@
 //   Evict(can_evict)  choose a tracked key for which can_evict(key) is true
 //       (the index passes "is a leaf", so eviction takes leaves first), stop
 //       tracking it and return it with its charge. nullopt when nothing is
-//       tracked or no candidate passes within a bounded scan.
+//       tracked or no candidate passes within a bounded scan. can_evict may
+//       answer an EvictVerdict (below) instead of a bool.
 //   Contains(key), size(), charged()  tracked keys and their total charge.
 //
 // Thread-safety: models are not synchronized; one owner (a cache shard).
@@ -40,6 +41,22 @@ struct CanEvictArchetype {
 }  // namespace mooncake::index_internal
 
 namespace mooncake::index {
+
+// What a can_evict predicate may answer instead of a bool. As a bool it is
+// true only for kEvict, so every policy understands it; the LRU policy also
+// honours kSkip:
+//   kEvict  take this key
+//   kKeep   not now (leased, pinned): the policy may move it out of the way
+//           (LRU refreshes it, so the next scan does not meet it first)
+//   kSkip   not what this caller may take (another worker's object): pass
+//           over it and leave its place in the order as it is
+struct EvictVerdict {
+  enum Kind { kKeep, kEvict, kSkip };
+  Kind kind = kKeep;
+  constexpr EvictVerdict(Kind k) : kind(k) {}                           // NOLINT
+  constexpr EvictVerdict(bool evict) : kind(evict ? kEvict : kKeep) {}  // NOLINT
+  constexpr explicit operator bool() const { return kind == kEvict; }
+};
 
 template <typename K>
 struct Eviction {

@@ -3,7 +3,8 @@
 // Within one Touch/Admit the chain is refreshed deepest block first, so a
 // prefix is always more recent than its extensions and the LRU end is a leaf
 // whenever callers pass whole chains. An entry that can_evict rejects anyway
-// is refreshed (it is the prefix of something live) and the scan goes on.
+// is refreshed (it is the prefix of something live) and the scan goes on; one
+// it skips (EvictVerdict::kSkip: not the caller's to take) keeps its place.
 //
 // Thread-safety: none; see eviction_policy.h.
 // Invariant: list_ holds exactly the tracked keys, most recent at the front;
@@ -62,18 +63,35 @@ class LruPolicy {
     return true;
   }
 
+  // Entries a scan passes over in place (EvictVerdict::kSkip) before it
+  // gives up; rejected (kKeep) entries are refreshed instead and do not count.
+  static constexpr size_t kMaxSkipped = 4096;
+
   template <typename CanEvict>
   std::optional<Eviction<K>> Evict(CanEvict&& can_evict) {
-    for (size_t scanned = 0; scanned < list_.size() && !list_.empty(); ++scanned) {
-      auto last = std::prev(list_.end());
-      if (can_evict(last->key)) {
-        Eviction<K> victim{last->key, last->charge};
-        map_.erase(last->key);
-        list_.pop_back();
+    if (list_.empty()) return std::nullopt;
+    // `pos` walks from the least recent entry towards the front; kKeep
+    // entries go to the front, kSkip ones stay where they are.
+    auto pos = std::prev(list_.end());
+    size_t skipped = 0;
+    for (size_t scanned = 0, n = list_.size(); scanned < n; ++scanned) {
+      const EvictVerdict v(can_evict(pos->key));
+      const bool at_front = pos == list_.begin();
+      const auto next = at_front ? list_.end() : std::prev(pos);
+      if (v.kind == EvictVerdict::kEvict) {
+        Eviction<K> victim{pos->key, pos->charge};
+        map_.erase(pos->key);
+        list_.erase(pos);
         charged_ -= victim.charge;
         return victim;
       }
-      list_.splice(list_.begin(), list_, last);
+      if (v.kind == EvictVerdict::kSkip) {
+        if (++skipped > kMaxSkipped) return std::nullopt;
+      } else {
+        list_.splice(list_.begin(), list_, pos);
+      }
+      if (at_front) break;
+      pos = next;
     }
     return std::nullopt;
   }

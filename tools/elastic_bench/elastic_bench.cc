@@ -64,6 +64,8 @@ ABSL_FLAG(int64_t, block_bytes, 16384, "scalein: bytes per block object");
 ABSL_FLAG(int64_t, pool_tokens, 6'000'000, "scalein: pool capacity in tokens (over 4 workers)");
 ABSL_FLAG(int64_t, block_tokens, 512, "scalein: tokens per trace block");
 ABSL_FLAG(int64_t, drain_deadline_ms, 30'000, "scalein: the drain's deadline");
+ABSL_FLAG(int64_t, drain_bandwidth, 0,
+          "scalein: the drain's bandwidth in bytes/s (0: the master's default)");
 ABSL_FLAG(int32_t, probe_keys, 64, "scalein: objects the latency reader GETs");
 ABSL_FLAG(int64_t, probe_ms, 3000, "scalein: the reader's window before the drain");
 // crash
@@ -76,15 +78,22 @@ ABSL_FLAG(int64_t, crash_timeout_ms, 90'000, "crash: give up waiting for re-repl
 ABSL_FLAG(int32_t, skew_objects, 256, "skew: objects");
 ABSL_FLAG(int64_t, skew_object_bytes, 1 << 20, "skew: bytes per object");
 ABSL_FLAG(int32_t, skew_threads, 8, "skew: reader threads (one client each)");
-ABSL_FLAG(int32_t, skew_batch, 1, "skew: objects per BatchGetInto of a reader");
+ABSL_FLAG(
+    int32_t, skew_batch, 4,
+    "skew: objects per BatchGetInto of a reader (an engine loads a request's blocks together)");
 ABSL_FLAG(double, zipf, 1.1, "skew: Zipf exponent of the key popularity");
 ABSL_FLAG(double, seconds, 10, "skew: measured seconds per variant");
-ABSL_FLAG(double, skew_warmup_s, 2, "skew: unmeasured seconds first (hot replicas form)");
-ABSL_FLAG(int32_t, hot_reads, 20, "skew: the 'on' variant's --hot_reads");
+ABSL_FLAG(
+    double, skew_warmup_s, 8,
+    "skew: unmeasured seconds first (hot replicas form; cached entries are refreshed once their "
+    "5 s leases end)");
+ABSL_FLAG(int32_t, hot_reads, 4, "skew: the 'on' variant's --hot_reads");
 ABSL_FLAG(int64_t, hot_window_ms, 1000, "skew: the 'on' variant's --hot_window_ms");
 ABSL_FLAG(double, hot_max_fraction, 0.5, "skew: the 'on' variant's --hot_max_fraction");
 ABSL_FLAG(bool, skew_cache, true, "skew: the clients' metadata cache (its default: on)");
-ABSL_FLAG(std::string, link_rate, "1gbit", "skew: each worker's egress rate (tc tbf)");
+ABSL_FLAG(std::string, link_rate, "400mbit",
+          "skew: each worker's egress rate (tc tbf); low enough that four links, not the "
+          "machine's CPU, bound what the pool serves");
 
 namespace mooncake::elastic_bench {
 namespace {
@@ -133,6 +142,7 @@ int Main(int argc, char** argv) {
                             .pool_tokens = absl::GetFlag(FLAGS_pool_tokens),
                             .block_tokens = absl::GetFlag(FLAGS_block_tokens),
                             .drain_deadline_ms = absl::GetFlag(FLAGS_drain_deadline_ms),
+                            .drain_bandwidth = absl::GetFlag(FLAGS_drain_bandwidth),
                             .probe_keys = absl::GetFlag(FLAGS_probe_keys),
                             .probe_ms = absl::GetFlag(FLAGS_probe_ms)};
       st = RunScalein(env, s, fields).status();

@@ -54,6 +54,7 @@ struct ScaleinConfig {
   int64_t pool_tokens = 6'000'000;
   int64_t block_tokens = 512;
   int64_t drain_deadline_ms = 30'000;
+  int64_t drain_bandwidth = 0;  // bytes/s; 0: the master's default
   int probe_keys = 64;
   int64_t probe_ms = 3000;
 };
@@ -192,7 +193,9 @@ inline absl::Status DrainWorker0(StoreCluster& cl, Client& probe_client, const S
   const absl::Time t0 = absl::Now();
   v.remove_start = t0;
   absl::StatusOr<std::string> answer = bench::HttpCall(
-      "POST", cl.worker_http(0), absl::StrCat("/drain?deadline_ms=", s.drain_deadline_ms),
+      "POST", cl.worker_http(0),
+      absl::StrCat("/drain?deadline_ms=", s.drain_deadline_ms,
+                   s.drain_bandwidth > 0 ? absl::StrCat("&bandwidth=", s.drain_bandwidth) : ""),
       static_cast<int>(s.drain_deadline_ms + 15'000));
   v.drain_ms = absl::ToDoubleMilliseconds(absl::Now() - t0);
   reader.SetPhase(2);

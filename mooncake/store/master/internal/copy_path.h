@@ -114,29 +114,6 @@ std::optional<Replica> AllocateDestination(MasterState<A, P>& s, uint64_t size,
   return std::nullopt;
 }
 
-// The worker a drain or repair copy should evict on when nothing has room:
-// the least loaded placement candidate not in `busy_workers` whose segment
-// could hold `size` at all.
-template <typename A, typename P>
-std::optional<std::string> EvictionTarget(MasterState<A, P>& s, uint64_t size,
-                                          const std::vector<std::string>& busy_workers) {
-  const std::shared_ptr<const master::SegmentTable> table = s.pool.Candidates();
-  std::optional<std::string> best;
-  double best_load = 2;
-  for (const master::SegmentTable::Entry& e : table->segments) {
-    if (e.capacity_bytes < size) continue;
-    const std::string_view w = table->worker_ids[e.worker];
-    if (std::find(busy_workers.begin(), busy_workers.end(), w) != busy_workers.end()) continue;
-    const double load = static_cast<double>(e.used_bytes->load(std::memory_order_relaxed)) /
-                        static_cast<double>(e.capacity_bytes);
-    if (load < best_load) {
-      best_load = load;
-      best = std::string(w);
-    }
-  }
-  return best;
-}
-
 // Starts one copy of `key`. Errors: NOT_FOUND (no such committed object, or
 // no complete replica where the plan says), FAILED_PRECONDITION (every
 // worker already holds a replica), RESOURCE_EXHAUSTED (no room, the tenant's
@@ -184,12 +161,17 @@ absl::Status StartCopy(MasterState<A, P>& s, const std::string& key, const CopyP
   std::optional<Replica> dst = AllocateDestination(s, size, busy, plan.target_name);
   if (!dst.has_value() &&
       (plan.kind == master::CopyKind::kDrain || plan.kind == master::CopyKind::kRepair)) {
-    // A drain or a repair keeps what is hot: colder objects on the
-    // destination worker make room (a hot extra never evicts anything).
-    if (std::optional<std::string> w = EvictionTarget(s, size, busy); w.has_value()) {
-      s.Evict(size, s.Now(), *w, /*max_victims=*/64);
-      dst = AllocateDestination(s, size, busy, plan.target_name);
-    }
+    // A drain or a repair keeps what is hot: the pool's least recently used
+    // objects on workers that could take this copy make room (a hot extra
+    // never evicts anything). Objects elsewhere keep their place in the
+    // eviction order.
+    s.EvictWhere(size, s.Now(), /*max_victims=*/64, {}, [&](const ObjectMeta& m) {
+      return std::any_of(m.replicas.begin(), m.replicas.end(), [&](const Replica& r) {
+        return r.state == master::ReplicaState::kComplete && !s.pool.IsDraining(r.segment_id) &&
+               std::find(busy.begin(), busy.end(), r.worker_id) == busy.end();
+      });
+    });
+    dst = AllocateDestination(s, size, busy, plan.target_name);
   }
   if (!dst.has_value()) {
     s.ReleaseCharge(tenant, pin, size);

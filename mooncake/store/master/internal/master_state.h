@@ -409,14 +409,28 @@ struct MasterState {
   master::EvictionResult Evict(uint64_t target_bytes, int64_t now,
                                std::string_view only_worker = {},
                                uint64_t max_victims = std::numeric_limits<uint64_t>::max()) {
+    return EvictWhere(target_bytes, now, max_victims, only_worker,
+                      [&](const ObjectMeta& m) { return OnWorker(m, only_worker); });
+  }
+
+  // Evict, of the objects `may_go(meta)` accepts (called under their shard
+  // lock). The others keep their place in the policy's order
+  // (index::EvictVerdict::kSkip), so room made on some workers leaves the
+  // recency of the rest as it was. `only_worker` as Evict's, re-checked when
+  // a victim is removed.
+  template <typename MayGo>
+  master::EvictionResult EvictWhere(uint64_t target_bytes, int64_t now, uint64_t max_victims,
+                                    std::string_view only_worker, MayGo&& may_go) {
     master::EvictionResult total;
     for (int pass = 0; pass < 2 && total.freed_bytes < target_bytes && total.victims < max_victims;
          ++pass) {
       const bool soft = pass == 1;
-      auto can_evict = [&](const std::string& key) {
-        return table.With(key, [&](ObjectTable::Shard& s) {
+      auto can_evict = [&](const std::string& key) -> index::EvictVerdict {
+        return table.With(key, [&](ObjectTable::Shard& s) -> index::EvictVerdict {
           const ObjectMeta* m = s.Find(key);
-          return m == nullptr || (Evictable(*m, now, soft) && OnWorker(*m, only_worker));
+          if (m == nullptr) return index::EvictVerdict::kEvict;
+          if (!may_go(*m)) return index::EvictVerdict::kSkip;
+          return Evictable(*m, now, soft);
         });
       };
       auto remove = [&](const std::string& key) -> std::optional<uint64_t> {

@@ -108,16 +108,14 @@ DrainStep DrainOne(MasterState<A, P>& s, DrainJob& job, const std::string& key, 
   return step;
 }
 
-// For a drain of `segments`: how many of their bytes the
-// other workers keep. If everything stored fits below the others' high
-// watermark, all of it. Else the pool keeps its hottest objects that fit
-// (ranked as the drain ranks them: reads in the hot window, then the last
-// read or commit), and the worker's share of those is what it sends, hottest
-// first; the destinations evict their coldest to make room. One walk of the
-// object table and a sort of (heat, bytes) pairs: O(n log n), 24 bytes per
-// object while it runs.
+// For a drain of `segments`: the objects the pool keeps. If everything
+// stored fits below the other workers' high watermark, all of them
+// (INT64_MIN). Else the most recently used objects that fit there, as the
+// reference LRU policy would keep them: the last read or commit time from
+// which on an object stays (objects used at that very time stay too). One walk of the object table
+// and a sort of (time, bytes) pairs: O(n log n), 16 bytes per object while it runs.
 template <typename A, typename P>
-uint64_t KeepBytes(MasterState<A, P>& s, const std::vector<uint64_t>& segments, int64_t now) {
+int64_t KeepSince(MasterState<A, P>& s, const std::vector<uint64_t>& segments) {
   double room = 0, stored = 0;
   for (const master::SegmentView& v : s.pool.Snapshot()) {
     stored += static_cast<double>(v.used_bytes);
@@ -126,63 +124,40 @@ uint64_t KeepBytes(MasterState<A, P>& s, const std::vector<uint64_t>& segments, 
       room += static_cast<double>(v.capacity_bytes) * s.options.high_watermark;
     }
   }
-  if (stored <= room) return UINT64_MAX;
-  const absl::flat_hash_set<uint64_t> on(segments.begin(), segments.end());
-  const int64_t window_ns = s.repl.options.hot_window_ms * kNsPerMs;
-  struct Ranked {
-    std::pair<uint64_t, int64_t> heat;
-    uint64_t bytes;  // segment bytes it holds (with the high bit: on the job)
-  };
-  constexpr uint64_t kOnJob = uint64_t{1} << 63;
-  std::vector<Ranked> all;
+  if (stored <= room) return INT64_MIN;
+  std::vector<std::pair<int64_t, uint64_t>> all;  // (last used, segment bytes held)
   s.table.ForEach([&](ObjectTable::Shard& sh) {
     for (const auto& [key, m] : sh.objects) {
       if (!m.committed()) continue;
       uint64_t n = 0;
-      bool here = false;
-      for (const Replica& r : m.replicas) {
-        if (r.state != master::ReplicaState::kComplete) continue;
-        ++n;
-        here |= on.contains(r.segment_id);
-      }
-      if (n == 0) continue;
-      all.push_back({Heat(m, now, window_ns), (m.size_bytes * n) | (here ? kOnJob : 0)});
+      for (const Replica& r : m.replicas) n += r.state == master::ReplicaState::kComplete;
+      if (n > 0) all.emplace_back(m.last_used_ns, m.size_bytes * n);
     }
   });
-  std::sort(all.begin(), all.end(),
-            [](const Ranked& x, const Ranked& y) { return x.heat > y.heat; });
+  std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
   double used = 0;
-  uint64_t keep = 0;
-  for (const Ranked& r : all) {
-    const uint64_t bytes = r.bytes & ~kOnJob;
+  for (const auto& [since, bytes] : all) {
     used += static_cast<double>(bytes);
-    if (used > room) break;
-    if (r.bytes & kOnJob) keep += bytes;
+    if (used > room) return since;
   }
-  return keep;
+  return INT64_MIN;
 }
 
-// At a drain's start: the objects past `keep` bytes of its hottest-first
-// list (not pinned ones) are what the pool would not keep. They are evicted
-// now rather than copied, so they never push hotter objects out of the other
-// workers, and the destinations' evictions find their own coldest objects
-// first. A leased one stays readable until the worker leaves.
+// At a drain's start: the objects the pool would not keep (KeepSince; not
+// pinned ones) are evicted now rather than copied, so they never push
+// objects the pool keeps out of the other workers, and the destinations'
+// evictions meet their own least recently used objects first. A leased one
+// stays readable until the worker leaves.
 template <typename A, typename P>
-void DropPastKeep(MasterState<A, P>& s, DrainJob& job, uint64_t keep, int64_t now) {
-  if (keep == UINT64_MAX) return;
-  uint64_t kept = 0;
+void DropUnkept(MasterState<A, P>& s, DrainJob& job, int64_t since, int64_t now) {
+  if (since == INT64_MIN) return;
   std::deque<std::string> todo;
   for (std::string& key : job.todo) {
-    uint64_t size = 0;
-    bool pinned = false;
-    s.table.With(key, [&](ObjectTable::Shard& sh) {
+    const bool keep = s.table.With(key, [&](ObjectTable::Shard& sh) {
       const ObjectMeta* m = sh.Find(key);
-      if (m == nullptr) return;
-      size = m->size_bytes;
-      pinned = m->EffectivePin(now) != PinLevel::kNone;
+      return m == nullptr || m->last_used_ns >= since || m->EffectivePin(now) != PinLevel::kNone;
     });
-    if (pinned || kept + size <= keep) {
-      kept += size;
+    if (keep) {
       todo.push_back(std::move(key));
       continue;
     }
@@ -588,7 +563,7 @@ absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(MasterState<A, P>& s,
   job.todo = ObjectsOn(s, segments, now);
   job.status.set_state(proto::DRAIN_RUNNING);
   job.status.set_objects_total(job.todo.size());
-  DropPastKeep(s, job, KeepBytes(s, segments, now), now);
+  DropUnkept(s, job, KeepSince(s, segments), now);
   job.status.set_deadline_ms(req.deadline_ms());
   {
     MutexLock lock(&s.repl.plan_mu);

@@ -74,6 +74,10 @@ ABSL_FLAG(bool, reserve_memory, true,
 ABSL_FLAG(std::string, worker_host, "127.0.0.1",
           "where the worker's TCP transport listens: a numeric IPv4 or IPv6 address that clients "
           "can reach (advertised as is)");
+ABSL_FLAG(std::string, rdma, "auto",
+          "worker: also serve the segments over RDMA (control channel on --worker_host): auto = "
+          "when this binary is built with --config=rdma and the host has an RDMA device; on = "
+          "fail to start otherwise; off = never");
 ABSL_FLAG(int32_t, worker_port, 0,
           "the worker's TCP transport port (for firewalls and container port maps); 0 = any free "
           "port");
@@ -233,6 +237,9 @@ node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_f
   o.max_object_bytes = *max_obj;
   o.high_watermark = absl::GetFlag(FLAGS_high_watermark);
   o.low_watermark = absl::GetFlag(FLAGS_low_watermark);
+  const std::optional<node::RdmaUse> rdma = node::ParseRdmaUse(absl::GetFlag(FLAGS_rdma));
+  if (!rdma) BadFlags("--rdma must be auto, on or off");
+  o.rdma = *rdma;
   const std::optional<node::EvictionPolicyKind> eviction =
       node::ParseEvictionPolicy(absl::GetFlag(FLAGS_eviction_policy));
   if (!eviction) BadFlags("--eviction_policy must be lru or s3fifo");

@@ -45,6 +45,7 @@ struct ClientOptions {
   // build has RDMA (--config=rdma); a host with no device just goes without.
   // Set in a build without RDMA, only `rdma_factory` can make it.
   bool use_rdma = kRdmaBuilt;
+  bool require_rdma = false;  // use_rdma and no RDMA device: Create fails (FAILED_PRECONDITION)
   RdmaTransportFactory rdma_factory;  // empty: the real verbs
   // The TCP transport's connections per worker, slice size, and the request
   // size above which a request's slices spread over the connections

@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/transport/internal/any_transport.h"
 
@@ -51,10 +52,12 @@ inline constexpr bool kRdmaBuilt = client_internal::kRdmaBackendBuilt;
 
 // Appends the RDMA transport to `list` when `enabled`: `factory`'s, else the
 // real verbs' listening for its control channel on `listen_host`. No device:
-// nothing appended, OK. FAILED_PRECONDITION when enabled in a build without
-// RDMA and no factory is set; other errors as the transport's Create says.
+// nothing appended, OK unless `required` (then FAILED_PRECONDITION). Also
+// FAILED_PRECONDITION when enabled in a build without RDMA and no factory is
+// set; other errors as the transport's Create says.
 inline absl::Status AppendRdmaRoute(
-    bool enabled, const RdmaTransportFactory& factory, const std::string& listen_host,
+    bool enabled, bool required, const RdmaTransportFactory& factory,
+    const std::string& listen_host,
     std::vector<std::unique_ptr<transport_internal::AnyTransport>>* list) {
   MC_ASSERT(list != nullptr, "AppendRdmaRoute needs a list");
   if (!enabled) return absl::OkStatus();
@@ -63,6 +66,10 @@ inline absl::Status AppendRdmaRoute(
   if (!t.ok()) {
     if (factory || !kRdmaBuilt || !client_internal::IsNoRdmaDevice(t.status())) {
       return t.status();
+    }
+    if (required) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "RDMA was asked for, but this host has no RDMA device: ", t.status().message()));
     }
     return absl::OkStatus();  // no device on this host: no RDMA route
   }

@@ -127,10 +127,10 @@ inline absl::StatusOr<std::string> NumericHost(const std::string& host) {
 }
 
 inline absl::Status CheckCommon(const StoreConfig& c) {
-  if (c.protocol == "rdma") {
+  if (c.protocol == "rdma" && !client::kRdmaBuilt) {
     return absl::InvalidArgumentError(
         "protocol 'rdma': this build of the store client moves bytes over tcp and shared "
-        "memory only");
+        "memory only (RDMA needs a build with --config=rdma)");
   }
   if (c.protocol != "tcp") {
     return absl::InvalidArgumentError(
@@ -224,8 +224,11 @@ inline absl::Status ProbeMaster(rpc::TcpChannel& channel) {
   return r.status();
 }
 
-inline absl::StatusOr<client::ClientOptions> MakeClientOptions() {
+// `protocol` "rdma" (in a --config=rdma build): RDMA required, else tcp and
+// shared memory only.
+inline absl::StatusOr<client::ClientOptions> MakeClientOptions(std::string_view protocol = "tcp") {
   client::ClientOptions o;
+  o.use_rdma = o.require_rdma = protocol == "rdma";
   ASSIGN_OR_RETURN(o.auth, AuthFromEnvironment());
   o.rpc_timeout_ms = kRpcTimeoutMs;
   if (const char* c = std::getenv("MOONCAKE_NETWORK_COMPRESSION"); c != nullptr && *c != '\0') {
@@ -290,6 +293,7 @@ inline absl::StatusOr<std::unique_ptr<ClientState>> OpenClient(const StoreConfig
     w.segment_count = 1;
     w.segment_bytes = c.global_segment_size;
     w.tcp_bind_host = bind;
+    w.serve_rdma = w.require_rdma = c.protocol == "rdma";
     w.rpc_timeout_ms = kRpcTimeoutMs;
     ASSIGN_OR_RETURN(w.auth, AuthFromEnvironment());
     std::mt19937 rng(std::random_device{}());
@@ -321,7 +325,7 @@ inline absl::StatusOr<std::unique_ptr<ClientState>> OpenClient(const StoreConfig
   } else {
     s->hostname = JoinHostPort(host, port);
   }
-  ASSIGN_OR_RETURN(client::ClientOptions co, MakeClientOptions());
+  ASSIGN_OR_RETURN(client::ClientOptions co, MakeClientOptions(c.protocol));
   ASSIGN_OR_RETURN(s->client, client::Client<rpc::TcpChannel>::Create(co, s->channel.get()));
   RETURN_IF_ERROR(MapStaging(*s, c.local_buffer_size));
   if (s->staging != nullptr) {
@@ -353,7 +357,7 @@ inline absl::StatusOr<std::unique_ptr<ClientState>> OpenDummyClient(
   }
   ASSIGN_OR_RETURN(s->channel, ConnectMaster(info.master_address()));
   RETURN_IF_ERROR(ProbeMaster(*s->channel));
-  ASSIGN_OR_RETURN(client::ClientOptions co, MakeClientOptions());
+  ASSIGN_OR_RETURN(client::ClientOptions co, MakeClientOptions("tcp"));
   ASSIGN_OR_RETURN(s->client, client::Client<rpc::TcpChannel>::Create(co, s->channel.get()));
   s->hostname = info.segment_name();
   s->default_segments = {info.segment_name()};

@@ -161,6 +161,7 @@ inline absl::StatusOr<std::vector<DemoRow>> RunDemo(const DemoOptions& o) {
     co.use_local = false;  // as another process on this host would
     co.use_shm = t == DemoTransport::kShm;
     co.use_tcp = t == DemoTransport::kTcp;
+    co.use_rdma = false;  // the demo names its transport
     co.client_id = absl::StrCat("demo-", AbslView(DemoTransportName(t)));
     ASSIGN_OR_RETURN(auto c, client::Client<rpc::TcpChannel>::Create(co, channel.get()));
     std::unique_ptr<client::ClientMetrics> metrics;

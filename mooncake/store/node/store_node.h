@@ -513,6 +513,9 @@ class StoreNode {
     wo.segment_count = options_.segments;
     wo.segment_bytes = options_.segment_bytes;
     wo.reserve_memory = options_.reserve_memory;
+    wo.serve_rdma =
+        options_.rdma == RdmaUse::kOn || (options_.rdma == RdmaUse::kAuto && client::kRdmaBuilt);
+    wo.require_rdma = options_.rdma == RdmaUse::kOn;
     wo.host_id = options_.host_id;
     wo.tcp_bind_host = options_.worker_host;
     wo.tcp_port = options_.worker_port;

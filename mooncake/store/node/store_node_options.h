@@ -82,6 +82,32 @@ inline std::optional<EvictionPolicyKind> ParseEvictionPolicy(std::string_view na
   return std::nullopt;
 }
 
+// Whether a worker also serves its segments over RDMA (--rdma): kAuto when
+// the binary is built with --config=rdma and the host has an RDMA device;
+// kOn, or the node fails to start (no RDMA in the build, no device); kOff
+// never. A worker's RDMA control channel listens on --worker_host.
+enum class RdmaUse { kAuto, kOn, kOff };
+
+inline std::string_view RdmaUseName(RdmaUse r) {
+  switch (r) {
+    case RdmaUse::kAuto:
+      return "auto";
+    case RdmaUse::kOn:
+      return "on";
+    case RdmaUse::kOff:
+      return "off";
+  }
+  return "?";
+}
+
+// "auto", "on" or "off"; nullopt for anything else.
+inline std::optional<RdmaUse> ParseRdmaUse(std::string_view name) {
+  for (RdmaUse r : {RdmaUse::kAuto, RdmaUse::kOn, RdmaUse::kOff}) {
+    if (name == RdmaUseName(r)) return r;
+  }
+  return std::nullopt;
+}
+
 // How the master carves each worker segment (--allocator): kTlsf, the
 // two-level segregated fit for any mix of sizes; kKv, alloc::KvAllocator:
 // objects of exactly one of kv_block_bytes go to slabs of equal slots, every
@@ -120,6 +146,7 @@ struct StoreNodeOptions {
   uint64_t segment_bytes = uint64_t{1} << 30;
   size_t segments = 1;
   bool reserve_memory = true;             // WorkerOptions::reserve_memory (--reserve_memory)
+  RdmaUse rdma = RdmaUse::kAuto;          // --rdma
   std::string worker_host = "127.0.0.1";  // where the worker's TCP transport listens
   uint16_t worker_port = 0;               // its port; 0: any free port
   std::string host_id;                    // "" = gethostname()

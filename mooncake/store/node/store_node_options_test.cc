@@ -27,6 +27,17 @@ TEST(ParseByteSize, RejectsJunkWithTheFlagName) {
   }
 }
 
+TEST(ParseRdmaUse, AutoOnOffAndNothingElse) {
+  EXPECT_EQ(ParseRdmaUse("auto"), RdmaUse::kAuto);
+  EXPECT_EQ(ParseRdmaUse("on"), RdmaUse::kOn);
+  EXPECT_EQ(ParseRdmaUse("off"), RdmaUse::kOff);
+  EXPECT_FALSE(ParseRdmaUse("yes").has_value());
+  EXPECT_FALSE(ParseRdmaUse("").has_value());
+  for (RdmaUse r : {RdmaUse::kAuto, RdmaUse::kOn, RdmaUse::kOff}) {
+    EXPECT_EQ(ParseRdmaUse(RdmaUseName(r)), r);
+  }
+}
+
 TEST(ParseHostPort, ListenAndJoinAddresses) {
   auto hp = ParseHostPort("listen", "127.0.0.1:0", true);
   ASSERT_TRUE(hp.ok());

@@ -245,6 +245,22 @@ TEST(StoreNode, BadOptionsAreInvalidArgument) {
   EXPECT_TRUE(s.ok() || absl::IsInvalidArgument(s)) << s;
 }
 
+TEST(StoreNode, RdmaOnFailsToStartWithoutRdmaAndOffNeverServesIt) {
+  StoreNodeOptions o = TestNodeOptions(Role::kAll);
+  o.rdma = RdmaUse::kOff;
+  auto off = StoreNode::Start(o);
+  ASSERT_TRUE(off.ok()) << off.status();
+  off->reset();
+  // This host has no RDMA device; a build without --config=rdma has no RDMA
+  // transport: either way --rdma=on is refused with the reason.
+  o.rdma = RdmaUse::kOn;
+  const absl::Status on = StoreNode::Start(o).status();
+  EXPECT_TRUE(absl::IsFailedPrecondition(on)) << on;
+  EXPECT_TRUE(absl::StrContains(on.message(), "RDMA")) << on;
+  o.rdma = RdmaUse::kAuto;  // no RDMA here: the other transports serve
+  EXPECT_TRUE(StoreNode::Start(o).ok());
+}
+
 // An IPv6 master prints its addresses bracketed ("[::1]:port"), which is what
 // clients connect to and what makes "http://" + address a URL.
 TEST(StoreNode, Ipv6AddressesAreBracketedAndConnectable) {

@@ -96,6 +96,7 @@ struct WorkerOptions {
   // (--config=rdma); a host with no device serves without it. Its control
   // channel listens on tcp_bind_host. `rdma_factory` empty: the real verbs.
   bool serve_rdma = client::kRdmaBuilt;
+  bool require_rdma = false;  // serve_rdma and no RDMA device: Start fails (FAILED_PRECONDITION)
   client::RdmaTransportFactory rdma_factory;
   int64_t rpc_timeout_ms = 2'000;                 // each master call
   int64_t initial_heartbeat_interval_ms = 1'000;  // until the master names one
@@ -364,8 +365,8 @@ class Worker {
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
           std::move(shm)));
     }
-    RETURN_IF_ERROR(client::AppendRdmaRoute(options_.serve_rdma, options_.rdma_factory,
-                                            options_.tcp_bind_host, &list));
+    RETURN_IF_ERROR(client::AppendRdmaRoute(options_.serve_rdma, options_.require_rdma,
+                                            options_.rdma_factory, options_.tcp_bind_host, &list));
     if (options_.serve_tcp) {
       transport::TcpTransport::Options t;
       t.bind_host = options_.tcp_bind_host;

@@ -131,6 +131,14 @@ class MasterReplicationTest : public ::testing::Test {
     return r.ok() ? r->status() : proto::DrainStatus();
   }
 
+  // Drains `worker`, running its copies until none is left; its final status.
+  proto::DrainStatus DrainToTheEnd(const std::string& worker) {
+    Drain(worker);
+    while (RunAll(worker) > 0) master_->Tick();
+    master_->Tick();
+    return DrainState(worker);
+  }
+
   proto::DrainStatus DrainState(const std::string& worker) {
     proto::DrainStatusRequest req;
     req.set_worker_id(worker);
@@ -364,10 +372,7 @@ TEST_F(MasterReplicationTest, DrainIntoAFullWorkerEvictsItsColdestObjects) {
     Put(absl::StrCat("hot", i), "seg0");
     ReplicaWorkers(absl::StrCat("hot", i));
   }
-  Drain("w0");
-  while (RunAll("w0") > 0) master_->Tick();
-  master_->Tick();
-  const proto::DrainStatus st = DrainState("w0");
+  const proto::DrainStatus st = DrainToTheEnd("w0");
   EXPECT_EQ(st.state(), proto::DRAIN_DONE);
   EXPECT_EQ(st.objects_moved(), 4u);
   for (int i = 0; i < 4; ++i) {
@@ -391,10 +396,7 @@ TEST_F(MasterReplicationTest, DrainIntoAFullPoolKeepsThePoolsHottestObjects) {
     Put(absl::StrCat("hot", i), "seg0");
     ReplicaWorkers(absl::StrCat("hot", i));
   }
-  Drain("w0");
-  while (RunAll("w0") > 0) master_->Tick();
-  master_->Tick();
-  const proto::DrainStatus st = DrainState("w0");
+  const proto::DrainStatus st = DrainToTheEnd("w0");
   EXPECT_EQ(st.state(), proto::DRAIN_DONE);
   EXPECT_EQ(st.objects_total(), 6u);
   EXPECT_EQ(st.objects_moved(), 2u);

@@ -112,8 +112,9 @@ DrainStep DrainOne(MasterState<A, P>& s, DrainJob& job, const std::string& key, 
 // stored fits below the other workers' high watermark, all of them
 // (INT64_MIN). Else the most recently used objects that fit there, as the
 // reference LRU policy would keep them: the last read or commit time from
-// which on an object stays (objects used at that very time stay too). One walk of the object table
-// and a sort of (time, bytes) pairs: O(n log n), 16 bytes per object while it runs.
+// which on an object stays (objects used at that very time stay too). One
+// walk of the object table and a sort of (time, bytes) pairs: O(n log n),
+// 16 bytes per object while it runs.
 template <typename A, typename P>
 int64_t KeepSince(MasterState<A, P>& s, const std::vector<uint64_t>& segments) {
   double room = 0, stored = 0;
@@ -161,9 +162,10 @@ void DropUnkept(MasterState<A, P>& s, DrainJob& job, int64_t since, int64_t now)
       todo.push_back(std::move(key));
       continue;
     }
-    if (s.EvictOne(key, now, /*soft=*/false, job.worker_id).value_or(0) > 0) {
-      s.evictor.Erase(key);
-    }
+    // Its key stays in the policy until a scan meets it (the evictor's
+    // contract for gone objects): erasing it here could race a new put of
+    // the same key.
+    s.EvictOne(key, now, /*soft=*/false, job.worker_id);
     job.status.set_objects_dropped(job.status.objects_dropped() + 1);
   }
   job.todo = std::move(todo);

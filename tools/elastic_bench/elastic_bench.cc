@@ -64,6 +64,7 @@ ABSL_FLAG(int64_t, block_bytes, 16384, "scalein: bytes per block object");
 ABSL_FLAG(int64_t, pool_tokens, 6'000'000, "scalein: pool capacity in tokens (over 4 workers)");
 ABSL_FLAG(int64_t, block_tokens, 512, "scalein: tokens per trace block");
 ABSL_FLAG(int64_t, drain_deadline_ms, 30'000, "scalein: the drain's deadline");
+ABSL_FLAG(bool, scalein_cache, true, "scalein: the replaying client's metadata cache");
 ABSL_FLAG(int64_t, drain_bandwidth, 0,
           "scalein: the drain's bandwidth in bytes/s (0: the master's default)");
 ABSL_FLAG(int32_t, probe_keys, 64, "scalein: objects the latency reader GETs");
@@ -143,6 +144,7 @@ int Main(int argc, char** argv) {
                             .block_tokens = absl::GetFlag(FLAGS_block_tokens),
                             .drain_deadline_ms = absl::GetFlag(FLAGS_drain_deadline_ms),
                             .drain_bandwidth = absl::GetFlag(FLAGS_drain_bandwidth),
+                            .cache = absl::GetFlag(FLAGS_scalein_cache),
                             .probe_keys = absl::GetFlag(FLAGS_probe_keys),
                             .probe_ms = absl::GetFlag(FLAGS_probe_ms)};
       st = RunScalein(env, s, fields).status();

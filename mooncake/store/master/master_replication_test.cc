@@ -414,6 +414,29 @@ TEST_F(MasterReplicationTest, DrainIntoAFullPoolKeepsThePoolsHottestObjects) {
   }
 }
 
+TEST_F(MasterReplicationTest, ADrainCopiesAnObjectUnderAReadLeaseHoweverOld) {
+  Make({}, /*workers=*/2);
+  for (int i = 0; i < 2; ++i) {
+    Put(absl::StrCat("old", i), "seg0");
+    clock_.AdvanceMs(1);
+  }
+  // old0's last read is older than every warm object's commit, but a client
+  // still holds its lease (it reads old0 from its metadata cache).
+  auto leased = master_->GetReplicas(GetReq("old0"));
+  ASSERT_TRUE(leased.ok()) << leased.status();
+  for (int i = 0; i < 16; ++i) {
+    clock_.AdvanceMs(1);
+    Put(absl::StrCat("warm", i), "seg1");  // w1 is full
+  }
+  const proto::DrainStatus st = DrainToTheEnd("w0");
+  EXPECT_EQ(st.state(), proto::DRAIN_DONE);
+  EXPECT_EQ(st.objects_moved(), 1u);
+  EXPECT_EQ(st.objects_dropped(), 1u);
+  Release(leased->lease().lease_id());
+  EXPECT_EQ(ReplicaWorkers("old0"), std::set<std::string>({"w1"}));
+  EXPECT_TRUE(ReplicaWorkers("old1").empty());
+}
+
 TEST_F(MasterReplicationTest, DrainDropsReplicasThatExistElsewhereWithoutCopying) {
   Put("two", "seg0", /*replicas=*/1);
   proto::CreateCopyTaskRequest req;  // a second replica beyond the put's count

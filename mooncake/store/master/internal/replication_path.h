@@ -108,15 +108,22 @@ DrainStep DrainOne(MasterState<A, P>& s, DrainJob& job, const std::string& key, 
   return step;
 }
 
+// When an object was last used, for a drain: now while a read lease is out
+// (a client reads it from its metadata cache, which the master does not see
+// read by read), else its last read or commit.
+inline int64_t LastUse(const ObjectMeta& m, int64_t now) {
+  return m.Leased(now) ? now : m.last_used_ns;
+}
+
 // For a drain of `segments`: the objects the pool keeps. If everything
 // stored fits below the other workers' high watermark, all of them
-// (INT64_MIN). Else the most recently used objects that fit there, as the
-// reference LRU policy would keep them: the last read or commit time from
-// which on an object stays (objects used at that very time stay too). One
+// (INT64_MIN). Else the most recently used objects (LastUse) that fit there,
+// as the reference LRU policy would keep them: the time from which on an
+// object stays (objects used at that very time stay too). One
 // walk of the object table and a sort of (time, bytes) pairs: O(n log n),
 // 16 bytes per object while it runs.
 template <typename A, typename P>
-int64_t KeepSince(MasterState<A, P>& s, const std::vector<uint64_t>& segments) {
+int64_t KeepSince(MasterState<A, P>& s, const std::vector<uint64_t>& segments, int64_t now) {
   double room = 0, stored = 0;
   for (const master::SegmentView& v : s.pool.Snapshot()) {
     stored += static_cast<double>(v.used_bytes);
@@ -132,7 +139,7 @@ int64_t KeepSince(MasterState<A, P>& s, const std::vector<uint64_t>& segments) {
       if (!m.committed()) continue;
       uint64_t n = 0;
       for (const Replica& r : m.replicas) n += r.state == master::ReplicaState::kComplete;
-      if (n > 0) all.emplace_back(m.last_used_ns, m.size_bytes * n);
+      if (n > 0) all.emplace_back(LastUse(m, now), m.size_bytes * n);
     }
   });
   std::sort(all.begin(), all.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
@@ -156,7 +163,7 @@ void DropUnkept(MasterState<A, P>& s, DrainJob& job, int64_t since, int64_t now)
   for (std::string& key : job.todo) {
     const bool keep = s.table.With(key, [&](ObjectTable::Shard& sh) {
       const ObjectMeta* m = sh.Find(key);
-      return m == nullptr || m->last_used_ns >= since || m->EffectivePin(now) != PinLevel::kNone;
+      return m == nullptr || LastUse(*m, now) >= since || m->EffectivePin(now) != PinLevel::kNone;
     });
     if (keep) {
       todo.push_back(std::move(key));
@@ -565,7 +572,7 @@ absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(MasterState<A, P>& s,
   job.todo = ObjectsOn(s, segments, now);
   job.status.set_state(proto::DRAIN_RUNNING);
   job.status.set_objects_total(job.todo.size());
-  DropUnkept(s, job, KeepSince(s, segments), now);
+  DropUnkept(s, job, KeepSince(s, segments, now), now);
   job.status.set_deadline_ms(req.deadline_ms());
   {
     MutexLock lock(&s.repl.plan_mu);

@@ -59,6 +59,7 @@ struct CachedObject {
   uint32_t checksum_format = 0;  // store::proto::ChecksumFormat
   uint64_t version = 0;
   std::vector<store::proto::Replica> replicas;  // complete, nearest first
+  uint32_t local_replicas = 0;                  // how many of the first are on this client's host
   // The object's TensorMeta (null: the writer gave none); shared, not copied,
   // by every read the entry serves.
   std::shared_ptr<const store::proto::TensorMeta> tensor;

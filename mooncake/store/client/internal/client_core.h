@@ -453,7 +453,6 @@ class ClientCore {
   void ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res, std::vector<absl::Status>* st);
   void CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const;
   void TakeReplicas(google::protobuf::RepeatedPtrField<proto::Replica>* from, CachedObject* obj);
-  bool OnThisHost(const proto::Replica& rep) const;
   void SpreadRead(CachedObject* obj);
   void RetryTierBusy(const std::vector<proto::PutStartRequest>& reqs, const std::string& tenant,
                      std::vector<absl::StatusOr<proto::PutStartResponse>>* starts);

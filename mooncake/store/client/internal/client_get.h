@@ -112,14 +112,12 @@ void ClientCore<C>::TakeReplicas(google::protobuf::RepeatedPtrField<proto::Repli
   for (proto::Replica& rep : *from) {
     if (rep.state() == proto::REPLICA_COMPLETE) obj->replicas.push_back(std::move(rep));
   }
-  std::stable_partition(obj->replicas.begin(), obj->replicas.end(),
-                        [&](const proto::Replica& rep) { return OnThisHost(rep); });
-}
-
-template <rpc::RpcChannel C>
-bool ClientCore<C>::OnThisHost(const proto::Replica& rep) const {
-  auto w = rpc::ParseWorkerId(rep.worker_id());
-  return w.ok() && w->host == options_.host_id;
+  const auto remote = std::stable_partition(obj->replicas.begin(), obj->replicas.end(),
+                                            [&](const proto::Replica& rep) {
+                                              auto w = rpc::ParseWorkerId(rep.worker_id());
+                                              return w.ok() && w->host == options_.host_id;
+                                            });
+  obj->local_replicas = static_cast<uint32_t>(remote - obj->replicas.begin());
 }
 
 // A read goes to the nearest replica (those on this host if any, else all)
@@ -130,11 +128,10 @@ template <rpc::RpcChannel C>
 void ClientCore<C>::SpreadRead(CachedObject* obj) {
   std::vector<proto::Replica>& v = obj->replicas;
   if (v.empty()) return;
-  const bool local = OnThisHost(v.front());
-  absl::InlinedVector<std::string_view, 4> workers = {v.front().worker_id()};
-  while (workers.size() < v.size() && OnThisHost(v[workers.size()]) == local) {
-    workers.push_back(v[workers.size()].worker_id());
-  }
+  const size_t n =
+      obj->local_replicas > 0 ? std::min<size_t>(obj->local_replicas, v.size()) : v.size();
+  absl::InlinedVector<std::string_view, 4> workers;
+  for (size_t i = 0; i < n; ++i) workers.push_back(v[i].worker_id());
   const size_t pick = spread_.Choose(workers, obj->cached_reads, obj->size_bytes, NowNs());
   std::rotate(v.begin(), v.begin() + static_cast<ptrdiff_t>(pick),
               v.begin() + static_cast<ptrdiff_t>(workers.size()));

@@ -132,7 +132,7 @@ inline absl::Status CheckCommon(const StoreConfig& c) {
         "protocol 'rdma': this build of the store client moves bytes over tcp and shared "
         "memory only (RDMA needs a build with --config=rdma)");
   }
-  if (c.protocol != "tcp") {
+  if (c.protocol != "tcp" && c.protocol != "rdma") {
     return absl::InvalidArgumentError(
         absl::StrCat("protocol '", c.protocol, "': want 'tcp' or 'rdma'"));
   }

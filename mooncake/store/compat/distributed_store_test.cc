@@ -55,6 +55,19 @@ TEST(ClientOptionsFromEnvTest, NetworkCompressionAndLinkRate) {
   ::unsetenv("MOONCAKE_NETWORK_LINK_BYTES_PER_S");
 }
 
+TEST_F(DistributedStoreTest, ProtocolRdmaNeedsAnRdmaBuildAndDevice) {
+  DistributedStore s;
+  StoreConfig c = Config();
+  c.protocol = "rdma";
+  // The default build has no RDMA transport; a --config=rdma build on this
+  // host has no RDMA device. Either way setup fails and says why.
+  EXPECT_NE(s.Setup(c), kOk);
+  EXPECT_TRUE(absl::StrContains(s.last_error(), "RDMA")) << s.last_error();
+  c.protocol = "udp";
+  EXPECT_EQ(s.Setup(c), kInvalidParams);
+  EXPECT_EQ(s.Setup(Config()), kOk) << s.last_error();
+}
+
 TEST_F(DistributedStoreTest, PutGetAndMooncakesCodes) {
   DistributedStore s;
   ASSERT_EQ(s.Setup(Config()), kOk) << s.last_error();
@@ -150,8 +163,8 @@ TEST(DistributedStore, MasterDownIsRpcFail) {
   c.master_server_addr = "127.0.0.1:1";
   EXPECT_EQ(s.Setup(c), kRpcFail);
   EXPECT_FALSE(s.last_error().empty());
-  c.protocol = "rdma";
-  EXPECT_EQ(s.Setup(c), kInvalidParams);
+  c.protocol = "rdma";  // refused as such only by a build without RDMA
+  EXPECT_EQ(s.Setup(c), client::kRdmaBuilt ? kRpcFail : kInvalidParams);
 }
 
 TEST_F(DistributedStoreTest, ReplicaTasksCheckArgumentsWithMooncakesCodes) {

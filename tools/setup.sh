@@ -18,6 +18,9 @@ packages=(
   python3-torch etcd-server etcd-client
   # baselines and tools the benchmarks and tests start
   memcached redis-server fio iproute2
+  # the chaos campaign's delay, loss and reordering where the kernel has no
+  # netem qdisc (tools/chaos/packet_impairer.h: iptables NFQUEUE rules)
+  iptables libnetfilter-queue-dev
   python3-matplotlib  # docs/img plots: /usr/bin/python3 tools/plots/make_plots.py
   # libFuzzer builds of the *_fuzz targets (--config=libfuzzer, tools/fuzz.sh)
   clang lld libclang-rt-14-dev

@@ -244,6 +244,9 @@ class Campaign {
       RETURN_IF_ERROR(net_->Impair(p.net, peer, kNetem.at(kind)));
     }
     Pause(Ms(1000, 4000));
+    if (const std::string packets = net_->ImpairedPackets(p.net); !packets.empty()) {
+      f["packets"] = packets;
+    }
     net_->Heal(p.net);
     return absl::OkStatus();
   }
@@ -363,10 +366,13 @@ int Main() {
     return 2;
   }
   for (const char* k : {"delay", "loss", "reorder"}) {
-    if (kinds.contains(k) && !(*net)->netem().ok()) {
-      std::printf("  SKIP %s: %s\n", k, std::string((*net)->netem().message()).c_str());
+    if (kinds.contains(k) && !(*net)->impairment().ok()) {
+      std::printf("  SKIP %s: %s\n", k, std::string((*net)->impairment().message()).c_str());
       kinds.erase(k);
     }
+  }
+  if ((*net)->impairment().ok()) {
+    std::printf("  delay, loss and reordering through %s\n", (*net)->impairer().c_str());
   }
   std::unique_ptr<DiskLab> disk;
   if (kinds.contains("disk_full") || kinds.contains("slow_disk")) {

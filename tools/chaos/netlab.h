@@ -8,13 +8,18 @@
 //
 // A partition is a pair of blackhole routes per peer (node -> peer in the
 // node's namespace, peer -> node in the peer's): needs nothing of the kernel
-// beyond namespaces. Delay, loss and reordering need the prio and netem
-// qdiscs (netem() says whether this kernel has them): each veth end gets
-// `tc qdisc ... root handle 1: prio` with every priority mapped to band 1:1;
-// an impairment puts `netem` on band 1:3 and a u32 filter steers the chosen
-// peer's packets into it: on the inside end (the node's egress) by
-// destination, on the root end (the node's ingress) by source. Peer "" means
-// every address.
+// beyond namespaces. Delay, loss and reordering (impairments, in netem's
+// words) take one of two ways, whichever the kernel allows (impairer() says
+// which; impairment() says why neither):
+// - `tc netem`: each veth end gets `tc qdisc ... root handle 1: prio` with
+//   every priority mapped to band 1:1; an impairment puts `netem` on band 1:3
+//   and a u32 filter steers the chosen peer's packets into it: on the inside
+//   end (the node's egress) by destination, on the root end (the node's
+//   ingress) by source.
+// - NFQUEUE (packet_impairer.h), for kernels without netem: iptables rules in
+//   the node's namespace queue its packets to and from the peer, both ways,
+//   and a thread of this process delays, drops or reorders them.
+// Peer "" means every address.
 //
 // Needs root (CAP_NET_ADMIN) and iproute2; Create says which is missing. The
 // destructor deletes every namespace (its veth goes with it) and the bridge,
@@ -41,6 +46,7 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/status_macros.h"
+#include "tools/chaos/packet_impairer.h"
 
 namespace mooncake::chaos {
 
@@ -57,6 +63,7 @@ class NetLab {
   NetLab(const NetLab&) = delete;
   NetLab& operator=(const NetLab&) = delete;
   ~NetLab() {
+    impairers_.clear();
     for (const std::string& ns : namespaces_) Sh(absl::StrCat("ip netns del ", ns));
     if (!bridge_.empty()) Sh(absl::StrCat("ip link del ", bridge_));
   }
@@ -127,13 +134,15 @@ class NetLab {
         RETURN_IF_ERROR(MustSh(cmd));
       }
     }
-    lab->ProbeNetem(nodes);
+    lab->ProbeImpairment(nodes);
     return lab;
   }
 
-  // OK if delay, loss and reordering can be injected (the kernel has the
-  // prio and netem qdiscs); else why not.
-  const absl::Status& netem() const { return netem_; }
+  // OK if delay, loss and reordering can be injected (by netem, or else
+  // through NFQUEUE); else why neither works.
+  const absl::Status& impairment() const { return impairment_; }
+  // "tc netem" or "NFQUEUE" (empty when impairment() is not OK).
+  const std::string& impairer() const { return impairer_; }
 
   std::string Namespace(int i) const { return absl::StrCat(prefix_, "n", i); }
   std::string Address(int i) const { return absl::StrCat(net_, i + 2); }
@@ -166,10 +175,21 @@ class NetLab {
     return absl::OkStatus();
   }
 
-  // Puts `netem` (e.g. "loss 100%", "delay 100ms 50ms") on node i's traffic
+  // Puts `netem` (e.g. "loss 15%", "delay 80ms 40ms") on node i's traffic
   // with `peer` (an address; "" = every address) both ways. One impairment
   // per node at a time; Heal(i) removes it.
   absl::Status Impair(int i, const std::string& peer, const std::string& netem) {
+    RETURN_IF_ERROR(impairment_);
+    if (impairer_ == kNfqueue) {
+      ASSIGN_OR_RETURN(ImpairSpec spec, ParseImpairSpec(netem));
+      ASSIGN_OR_RETURN(impairers_[i],
+                       PacketImpairer::Start({.netns = Namespace(i),
+                                              .interface = InnerIf(i),
+                                              .peer = peer,
+                                              .queue = static_cast<uint16_t>(i)},
+                                             spec, static_cast<uint64_t>(i) * 7919 + ++starts_));
+      return absl::OkStatus();
+    }
     const std::string match = peer.empty() ? "0.0.0.0/0" : peer + "/32";
     const std::string in_ns = absl::StrCat("ip netns exec ", Namespace(i), " ");
     for (const std::string& cmd : {
@@ -189,10 +209,20 @@ class NetLab {
     return absl::OkStatus();
   }
 
+  // Packets of node i's NFQUEUE impairment so far: "seen S, dropped D,
+  // delayed L" (empty with netem or none).
+  std::string ImpairedPackets(int i) const {
+    auto it = impairers_.find(i);
+    if (it == impairers_.end()) return "";
+    return absl::StrCat("seen ", it->second->seen(), ", dropped ", it->second->dropped(),
+                        ", delayed ", it->second->delayed());
+  }
+
   void Heal(int i) {
     for (const std::string& cmd : routes_[i]) Sh(cmd);
     routes_.erase(i);
-    if (!netem_.ok()) return;
+    impairers_.erase(i);  // stops it: rules removed, held packets released
+    if (impairer_ != kNetem) return;
     const std::string in_ns = absl::StrCat("ip netns exec ", Namespace(i), " ");
     Sh(absl::StrCat("tc filter del dev ", RootIf(i), " parent 1: prio 1"));
     Sh(absl::StrCat("tc qdisc del dev ", RootIf(i), " parent 1:3 handle 30:"));
@@ -201,31 +231,40 @@ class NetLab {
   }
 
  private:
+  static constexpr const char* kNetem = "tc netem";
+  static constexpr const char* kNfqueue = "NFQUEUE";
   static constexpr const char* kPriomap = " bands 3 priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0";
 
   NetLab() = default;
 
-  void ProbeNetem(int nodes) {
+  void ProbeImpairment(int nodes) {
     const std::string probe =
         absl::StrCat("(tc qdisc add dev ", RootIf(0), " root handle 1: prio", kPriomap,
                      " && tc qdisc add dev ", RootIf(0), " parent 1:3 handle 30: netem delay 1ms)");
     const bool ok = Sh(probe);
     Sh(absl::StrCat("tc qdisc del dev ", RootIf(0), " root"));
     if (!ok) {
-      netem_ = absl::UnavailableError(
-          "this kernel has no prio or netem qdisc (`tc qdisc add ... prio` / `... netem` fail: "
-          "'Specified qdisc kind is unknown'; no modules to load)");
+      if (absl::Status s = PacketImpairer::Probe(); !s.ok()) {
+        impairment_ = absl::UnavailableError(absl::StrCat(
+            "this kernel has no prio or netem qdisc ('Specified qdisc kind is unknown'; no "
+            "modules to load), and NFQUEUE does not work either: ",
+            s.message()));
+        return;
+      }
+      impairer_ = kNfqueue;
       return;
     }
-    for (int i = 0; i < nodes && netem_.ok(); ++i) {
+    impairer_ = kNetem;
+    for (int i = 0; i < nodes && impairment_.ok(); ++i) {
       const std::string in_ns = absl::StrCat("ip netns exec ", Namespace(i), " ");
       for (const std::string& cmd :
            {absl::StrCat("tc qdisc add dev ", RootIf(i), " root handle 1: prio", kPriomap),
             absl::StrCat(in_ns, "tc qdisc add dev ", InnerIf(i), " root handle 1: prio",
                          kPriomap)}) {
-        if (!Sh(cmd)) netem_ = absl::UnavailableError(absl::StrCat("`", cmd, "` failed"));
+        if (!Sh(cmd)) impairment_ = absl::UnavailableError(absl::StrCat("`", cmd, "` failed"));
       }
     }
+    if (!impairment_.ok()) impairer_.clear();
   }
   std::string RootIf(int i) const { return absl::StrCat(prefix_, "r", i); }
   std::string InnerIf(int i) const { return absl::StrCat(prefix_, "v", i); }
@@ -234,7 +273,10 @@ class NetLab {
   std::string net_;     // "10.79.<s>."
   std::string bridge_;  // empty until created
   std::vector<std::string> namespaces_;
-  absl::Status netem_;
+  absl::Status impairment_;
+  std::string impairer_;
+  std::map<int, std::unique_ptr<PacketImpairer>> impairers_;  // node -> its NFQUEUE impairment
+  uint64_t starts_ = 0;
   std::map<int, std::vector<std::string>> routes_;  // node -> commands that heal its partition
 };
 

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/connector/decode_connector.h"
 #include "mooncake/connector/kv_layout.h"
 #include "mooncake/connector/prefill_connector.h"
@@ -99,16 +100,27 @@ std::vector<std::byte*> Bases(const std::vector<uintptr_t>& addrs) {
   return v;
 }
 
+// MOONCAKE_AUTH_TOKEN_FILE (docs/security.md): the connector's RPC server
+// and TCP transport serve only peers that prove a principal it lists, and
+// prove this process's own; unset: no authentication.
+std::shared_ptr<const auth::Credentials> AuthFromEnvironment() {
+  absl::StatusOr<std::shared_ptr<const auth::Credentials>> c = auth::CredentialsFromEnvironment();
+  if (!c.ok()) Throw(c.status());
+  return *std::move(c);
+}
+
 // A connector (Conn = PrefillConnector or DecodeConnector) with the transport
 // it owns, chosen by protocol name. `make(transport*, bool shm)` creates it.
 template <template <typename> class Conn>
 class PyConnector {
  public:
   template <typename Make>
-  PyConnector(const std::string& protocol, const std::string& host, Make&& make) {
+  PyConnector(const std::string& protocol, const std::string& host,
+              std::shared_ptr<const auth::Credentials> auth, Make&& make) {
     if (protocol == "tcp") {
       transport::TcpTransport::Options o;
       o.bind_host = host;
+      o.auth = std::move(auth);
       tcp_transport_ = Value(transport::TcpTransport::Create(o));
       tcp_ = Value(make(tcp_transport_.get(), false));
     } else if (protocol == "shm") {
@@ -144,12 +156,13 @@ PyPrefill MakePrefill(const KvLayout& layout, const std::vector<uintptr_t>& base
                       const std::string& protocol, const std::string& rpc_host, uint16_t rpc_port,
                       double request_timeout_s) {
   PrefillConnectorOptions o;
+  o.auth = AuthFromEnvironment();
   o.rpc_host = rpc_host;
   o.rpc_port = rpc_port;
   o.request_timeout_ms = static_cast<int64_t>(request_timeout_s * 1000);
   std::vector<const std::byte*> b;
   for (std::byte* p : Bases(bases)) b.push_back(p);
-  return PyPrefill(protocol, rpc_host, [&](auto* transport, bool /*shm*/) {
+  return PyPrefill(protocol, rpc_host, o.auth, [&](auto* transport, bool /*shm*/) {
     using T = std::remove_pointer_t<decltype(transport)>;
     return PrefillConnector<T>::Create(transport, layout, b, o);
   });
@@ -159,11 +172,12 @@ PyDecode MakeDecode(const KvLayout& layout, const std::vector<uintptr_t>& bases,
                     const std::string& protocol, const std::string& rpc_host, uint16_t rpc_port,
                     uint32_t tp_rank, uint32_t tp_ranks) {
   DecodeConnectorOptions o;
+  o.auth = AuthFromEnvironment();
   o.rpc_host = rpc_host;
   o.rpc_port = rpc_port;
   o.tp_rank = tp_rank;
   o.tp_ranks = tp_ranks;
-  return PyDecode(protocol, rpc_host, [&](auto* transport, bool shm) {
+  return PyDecode(protocol, rpc_host, o.auth, [&](auto* transport, bool shm) {
     using T = std::remove_pointer_t<decltype(transport)>;
     // SHM peers map the decode cache: it must be memfd memory (SharedBuffer).
     if (shm) o.location = transport::MemoryLocation::SharedMemory();

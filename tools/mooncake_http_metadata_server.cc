@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/store/node/metadata_server.h"
 #include "mooncake/store/node/program.h"
 #include "mooncake/store/node/status_line.h"
@@ -44,6 +45,9 @@ ABSL_FLAG(std::string, max_value_bytes, "16M",
           "largest value a PUT may store (suffixes K, M, G); larger bodies get 413");
 ABSL_FLAG(std::string, max_total_bytes, "256M",
           "all keys and values together at most this (suffixes K, M, G); a PUT past it gets 507");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "a token file (docs/security.md): every request must carry \"Authorization: Bearer "
+          "<secret>\" with a secret it lists, else 401. Empty: no authentication");
 ABSL_FLAG(std::string, ready_file, "",
           "when serving, atomically write http=<host:port>, pid=<pid> here");
 
@@ -81,6 +85,9 @@ node::MetadataServerOptions OptionsFromFlags() {
   if (o.store.max_key_bytes + o.store.max_value_bytes > o.store.max_total_bytes) {
     BadFlags("--max_total_bytes must hold at least one largest value (--max_value_bytes + 4K)");
   }
+  auto creds = auth::LoadCredentials(absl::GetFlag(FLAGS_auth_token_file));
+  if (!creds.ok()) BadFlags(StdView(creds.status().message()));
+  o.auth = *std::move(creds);
   return o;
 }
 

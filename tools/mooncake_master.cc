@@ -36,6 +36,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/mutex.h"
 #include "mooncake/store/node/metadata_server.h"
@@ -249,6 +250,10 @@ MasterConfig ConfigFromFlags() {
             HostFlag("http_metadata_server_host", absl::GetFlag(FLAGS_http_metadata_server_host)),
         .port =
             PortFlag("http_metadata_server_port", absl::GetFlag(FLAGS_http_metadata_server_port))};
+    // The metadata server takes the master's token file (any secret it lists).
+    auto creds = auth::LoadCredentials(o.auth_token_file);
+    if (!creds.ok()) BadFlags(StdView(creds.status().message()));
+    c.metadata->auth = *std::move(creds);
   }
   return c;
 }

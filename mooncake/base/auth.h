@@ -47,6 +47,7 @@
 #include <array>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -229,6 +230,21 @@ inline absl::StatusOr<std::shared_ptr<const Credentials>> LoadCredentials(const 
   return std::make_shared<const Credentials>(*std::move(c));
 }
 
+// The token file named by MOONCAKE_AUTH_TOKEN_FILE, for code that has no
+// flag of its own (the Python package, the transfer-engine and connector
+// bindings): null when it is unset or empty; else LoadCredentials' errors,
+// prefixed with the variable's name.
+inline absl::StatusOr<std::shared_ptr<const Credentials>> CredentialsFromEnvironment() {
+  const char* path = std::getenv("MOONCAKE_AUTH_TOKEN_FILE");
+  if (path == nullptr || *path == '\0') return std::shared_ptr<const Credentials>();
+  auto c = LoadCredentials(path);
+  if (!c.ok()) {
+    return absl::Status(c.status().code(),
+                        absl::StrCat("MOONCAKE_AUTH_TOKEN_FILE: ", c.status().message()));
+  }
+  return c;
+}
+
 inline Nonce NewNonce() {
   Nonce n{};
   if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) {
@@ -280,6 +296,33 @@ inline bool SecretMatches(std::string_view received, std::string_view expected) 
   HMAC(EVP_sha256(), kKey.data(), static_cast<int>(kKey.size()),
        reinterpret_cast<const unsigned char*>(expected.data()), expected.size(), b, &lb);
   return la == lb && CRYPTO_memcmp(a, b, la) == 0;
+}
+
+// The token of an HTTP "Authorization: Bearer <token>" header value (null
+// header or another scheme: empty).
+inline std::string_view BearerToken(const std::string* header) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (header == nullptr || header->size() <= kBearer.size() ||
+      !std::string_view(*header).starts_with(kBearer)) {
+    return {};
+  }
+  return std::string_view(*header).substr(kBearer.size());
+}
+
+// Whether `token` is the secret of `principal` in `c` (an empty token or an
+// unknown principal: false), compared in constant time.
+inline bool BearerMatches(std::string_view token, const Credentials& c,
+                          std::string_view principal) {
+  const std::string* secret = c.SecretOf(principal);
+  return !token.empty() && secret != nullptr && SecretMatches(token, *secret);
+}
+
+// Whether `token` is the secret of any principal `c` lists; every entry is
+// compared, so the time does not say which one matched.
+inline bool BearerMatchesAny(std::string_view token, const Credentials& c) {
+  bool any = false;
+  for (const Credentials::Entry& e : c.entries()) any |= SecretMatches(token, e.secret);
+  return !token.empty() && any;
 }
 
 // ---- The handshake's messages (the payloads both protocols carry) ----------

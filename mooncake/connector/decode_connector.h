@@ -36,6 +36,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/connector/connector.h"
 #include "mooncake/connector/internal/layer_plan.h"
@@ -59,6 +60,11 @@ struct DecodeConnectorOptions {
   size_t max_requests = 4096;
   transport::MemoryLocation location = transport::MemoryLocation::HostDram();
   MetricsRegistry* metrics = nullptr;  // null: a private registry
+  // Authentication (base/auth.h; docs/security.md): the RPC server serves
+  // only peers that prove a principal this file lists, and calls to peers
+  // prove this process's own. Null: none. The transport is authenticated by
+  // its own options.
+  std::shared_ptr<const auth::Credentials> auth;
 };
 
 struct DecodeConnectorStats {
@@ -170,6 +176,7 @@ class DecodeConnector {
         layout_(std::move(layout)),
         options_(std::move(options)),
         registry_(options_.metrics),
+        channels_(options_.auth),
         pull_id_base_(std::random_device{}() | (uint64_t{std::random_device{}()} << 32)) {}
 
   absl::Status StartServer() {
@@ -178,6 +185,8 @@ class DecodeConnector {
     rpc::RpcServerOptions so;
     so.host = options_.rpc_host;
     so.port = options_.rpc_port;
+    so.auth = options_.auth;
+    so.auth = options_.auth;
     server_ = std::make_unique<rpc::RpcServer>(&registry_, so);
     return server_->Start();
   }

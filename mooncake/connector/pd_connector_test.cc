@@ -19,9 +19,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/connector/decode_connector.h"
 #include "mooncake/connector/kv_layout.h"
 #include "mooncake/connector/prefill_connector.h"
@@ -392,6 +395,68 @@ TEST(PdConnectorTest, BadRequestsAreRefusedWithClearErrors) {
   ASSERT_TRUE(odc.ok());
   const absl::Status s = (*odc)->StartRequest("x", {(*pc)->rpc_address()}, {0}, 10);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
+// With a token file on both sides (the RPC servers, the calls and the
+// transport), a transfer moves every byte; a decode side without the token,
+// or with another cluster's, is refused at its pull (UNAUTHENTICATED) and
+// nothing reaches its cache; the prefill side still holds the request.
+TEST(PdConnectorTest, AuthenticatedConnectorsServeOnlyPeersWithTheToken) {
+  auto creds = [](const char* secret) {
+    auto c = auth::Credentials::Parse(absl::StrCat("cluster ", secret, "\n"), "test");
+    MC_ASSERT(c.ok(), "test credentials");
+    return std::make_shared<const auth::Credentials>(*std::move(c));
+  };
+  const auto ours = creds("0123456789abcdef0123456789abcdef");
+  const auto theirs = creds("fedcba9876543210fedcba9876543210");
+  auto transport_with = [](std::shared_ptr<const auth::Credentials> c) {
+    TcpTransport::Options o;
+    o.auth = std::move(c);
+    auto t = TcpTransport::Create(o);
+    MC_ASSERT(t.ok(), "tcp transport");
+    return std::move(*t);
+  };
+  const KvLayout layout = Layout(KvOrder::kLayerFirst, 16, 64);
+  const uint64_t tokens = 100;
+  Cache src(layout, 7);
+  auto pt = transport_with(ours);
+  PrefillConnectorOptions po;
+  po.auth = ours;
+  auto pc = PrefillConnector<TcpTransport>::Create(pt.get(), layout, src.ConstBases(), po);
+  ASSERT_TRUE(pc.ok()) << pc.status();
+  const std::vector<std::string> sources = {(*pc)->rpc_address()};
+  const std::vector<uint64_t> src_blocks = Consecutive(3, 7), dst_blocks = Consecutive(5, 7);
+
+  for (const auto& wrong : {std::shared_ptr<const auth::Credentials>(), theirs}) {
+    Cache dst(layout);
+    auto dt = transport_with(wrong);
+    DecodeConnectorOptions o;
+    o.auth = wrong;
+    auto dc = DecodeConnector<TcpTransport>::Create(dt.get(), layout, dst.Bases(), o);
+    ASSERT_TRUE(dc.ok()) << dc.status();
+    const absl::Status s = (*dc)->StartRequest("req-x", sources, dst_blocks, tokens);
+    EXPECT_TRUE(absl::IsUnauthenticated(s)) << s;
+    const uint64_t heads = layout.Heads().end() - layout.Heads().first_head;
+    EXPECT_EQ(Mismatches(src, src_blocks, dst, dst_blocks, tokens),
+              tokens * layout.num_layers * 2 * heads)  // every head of K and V still unset
+        << "bytes reached an unauthenticated decode";
+  }
+  EXPECT_EQ((*pc)->stats().pulls_waiting, 0u);
+
+  Cache dst(layout);
+  auto dt = transport_with(ours);
+  DecodeConnectorOptions o;
+  o.auth = ours;
+  auto dc = DecodeConnector<TcpTransport>::Create(dt.get(), layout, dst.Bases(), o);
+  ASSERT_TRUE(dc.ok()) << dc.status();
+  ASSERT_TRUE((*dc)->StartRequest("req-1", sources, dst_blocks, tokens).ok());
+  ASSERT_TRUE((*pc)->AddRequest("req-1", src_blocks, tokens).ok());
+  for (uint32_t layer = 0; layer < layout.num_layers; ++layer) {
+    ASSERT_TRUE((*pc)->SaveLayer("req-1", layer).ok());
+  }
+  ASSERT_TRUE((*dc)->WaitAll("req-1", absl::Seconds(20)).ok());
+  EXPECT_TRUE((*dc)->End("req-1").status.ok());
+  EXPECT_EQ(Mismatches(src, src_blocks, dst, dst_blocks, tokens), 0u);
 }
 
 // Create failing half way (memory the transport refuses, a port in use)

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/connector/connector.h"
@@ -57,6 +58,11 @@ struct PrefillConnectorOptions {
   int64_t transfer_timeout_ms = 30'000;  // one layer's batches of one pull
   size_t max_requests = 4096;            // requests and waiting pulls held at once
   MetricsRegistry* metrics = nullptr;    // null: a private registry
+  // Authentication (base/auth.h; docs/security.md): the RPC server serves
+  // only peers that prove a principal this file lists, and calls to peers
+  // prove this process's own. Null: none. The transport is authenticated by
+  // its own options.
+  std::shared_ptr<const auth::Credentials> auth;
 };
 
 // A request whose blocks the prefill side may reuse now.
@@ -255,7 +261,8 @@ class PrefillConnector {
         layout_(std::move(layout)),
         bases_(std::move(bases)),
         options_(std::move(options)),
-        registry_(options_.metrics) {}
+        registry_(options_.metrics),
+        channels_(options_.auth) {}
 
   absl::Status StartServer();
   absl::StatusOr<proto::PullResponse> OnPull(const proto::PullRequest& req);
@@ -313,6 +320,7 @@ absl::Status PrefillConnector<T>::StartServer() {
   rpc::RpcServerOptions so;
   so.host = options_.rpc_host;
   so.port = options_.rpc_port;
+  so.auth = options_.auth;
   so.worker_threads = 4;  // a Cancel waits for in-flight writes on one of them
   server_ = std::make_unique<rpc::RpcServer>(&registry_, so);
   return server_->Start();

@@ -44,6 +44,7 @@ NOT_FOUND = 5
 ALREADY_EXISTS = 6
 ABORTED = 10
 UNAVAILABLE = 14
+UNAUTHENTICATED = 16
 
 
 class ConnectorError(RuntimeError):

@@ -111,3 +111,46 @@ def test_wait_is_bounded_by_its_timeout():
     assert e.value.code == C.DEADLINE_EXCEEDED
     assert time.monotonic() - t0 < 3
     assert dc.end("slow")[0]  # the cancel was confirmed: blocks reusable now
+
+
+def test_token_file_guards_the_connectors(tmp_path, monkeypatch):
+    """MOONCAKE_AUTH_TOKEN_FILE: both sides with the token move every row; a
+    decode side without it, or with another cluster's, is refused at its pull
+    (UNAUTHENTICATED) and its cache stays untouched."""
+    def token_file(name, secret):
+        path = tmp_path / name
+        path.write_text(f"cluster {secret}\n")
+        path.chmod(0o600)
+        return str(path)
+    ours = token_file("ours", "0123456789abcdef0123456789abcdef")
+    theirs = token_file("theirs", "fedcba9876543210fedcba9876543210")
+    src = vllm_cache(seed=4)
+    monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", ours)
+    pc = C.PrefillConnector(*C.layout_for(src))
+    for env in (None, theirs):
+        if env is None:
+            monkeypatch.delenv("MOONCAKE_AUTH_TOKEN_FILE")
+        else:
+            monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", env)
+        dst = vllm_cache()
+        dc = C.DecodeConnector(*C.layout_for(dst))
+        with pytest.raises(C.ConnectorError) as e:
+            dc.start_request("x", [pc.rpc_address], [0, 1], 20)
+        assert e.value.code == C.UNAUTHENTICATED, e.value.message
+        assert not any(v.any() for v in dst.values())
+    monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", ours)
+    dst = vllm_cache()
+    dc = C.DecodeConnector(*C.layout_for(dst))
+    dc.start_request("r", [pc.rpc_address], [0, 1], 20)
+    pc.add_request("r", [2, 3], 20)
+    for layer in range(3):
+        pc.save_layer("r", layer)
+    dc.wait_all("r", timeout_s=10)
+    assert dc.end("r") == (True, 0.0)
+    for layer in range(3):
+        for t in range(20):
+            assert np.array_equal(src[f"layer.{layer}"][:, 2 + t // 16, t % 16],
+                                  dst[f"layer.{layer}"][:, t // 16, t % 16])
+    monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", str(tmp_path / "missing"))
+    with pytest.raises(RuntimeError, match="MOONCAKE_AUTH_TOKEN_FILE"):
+        C.DecodeConnector(*C.layout_for(vllm_cache()))

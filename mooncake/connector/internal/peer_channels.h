@@ -12,9 +12,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/tcp_channel.h"
 
@@ -23,6 +25,10 @@ namespace mooncake::connector_internal {
 class PeerChannels {
  public:
   static constexpr size_t kMaxPeers = 1024;
+
+  // `auth`: credentials every channel proves (null: none).
+  explicit PeerChannels(std::shared_ptr<const auth::Credentials> auth = nullptr)
+      : auth_(std::move(auth)) {}
 
   // One call, bounded by `timeout_ms` (connecting included).
   template <rpc::RpcMethod M>
@@ -37,6 +43,7 @@ class PeerChannels {
     }
     if (channel == nullptr) {
       rpc::TcpChannelOptions o;
+      o.auth = auth_;
       o.connect_timeout_ns = std::min<int64_t>(timeout_ms, 2'000) * 1'000'000;
       o.reconnect_backoff_ns = 0;
       absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> made = rpc::TcpChannel::Connect(address, o);
@@ -58,6 +65,7 @@ class PeerChannels {
   }
 
  private:
+  const std::shared_ptr<const auth::Credentials> auth_;
   std::mutex mu_;
   std::map<std::string, std::shared_ptr<rpc::TcpChannel>> channels_;
 };

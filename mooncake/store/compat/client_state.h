@@ -154,14 +154,7 @@ inline absl::Status CheckCommon(const StoreConfig& c) {
 // mooncake_client daemon; its own global segment's transport then serves only
 // peers that prove one the file lists. Unset: no authentication.
 inline absl::StatusOr<std::shared_ptr<const auth::Credentials>> AuthFromEnvironment() {
-  const char* path = std::getenv("MOONCAKE_AUTH_TOKEN_FILE");
-  if (path == nullptr || *path == '\0') return std::shared_ptr<const auth::Credentials>();
-  auto c = auth::LoadCredentials(path);
-  if (!c.ok()) {
-    return absl::Status(c.status().code(),
-                        absl::StrCat("MOONCAKE_AUTH_TOKEN_FILE: ", c.status().message()));
-  }
-  return c;
+  return auth::CredentialsFromEnvironment();
 }
 
 inline absl::StatusOr<std::unique_ptr<rpc::TcpChannel>> ConnectMaster(const std::string& addr) {

@@ -12,6 +12,10 @@
 // PUT without Content-Length), 413 (a body over max_value_bytes), 501 (a
 // chunked body), 507 (the store would pass max_total_bytes).
 //
+// With `auth` (a token file, base/auth.h), every request must carry
+// "Authorization: Bearer <secret>" with the secret of any principal the file
+// lists; else 401 and nothing read or changed.
+//
 //   ASSIGN_OR_RETURN(auto server, MetadataServer::Start({.port = 8080}));
 //   ... server->address() ...
 //   server->Stop();   // or the destructor
@@ -34,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/store/node/http_request.h"
 #include "mooncake/store/node/http_server.h"
 #include "mooncake/store/node/metadata_store.h"
@@ -46,6 +51,7 @@ struct MetadataServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8080;  // 0: any free port
   MetadataStoreOptions store;
+  std::shared_ptr<const auth::Credentials> auth;  // null: no authentication
 };
 
 // One request against `store` (any method the server lets through).
@@ -89,11 +95,22 @@ class MetadataServer {
       return absl::InvalidArgumentError(
           "metadata store: key and value limits > 0, and one largest entry within the total");
     }
+    std::shared_ptr<const auth::Credentials> creds = options.auth;
     std::unique_ptr<MetadataServer> s(new MetadataServer(std::move(options)));
     MetadataStore* store = &s->store_;
     absl::Status handled = s->http_.Handle(
         std::string(kMetadataPath),
-        [store](const HttpRequest& r) { return ServeMetadata(*store, r); },
+        [store, creds](const HttpRequest& r) {
+          if (creds != nullptr &&
+              !auth::BearerMatchesAny(auth::BearerToken(r.Header("authorization")), *creds)) {
+            return HttpResponse{
+                .status = 401,
+                .body =
+                    "the metadata server needs \"Authorization: Bearer <a secret of its "
+                    "token file>\"\n"};
+          }
+          return ServeMetadata(*store, r);
+        },
         HttpRoute{.writes = true, .max_body_bytes = so.max_value_bytes});
     if (!handled.ok()) return handled;
     if (absl::Status started = s->http_.Start(); !started.ok()) return started;

@@ -4,11 +4,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <memory>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/store/node/testing/http_client.h"
 
 namespace mooncake::node {
@@ -147,6 +149,50 @@ TEST(MetadataServer, PortInUseAndBadLimitsAreErrors) {
   auto bad = MetadataServer::Start(
       {.port = 0, .store = {.max_key_bytes = 8, .max_value_bytes = 64, .max_total_bytes = 64}});
   EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+}
+
+// With a token file, every method needs "Authorization: Bearer <secret>"
+// with a secret the file lists (a tenant's too); anything else is 401 and
+// changes nothing.
+TEST(MetadataServer, ATokenFileRefusesRequestsWithoutAListedSecret) {
+  auto creds = auth::Credentials::Parse(
+      "cluster 0123456789abcdef0123456789abcdef\ntenant:a aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+      "test");
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  auto server = MetadataServer::Start(
+      {.port = 0, .auth = std::make_shared<const auth::Credentials>(*std::move(creds))});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const uint16_t port = (*server)->port();
+  auto put = [&](std::string_view header) {
+    return HttpRaw(port, absl::StrCat("PUT /metadata?key=k HTTP/1.1\r\n", std::string(header),
+                                      "Content-Length: 1\r\n\r\nv"));
+  };
+  for (std::string_view bad : {"", "Authorization: Bearer \r\n",
+                               "Authorization: Bearer 0123456789abcdef0123456789abcdeX\r\n",
+                               "Authorization: Basic 0123456789abcdef0123456789abcdef\r\n",
+                               "Authorization: 0123456789abcdef0123456789abcdef\r\n"}) {
+    auto a = put(bad);
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->status, 401) << bad;
+    EXPECT_FALSE((*server)->store().Get("k").ok()) << bad;
+  }
+  auto a = put("Authorization: Bearer aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 200);
+  a = HttpRaw(port, "GET /metadata?key=k HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 401);
+  EXPECT_NE(a->body, "v");
+  a = HttpRaw(port,
+              "GET /metadata?key=k HTTP/1.1\r\nAuthorization: Bearer "
+              "0123456789abcdef0123456789abcdef\r\n\r\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 200);
+  EXPECT_EQ(a->body, "v");
+  a = HttpRaw(port, "DELETE /metadata?key=k HTTP/1.1\r\n\r\n");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->status, 401);
+  EXPECT_TRUE((*server)->store().Get("k").ok());
 }
 
 }  // namespace

@@ -420,11 +420,8 @@ class StoreNode {
   // POST actions with a token file: "Authorization: Bearer <cluster secret>".
   std::optional<HttpResponse> RefuseAdmin(const HttpRequest& r) const {
     if (auth_ == nullptr) return std::nullopt;
-    const std::string* h = r.Header("authorization");
-    constexpr std::string_view kBearer = "Bearer ";
-    if (h != nullptr && h->size() > kBearer.size() && std::string_view(*h).starts_with(kBearer) &&
-        auth::SecretMatches(std::string_view(*h).substr(kBearer.size()),
-                            *auth_->SecretOf(auth::kClusterPrincipal))) {
+    if (auth::BearerMatches(auth::BearerToken(r.Header("authorization")), *auth_,
+                            auth::kClusterPrincipal)) {
       return std::nullopt;
     }
     return HttpResponse{.status = 401,

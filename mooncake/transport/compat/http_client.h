@@ -56,6 +56,7 @@ struct HttpUrl {
 struct HttpClientOptions {
   absl::Duration timeout = absl::Seconds(3);
   size_t max_response_bytes = size_t{1} << 20;
+  std::string authorization;  // an "Authorization" header's value; empty: none
 };
 
 struct HttpResult {
@@ -215,6 +216,7 @@ inline absl::StatusOr<HttpResult> HttpCall(std::string_view method, const std::s
   const std::string request = absl::StrCat(
       AbslView(method), " ", AbslView(target), " HTTP/1.1\r\nHost: ", JoinHostPort(host, port),
       "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+      options.authorization.empty() ? "" : "\r\nAuthorization: ", options.authorization,
       "\r\nConnection: close\r\n\r\n", AbslView(body));
   if (absl::Status s = ci::SendAllBy(fd->get(), request, deadline); !s.ok()) return s;
 

@@ -24,6 +24,7 @@
 #define MOONCAKE_TRANSPORT_COMPAT_METADATA_CLIENT_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -35,6 +36,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/transport/compat/http_client.h"
@@ -78,12 +80,17 @@ class MetadataClient {
  public:
   enum class Kind { kP2PHandshake, kHttp, kEtcd };
 
-  static absl::StatusOr<MetadataClient> Parse(std::string_view conn) {
+  // `auth`: for an HTTP metadata server, every call carries "Authorization:
+  // Bearer <the secret of auth->self()>" (a server started with a token file
+  // answers 401 without it). etcd has its own access control: not sent there.
+  static absl::StatusOr<MetadataClient> Parse(
+      std::string_view conn, std::shared_ptr<const auth::Credentials> auth = nullptr) {
     MetadataClient c;
     if (conn == kP2PHandshake) return c;
     if (conn.starts_with("http://")) {
       ASSIGN_OR_RETURN(c.url_, ParseHttpUrl(conn));
       c.kind_ = Kind::kHttp;
+      if (auth != nullptr) c.http_.authorization = absl::StrCat("Bearer ", auth->self().secret);
       return c;
     }
     std::string_view hostport = conn;
@@ -110,7 +117,8 @@ class MetadataClient {
 
   absl::Status Put(std::string_view key, std::string_view value) const {
     if (kind_ == Kind::kHttp) {
-      ASSIGN_OR_RETURN(HttpResult r, HttpCall("PUT", url_.host, url_.port, Target(key), value));
+      ASSIGN_OR_RETURN(HttpResult r,
+                       HttpCall("PUT", url_.host, url_.port, Target(key), value, http_));
       return Expect(r, "PUT", key);
     }
     nlohmann::json j;
@@ -122,7 +130,7 @@ class MetadataClient {
 
   absl::StatusOr<std::optional<std::string>> Get(std::string_view key) const {
     if (kind_ == Kind::kHttp) {
-      ASSIGN_OR_RETURN(HttpResult r, HttpCall("GET", url_.host, url_.port, Target(key), ""));
+      ASSIGN_OR_RETURN(HttpResult r, HttpCall("GET", url_.host, url_.port, Target(key), "", http_));
       if (r.status == 404) return std::optional<std::string>();
       RETURN_IF_ERROR(Expect(r, "GET", key));
       return std::optional<std::string>(std::move(r.body));
@@ -151,7 +159,8 @@ class MetadataClient {
 
   absl::Status Delete(std::string_view key) const {
     if (kind_ == Kind::kHttp) {
-      ASSIGN_OR_RETURN(HttpResult r, HttpCall("DELETE", url_.host, url_.port, Target(key), ""));
+      ASSIGN_OR_RETURN(HttpResult r,
+                       HttpCall("DELETE", url_.host, url_.port, Target(key), "", http_));
       return r.status == 404 ? absl::OkStatus() : Expect(r, "DELETE", key);
     }
     nlohmann::json j;
@@ -180,6 +189,7 @@ class MetadataClient {
 
   Kind kind_ = Kind::kP2PHandshake;
   HttpUrl url_;
+  HttpClientOptions http_;  // the HTTP server's calls (authorization)
 };
 
 }  // namespace mooncake::transport::compat

@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/rpc/call.h"
@@ -47,12 +48,14 @@ struct HandshakeMethod {
 };
 static_assert(rpc::RpcMethod<HandshakeMethod>);
 
-// Asks the engine whose rpc server listens at `rpc_address` ("host:port").
-inline absl::StatusOr<proto::HandshakeResponse> Handshake(const std::string& rpc_address,
-                                                          std::string_view my_name,
-                                                          absl::Duration timeout) {
+// Asks the engine whose rpc server listens at `rpc_address` ("host:port"),
+// proving `auth` when it is not null.
+inline absl::StatusOr<proto::HandshakeResponse> Handshake(
+    const std::string& rpc_address, std::string_view my_name, absl::Duration timeout,
+    std::shared_ptr<const auth::Credentials> auth = nullptr) {
   MC_ASSERT(timeout > absl::ZeroDuration(), "a handshake needs a deadline");
   rpc::TcpChannelOptions options;
+  options.auth = std::move(auth);
   options.connect_timeout_ns = absl::ToInt64Nanoseconds(timeout);
   ASSIGN_OR_RETURN(std::unique_ptr<rpc::TcpChannel> channel,
                    rpc::TcpChannel::Connect(rpc_address, options));

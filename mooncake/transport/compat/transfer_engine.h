@@ -73,6 +73,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/host_port.h"
 #include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
@@ -97,9 +98,17 @@ struct TransferEngineOptions {
   size_t max_requests_per_call = size_t{1} << 20;  // one call's list length
   size_t max_async_batches = 65536;                // ids not yet collected
   bool log_errors = true;
+  // A token file (base/auth.h, docs/security.md): the handshake server and
+  // the transport serve only peers that prove a principal it lists, and this
+  // engine proves its own to its peers. Empty: no authentication.
+  // FromEnvironment takes MOONCAKE_AUTH_TOKEN_FILE; Initialize loads it.
+  std::string auth_token_file;
 
   static TransferEngineOptions FromEnvironment() {
     TransferEngineOptions o;
+    if (const char* f = std::getenv("MOONCAKE_AUTH_TOKEN_FILE"); f != nullptr) {
+      o.auth_token_file = f;
+    }
     int64_t seconds = 0;
     if (const char* v = std::getenv("MC_TRANSFER_TIMEOUT");
         v != nullptr && absl::SimpleAtoi(v, &seconds)) {
@@ -467,7 +476,8 @@ class TransferEngine {
           "protocol \"", AbslView(protocol),
           "\" is not available in this build (no RDMA device or driver here); use \"tcp\""));
     }
-    ASSIGN_OR_RETURN(MetadataClient metadata, MetadataClient::Parse(metadata_server));
+    ASSIGN_OR_RETURN(auth_, auth::LoadCredentials(options_.auth_token_file));
+    ASSIGN_OR_RETURN(MetadataClient metadata, MetadataClient::Parse(metadata_server, auth_));
     metadata_ = std::move(metadata);
     std::string host(name);
     uint32_t port = 0;
@@ -486,6 +496,7 @@ class TransferEngine {
     TcpTransport::Options topts;
     topts.bind_host = ip;
     topts.lanes_per_peer = options_.lanes_per_peer;
+    topts.auth = auth_;
     ASSIGN_OR_RETURN(transport_, TcpTransport::Create(topts));
 
     server_.reset();
@@ -500,9 +511,10 @@ class TransferEngine {
     absl::Status started = absl::UnknownError("not started");
     for (const uint32_t try_port : {p2p ? port : 0u, 0u}) {
       server_ = std::make_unique<rpc::RpcServer>(
-          registry_.get(),
-          rpc::RpcServerOptions{
-              .host = ip, .port = static_cast<uint16_t>(try_port), .worker_threads = 1});
+          registry_.get(), rpc::RpcServerOptions{.host = ip,
+                                                 .port = static_cast<uint16_t>(try_port),
+                                                 .worker_threads = 1,
+                                                 .auth = auth_});
       if (started = server_->Start(); started.ok() || try_port == 0) break;
     }
     RETURN_IF_ERROR(started);
@@ -583,7 +595,7 @@ class TransferEngine {
   absl::StatusOr<std::shared_ptr<View>> Refresh(std::string_view target) {
     ASSIGN_OR_RETURN(std::string address, ResolveRpcAddress(target));
     ASSIGN_OR_RETURN(proto::HandshakeResponse answer,
-                     Handshake(address, local_server_name_, options_.handshake_timeout));
+                     Handshake(address, local_server_name_, options_.handshake_timeout, auth_));
     if (answer.protocol() != "tcp") {
       return absl::FailedPreconditionError(
           absl::StrCat("peer speaks \"", answer.protocol(), "\", this engine tcp"));
@@ -736,6 +748,7 @@ class TransferEngine {
   std::string local_server_name_;
   std::string host_;
   std::optional<MetadataClient> metadata_;
+  std::shared_ptr<const auth::Credentials> auth_;  // null: no authentication
   std::unique_ptr<TcpTransport> transport_;
   std::unique_ptr<rpc::ServiceRegistry> registry_;  // outlives server_ (declared before it)
   std::unique_ptr<rpc::RpcServer> server_;

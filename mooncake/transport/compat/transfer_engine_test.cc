@@ -1,7 +1,12 @@
 #include "mooncake/transport/compat/transfer_engine.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/store/node/metadata_server.h"
 
 namespace mooncake::transport::compat {
@@ -248,6 +254,59 @@ TEST(TransferEngineTest, HttpMetadataServerResolvesNamesAndForgetsClosedEngines)
   b.reset();
   EXPECT_FALSE((*server)->store().Get("mooncake/rpc_meta/127.0.0.1:2").ok());
   EXPECT_EQ(a.SendProbe("127.0.0.1:2"), -1);
+}
+
+// A token file (auth_token_file, as MOONCAKE_AUTH_TOKEN_FILE sets it)
+// guards all three of an engine's ports: the metadata server refuses an
+// engine without a listed secret (initialize fails), and the handshake server
+// and the transport refuse a peer without the token or with another
+// cluster's, so its transfer fails and the memory is untouched.
+TEST(TransferEngineTest, ATokenFileGuardsTheMetadataTheHandshakeAndTheTransport) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp != nullptr ? tmp : "/tmp";
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string path = absl::StrCat(dir, "/", name, ".", ::getpid());
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), 0600);
+    return path;
+  };
+  const std::string ours = write("ours", "cluster 0123456789abcdef0123456789abcdef\n");
+  const std::string theirs = write("theirs", "cluster fedcba9876543210fedcba9876543210\n");
+  auto creds = auth::LoadCredentials(ours);
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  auto server = node::MetadataServer::Start({.port = 0, .auth = *creds});
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string url = absl::StrCat("http://", (*server)->address(), "/metadata");
+  auto with = [](const std::string& file) {
+    TransferEngineOptions o = Quiet();
+    o.auth_token_file = file;
+    return o;
+  };
+
+  TransferEngine a(with(ours)), b(with(ours));
+  ASSERT_EQ(a.Initialize("127.0.0.1:1", url, "tcp", ""), 0);
+  ASSERT_EQ(b.Initialize("127.0.0.1:2", url, "tcp", ""), 0);
+  std::vector<uint8_t> mem(1 << 20, 0);
+  ASSERT_EQ(b.RegisterMemory(Addr(mem), mem.size()), 0);
+  std::vector<uint8_t> src = Pattern(1 << 20, 9);
+  ASSERT_EQ(a.TransferSync("127.0.0.1:2", Addr(src), Addr(mem), src.size(), TransferOpcode::kWrite),
+            0);
+  EXPECT_EQ(mem, src);
+
+  TransferEngine no_token(Quiet());
+  EXPECT_EQ(no_token.Initialize("127.0.0.1:3", url, "tcp", ""), -1) << "metadata PUT refused";
+  TransferEngine bad_file(with(dir + "/no-such-token-file"));
+  EXPECT_EQ(bad_file.Initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", ""), -1);
+
+  const std::string b_rpc = absl::StrCat("127.0.0.1:", b.GetRpcPort());
+  for (const std::string& file : {std::string(), theirs}) {
+    TransferEngine c(with(file));
+    ASSERT_EQ(c.Initialize("127.0.0.1", "P2PHANDSHAKE", "tcp", ""), 0);
+    std::vector<uint8_t> junk(4096, 0xEE);
+    EXPECT_EQ(c.TransferSync(b_rpc, Addr(junk), Addr(mem), junk.size(), TransferOpcode::kWrite), -1)
+        << "token file \"" << file << "\"";
+    EXPECT_EQ(mem, src);
+  }
 }
 
 }  // namespace

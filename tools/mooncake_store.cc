@@ -78,6 +78,10 @@ ABSL_FLAG(std::string, rdma, "auto",
           "worker: also serve the segments over RDMA (control channel on --worker_host): auto = "
           "when this binary is built with --config=rdma and the host has an RDMA device; on = "
           "fail to start otherwise; off = never");
+ABSL_FLAG(bool, shm, true,
+          "worker: also hand the segments to clients on this host over shared memory (any "
+          "local process in the worker's network namespace may map them: docs/security.md); "
+          "false: TCP and RDMA only");
 ABSL_FLAG(int32_t, worker_port, 0,
           "the worker's TCP transport port (for firewalls and container port maps); 0 = any free "
           "port");
@@ -240,6 +244,7 @@ node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_f
   const std::optional<node::RdmaUse> rdma = node::ParseRdmaUse(absl::GetFlag(FLAGS_rdma));
   if (!rdma) BadFlags("--rdma must be auto, on or off");
   o.rdma = *rdma;
+  o.serve_shm = absl::GetFlag(FLAGS_shm);
   const std::optional<node::EvictionPolicyKind> eviction =
       node::ParseEvictionPolicy(absl::GetFlag(FLAGS_eviction_policy));
   if (!eviction) BadFlags("--eviction_policy must be lru or s3fifo");

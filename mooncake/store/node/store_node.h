@@ -513,6 +513,7 @@ class StoreNode {
     wo.serve_rdma =
         options_.rdma == RdmaUse::kOn || (options_.rdma == RdmaUse::kAuto && client::kRdmaBuilt);
     wo.require_rdma = options_.rdma == RdmaUse::kOn;
+    wo.serve_shm = options_.serve_shm;
     wo.host_id = options_.host_id;
     wo.tcp_bind_host = options_.worker_host;
     wo.tcp_port = options_.worker_port;

@@ -145,8 +145,12 @@ struct StoreNodeOptions {
   HostPort http{"127.0.0.1", 9090};  // /metrics and /health
   uint64_t segment_bytes = uint64_t{1} << 30;
   size_t segments = 1;
-  bool reserve_memory = true;             // WorkerOptions::reserve_memory (--reserve_memory)
-  RdmaUse rdma = RdmaUse::kAuto;          // --rdma
+  bool reserve_memory = true;     // WorkerOptions::reserve_memory (--reserve_memory)
+  RdmaUse rdma = RdmaUse::kAuto;  // --rdma
+  // --shm: the worker also hands its segments to clients on this host over
+  // shared memory (an abstract Unix socket, open to every local process in
+  // its network namespace: docs/security.md). false: TCP (and RDMA) only.
+  bool serve_shm = true;
   std::string worker_host = "127.0.0.1";  // where the worker's TCP transport listens
   uint16_t worker_port = 0;               // its port; 0: any free port
   std::string host_id;                    // "" = gethostname()

@@ -261,6 +261,25 @@ TEST(StoreNode, RdmaOnFailsToStartWithoutRdmaAndOffNeverServesIt) {
   EXPECT_TRUE(StoreNode::Start(o).ok());
 }
 
+// --shm=false: the worker serves its segments over TCP only, so local
+// clients cannot map them without the transport (and its token).
+TEST(StoreNode, ShmOffServesNoSharedMemoryRoute) {
+  StoreNodeOptions o = TestNodeOptions(Role::kAll);
+  auto on = StoreNode::Start(o);
+  ASSERT_TRUE(on.ok()) << on.status();
+  ASSERT_NE((*on)->worker(), nullptr);
+  EXPECT_TRUE(absl::StrContains((*on)->worker()->router_endpoint(), "shm://"))
+      << (*on)->worker()->router_endpoint();
+  on->reset();
+  o.serve_shm = false;
+  auto off = StoreNode::Start(o);
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(absl::StrContains((*off)->worker()->router_endpoint(), "shm://"))
+      << (*off)->worker()->router_endpoint();
+  EXPECT_TRUE(absl::StrContains((*off)->worker()->router_endpoint(), "tcp://"))
+      << (*off)->worker()->router_endpoint();
+}
+
 // An IPv6 master prints its addresses bracketed ("[::1]:port"), which is what
 // clients connect to and what makes "http://" + address a URL.
 TEST(StoreNode, Ipv6AddressesAreBracketedAndConnectable) {

@@ -427,14 +427,25 @@ TEST(PdConnectorTest, AuthenticatedConnectorsServeOnlyPeersWithTheToken) {
   const std::vector<std::string> sources = {(*pc)->rpc_address()};
   const std::vector<uint64_t> src_blocks = Consecutive(3, 7), dst_blocks = Consecutive(5, 7);
 
+  // A decode side on `dst` with `c`, and the transport it needs (declared first).
+  struct Decode {
+    std::unique_ptr<TcpTransport> transport;
+    std::unique_ptr<DecodeConnector<TcpTransport>> connector;
+  };
+  auto decode_with = [&](std::shared_ptr<const auth::Credentials> c, Cache& dst) {
+    Decode d{transport_with(c), nullptr};
+    DecodeConnectorOptions o;
+    o.auth = std::move(c);
+    auto dc = DecodeConnector<TcpTransport>::Create(d.transport.get(), layout, dst.Bases(), o);
+    MC_ASSERT(dc.ok(), "decode connector");
+    d.connector = std::move(*dc);
+    return d;
+  };
+
   for (const auto& wrong : {std::shared_ptr<const auth::Credentials>(), theirs}) {
     Cache dst(layout);
-    auto dt = transport_with(wrong);
-    DecodeConnectorOptions o;
-    o.auth = wrong;
-    auto dc = DecodeConnector<TcpTransport>::Create(dt.get(), layout, dst.Bases(), o);
-    ASSERT_TRUE(dc.ok()) << dc.status();
-    const absl::Status s = (*dc)->StartRequest("req-x", sources, dst_blocks, tokens);
+    Decode d = decode_with(wrong, dst);
+    const absl::Status s = d.connector->StartRequest("req-x", sources, dst_blocks, tokens);
     EXPECT_TRUE(absl::IsUnauthenticated(s)) << s;
     const uint64_t heads = layout.Heads().end() - layout.Heads().first_head;
     EXPECT_EQ(Mismatches(src, src_blocks, dst, dst_blocks, tokens),
@@ -444,18 +455,15 @@ TEST(PdConnectorTest, AuthenticatedConnectorsServeOnlyPeersWithTheToken) {
   EXPECT_EQ((*pc)->stats().pulls_waiting, 0u);
 
   Cache dst(layout);
-  auto dt = transport_with(ours);
-  DecodeConnectorOptions o;
-  o.auth = ours;
-  auto dc = DecodeConnector<TcpTransport>::Create(dt.get(), layout, dst.Bases(), o);
-  ASSERT_TRUE(dc.ok()) << dc.status();
-  ASSERT_TRUE((*dc)->StartRequest("req-1", sources, dst_blocks, tokens).ok());
+  Decode d = decode_with(ours, dst);
+  const std::unique_ptr<DecodeConnector<TcpTransport>>& dc = d.connector;
+  ASSERT_TRUE(dc->StartRequest("req-1", sources, dst_blocks, tokens).ok());
   ASSERT_TRUE((*pc)->AddRequest("req-1", src_blocks, tokens).ok());
   for (uint32_t layer = 0; layer < layout.num_layers; ++layer) {
     ASSERT_TRUE((*pc)->SaveLayer("req-1", layer).ok());
   }
-  ASSERT_TRUE((*dc)->WaitAll("req-1", absl::Seconds(20)).ok());
-  EXPECT_TRUE((*dc)->End("req-1").status.ok());
+  ASSERT_TRUE(dc->WaitAll("req-1", absl::Seconds(20)).ok());
+  EXPECT_TRUE(dc->End("req-1").status.ok());
   EXPECT_EQ(Mismatches(src, src_blocks, dst, dst_blocks, tokens), 0u);
 }
 

@@ -54,7 +54,7 @@ TEST(ParseImpairSpec, RefusesWhatItCannotDo) {
   }
 }
 
-// Two namespaces joined by a veth pair: "a" at 10.77.<s>.1, "b" at .2.
+// Two namespaces joined by a veth pair: "mc<pid>n9a" at 10.77.<s>.1, "...b" at .2.
 class TwoHosts : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -62,7 +62,7 @@ class TwoHosts : public ::testing::Test {
       GTEST_SKIP() << "NFQUEUE impairment unavailable: " << s;
     }
     const int pid = getpid();
-    prefix_ = absl::StrCat("mcit", pid);
+    prefix_ = absl::StrCat("mc", pid, "n9");  // NetLab::SweepStale's names: swept if we die
     net_ = absl::StrCat("10.77.", pid % 250, ".");
     for (const std::string& cmd : {
              absl::StrCat("ip netns add ", prefix_, "a"),

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -124,10 +125,19 @@ inline absl::Status DecodeRecord(RecordKind kind, std::string_view bytes,
 struct ClockPair {
   int64_t mono_ns = 0;
   int64_t unix_ns = 0;
-  int64_t ToUnix(int64_t mono) const { return mono == 0 ? 0 : mono - mono_ns + unix_ns; }
-  // At least 1 (0 means "none"): a deadline already past stays past.
-  int64_t ToMono(int64_t unix) const {
-    return unix == 0 ? 0 : std::max<int64_t>(1, unix - unix_ns + mono_ns);
+  // Both at least 1 (0 means "none": a deadline already past stays past) and
+  // saturated at INT64_MAX, whatever a record holds (found by records_fuzz:
+  // a far deadline overflowed the shift).
+  int64_t ToUnix(int64_t mono) const { return mono == 0 ? 0 : Shift(mono, mono_ns, unix_ns); }
+  int64_t ToMono(int64_t unix) const { return unix == 0 ? 0 : Shift(unix, unix_ns, mono_ns); }
+
+ private:
+  // v - from + to, clamped to [1, INT64_MAX].
+  static int64_t Shift(int64_t v, int64_t from, int64_t to) {
+    const __int128 r = static_cast<__int128>(v) - from + to;
+    if (r < 1) return 1;
+    if (r > std::numeric_limits<int64_t>::max()) return std::numeric_limits<int64_t>::max();
+    return static_cast<int64_t>(r);
   }
 };
 

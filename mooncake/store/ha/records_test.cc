@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -415,6 +416,29 @@ TEST_F(ReplayToRestore, AFencedWriterFailsItsWaiters) {
   mu.Await(Condition(
       +[](std::optional<absl::Status>* g) { return g->has_value(); }, &got));
   EXPECT_TRUE(absl::IsUnavailable(*got)) << *got;
+}
+
+}  // namespace
+}  // namespace mooncake::ha
+
+namespace mooncake::ha {
+namespace {
+
+// Regression (records_fuzz, 2026-12-06): a record's far deadline overflowed
+// the clock shift (signed overflow, UBSan). Shifts now saturate, and a
+// deadline stays "some time" (>= 1), never "none" (0).
+TEST(ClockPairTest, ShiftsSaturateInsteadOfOverflowing) {
+  const ClockPair clock{.mono_ns = 5'000'000'000, .unix_ns = 1'700'000'000'000'000'000};
+  EXPECT_EQ(clock.ToMono(0), 0);
+  EXPECT_EQ(clock.ToUnix(0), 0);
+  EXPECT_EQ(clock.ToMono(1'700'000'001'000'000'000), 6'000'000'000);
+  EXPECT_EQ(clock.ToUnix(6'000'000'000), 1'700'000'001'000'000'000);
+  EXPECT_EQ(clock.ToMono(std::numeric_limits<int64_t>::min()), 1);
+  EXPECT_EQ(clock.ToMono(-8'065'929'340'433'461'232), 1);
+  EXPECT_EQ(clock.ToUnix(std::numeric_limits<int64_t>::max()), std::numeric_limits<int64_t>::max());
+  const ClockPair odd{.mono_ns = std::numeric_limits<int64_t>::min(), .unix_ns = 0};
+  EXPECT_EQ(odd.ToMono(std::numeric_limits<int64_t>::max()), 1);
+  EXPECT_EQ(odd.ToUnix(1), std::numeric_limits<int64_t>::max());
 }
 
 }  // namespace

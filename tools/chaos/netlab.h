@@ -50,9 +50,6 @@
 
 namespace mooncake::chaos {
 
-inline bool Sh(const std::string& cmd) {
-  return std::system(absl::StrCat(cmd, " >/dev/null 2>&1").c_str()) == 0;
-}
 inline absl::Status MustSh(const std::string& cmd) {
   if (Sh(cmd)) return absl::OkStatus();
   return absl::UnavailableError(absl::StrCat("`", cmd, "` failed"));

@@ -62,6 +62,11 @@ extern "C" {
 
 namespace mooncake::chaos {
 
+// Runs a shell command quietly; true when it exits 0.
+inline bool Sh(const std::string& cmd) {
+  return std::system(absl::StrCat(cmd, " >/dev/null 2>&1").c_str()) == 0;
+}
+
 // What a netem argument string asks for, as far as this impairer does it.
 struct ImpairSpec {
   double delay_ms = 0;
@@ -134,15 +139,15 @@ class PacketImpairer {
   // kernel's NFQUEUE: tried in a scratch namespace); else why not.
   static absl::Status Probe() {
     if (geteuid() != 0) return absl::PermissionDeniedError("NFQUEUE needs root");
-    if (std::system("iptables -V >/dev/null 2>&1") != 0) {
+    if (!Sh("iptables -V")) {
       return absl::FailedPreconditionError("iptables is not installed (Debian's `iptables`)");
     }
     const std::string ns = absl::StrCat("mcprobe", getpid());
     const std::string cmd =
         absl::StrCat("ip netns add ", ns, " && ip netns exec ", ns,
                      " iptables -A OUTPUT -d 127.0.0.2/32 -j NFQUEUE --queue-num 1 --queue-bypass");
-    const bool ok = std::system(absl::StrCat("(", cmd, ") >/dev/null 2>&1").c_str()) == 0;
-    std::system(absl::StrCat("ip netns del ", ns, " >/dev/null 2>&1").c_str());
+    const bool ok = Sh(absl::StrCat("(", cmd, ")"));
+    Sh(absl::StrCat("ip netns del ", ns));
     if (!ok) {
       return absl::UnavailableError(
           "the kernel refuses an iptables NFQUEUE rule (no nfnetlink_queue or xt_NFQUEUE)");
@@ -202,9 +207,6 @@ class PacketImpairer {
         rng_(seed),
         in_ns_(absl::StrCat("ip netns exec ", target_.netns, " ")) {}
 
-  static bool Sh(const std::string& cmd) {
-    return std::system(absl::StrCat(cmd, " >/dev/null 2>&1").c_str()) == 0;
-  }
   static int64_t NowNs() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(
                std::chrono::steady_clock::now().time_since_epoch())

@@ -93,10 +93,18 @@ class EtcdProcess {
 
   // SIGKILL and reap; the data directory stays for Restart.
   void Stop() { Kill(); }
-  // SIGSTOP / SIGCONT: the ports stay open but nothing answers.
+  // SIGSTOP / SIGCONT: the ports stay open but nothing answers. Pause returns
+  // once every thread has stopped (kill() only queues the signal; a thread on
+  // another CPU could still answer a request sent right after it).
   void Pause() {
     MC_ASSERT(pid_ > 0, "Pause needs a running etcd");
     ::kill(pid_, SIGSTOP);
+    int status = 0;
+    pid_t r;
+    do {
+      r = ::waitpid(pid_, &status, WUNTRACED);
+    } while (r < 0 && errno == EINTR);
+    MC_ASSERT(r == pid_ && WIFSTOPPED(status), "etcd did not stop on SIGSTOP");
   }
   void Resume() {
     MC_ASSERT(pid_ > 0, "Resume needs a running etcd");

@@ -809,11 +809,15 @@ double SwissCapacity(double n) {
 void PrintEstimate(uint64_t n, size_t shards, int segments) {
   const double blocks = absl::GetFlag(FLAGS_block_fraction);
   const double key_heap = blocks * HeapString(rpc::kBlockObjectKeyBytes);
-  const double slot = sizeof(std::pair<const std::string, ObjectMeta>);
+  // node_hash_map: a pointer and a control byte per slot, one node per object.
+  const double slot = sizeof(void*);
+  const double node = Chunk(sizeof(std::pair<const std::string, ObjectMeta>));
   const double table = SwissCapacity(static_cast<double>(n) / static_cast<double>(shards)) *
-                       (slot + 1) * static_cast<double>(shards) / static_cast<double>(n);
-  const double replica =
-      Chunk(sizeof(Replica)) + HeapString(WorkerId(7).size()) + HeapString(HostId(7).size());
+                           (slot + 1) * static_cast<double>(shards) / static_cast<double>(n) +
+                       node;
+  // One replica sits inside ObjectMeta (ReplicaList's inline slot) and its
+  // worker and host ids are interned: nothing on the heap per object.
+  const double replica = 0;
   const double lru_node = Chunk(2 * sizeof(void*) + sizeof(std::string) + sizeof(uint64_t));
   const double lru_map = SwissCapacity(static_cast<double>(n)) *
                          (sizeof(std::string) + sizeof(void*) + 1) / static_cast<double>(n);
@@ -825,17 +829,17 @@ void PrintEstimate(uint64_t n, size_t shards, int segments) {
                           std::exp2(std::ceil(std::log2(static_cast<double>(n)))) /
                           static_cast<double>(n);
   std::printf("\nEstimate at N=%" PRIu64
-              ", bytes/object (sizeof ObjectMeta %zu, Replica %zu, table slot "
+              ", bytes/object (sizeof ObjectMeta %zu, Replica %zu, table node "
               "%.0f):\n"
-              "  object table slots (64 shards, incl. empty slots + ctrl)  %6.0f\n"
-              "  replica vector (1 Replica) + its worker/host id copies    %6.0f\n"
+              "  object table: slots (64 shards, + empty, ctrl) and nodes  %6.0f\n"
+              "  replica heap (1 Replica inline, ids interned)            %6.0f\n"
               "  block keys' heap copies (table, LRU list, LRU map)        %6.0f\n"
               "  LRU list node                                             %6.0f\n"
               "  LRU map slots                                             %6.0f\n"
               "  TLSF allocation records (vector, %d segments)            %6.0f\n"
               "  = steady state                                            %6.0f\n"
               "  + put-deadline queue after a burst (vector kept)          %6.0f\n",
-              n, sizeof(ObjectMeta), sizeof(Replica), slot, table, replica, 3 * key_heap, lru_node,
+              n, sizeof(ObjectMeta), sizeof(Replica), node, table, replica, 3 * key_heap, lru_node,
               lru_map, segments, tlsf, table + replica + 3 * key_heap + lru_node + lru_map + tlsf,
               deadline);
 }
@@ -929,7 +933,10 @@ int Main() {
     std::fflush(stdout);
     if (!done) break;
   }
-  const WorkerFigures wf = MeasureWorkers(absl::GetFlag(FLAGS_workers));
+  // --workers=0 skips the heartbeat section (its figures stay 0).
+  const WorkerFigures wf = absl::GetFlag(FLAGS_workers) > 0
+                               ? MeasureWorkers(absl::GetFlag(FLAGS_workers))
+                               : WorkerFigures{};
   std::printf("\n");
   tab.Print(names);
   std::printf("\nPlacement: PutStart+PutEnd us with 10 / 100 / 1000 segments mounted: ");

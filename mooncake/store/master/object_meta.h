@@ -33,11 +33,13 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/alloc/allocator.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/interned_string.h"
 #include "mooncake/store/master/object_group.h"
 #include "mooncake/store/rpc/master.pb.h"
 #include "mooncake/store/rpc/object_key.h"
@@ -60,10 +62,13 @@ enum class SsdState : uint8_t { kNone, kOffloading, kStored };
 // One copy of an object: `allocation` is a range of segment `segment_id`.
 // In a committed object a kAllocated replica is being loaded from the SSD
 // tier (a LOAD task owns its range until the task ends).
+//
+// The worker and host ids are interned (base/interned_string.h): every
+// replica on a worker shares one copy of its ids.
 struct Replica {
   uint64_t segment_id = 0;
-  std::string worker_id;
-  std::string host_id;  // the segment's host, to order replicas nearest first
+  InternedString worker_id;
+  InternedString host_id;  // the segment's host, to order replicas nearest first
   alloc::Allocation allocation;
   ReplicaState state = ReplicaState::kAllocated;
   // An extra replica added because the object is read often (hot); the
@@ -71,41 +76,56 @@ struct Replica {
   bool hot_extra = false;
 };
 
+// An object's replicas: most objects have one, held inline (no heap block).
+using ReplicaList = absl::InlinedVector<Replica, 1>;
+
+// std::erase_if for a ReplicaList: removes the replicas `pred` holds for, in
+// order; returns how many.
+template <typename Pred>
+size_t EraseReplicasIf(ReplicaList& replicas, Pred pred) {
+  auto it = std::remove_if(replicas.begin(), replicas.end(), pred);
+  const size_t n = static_cast<size_t>(replicas.end() - it);
+  replicas.erase(it, replicas.end());
+  return n;
+}
+
 struct ObjectMeta {
+  // Fields are ordered to pack (the master holds one per object: see
+  // docs/master_scale.md); the small ones first.
   ObjectState state = ObjectState::kPending;
+  PinLevel pin = PinLevel::kNone;
+  SsdState ssd = SsdState::kNone;
+  // The replica count the put asked for: re-replication restores it after a
+  // worker is lost (0: an object restored from a record without it = 1).
+  uint8_t replica_target = 1;
+  uint32_t checksum_format = 0;  // store::proto::ChecksumFormat, as the writer gave it
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
-  uint32_t checksum_format = 0;  // store::proto::ChecksumFormat, as the writer gave it
-  uint64_t put_id = 0;           // the put that created (or is creating) this object
-  uint64_t request_id = 0;       // pending: the PutStart's request_id (0: none)
-  uint64_t version = 0;          // 0 while pending; unique across keys once committed
-  std::string tenant;
-  PinLevel pin = PinLevel::kNone;
+  uint64_t put_id = 0;       // the put that created (or is creating) this object
+  uint64_t request_id = 0;   // pending: the PutStart's request_id (0: none)
+  uint64_t version = 0;      // 0 while pending; unique across keys once committed
+  InternedString tenant;     // interned: the master's tenants are a configured set
   uint64_t pin_ttl_ms = 0;   // pending: a soft pin's pin_until_ns at commit (0 = never lapses)
   int64_t pin_until_ns = 0;  // committed: a soft pin lapses at this time; 0 = never
-  std::vector<Replica> replicas;
+  ReplicaList replicas;
   int64_t put_deadline_ns = 0;  // pending: revoked after this
   uint64_t ttl_ms = 0;          // pending: becomes expire_at_ns at commit
   int64_t expire_at_ns = 0;     // committed: 0 = never
   // Read leases granted and neither released nor swept; the object is leased
   // while lease_refs > 0 and now < lease_until_ns (the latest expiry).
   uint32_t lease_refs = 0;
-  int64_t lease_until_ns = 0;
-  std::shared_ptr<const store::proto::TensorMeta> tensor;  // null: none given
-  SsdState ssd = SsdState::kNone;
-  std::string ssd_worker_id;  // set unless ssd == kNone
-  // kStored: what the copy is charged on its worker's tier (the record's size as the
-  // tier reported it, else TierRegistry::ChargeFor(size_bytes)).
-  uint64_t ssd_bytes = 0;
-  // The replica count the put asked for: re-replication restores it after a
-  // worker is lost (0: an object restored from a record without it = 1).
-  uint8_t replica_target = 1;
   // Reads (GetReplicas and PrefixQuery hits) in the current hot window, and
   // when that window began and the last read or the commit happened: drain
   // and repair go hottest first, hot-object replicas start above a threshold.
   uint32_t window_reads = 0;
+  int64_t lease_until_ns = 0;
   int64_t window_start_ns = 0;
   int64_t last_used_ns = 0;
+  std::shared_ptr<const store::proto::TensorMeta> tensor;  // null: none given
+  InternedString ssd_worker_id;                            // set unless ssd == kNone
+  // kStored: what the copy is charged on its worker's tier (the record's size as the
+  // tier reported it, else TierRegistry::ChargeFor(size_bytes)).
+  uint64_t ssd_bytes = 0;
   // The object group it belongs to (object_group.h); null: none. A member is
   // visible only while its group is kVisible.
   std::shared_ptr<ObjectGroup> group;
@@ -156,7 +176,7 @@ struct ObjectMeta {
 // last lease expired.
 struct DeferredFree {
   std::string key;
-  std::vector<Replica> replicas;
+  ReplicaList replicas;
   uint32_t lease_refs = 0;
   int64_t lease_until_ns = 0;
   int64_t hold_until_ns = 0;

@@ -239,10 +239,8 @@ class LazyOrder {
 // nothing stays allocated. O(segments + k log k) for a put that tries k
 // segments; no per-segment string copy or allocation (SegmentPool::Candidates).
 template <alloc::Allocator A>
-absl::StatusOr<std::vector<Replica>> PlaceReplicas(SegmentPool<A>& pool,
-                                                   const PlacementRequest& req,
-                                                   PlacementStrategy strategy,
-                                                   bool* space_shortfall) {
+absl::StatusOr<ReplicaList> PlaceReplicas(SegmentPool<A>& pool, const PlacementRequest& req,
+                                          PlacementStrategy strategy, bool* space_shortfall) {
   MC_DASSERT(req.replica_count >= 1 && req.size_bytes >= 1, "validated by the caller");
   *space_shortfall = false;
   const std::shared_ptr<const SegmentTable> table = pool.Candidates();
@@ -281,7 +279,7 @@ absl::StatusOr<std::vector<Replica>> PlaceReplicas(SegmentPool<A>& pool,
         "cannot place ", req.replica_count, " replicas of ", req.size_bytes, " bytes: only ", fit,
         " worker(s) have a segment that large (replicas go to distinct workers)"));
   }
-  std::vector<Replica> placed;
+  ReplicaList placed;
   absl::InlinedVector<uint32_t, 8> used_workers;
   auto try_place = [&](const CandidateRank& r) {
     const SegmentTable::Entry& e = table->segments[r.index];
@@ -291,8 +289,8 @@ absl::StatusOr<std::vector<Replica>> PlaceReplicas(SegmentPool<A>& pool,
     std::optional<alloc::Allocation> a = pool.Allocate(e.id, req.size_bytes, req.alignment_bytes);
     if (!a.has_value()) return false;
     used_workers.push_back(e.worker);
-    placed.push_back(Replica{e.id, std::string(table->worker_ids[e.worker]),
-                             std::string(table->host_ids[e.host]), *a, ReplicaState::kAllocated});
+    placed.push_back(Replica{e.id, table->worker_ids[e.worker], table->host_ids[e.host], *a,
+                             ReplicaState::kAllocated});
     return true;
   };
   // O(names x segments): both are bounded (kMaxPreferredSegmentNames).

@@ -141,7 +141,7 @@ TEST(PlacementTest, MountAndUnmountBetweenPutsChangePlacement) {
 // The placement as first written: a full snapshot, a full sort, string sets.
 // PlaceReplicas must choose exactly as this does.
 template <alloc::Allocator A>
-absl::StatusOr<std::vector<Replica>> ReferencePlaceReplicas(SegmentPool<A>& pool,
+absl::StatusOr<ReplicaList> ReferencePlaceReplicas(SegmentPool<A>& pool,
                                                             const PlacementRequest& req,
                                                             PlacementStrategy strategy,
                                                             bool* space_shortfall) {
@@ -184,7 +184,7 @@ absl::StatusOr<std::vector<Replica>> ReferencePlaceReplicas(SegmentPool<A>& pool
     if (load(a) != load(b)) return load(a) < load(b);
     return segments[a].id < segments[b].id;
   });
-  std::vector<Replica> placed;
+  ReplicaList placed;
   std::set<std::string> used_workers;
   auto try_place = [&](const SegmentView& s) {
     if (used_workers.contains(s.worker_id)) return false;

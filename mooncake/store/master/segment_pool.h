@@ -55,6 +55,7 @@
 #include "mooncake/alloc/tlsf_allocator.h"
 #include "mooncake/alloc/variant_allocator.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/interned_string.h"
 #include "mooncake/base/mutex.h"
 #include "mooncake/store/rpc/master.pb.h"
 
@@ -107,8 +108,8 @@ struct SegmentTable {
 
   uint64_t generation = 0;  // the pool's Mount/Unmount count when built
   std::vector<Entry> segments;
-  std::vector<std::string_view> worker_ids;
-  std::vector<std::string_view> host_ids;
+  std::vector<InternedString> worker_ids;  // interned: replicas copy them for free
+  std::vector<InternedString> host_ids;
   std::vector<std::string_view> names;
   absl::flat_hash_map<std::string_view, uint32_t> host_index;
   absl::flat_hash_map<std::string_view, uint32_t> name_index;
@@ -700,8 +701,8 @@ class SegmentPool {
     t->segments.reserve(segments_.size());
     t->owners.reserve(segments_.size());
     absl::flat_hash_map<std::string_view, uint32_t> worker_index;
-    auto intern = [](absl::flat_hash_map<std::string_view, uint32_t>& index,
-                     std::vector<std::string_view>& values, std::string_view v) {
+    auto intern = [](absl::flat_hash_map<std::string_view, uint32_t>& index, auto& values,
+                     std::string_view v) {
       auto [it, inserted] = index.try_emplace(v, static_cast<uint32_t>(values.size()));
       if (inserted) values.push_back(v);
       return it->second;

@@ -107,8 +107,8 @@ std::optional<Replica> AllocateDestination(MasterState<A, P>& s, uint64_t size,
   for (const auto& [load, i] : order) {
     const master::SegmentTable::Entry& e = table->segments[i];
     if (auto a = s.pool.Allocate(e.id, size, s.options.alignment_bytes); a.has_value()) {
-      return Replica{e.id, std::string(table->worker_ids[e.worker]),
-                     std::string(table->host_ids[e.host]), *a, master::ReplicaState::kCopying};
+      return Replica{e.id, table->worker_ids[e.worker], table->host_ids[e.host], *a,
+                     master::ReplicaState::kCopying};
     }
   }
   return std::nullopt;
@@ -231,7 +231,7 @@ absl::Status StartCopy(MasterState<A, P>& s, const std::string& key, const CopyP
             .has_value();
     if (!queued) {
       st = absl::ResourceExhaustedError(
-          absl::StrCat("worker '", src.worker_id, "' has too many copy tasks queued; retry"));
+          absl::StrCat("worker '", src.worker_id.str(), "' has too many copy tasks queued; retry"));
       return;
     }
     dst->hot_extra = plan.kind == master::CopyKind::kHot;
@@ -248,8 +248,8 @@ absl::Status StartCopy(MasterState<A, P>& s, const std::string& key, const CopyP
 // Under the shard lock: takes the complete replica on `segment` out of `m`;
 // its space is returned in `to_free`, or parked while `m` is leased.
 inline bool DropReplicaLocked(ObjectTable::Shard& sh, const std::string& key, ObjectMeta& m,
-                              uint64_t segment, int64_t now, uint64_t park_id,
-                              std::vector<Replica>& to_free, std::atomic<uint64_t>& deferred) {
+                              uint64_t segment, int64_t now, uint64_t park_id, ReplicaList& to_free,
+                              std::atomic<uint64_t>& deferred) {
   auto it = std::find_if(m.replicas.begin(), m.replicas.end(), [&](const Replica& r) {
     return r.segment_id == segment && r.state == master::ReplicaState::kComplete;
   });
@@ -291,7 +291,7 @@ void FinishCopy(MasterState<A, P>& s, master::CopyRecord& rec, absl::Status st, 
   uint64_t released = 0;
   std::string tenant;
   PinLevel pin = PinLevel::kNone;
-  std::vector<Replica> to_free;
+  ReplicaList to_free;
   std::optional<Retired> retired;
   s.table.With(rec.key, [&](ObjectTable::Shard& sh) {
     auto it = sh.objects.find(rec.key);

@@ -52,6 +52,7 @@ using master::ObjectMeta;
 using master::ObjectTable;
 using master::PinLevel;
 using master::Replica;
+using master::ReplicaList;
 
 inline constexpr int64_t kNsPerMs = 1'000'000;
 
@@ -64,7 +65,7 @@ struct SsdDrop {
 
 // What RetireLocked took out of the table, to finish outside the shard lock.
 struct Retired {
-  std::vector<Replica> to_free;  // empty when the free was deferred
+  ReplicaList to_free;  // empty when the free was deferred
   std::string tenant;
   PinLevel pin = PinLevel::kNone;
   uint64_t charge = 0;
@@ -225,7 +226,7 @@ struct MasterState {
       // A replica being loaded (or copied) belongs to its LOAD (copy) task
       // until the task ends (a worker may still be writing it): the task
       // frees it then.
-      std::erase_if(m.replicas, [](const Replica& rep) {
+      master::EraseReplicasIf(m.replicas, [](const Replica& rep) {
         return rep.state != master::ReplicaState::kComplete;
       });
       r.ssd_drop = TakeSsdCopyLocked(m);
@@ -334,14 +335,14 @@ struct MasterState {
         tiers.Enqueue(master::TierTaskRecord{.task = std::move(t), .worker_id = d.worker_id}));
   }
 
-  void FreeReplicas(const std::vector<Replica>& replicas) {
+  void FreeReplicas(const ReplicaList& replicas) {
     for (const Replica& rep : replicas) pool.Free(rep.segment_id, rep.allocation);
   }
 
   // ---- Leases ----------------------------------------------------------------
 
   void DropLeaseRef(const master::LeasedObject& obj, int64_t now) {
-    std::vector<Replica> to_free;
+    ReplicaList to_free;
     table.With(obj.key, [&](ObjectTable::Shard& s) {
       if (ObjectMeta* m = s.Find(obj.key); m != nullptr && m->version == obj.version) {
         if (m->lease_refs > 0) --m->lease_refs;
@@ -367,7 +368,7 @@ struct MasterState {
   // O(shards + deferred entries); nothing when none is parked.
   uint64_t SweepDeferred(int64_t now) {
     if (deferred_entries.load(std::memory_order_relaxed) == 0) return 0;
-    std::vector<Replica> to_free;
+    ReplicaList to_free;
     uint64_t n = 0;
     table.ForEach([&](ObjectTable::Shard& s) {
       for (auto it = s.deferred.begin(); it != s.deferred.end();) {
@@ -462,7 +463,7 @@ struct MasterState {
                                    std::string_view only_worker = {}) {
     for (int attempt = 0; attempt < 2; ++attempt) {
       std::optional<Retired> r;
-      std::vector<Replica> dram;  // freed while the object stays on SSD
+      ReplicaList dram;  // freed while the object stays on SSD
       std::string tenant;
       PinLevel pin = PinLevel::kNone;
       std::string room_on;  // a worker whose tier must make room first
@@ -541,7 +542,7 @@ struct MasterState {
     const uint64_t charge = tiers.ChargeFor(m.size_bytes);
     for (const Replica& rep : m.replicas) {
       if (rep.state == master::ReplicaState::kComplete && tiers.CouldHold(rep.worker_id, charge)) {
-        return &rep.worker_id;
+        return &rep.worker_id.str();
       }
     }
     return nullptr;

@@ -51,7 +51,7 @@ uint64_t DropSegments(MasterState<A, P>& s, const std::vector<uint64_t>& segment
         ++it;
         continue;
       }
-      std::erase_if(m.replicas, on_dead);
+      master::EraseReplicasIf(m.replicas, on_dead);
       dropped += n;
       charges.emplace_back(m.tenant, m.pin, m.size_bytes * n);
       // An object whose copy is on (or going to) a live worker's SSD stays.
@@ -65,7 +65,7 @@ uint64_t DropSegments(MasterState<A, P>& s, const std::vector<uint64_t>& segment
       NoteUnderReplicated(s, it->first, m, now);  // copied back by the repair planner
       ++it;
     }
-    for (auto& [id, d] : sh.deferred) std::erase_if(d.replicas, on_dead);
+    for (auto& [id, d] : sh.deferred) master::EraseReplicasIf(d.replicas, on_dead);
   });
   for (const auto& [tenant, pin, bytes] : charges) s.ReleaseCharge(tenant, pin, bytes);
   for (const std::string& key : lost) s.evictor.Erase(key);

@@ -81,17 +81,16 @@ struct PlaceOutcome {
 // of more parked entries) it sets over_budget and fails (what it evicted
 // stays free).
 template <typename A, typename P>
-absl::StatusOr<std::vector<Replica>> PlaceWithEviction(MasterState<A, P>& s,
-                                                       const master::PlacementRequest& req,
-                                                       const EvictionBudget& budget,
-                                                       PlaceOutcome* out) {
+absl::StatusOr<ReplicaList> PlaceWithEviction(MasterState<A, P>& s,
+                                              const master::PlacementRequest& req,
+                                              const EvictionBudget& budget, PlaceOutcome* out) {
   const uint64_t max_victims = budget.max_victims;
   const uint64_t need = req.size_bytes * req.replica_count;
   *out = {};
   uint64_t victims = 0;
   for (uint32_t round = 0;;) {
     bool shortfall = false;
-    absl::StatusOr<std::vector<Replica>> placed =
+    absl::StatusOr<ReplicaList> placed =
         master::PlaceReplicas(s.pool, req, s.options.placement, &shortfall);
     if (placed.ok() || !shortfall) return placed;
     if (round == 0 && NoteFragmentedPut(s, req)) {
@@ -427,7 +426,7 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
                                       .excluded_segment_ids = excluded,
                                       .seed = put_id};
   PlaceOutcome outcome;
-  absl::StatusOr<std::vector<Replica>> placed = PlaceWithEviction(s, preq, budget, &outcome);
+  absl::StatusOr<ReplicaList> placed = PlaceWithEviction(s, preq, budget, &outcome);
   if (!placed.ok()) {
     AbandonPut(s, slot, put_id, 0);
     s.ReleaseCharge(tenant, pin, charge);
@@ -474,7 +473,7 @@ absl::StatusOr<proto::PutStartResponse> PutStart(MasterState<A, P>& s,
 struct EndOutcome {
   absl::Status status;
   proto::PutEndResponse resp;
-  std::vector<Replica> to_free;
+  ReplicaList to_free;
   uint64_t released_charge = 0;
   std::string tenant;
   PinLevel pin = PinLevel::kNone;
@@ -495,7 +494,7 @@ inline absl::Status StalePut(const std::string& key, const ObjectMeta& m, uint64
 template <typename A, typename P>
 void CommitLocked(MasterState<A, P>& s, ObjectMeta& m, const proto::PutEndRequest& req, int64_t now,
                   EndOutcome& out) {
-  std::vector<Replica> keep;
+  ReplicaList keep;
   for (Replica& r : m.replicas) {
     const auto& failed = req.failed_segment_ids();
     const bool bad = std::find(failed.begin(), failed.end(), r.segment_id) != failed.end();

@@ -113,7 +113,7 @@ void EndMove(MasterState<A, P>& s, uint64_t segment, const std::string& key, uin
   using MoveEnd = typename master::SegmentPool<A>::MoveEnd;
   const int64_t now = s.Now();
   int64_t hold = 0;
-  std::vector<Replica> to_free;
+  ReplicaList to_free;
   std::optional<Retired> retired;
   std::string tenant;
   PinLevel pin = PinLevel::kNone;

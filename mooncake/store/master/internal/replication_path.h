@@ -68,7 +68,7 @@ enum class DrainStep : uint8_t { kGone, kDrop, kCopy };
 template <typename A, typename P>
 DrainStep DrainOne(MasterState<A, P>& s, DrainJob& job, const std::string& key, int64_t now,
                    uint64_t* src_segment, uint64_t* size) {
-  std::vector<Replica> to_free;
+  ReplicaList to_free;
   uint64_t released = 0;
   std::string tenant;
   PinLevel pin = PinLevel::kNone;
@@ -369,7 +369,7 @@ uint64_t DropHotExtras(MasterState<A, P>& s) {
   const int64_t now = s.Now();
   uint64_t freed = 0;
   for (const std::string& key : keys) {
-    std::vector<Replica> to_free;
+    ReplicaList to_free;
     std::string tenant;
     PinLevel pin = PinLevel::kNone;
     uint64_t released = 0;

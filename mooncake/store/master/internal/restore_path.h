@@ -83,7 +83,7 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
   // Claims in ascending offset per segment (each claim O(1) then).
   std::vector<std::tuple<uint64_t, uint64_t, size_t, size_t>> claims;  // seg, offset, obj, rep
   for (size_t i = 0; i < objects.size(); ++i) {
-    const std::vector<Replica>& reps = objects[i].meta.replicas;
+    const ReplicaList& reps = objects[i].meta.replicas;
     for (size_t j = 0; j < reps.size(); ++j) {
       claims.emplace_back(reps[j].segment_id, reps[j].allocation.offset, i, j);
     }
@@ -106,7 +106,7 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
   for (size_t i = 0; i < objects.size(); ++i) {
     master::RestoredObject& o = objects[i];
     ObjectMeta& m = o.meta;
-    std::vector<Replica> live;
+    ReplicaList live;
     for (size_t j = 0; j < m.replicas.size(); ++j) {
       if (kept[i][j]) live.push_back(std::move(m.replicas[j]));
     }

@@ -51,7 +51,7 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
   const int64_t now = s.Now();
   s.offloading_bytes.fetch_sub(rec.dram_bytes, std::memory_order_relaxed);
   bool unwanted = false;  // the object changed: this record serves nobody
-  std::vector<Replica> to_free;
+  ReplicaList to_free;
   uint64_t freed = 0, readmit = 0;
   std::string tenant;
   PinLevel pin = PinLevel::kNone;

@@ -818,9 +818,11 @@ void PrintEstimate(uint64_t n, size_t shards, int segments) {
   // One replica sits inside ObjectMeta (ReplicaList's inline slot) and its
   // worker and host ids are interned: nothing on the heap per object.
   const double replica = 0;
-  const double lru_node = Chunk(2 * sizeof(void*) + sizeof(std::string) + sizeof(uint64_t));
-  const double lru_map = SwissCapacity(static_cast<double>(n)) *
-                         (sizeof(std::string) + sizeof(void*) + 1) / static_cast<double>(n);
+  // LruPolicy: one node_hash_map node per key (the key, its charge and two
+  // links) and the map's slot pointer and control byte.
+  const double lru_node = Chunk(sizeof(std::string) + sizeof(uint64_t) + 2 * sizeof(void*));
+  const double lru_map =
+      SwissCapacity(static_cast<double>(n)) * (sizeof(void*) + 1) / static_cast<double>(n);
   // TlsfAllocator keeps one 40-byte record per live allocation, in a vector.
   const double per_segment = static_cast<double>(n) / segments;
   const double tlsf =
@@ -833,14 +835,14 @@ void PrintEstimate(uint64_t n, size_t shards, int segments) {
               "%.0f):\n"
               "  object table: slots (64 shards, + empty, ctrl) and nodes  %6.0f\n"
               "  replica heap (1 Replica inline, ids interned)            %6.0f\n"
-              "  block keys' heap copies (table, LRU list, LRU map)        %6.0f\n"
-              "  LRU list node                                             %6.0f\n"
+              "  block keys' heap copies (table, LRU)                      %6.0f\n"
+              "  LRU node (key, charge, links)                             %6.0f\n"
               "  LRU map slots                                             %6.0f\n"
               "  TLSF allocation records (vector, %d segments)            %6.0f\n"
               "  = steady state                                            %6.0f\n"
               "  + put-deadline queue after a burst (vector kept)          %6.0f\n",
-              n, sizeof(ObjectMeta), sizeof(Replica), node, table, replica, 3 * key_heap, lru_node,
-              lru_map, segments, tlsf, table + replica + 3 * key_heap + lru_node + lru_map + tlsf,
+              n, sizeof(ObjectMeta), sizeof(Replica), node, table, replica, 2 * key_heap, lru_node,
+              lru_map, segments, tlsf, table + replica + 2 * key_heap + lru_node + lru_map + tlsf,
               deadline);
 }
 

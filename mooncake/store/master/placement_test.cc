@@ -142,9 +142,9 @@ TEST(PlacementTest, MountAndUnmountBetweenPutsChangePlacement) {
 // PlaceReplicas must choose exactly as this does.
 template <alloc::Allocator A>
 absl::StatusOr<ReplicaList> ReferencePlaceReplicas(SegmentPool<A>& pool,
-                                                            const PlacementRequest& req,
-                                                            PlacementStrategy strategy,
-                                                            bool* space_shortfall) {
+                                                   const PlacementRequest& req,
+                                                   PlacementStrategy strategy,
+                                                   bool* space_shortfall) {
   *space_shortfall = false;
   const std::vector<SegmentView> segments = pool.Snapshot();
   if (segments.empty()) return absl::UnavailableError("none");

@@ -229,11 +229,50 @@ def plot_transport():
     save(fig, "transport_vs_memcpy_tcp.png")
 
 
+def plot_trace():
+    """A trace of the transfer path drawn as Perfetto shows it: one row per track."""
+    d = load("trace_excerpt.json")
+    tracks = list(d["tracks"].keys())
+    names = sorted({sp["name"] for sp in d["spans"]})
+    palette = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown",
+               "tab:pink", "tab:gray"]
+    color = {n: palette[i % len(palette)] for i, n in enumerate(names)}
+    fig, ax = plt.subplots(figsize=(12, 3.6))
+    open_spans = {t: [] for t in tracks}  # per track, the spans enclosing the current one
+    for sp in sorted(d["spans"], key=lambda x: (x["ts"], -x["dur"])):
+        row = tracks.index(sp["tid"])
+        stack = open_spans[sp["tid"]]
+        while stack and stack[-1] <= sp["ts"]:
+            stack.pop()
+        depth = len(stack)  # a nested span (a Scope inside a Scope) is drawn thinner
+        stack.append(sp["ts"] + sp["dur"])
+        ax.barh(row + 0.12 * depth, sp["dur"], left=sp["ts"], height=0.6 - 0.24 * depth,
+                color=color[sp["name"]], edgecolor="black", linewidth=0.4)
+        if sp["dur"] >= 20:
+            ax.text(sp["ts"] + 0.8, row, "%s  b%d" % (sp["name"], sp["batch"] % 1000),
+                    va="center", fontsize=7, color="white", clip_on=True)
+    ax.set_yticks(range(len(tracks)))
+    ax.set_yticklabels([d["tracks"][t] for t in tracks])
+    ax.invert_yaxis()
+    ax.set_xlabel("microseconds")
+    ax.grid(axis="y", alpha=0)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=color[n]) for n in names]
+    ax.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=len(names),
+              fontsize=8, frameon=False)
+    ax.set_title("Five 64 KiB GETs through a Router over loopback TCP (trace::DumpChromeJson, "
+                 "drawn per track)")
+    fig.text(0.01, 0.01, "source: docs/data/trace_excerpt.json (%s; %s, %s)"
+             % (d["command"], d["machine"], d["date"]), fontsize=6, color="dimgray")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    save(fig, "transport_trace.png")
+
+
 def main():
     os.makedirs(IMG, exist_ok=True)
     plot_hit_rates()
     plot_store()
     plot_transport()
+    plot_trace()
     return 0
 
 

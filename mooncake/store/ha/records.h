@@ -149,13 +149,13 @@ inline void ToRecord(std::string_view key, const master::ObjectMeta& m, const Cl
   out->set_checksum(m.checksum);
   out->set_checksum_format(m.checksum_format);
   out->set_put_id(m.put_id);
-  out->set_request_id(m.request_id);
+  out->set_request_id(m.pending_put.get().request_id);
   out->set_version(m.version);
   out->set_tenant(m.tenant);
   out->set_pin(static_cast<uint32_t>(m.pin));
-  out->set_pin_ttl_ms(m.pin_ttl_ms);
+  out->set_pin_ttl_ms(m.pending_put.get().pin_ttl_ms);
   out->set_pin_until_unix_ns(clock.ToUnix(m.pin_until_ns));
-  out->set_ttl_ms(m.ttl_ms);
+  out->set_ttl_ms(m.pending_put.get().ttl_ms);
   out->set_expire_at_unix_ns(clock.ToUnix(m.expire_at_ns));
   for (const master::Replica& r : m.replicas) {
     // A copy's destination belongs to its task, which a new leader does not
@@ -192,13 +192,16 @@ inline absl::StatusOr<master::RestoredObject> FromRecord(const hproto::ObjectRec
   m.checksum = r.checksum();
   m.checksum_format = r.checksum_format();
   m.put_id = r.put_id();
-  m.request_id = r.request_id();
   m.version = r.version();
   m.tenant = r.tenant();
   m.pin = static_cast<master::PinLevel>(r.pin());
-  m.pin_ttl_ms = r.pin_ttl_ms();
   m.pin_until_ns = clock.ToMono(r.pin_until_unix_ns());
-  m.ttl_ms = r.ttl_ms();
+  if (!r.committed()) {  // a committed object's TTL and pin are in the two *_unix_ns fields
+    master::PendingPut& p = m.pending_put.mut();
+    p.request_id = r.request_id();
+    p.pin_ttl_ms = r.pin_ttl_ms();
+    p.ttl_ms = r.ttl_ms();
+  }
   m.expire_at_ns = clock.ToMono(r.expire_at_unix_ns());
   for (const hproto::ReplicaRecord& rr : r.replicas()) {
     if (rr.length() != r.size_bytes()) {

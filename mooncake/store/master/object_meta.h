@@ -76,6 +76,46 @@ struct Replica {
   bool hot_extra = false;
 };
 
+// What only a pending put needs, from its PutStart to its commit. A
+// committed object (nearly every one) holds none of it: ObjectMeta keeps a
+// PendingPutBox, 8 bytes, instead of these 32.
+struct PendingPut {
+  uint64_t request_id = 0;      // the PutStart's request_id (0: none)
+  uint64_t pin_ttl_ms = 0;      // a soft pin's pin_until_ns at commit (0 = never lapses)
+  int64_t put_deadline_ns = 0;  // revoked after this
+  uint64_t ttl_ms = 0;          // becomes expire_at_ns at commit
+};
+
+// A PendingPut on the heap while there is one; copies are deep.
+class PendingPutBox {
+ public:
+  PendingPutBox() = default;
+  PendingPutBox(const PendingPutBox& o)
+      : p_(o.p_ != nullptr ? std::make_unique<PendingPut>(*o.p_) : nullptr) {}
+  PendingPutBox& operator=(const PendingPutBox& o) {
+    if (this != &o) p_ = o.p_ != nullptr ? std::make_unique<PendingPut>(*o.p_) : nullptr;
+    return *this;
+  }
+  PendingPutBox(PendingPutBox&&) noexcept = default;
+  PendingPutBox& operator=(PendingPutBox&&) noexcept = default;
+
+  // All zeros when there is none.
+  const PendingPut& get() const {
+    static const PendingPut kNone;
+    return p_ != nullptr ? *p_ : kNone;
+  }
+  // Creates it (zeros) if there is none.
+  PendingPut& mut() {
+    if (p_ == nullptr) p_ = std::make_unique<PendingPut>();
+    return *p_;
+  }
+  void reset() { p_.reset(); }
+  bool has_value() const { return p_ != nullptr; }
+
+ private:
+  std::unique_ptr<PendingPut> p_;
+};
+
 // An object's replicas: most objects have one, held inline (no heap block).
 using ReplicaList = absl::InlinedVector<Replica, 1>;
 
@@ -102,15 +142,12 @@ struct ObjectMeta {
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
   uint64_t put_id = 0;       // the put that created (or is creating) this object
-  uint64_t request_id = 0;   // pending: the PutStart's request_id (0: none)
   uint64_t version = 0;      // 0 while pending; unique across keys once committed
   InternedString tenant;     // interned: the master's tenants are a configured set
-  uint64_t pin_ttl_ms = 0;   // pending: a soft pin's pin_until_ns at commit (0 = never lapses)
   int64_t pin_until_ns = 0;  // committed: a soft pin lapses at this time; 0 = never
   ReplicaList replicas;
-  int64_t put_deadline_ns = 0;  // pending: revoked after this
-  uint64_t ttl_ms = 0;          // pending: becomes expire_at_ns at commit
-  int64_t expire_at_ns = 0;     // committed: 0 = never
+  PendingPutBox pending_put;  // set while pending; reset at commit
+  int64_t expire_at_ns = 0;   // committed: 0 = never
   // Read leases granted and neither released nor swept; the object is leased
   // while lease_refs > 0 and now < lease_until_ns (the latest expiry).
   uint32_t lease_refs = 0;

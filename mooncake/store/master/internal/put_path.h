@@ -171,7 +171,7 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
     // Takes a stale entry out; false if the entry is live.
     auto retire_stale = [&](decltype(sh.objects.begin()) it) {
       const ObjectMeta& m = it->second;
-      const bool timed_out = !m.committed() && now > m.put_deadline_ns;
+      const bool timed_out = !m.committed() && now > m.pending_put.get().put_deadline_ns;
       if (!timed_out && !m.Expired(now)) return false;
       std::string k = it->first;
       stale.emplace_back(
@@ -183,8 +183,8 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
     PinLevel level = pin.keep ? PinLevel::kNone : pin.level;
     int64_t pin_until_ns = 0;
     auto resent = [&](const ObjectMeta& m) {
-      return !m.committed() && req.request_id() != 0 && m.request_id == req.request_id() &&
-             m.size_bytes == req.size_bytes();
+      return !m.committed() && req.request_id() != 0 &&
+             m.pending_put.get().request_id == req.request_id() && m.size_bytes == req.size_bytes();
     };
     auto it = sh.objects.find(key);
     if (it != sh.objects.end() && !retire_stale(it)) {
@@ -237,13 +237,14 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
     m.checksum = req.checksum();
     m.checksum_format = static_cast<uint32_t>(req.checksum_format());
     m.put_id = put_id;
-    m.request_id = req.request_id();
     m.tenant = std::string(tenant);
     m.pin = level;
-    m.pin_ttl_ms = pin.keep || level != PinLevel::kSoft ? 0 : pin.ttl_ms;
     m.pin_until_ns = pin_until_ns;
-    m.put_deadline_ns = now + s.options.put_timeout_ms * kNsPerMs;
-    m.ttl_ms = req.options().ttl_ms();
+    master::PendingPut& p = m.pending_put.mut();
+    p.request_id = req.request_id();
+    p.pin_ttl_ms = pin.keep || level != PinLevel::kSoft ? 0 : pin.ttl_ms;
+    p.put_deadline_ns = now + s.options.put_timeout_ms * kNsPerMs;
+    p.ttl_ms = req.options().ttl_ms();
     if (req.has_tensor()) m.tensor = std::make_shared<const proto::TensorMeta>(req.tensor());
     return absl::OkStatus();
   });
@@ -518,8 +519,10 @@ void CommitLocked(MasterState<A, P>& s, ObjectMeta& m, const proto::PutEndReques
     if (m.group->pending > 0) --m.group->pending;
   }
   s.models.Add(m, +1);
-  m.expire_at_ns = m.ttl_ms == 0 ? 0 : now + static_cast<int64_t>(m.ttl_ms) * kNsPerMs;
-  if (m.pin_ttl_ms != 0) m.pin_until_ns = now + static_cast<int64_t>(m.pin_ttl_ms) * kNsPerMs;
+  const master::PendingPut& p = m.pending_put.get();
+  m.expire_at_ns = p.ttl_ms == 0 ? 0 : now + static_cast<int64_t>(p.ttl_ms) * kNsPerMs;
+  if (p.pin_ttl_ms != 0) m.pin_until_ns = now + static_cast<int64_t>(p.pin_ttl_ms) * kNsPerMs;
+  m.pending_put.reset();  // `p` is not used past here
   master::ToProto(m, out.resp.mutable_object());
   out.admit_charge = m.ChargeBytes();
   out.expire_at_ns = m.expire_at_ns;
@@ -579,7 +582,7 @@ absl::StatusOr<proto::PutEndResponse> PutEnd(MasterState<A, P>& s,
       out.status = StalePut(req.key(), m, req.put_id());
     } else if (m.committed()) {
       master::ToProto(m, out.resp.mutable_object());  // a retried PutEnd: same answer
-    } else if (now > m.put_deadline_ns) {
+    } else if (now > m.pending_put.get().put_deadline_ns) {
       out.retired = s.RetireLocked(sh, it, now, now + s.options.timed_out_put_hold_ms * kNsPerMs);
       out.status = absl::DeadlineExceededError(
           absl::StrCat("put ", req.put_id(), " passed its deadline and was revoked"));

@@ -128,8 +128,8 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
     const uint64_t size = m.size_bytes;
     const bool committed = m.committed();
     if (committed) s.models.Add(m, +1);  // before the move; undone below if not inserted
-    if (!committed) m.put_deadline_ns = now + s.options.put_timeout_ms * kNsPerMs;
-    const int64_t deadline = committed ? m.expire_at_ns : m.put_deadline_ns;
+    if (!committed) m.pending_put.mut().put_deadline_ns = now + s.options.put_timeout_ms * kNsPerMs;
+    const int64_t deadline = committed ? m.expire_at_ns : m.pending_put.get().put_deadline_ns;
     const uint64_t id = committed ? m.version : m.put_id;
     const bool inserted = s.table.With(o.key, [&](ObjectTable::Shard& sh) {
       return sh.objects.try_emplace(o.key, std::move(m)).second;  // no move when taken

@@ -110,7 +110,6 @@ class PendingPutBox {
     return *p_;
   }
   void reset() { p_.reset(); }
-  bool has_value() const { return p_ != nullptr; }
 
  private:
   std::unique_ptr<PendingPut> p_;

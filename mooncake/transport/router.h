@@ -170,9 +170,10 @@ class Router {
     uint64_t length = 0;
     uint32_t route = 0;  // index into Opened::routes
     uint32_t tries = 0;
-    uint64_t* digests = nullptr;  // this slice's chunk digest slots, if any
-    uint32_t index = 0;           // in its batch, for traces
-    int64_t queued_ns = 0;        // trace::NowNs() when it was queued; 0: not traced
+    uint64_t* digests = nullptr;       // this slice's chunk digest slots, if any
+    const char* capability = nullptr;  // the request's (TransferRequest::capability)
+    uint32_t index = 0;                // in its batch, for traces
+    int64_t queued_ns = 0;             // trace::NowNs() when it was queued; 0: not traced
   };
   // Per batch, beside the shared records (a request's pieces are its slices).
   struct BatchState {

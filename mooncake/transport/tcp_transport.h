@@ -131,6 +131,11 @@ class TcpTransport {
     // connection (within connect_timeout) and refuses owners that do not
     // prove the same secret, or do not ask for one. Null: no authentication.
     std::shared_ptr<const auth::Credentials> auth;
+    // With `auth`: tenants' READs and WRITEs need a range capability from
+    // the master (internal/tcp_server.h; docs/security.md, "Tenant isolation
+    // on the workers"). `access.key` null: a tenant reaches every byte.
+    // Refusals are counted in mooncake_transport_access_denied_total.
+    ::mooncake::transport_internal::TcpAccessControl access;
 
     // Aggregation. A local address outgoing lanes bind to (a numeric
     // literal), and its starting share of the slices until capacities are
@@ -357,6 +362,9 @@ class TcpTransport {
   // Handshakes this owner refused or that timed out (the
   // mooncake_transport_auth_failures_total series).
   uint64_t AuthFailures() const { return auth_failures_->Value(); }
+  // READ/WRITE frames refused to tenants for want of a capability
+  // (Options::access; the mooncake_transport_access_denied_total series).
+  uint64_t AccessDenials() const { return server_.AccessDenials(); }
 
   // Lanes of the peer at `endpoint` that are connected and healthy (tests).
   size_t LiveLanes(std::string_view endpoint) {
@@ -414,7 +422,8 @@ class TcpTransport {
         metrics_(options_.metrics, "tcp"),
         batches_(options_.max_batches, &metrics_),
         auth_failures_(AuthFailuresCounter(metrics_.registry(), Name())),
-        server_(options_.io_timeout, options_.max_connections, {options_.auth, auth_failures_}),
+        server_(options_.io_timeout, options_.max_connections,
+                {options_.auth, auth_failures_, WithDenialCounter(options_.access, metrics_)}),
         peers_(PeersConfig(options_), &batches_, &queued_slices_, &metrics_.registry(), Name()),
         whole_lanes_(options_.whole_request_lanes == 0 ||
                              options_.whole_request_lanes > options_.lanes_per_peer
@@ -431,6 +440,19 @@ class TcpTransport {
         {{"transport", std::string(name)}});
     MC_ASSERT(c.ok(), "auth failure metric registration failed (name clash in the registry)");
     return *c;
+  }
+
+  static ::mooncake::transport_internal::TcpAccessControl WithDenialCounter(
+      ::mooncake::transport_internal::TcpAccessControl access, TransportMetrics& metrics) {
+    if (access.key == nullptr) return access;
+    absl::StatusOr<Counter*> c = metrics.registry().GetCounter(
+        "mooncake_transport_access_denied_total",
+        "READ and WRITE frames of tenants' connections refused for want of a capability that "
+        "covers them (missing, expired, another range, tenant or worker).",
+        {{"transport", "tcp"}});
+    MC_ASSERT(c.ok(), "access denial metric registration failed (name clash in the registry)");
+    access.denials = *c;
+    return access;
   }
 
   static Peers::Config PeersConfig(const Options& o) {
@@ -587,6 +609,7 @@ class TcpTransport {
         s.offset = r.remote_offset + done;
         s.length = static_cast<uint32_t>(std::min<uint64_t>(options_.slice_bytes, r.length - done));
         s.digests = SubrangeDigests(r, done, s.length);
+        s.capability = r.capability;
         if (spread && peer->multi() && done > 0) {
           path = peer->picker->Pick(work.weights, s.length);
           lane = work.next_lane[path]++ % per_path;

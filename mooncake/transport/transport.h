@@ -136,7 +136,15 @@ struct TransferRequest {
   uint64_t length = 0;         // > 0
   // READ only, optional: DigestChunkCount(length) slots (see "Chunk digests").
   uint64_t* chunk_digests = nullptr;
+  // Optional: kCapabilityBytes bytes of a range capability (base/capability.h)
+  // for an owner that checks tenants' access per request (TcpTransport with
+  // Options::access_check: sent with every frame of the request). Caller-owned
+  // like the local buffer. Models whose bytes move without the owner's CPU
+  // (local, SHM, CUDA, RDMA) ignore it.
+  const char* capability = nullptr;
 };
+
+inline constexpr size_t kCapabilityBytes = 64;
 
 // The digest slots of bytes [off, off + len) of `r`, for a model that moves
 // a request in pieces: the piece's chunks are the request's when it starts on

@@ -114,13 +114,14 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
               r.remote_offset + off,
               std::min(options_.slice_bytes, r.length - off)};
       s.digests = SubrangeDigests(r, off, s.length);
+      s.capability = r.capability;
       s.index = index++;
       s.queued_ns = trace_ns;
       ++batch->requests[i].pieces_left;
       ++o.slices_alive;
       if (go_direct) {
-        direct_requests->push_back(
-            TransferRequest{s.op, s.local, o.routes.front().handle, s.offset, s.length, s.digests});
+        direct_requests->push_back(TransferRequest{s.op, s.local, o.routes.front().handle, s.offset,
+                                                   s.length, s.digests, s.capability});
         direct->slices.push_back(s);
         continue;
       }
@@ -393,7 +394,8 @@ inline void Router::Dispatch() {
     reqs.reserve(slices.size());
     for (const Slice& s : slices) {
       const Route& route = handles_.at(s.handle).routes[s.route];
-      reqs.push_back(TransferRequest{s.op, s.local, route.handle, s.offset, s.length, s.digests});
+      reqs.push_back(TransferRequest{s.op, s.local, route.handle, s.offset, s.length, s.digests,
+                                     s.capability});
     }
     absl::StatusOr<BatchId> sub = transports_[t]->Submit(reqs);
     if (!sub.ok()) {

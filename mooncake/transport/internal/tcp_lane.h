@@ -105,9 +105,10 @@ struct Slice {
   uint64_t offset = 0;
   uint32_t length = 0;
   uint64_t tag = 0;
-  uint64_t* digests = nullptr;  // READ: this slice's chunk digest slots (SubrangeDigests)
-  int64_t sent_ns = 0;          // trace::NowNs() when its frame went out; 0: not traced
-  uint8_t attempts = 0;         // paths it was moved off after a lane died (tcp_paths.h)
+  uint64_t* digests = nullptr;       // READ: this slice's chunk digest slots (SubrangeDigests)
+  const char* capability = nullptr;  // kCapabilityBytes sent after the header, or none
+  int64_t sent_ns = 0;               // trace::NowNs() when its frame went out; 0: not traced
+  uint8_t attempts = 0;              // paths it was moved off after a lane died (tcp_paths.h)
 };
 
 // What a lane tells the path it belongs to about its slices (multi-path
@@ -529,12 +530,16 @@ class TcpLane {
   static void EncodeFrames(const std::vector<Slice>& out, std::vector<WireHeader>* headers,
                            std::vector<iovec>* iov) {
     headers->resize(out.size());
-    iov->reserve(out.size() * 2);
+    iov->reserve(out.size() * 3);
     for (size_t i = 0; i < out.size(); ++i) {
       const Slice& s = out[i];
       (*headers)[i] = EncodeHeader({s.op == OpCode::kRead ? FrameType::kRead : FrameType::kWrite, 0,
-                                    s.tag, s.segment, s.offset, s.length, 0});
+                                    s.tag, s.segment, s.offset, s.length,
+                                    s.capability != nullptr ? kAuxCapability : 0u});
       iov->push_back({(*headers)[i].data(), (*headers)[i].size()});
+      if (s.capability != nullptr) {
+        iov->push_back({const_cast<char*>(s.capability), kWireCapabilityBytes});
+      }
       if (s.op == OpCode::kWrite) iov->push_back({s.local, s.length});
     }
   }

@@ -26,6 +26,14 @@
 // as "does not require authentication". A connection's thread shuts its
 // socket down when it stops serving, so the peer sees the close at once.
 //
+// Tenants' access (Auth::access set, with creds): a READ or WRITE of a
+// connection whose principal is not "cluster" is served only with a range
+// capability (base/capability.h) that covers it, carried after the frame's
+// header (aux kAuxCapability), or on a segment Auth::access marks readable
+// by everyone; otherwise it gets ERROR(PERMISSION_DENIED) (a WRITE's payload
+// drained, no byte written) and the connection stays. Each connection keeps
+// its last verified capability, so the slices of one request pay one HMAC.
+//
 // Thread-safety: Add / Remove / Stop may be called concurrently with serving.
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_
 #define MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_
@@ -42,8 +50,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +67,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/auth.h"
+#include "mooncake/base/capability.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
@@ -83,10 +94,32 @@ inline void TuneTcpSocket(int fd, absl::Duration io_timeout) {
   SetSocketTimeouts(fd, IoTick(io_timeout));
 }
 
+static_assert(kWireCapabilityBytes == auth::kCapabilityBytes &&
+                  kWireCapabilityBytes == transport::kCapabilityBytes,
+              "one capability size on the wire, in base and in the Transport API");
+
+// What a capability for one of the owner's segments must name
+// (TcpAccessControl::target).
+struct CapabilityTarget {
+  std::string scope;         // CapabilityKey::Issue's scope (the store: the worker id)
+  uint64_t segment = 0;      // its segment id (the store: the master's)
+  bool public_read = false;  // READs need no capability (a directory every client reads)
+};
+
+// Per-range access of tenants (TcpServer's header comment).
+struct TcpAccessControl {
+  std::shared_ptr<const auth::CapabilityKey> key;  // null: tenants reach every byte (no checks)
+  // The target of transport segment `id`; nullopt: tenants may not touch it.
+  // Called on connection threads, concurrently.
+  std::function<std::optional<CapabilityTarget>(transport::SegmentId id)> target;
+  Counter* denials = nullptr;  // frames refused; may be null
+};
+
 // A TcpServer's authentication settings (TcpServer::Auth).
 struct TcpServerAuth {
   std::shared_ptr<const auth::Credentials> creds;  // null: no authentication
   Counter* failures = nullptr;                     // handshakes refused or timed out; may be null
+  TcpAccessControl access;                         // applies only with creds
 };
 
 class TcpServer {
@@ -151,6 +184,11 @@ class TcpServer {
       if (!c->done.load(std::memory_order_acquire)) out.push_back(c->principal);
     }
     return out;
+  }
+
+  // READ/WRITE frames refused to tenants (Auth::access).
+  uint64_t AccessDenials() const {
+    return auth_.access.denials != nullptr ? auth_.access.denials->Value() : 0;
   }
 
   void Stop() {
@@ -247,10 +285,24 @@ class TcpServer {
     return true;
   }
 
+  // A connection's view of tenants' access: who it is, whether its frames
+  // are checked, and the last capability that verified.
+  struct Access {
+    bool check = false;  // a non-cluster principal and access control set
+    auth::Principal who;
+    std::string last_cap;  // verified for last_target; empty: none yet
+    CapabilityTarget last_target;
+    auth::CapabilityGrant last_grant;
+  };
+
   // Serves frames until the peer closes, errs, stalls mid-frame or Stop.
   // `conn` (null for ServeConnection) records the peer's principal.
   void Serve(int fd, Conn* conn) {
-    if (auth_.creds != nullptr && !Authenticate(fd, conn)) return;
+    Access access;
+    if (auth_.creds != nullptr) {
+      if (!Authenticate(fd, conn, &access.who)) return;
+      access.check = !access.who.cluster() && auth_.access.key != nullptr;
+    }
     InBuf in;
     for (;;) {
       // The first bytes of the next request without a deadline, the rest of
@@ -276,7 +328,16 @@ class TcpServer {
                     h.ok() ? absl::DataLossError("response frame sent to a server") : h.status());
         return;  // after garbage the stream cannot be resynchronized
       }
-      if (!Handle(fd, in, *h).ok()) return;
+      std::array<char, kWireCapabilityBytes> cap;
+      const bool has_cap = h->aux == kAuxCapability;
+      if (has_cap) {
+        if (!Fill(fd, in, kWireCapabilityBytes, Deadline())) return;
+        in.Take(cap.data(), cap.size());
+      }
+      if (!Handle(fd, in, *h, has_cap ? std::string_view(cap.data(), cap.size()) : "", access)
+               .ok()) {
+        return;
+      }
     }
   }
 
@@ -285,7 +346,7 @@ class TcpServer {
   // The handshake, within io_timeout of now (the accept). A peer that closes
   // is not a failure (a health check's connect and close); one that is
   // refused or stalls is.
-  bool Authenticate(int fd, Conn* conn) {
+  bool Authenticate(int fd, Conn* conn, auth::Principal* out) {
     absl::StatusOr<auth::Principal> who = AuthenticatePeer(fd, auth_.creds, Deadline());
     if (!who.ok()) {
       if (auth_.failures != nullptr && !absl::IsUnavailable(who.status())) {
@@ -297,7 +358,45 @@ class TcpServer {
       MutexLock lock(&mu_);
       conn->principal = who->name;
     }
+    *out = *std::move(who);
     return true;
+  }
+
+  // OK when `access`'s connection may do READ/WRITE `h` with `cap` (empty:
+  // the frame carried none); PERMISSION_DENIED with the reason otherwise.
+  absl::Status Admit(Access& access, const FrameHeader& h, std::string_view cap) {
+    if (!access.check) return absl::OkStatus();
+    absl::Status s = AdmitChecked(access, h, cap);
+    if (!s.ok() && auth_.access.denials != nullptr) auth_.access.denials->Increment();
+    return s;
+  }
+  absl::Status AdmitChecked(Access& access, const FrameHeader& h, std::string_view cap) {
+    const uint8_t right = h.type == FrameType::kRead ? auth::kCapRead : auth::kCapWrite;
+    const int64_t now = auth::NowUnixMs();
+    std::optional<CapabilityTarget> target =
+        auth_.access.target ? auth_.access.target(h.segment) : std::optional<CapabilityTarget>();
+    if (!target.has_value()) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "'", access.who.name, "' may not access segment ", h.segment, " of this owner"));
+    }
+    if (target->public_read && right == auth::kCapRead) return absl::OkStatus();
+    if (cap.empty()) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("'", access.who.name,
+                       "' needs a capability from the master for every read and write here (the "
+                       "owner checks tenants' ranges)"));
+    }
+    if (cap == access.last_cap && target->scope == access.last_target.scope &&
+        target->segment == access.last_target.segment) {
+      return auth::CapabilityKey::Covers(access.last_grant, right, h.offset, h.length, now);
+    }
+    auth::CapabilityGrant g;
+    RETURN_IF_ERROR(auth_.access.key->Check(target->scope, access.who.name, target->segment, cap,
+                                            right, h.offset, h.length, now, &g));
+    access.last_cap.assign(cap);
+    access.last_target = *std::move(target);
+    access.last_grant = g;
+    return absl::OkStatus();
   }
 
   std::shared_ptr<Segment> Find(transport::SegmentId id) {
@@ -307,7 +406,14 @@ class TcpServer {
   }
 
   // Returns a non-OK Status only when the connection must close.
-  absl::Status Handle(int fd, InBuf& in, const FrameHeader& h) {
+  absl::Status Handle(int fd, InBuf& in, const FrameHeader& h, std::string_view cap,
+                      Access& access) {
+    if (h.type != FrameType::kOpen) {
+      if (absl::Status a = Admit(access, h, cap); !a.ok()) {
+        if (h.type == FrameType::kWrite) RETURN_IF_ERROR(Drain(fd, in, h.length));
+        return Reply(fd, h.tag, a);
+      }
+    }
     std::shared_ptr<Segment> seg = Find(h.segment);
     if (seg == nullptr) {
       if (h.type == FrameType::kWrite) RETURN_IF_ERROR(Drain(fd, in, h.length));
@@ -334,7 +440,7 @@ class TcpServer {
       if (h.type == FrameType::kWrite) RETURN_IF_ERROR(Drain(fd, in, h.length));
       return Reply(fd, h.tag, range);
     }
-    if (h.type == FrameType::kRead) return ServeReads(fd, in, *seg, h);
+    if (h.type == FrameType::kRead) return ServeReads(fd, in, *seg, h, access);
     char* dst = seg->addr + h.offset;
     const size_t buffered = in.Take(dst, h.length);
     RETURN_IF_ERROR(
@@ -353,7 +459,7 @@ class TcpServer {
   // REQUIRES: seg.io_mu held shared; `first` checked against the segment.
   static constexpr size_t kCoalesceFrames = 64;
   static constexpr uint64_t kCoalesceBytes = 1 << 20;
-  absl::Status ServeReads(int fd, InBuf& in, Segment& seg, const FrameHeader& first)
+  absl::Status ServeReads(int fd, InBuf& in, Segment& seg, const FrameHeader& first, Access& access)
       ABSL_SHARED_LOCKS_REQUIRED(seg.io_mu) {
     std::array<WireHeader, kCoalesceFrames> heads;
     std::array<iovec, 2 * kCoalesceFrames> iov;
@@ -375,7 +481,12 @@ class TcpServer {
           !CheckRange(seg.addr, next->offset, next->length, seg.length).ok()) {
         break;
       }
-      in.Take(nullptr, kHeaderBytes);
+      const size_t cap_bytes = next->aux == kAuxCapability ? kWireCapabilityBytes : 0;
+      if (in.size() < kHeaderBytes + cap_bytes) break;
+      const std::string_view cap(reinterpret_cast<const char*>(in.at()) + kHeaderBytes, cap_bytes);
+      // A refused READ is answered on its own (its ERROR after these).
+      if (access.check && !AdmitChecked(access, *next, cap).ok()) break;
+      in.Take(nullptr, kHeaderBytes + cap_bytes);
       h = *next;
     }
     return SendIovBy(fd, iov.data(), static_cast<int>(2 * frames), Deadline(), "READ_DATA");

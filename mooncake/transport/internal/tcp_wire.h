@@ -13,7 +13,8 @@
 //    16    8 segment    segment id
 //    24    8 offset     byte offset in the segment (OPEN_OK: segment length)
 //    32    4 length     READ: bytes asked; READ_DATA/WRITE/ERROR/AUTH_*: payload bytes
-//    36    4 aux        OPEN_OK: location kind | (device + 1) << 8; else 0
+//    36    4 aux        OPEN_OK: location kind | (device + 1) << 8; READ/WRITE:
+//                       kAuxCapability when a capability follows; else 0
 //    40    4 reserved   0
 //    44    4 check      low 32 bits of StableHash64(bytes 0..43)
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_WIRE_H_
@@ -44,6 +45,11 @@ inline constexpr uint32_t kMaxErrorBytes = 1024;
 inline constexpr uint32_t kMaxAuthHelloBytes = 256;
 inline constexpr uint32_t kMinAuthHelloBytes = 2 + 1 + 32;
 inline constexpr uint32_t kAuthTokenBytes = 32;
+// READ and WRITE frames with aux == kAuxCapability carry a range capability
+// (base/capability.h) of kWireCapabilityBytes right after the header (before
+// a WRITE's payload; not counted in `length`).
+inline constexpr uint32_t kAuxCapability = 1;
+inline constexpr uint32_t kWireCapabilityBytes = 64;
 
 enum class FrameType : uint8_t {
   kOpen = 1,      // request: segment -> OPEN_OK or ERROR
@@ -140,6 +146,10 @@ inline absl::StatusOr<FrameHeader> DecodeHeader(const uint8_t* p) {
   switch (h.type) {
     case FrameType::kRead:
     case FrameType::kWrite:
+      if (h.aux != 0 && h.aux != kAuxCapability) {
+        return absl::DataLossError(absl::StrCat("bad READ/WRITE aux ", h.aux));
+      }
+      [[fallthrough]];
     case FrameType::kReadData:
       if (h.length == 0) return absl::DataLossError("zero-length data frame");
       break;

@@ -1,0 +1,101 @@
+#include "mooncake/base/capability.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace mooncake::auth {
+namespace {
+
+constexpr std::string_view kWorker = "router://h/1|tcp://127.0.0.1:1#3";
+constexpr int64_t kNow = 1'800'000'000'000;
+
+CapabilityKey Key() { return CapabilityKey::FromSecret("0123456789abcdef0123456789abcdef"); }
+
+std::string ReadCap(uint64_t off = 4096, uint64_t len = 8192, int64_t expiry = kNow + 1000) {
+  return Key().Issue(kWorker, "tenant:alice", 7, {kCapRead, off, len, expiry});
+}
+
+TEST(Capability, IssuedOneChecksForItsRangeRightAndHolder) {
+  const std::string cap = ReadCap();
+  ASSERT_EQ(cap.size(), kCapabilityBytes);
+  CapabilityGrant g;
+  EXPECT_TRUE(Key().Check(kWorker, "tenant:alice", 7, cap, kCapRead, 4096, 8192, kNow, &g).ok());
+  EXPECT_EQ(g, (CapabilityGrant{kCapRead, 4096, 8192, kNow + 1000}));
+  // A sub-range (a slice of the request) is covered too.
+  EXPECT_TRUE(Key().Check(kWorker, "tenant:alice", 7, cap, kCapRead, 8192, 4096, kNow).ok());
+  auto r = DecodeCapabilityGrant(cap);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, g);
+}
+
+TEST(Capability, RefusesEveryOtherUse) {
+  const std::string cap = ReadCap();
+  const auto denied = [](const absl::Status& s, std::string_view why) {
+    EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+    EXPECT_NE(std::string(s.message()).find(why), std::string::npos) << s;
+  };
+  denied(Key().Check(kWorker, "tenant:bob", 7, cap, kCapRead, 4096, 8192, kNow), "does not verify");
+  denied(Key().Check("router://h/2|x#3", "tenant:alice", 7, cap, kCapRead, 4096, 1, kNow),
+         "does not verify");
+  denied(Key().Check(kWorker, "tenant:alice", 8, cap, kCapRead, 4096, 1, kNow), "does not verify");
+  denied(CapabilityKey::FromSecret("another-cluster-secret-0123456789")
+             .Check(kWorker, "tenant:alice", 7, cap, kCapRead, 4096, 1, kNow),
+         "does not verify");
+  denied(Key().Check(kWorker, "tenant:alice", 7, cap, kCapWrite, 4096, 1, kNow), "not write");
+  denied(Key().Check(kWorker, "tenant:alice", 7, cap, kCapRead, 4096, 1, kNow + 1001), "expired");
+  denied(Key().Check(kWorker, "tenant:alice", 7, cap, kCapRead, 4095, 2, kNow), "outside");
+  denied(Key().Check(kWorker, "tenant:alice", 7, cap, kCapRead, 12287, 2, kNow), "outside");
+  denied(Key().Check(kWorker, "tenant:alice", 7, cap, kCapRead, 4096, 8193, kNow), "outside");
+  denied(Key().Check(kWorker, "tenant:alice", 7, cap, kCapRead, ~uint64_t{0}, 2, kNow), "outside");
+  // Widening the range (or any byte) after issue breaks the MAC.
+  std::string wider = cap;
+  wider[17] = static_cast<char>(wider[17] + 1);
+  denied(Key().Check(kWorker, "tenant:alice", 7, wider, kCapRead, 4096, 1, kNow),
+         "does not verify");
+  std::string later = cap;
+  later[31] = 0x7f;
+  denied(Key().Check(kWorker, "tenant:alice", 7, later, kCapRead, 4096, 1, kNow),
+         "does not verify");
+}
+
+TEST(Capability, MalformedBytesAreRefusedNotTrusted) {
+  const std::string cap = ReadCap();
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      Key().Check(kWorker, "tenant:alice", 7, cap.substr(1), kCapRead, 4096, 1, kNow)));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      Key().Check(kWorker, "tenant:alice", 7, "", kCapRead, 4096, 1, kNow)));
+  for (auto [at, value] : {std::pair<size_t, char>{0, 2}, {1, 0}, {1, 4}, {2, 1}, {7, 1}}) {
+    std::string bad = cap;
+    bad[at] = value;
+    EXPECT_FALSE(DecodeCapabilityGrant(bad).ok()) << at;
+    EXPECT_TRUE(absl::IsPermissionDenied(
+        Key().Check(kWorker, "tenant:alice", 7, bad, kCapRead, 4096, 1, kNow)))
+        << at;
+  }
+  // An empty range and one that wraps never decode.
+  EXPECT_FALSE(DecodeCapabilityGrant(ReadCap(0, 0)).ok());
+  EXPECT_FALSE(DecodeCapabilityGrant(ReadCap(~uint64_t{0}, 2)).ok());
+}
+
+TEST(Capability, KeyComesFromTheClusterSecretOnly) {
+  auto cluster = Credentials::Parse(
+      "cluster 0123456789abcdef0123456789abcdef\ntenant:a aaaaaaaaaaaaaaaaaaaa\n", "f");
+  ASSERT_TRUE(cluster.ok());
+  auto key = CapabilityKey::FromCredentials(*cluster);
+  ASSERT_TRUE(key.ok());
+  EXPECT_TRUE(key->Check(kWorker, "tenant:alice", 7, ReadCap(), kCapRead, 4096, 1, kNow).ok());
+  auto tenant = Credentials::Parse("tenant:a aaaaaaaaaaaaaaaaaaaa\n", "f");
+  ASSERT_TRUE(tenant.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(CapabilityKey::FromCredentials(*tenant).status()));
+}
+
+TEST(Capability, ReadWriteGrantCoversBoth) {
+  const std::string cap =
+      Key().Issue(kWorker, "tenant:alice", 7, {kCapRead | kCapWrite, 0, 100, kNow});
+  EXPECT_TRUE(Key().Check(kWorker, "tenant:alice", 7, cap, kCapWrite, 0, 100, kNow).ok());
+  EXPECT_TRUE(Key().Check(kWorker, "tenant:alice", 7, cap, kCapRead, 99, 1, kNow).ok());
+}
+
+}  // namespace
+}  // namespace mooncake::auth

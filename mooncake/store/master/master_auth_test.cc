@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "mooncake/base/auth.h"
+#include "mooncake/base/capability.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/tcp_connect.h"
 #include "mooncake/store/master/master.h"
@@ -46,6 +47,12 @@ std::shared_ptr<const auth::Credentials> Creds(std::string_view text) {
   return std::make_shared<const auth::Credentials>(*std::move(c));
 }
 
+std::shared_ptr<const auth::CapabilityKey> Key() {
+  auto k = auth::CapabilityKey::FromCredentials(*Creds(kServerTokens));
+  EXPECT_TRUE(k.ok()) << k.status();
+  return std::make_shared<const auth::CapabilityKey>(*k);
+}
+
 class MasterAuthTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -56,6 +63,7 @@ class MasterAuthTest : public ::testing::Test {
     service_ = std::make_unique<MasterService<Master<>>>(master_.get(), MasterServiceOptions{});
     ASSERT_TRUE(service_->Register(&registry_).ok());
     ASSERT_TRUE(registry_.SetRequestGuard(GuardMasterRequest).ok());
+    ASSERT_TRUE(registry_.SetResponseGuard(CapabilityIssuer(Key())).ok());
     rpc::RpcServerOptions so;
     so.auth = Creds(kServerTokens);
     so.auth_timeout_ms = 300;
@@ -189,6 +197,57 @@ TEST_F(MasterAuthTest, TenantsSeeOnlyTheirOwnObjects) {
   auto still = rpc::Call<rpc::GetReplicasMethod>(*alice, GetReq("a-key"));
   ASSERT_TRUE(still.ok()) << still.status();
   EXPECT_EQ(still->object().checksum(), 0x1234u);
+}
+
+// Every replica a tenant is told about carries a capability for exactly its
+// range on its worker and segment: write from PutStart (until the put times
+// out), read from reads (until the lease ends). The cluster gets none.
+TEST_F(MasterAuthTest, TenantsGetRangeCapabilitiesWithTheirReplicas) {
+  Mount();
+  auto alice = MustConnect(kAlice);
+  ASSERT_NE(alice, nullptr);
+  const int64_t before = auth::NowUnixMs();
+  auto started = rpc::Call<rpc::PutStartMethod>(*alice, PutReq("cap-key", 100));
+  ASSERT_TRUE(started.ok()) << started.status();
+  ASSERT_EQ(started->replicas_size(), 1);
+  const proto::Replica& w = started->replicas(0);
+  const auto check = [&](const proto::Replica& r, uint8_t right, std::string_view who) {
+    return Key()->Check(r.worker_id(), who, r.segment_id(), r.capability(), right, r.offset(),
+                        r.length(), auth::NowUnixMs());
+  };
+  EXPECT_TRUE(check(w, auth::kCapWrite, "tenant:alice").ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(check(w, auth::kCapRead, "tenant:alice")));
+  EXPECT_TRUE(absl::IsPermissionDenied(check(w, auth::kCapWrite, "tenant:bob")));
+  auto g = auth::DecodeCapabilityGrant(w.capability());
+  ASSERT_TRUE(g.ok());
+  EXPECT_GE(g->expiry_unix_ms, before + static_cast<int64_t>(started->put_timeout_ms()));
+  ASSERT_TRUE(rpc::Call<rpc::PutEndMethod>(*alice, EndReq("cap-key", started->put_id())).ok());
+
+  auto got = rpc::Call<rpc::GetReplicasMethod>(*alice, GetReq("cap-key"));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->replicas_size(), 1);
+  EXPECT_TRUE(check(got->replicas(0), auth::kCapRead, "tenant:alice").ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(check(got->replicas(0), auth::kCapWrite, "tenant:alice")));
+  g = auth::DecodeCapabilityGrant(got->replicas(0).capability());
+  ASSERT_TRUE(g.ok());
+  EXPECT_LE(g->expiry_unix_ms,
+            auth::NowUnixMs() + static_cast<int64_t>(got->lease().expires_in_ms()) + 1);
+
+  proto::BatchGetReplicasRequest batch;
+  *batch.add_items() = GetReq("cap-key");
+  auto many = rpc::Call<rpc::BatchGetReplicasMethod>(*alice, batch);
+  ASSERT_TRUE(many.ok()) << many.status();
+  ASSERT_EQ(many->items_size(), 1);
+  ASSERT_EQ(many->items(0).replicas_size(), 1);
+  EXPECT_TRUE(check(many->items(0).replicas(0), auth::kCapRead, "tenant:alice").ok());
+
+  auto cluster = MustConnect("cluster c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1c1\n");
+  proto::GetReplicasRequest as_alice = GetReq("cap-key");
+  as_alice.set_tenant("alice");
+  auto plain = rpc::Call<rpc::GetReplicasMethod>(*cluster, as_alice);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_EQ(plain->replicas_size(), 1);
+  EXPECT_TRUE(plain->replicas(0).capability().empty());
 }
 
 TEST_F(MasterAuthTest, ATenantCannotEndOrRevokeAnotherTenantsPutNorReleaseItsLeases) {

@@ -17,18 +17,30 @@
 // The master itself then hides every other tenant's objects (NOT_FOUND), as
 // it does for any request naming a tenant.
 //
+//   registry.SetResponseGuard(master::CapabilityIssuer(key));
+//
+// CapabilityIssuer gives every replica a tenant's connection is told about a
+// range capability (base/capability.h) in Replica.capability: read access
+// until the read lease ends (GetReplicas, BatchGetReplicas, PrefixQuery),
+// write access until the put times out (PutStart, BatchPutStart). A worker
+// whose transport checks tenants (WorkerOptions::auth) serves a tenant's
+// connection only the ranges such capabilities cover.
+//
 // Thread-safety: a pure function.
 #ifndef MOONCAKE_STORE_MASTER_TENANT_GUARD_H_
 #define MOONCAKE_STORE_MASTER_TENANT_GUARD_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "mooncake/base/auth.h"
+#include "mooncake/base/capability.h"
 #include "mooncake/store/rpc/master.pb.h"
 #include "mooncake/store/rpc/service.h"
 
@@ -111,6 +123,77 @@ inline absl::Status GuardMasterRequest(const rpc::ServerCallContext& ctx,
   }
   return absl::OkStatus();
 }
+
+// How long a read capability lives when the answer carries no lease (a
+// replica listed without one): the range may be reused soon after.
+inline constexpr int64_t kUnleasedReadCapabilityMs = 1'000;
+
+class CapabilityIssuer {
+ public:
+  explicit CapabilityIssuer(std::shared_ptr<const auth::CapabilityKey> key)
+      : key_(std::move(key)) {}
+
+  void operator()(const rpc::ServerCallContext& ctx,
+                  google::protobuf::MessageLite& response) const {
+    if (ctx.principal == nullptr || ctx.principal->cluster()) return;
+    namespace p = store::proto;
+    const std::string& who = ctx.principal->name;
+    const int64_t now = auth::NowUnixMs();
+    switch (static_cast<p::MasterMethodId>(ctx.method_id)) {
+      case p::PUT_START:
+        Put(who, now, static_cast<p::PutStartResponse&>(response));
+        break;
+      case p::BATCH_PUT_START:
+        for (p::PutStartResponse& item :
+             *static_cast<p::BatchPutStartResponse&>(response).mutable_items()) {
+          Put(who, now, item);
+        }
+        break;
+      case p::GET_REPLICAS:
+        Get(who, now, static_cast<p::GetReplicasResponse&>(response));
+        break;
+      case p::BATCH_GET_REPLICAS:
+        for (p::GetReplicasResponse& item :
+             *static_cast<p::BatchGetReplicasResponse&>(response).mutable_items()) {
+          Get(who, now, item);
+        }
+        break;
+      case p::PREFIX_QUERY: {
+        auto& r = static_cast<p::PrefixQueryResponse&>(response);
+        const int64_t expiry = ReadExpiry(now, r.lease());
+        for (p::BlockReplicas& b : *r.mutable_blocks()) {
+          Sign(who, auth::kCapRead, expiry, b.mutable_replicas());
+        }
+        break;
+      }
+      default:
+        break;  // no replica ranges in the answer
+    }
+  }
+
+ private:
+  static int64_t ReadExpiry(int64_t now, const store::proto::Lease& lease) {
+    return now + (lease.lease_id() != 0 ? static_cast<int64_t>(lease.expires_in_ms())
+                                        : kUnleasedReadCapabilityMs);
+  }
+  void Put(const std::string& who, int64_t now, store::proto::PutStartResponse& r) const {
+    Sign(who, auth::kCapWrite, now + static_cast<int64_t>(r.put_timeout_ms()),
+         r.mutable_replicas());
+  }
+  void Get(const std::string& who, int64_t now, store::proto::GetReplicasResponse& r) const {
+    Sign(who, auth::kCapRead, ReadExpiry(now, r.lease()), r.mutable_replicas());
+  }
+  void Sign(const std::string& who, uint8_t rights, int64_t expiry,
+            google::protobuf::RepeatedPtrField<store::proto::Replica>* replicas) const {
+    for (store::proto::Replica& rep : *replicas) {
+      if (rep.length() == 0) continue;
+      rep.set_capability(key_->Issue(rep.worker_id(), who, rep.segment_id(),
+                                     {rights, rep.offset(), rep.length(), expiry}));
+    }
+  }
+
+  std::shared_ptr<const auth::CapabilityKey> key_;
+};
 
 }  // namespace mooncake::master
 

@@ -80,16 +80,13 @@
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/metrics.h"
 #include "mooncake/store/rpc/channel.h"
 #include "mooncake/store/rpc/frame.h"
 #include "mooncake/store/rpc/internal/async_call.h"
 #include "mooncake/store/rpc/internal/method_metrics.h"
-
-namespace mooncake::auth {
-struct Principal;  // base/auth.h
-}  // namespace mooncake::auth
 
 namespace mooncake::rpc {
 
@@ -119,6 +116,14 @@ struct ServerCallContext {
 // error is the call's answer and the handler does not run.
 using RequestGuard =
     std::function<absl::Status(const ServerCallContext&, google::protobuf::MessageLite&)>;
+
+// Completes (may rewrite) an OK response before it is serialized, for calls
+// whose ctx.principal is set (ServiceRegistry::SetResponseGuard): the master
+// adds what only an authenticated caller gets (range capabilities). For an
+// asynchronous handler it runs when the Responder is called, with a copy of
+// the context whose `peer` is empty.
+using ResponseGuard =
+    std::function<void(const ServerCallContext&, google::protobuf::MessageLite&)>;
 
 // What a kInlineFirst handler returns on the I/O thread to be run again on
 // the handler pool. Never reaches a caller: the server recognises it
@@ -224,6 +229,7 @@ class Responder {
       rpc_internal::AsyncCall::Finish(std::move(call), result.status(), {});
       return;
     }
+    if (call->response_hook()) call->response_hook()(*result);
     std::string out;
     const absl::Status s = rpc_internal::SerializeResponse(*result, call->method_name(),
                                                            call->max_response_bytes(), &out);
@@ -276,7 +282,8 @@ class ServiceRegistry {
     if (absl::Status s = CheckRegistrable(M::kId, M::kName); !s.ok()) return s;
     std::unique_ptr<Handler> h = NewHandler(M::kId, M::kName, options);
     const uint32_t max_response_bytes = max_response_bytes_;
-    h->run = [fn = std::move(handler), max_response_bytes, guard = &guard_](
+    h->run = [fn = std::move(handler), max_response_bytes, guard = &guard_,
+              response_guard = &response_guard_](
                  std::string_view request, const ServerCallContext& ctx,
                  std::string* response) mutable -> absl::Status {
       Req req;
@@ -294,6 +301,7 @@ class ServiceRegistry {
         }
       }();
       if (!resp.ok()) return resp.status();
+      if (ctx.principal != nullptr && *response_guard != nullptr) (*response_guard)(ctx, *resp);
       return rpc_internal::SerializeResponse(*resp, M::kName, max_response_bytes, response);
     };
     handlers_.emplace(M::kId, std::move(h));
@@ -325,7 +333,7 @@ class ServiceRegistry {
     if (absl::Status s = CheckRegistrable(M::kId, M::kName); !s.ok()) return s;
     std::unique_ptr<Handler> h = NewHandler(M::kId, M::kName, options);
     h->async = true;
-    h->start = [fn = std::move(handler), guard = &guard_](
+    h->start = [fn = std::move(handler), guard = &guard_, response_guard = &response_guard_](
                    std::string_view request, const ServerCallContext& ctx,
                    std::unique_ptr<rpc_internal::AsyncCall> call) mutable {
       Req req;
@@ -339,6 +347,16 @@ class ServiceRegistry {
           rpc_internal::AsyncCall::Finish(std::move(call), s, {});
           return;
         }
+      }
+      if (ctx.principal != nullptr && *response_guard != nullptr) {
+        // The Responder may run after the connection (and its principal) is
+        // gone: the hook keeps its own copy.
+        auto who = std::make_shared<const auth::Principal>(*ctx.principal);
+        ServerCallContext kept = ctx;
+        kept.peer = {};
+        kept.principal = who.get();
+        call->set_response_hook(
+            [g = response_guard, kept, who](google::protobuf::MessageLite& m) { (*g)(kept, m); });
       }
       if constexpr (kWithContext) {
         fn(req, ctx, Responder<Resp>(std::move(call)));
@@ -359,6 +377,17 @@ class ServiceRegistry {
           "cannot set a request guard: the registry already serves");
     }
     guard_ = std::move(guard);
+    return absl::OkStatus();
+  }
+
+  // The guard every OK response of an authenticated connection passes
+  // before it is serialized. Only before Freeze.
+  absl::Status SetResponseGuard(ResponseGuard guard) {
+    if (frozen()) {
+      return absl::FailedPreconditionError(
+          "cannot set a response guard: the registry already serves");
+    }
+    response_guard_ = std::move(guard);
     return absl::OkStatus();
   }
 
@@ -442,7 +471,8 @@ class ServiceRegistry {
   uint32_t max_response_bytes_;
   std::atomic<bool> frozen_{false};
   absl::flat_hash_map<uint16_t, std::unique_ptr<Handler>> handlers_;
-  RequestGuard guard_;  // set before Freeze, read-only after
+  RequestGuard guard_;             // set before Freeze, read-only after
+  ResponseGuard response_guard_;  // likewise
 };
 
 }  // namespace mooncake::rpc

@@ -22,6 +22,11 @@
 // old, intact bytes through its SHM mapping, or gets NotFound over TCP and
 // falls back; no new object can land in memory an old lease still covers.
 //
+// Tenants (WorkerOptions::auth listing "cluster"): the TCP transport serves a
+// tenant's connection only the ranges the master's capabilities cover
+// (base/capability.h, scope = this worker id, segment = the master's segment
+// id), and the directory segment to read; docs/security.md.
+//
 // Thread-safety: every method may be called from any thread. One background
 // thread sends the heartbeats.
 #ifndef MOONCAKE_STORE_WORKER_WORKER_H_
@@ -43,6 +48,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +56,7 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/auth.h"
+#include "mooncake/base/capability.h"
 #include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/store/client/rdma_route.h"
@@ -60,6 +67,7 @@
 #include "mooncake/store/rpc/worker_id.h"
 #include "mooncake/store/worker/copy_agent.h"
 #include "mooncake/store/worker/tier_agent.h"
+#include "mooncake/transport/internal/router_ids.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/router.h"
 #include "mooncake/transport/shm_transport.h"
@@ -372,6 +380,13 @@ class Worker {
       t.bind_host = options_.tcp_bind_host;
       t.port = options_.tcp_port;
       t.auth = options_.auth;
+      if (options_.auth != nullptr && options_.auth->SecretOf(auth::kClusterPrincipal) != nullptr) {
+        ASSIGN_OR_RETURN(auth::CapabilityKey key,
+                         auth::CapabilityKey::FromCredentials(*options_.auth));
+        t.access.key = std::make_shared<const auth::CapabilityKey>(key);
+        t.access.target = [this](transport::SegmentId id) { return AccessTarget(id); };
+      }
+      tcp_index_ = list.size();
       ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create(std::move(t)));
       tcp_endpoint_ = tcp->LocalEndpoint();
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(
@@ -455,7 +470,32 @@ class Worker {
     return status;
   }
 
+  // The TCP transport's id of router segment `router_id`, or 0.
+  uint64_t TcpIdOf(transport::SegmentId router_id) const {
+    const auto sub = transport_internal::UnpackRouterId(router_id);
+    return sub.has_value() && tcp_index_ < sub->size() ? (*sub)[tcp_index_] : 0;
+  }
+
+  // What a capability for TCP segment `id` must name (TcpAccessControl).
+  std::optional<transport_internal::CapabilityTarget> AccessTarget(transport::SegmentId id) const {
+    MutexLock lock(&access_mu_);
+    if (id == tcp_directory_id_) return transport_internal::CapabilityTarget{"", 0, true};
+    auto it = tcp_to_master_.find(id);
+    if (it == tcp_to_master_.end()) return std::nullopt;
+    return transport_internal::CapabilityTarget{worker_id_, it->second, false};
+  }
+
   void WriteDirectoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    {
+      // The mounted segments, as tenants' capabilities name them.
+      MutexLock lock(&access_mu_);
+      tcp_to_master_.clear();
+      tcp_directory_id_ = TcpIdOf(directory_id_);
+      for (const Slot& s : slots_) {
+        const uint64_t tcp = TcpIdOf(s.router_id);
+        if (s.master_segment_id != 0 && tcp != 0) tcp_to_master_[tcp] = s.master_segment_id;
+      }
+    }
     if (!directory_.has_value()) return;  // Init failed before creating it
     rpc::Directory d;
     d.generation = ++directory_generation_;
@@ -529,6 +569,12 @@ class Worker {
   std::string worker_id_;  // fixed after Init
   transport::SegmentId directory_id_ = 0;
   std::optional<transport::SharedMemory> directory_;
+
+  size_t tcp_index_ = transport_internal::kRouterTransportsMax;  // in the router; fixed after Init
+  // Tenants' access (AccessTarget): TCP segment id -> master segment id.
+  mutable Mutex access_mu_;
+  absl::flat_hash_map<uint64_t, uint64_t> tcp_to_master_ ABSL_GUARDED_BY(access_mu_);
+  uint64_t tcp_directory_id_ ABSL_GUARDED_BY(access_mu_) = 0;
 
   mutable Mutex mu_;
   CondVar wake_;

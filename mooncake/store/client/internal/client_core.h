@@ -97,6 +97,13 @@ inline absl::Status Annotate(const absl::Status& s, std::string_view op, std::st
 
 // PutOptions::group_id / PutItem::group_id: bounded, and not on a replacing
 // put (the master refuses both too; this names the field).
+// The range capability the master gave a tenant's connection for `rep`
+// (Replica.capability), for TransferRequest::capability; null without one.
+inline const char* CapabilityOf(const proto::Replica& rep) {
+  return rep.capability().size() == transport::kCapabilityBytes ? rep.capability().data()
+                                                                : nullptr;
+}
+
 inline absl::Status CheckGroupId(std::string_view group_id, bool replace) {
   if (group_id.size() > rpc::kMaxGroupIdBytes) {
     return absl::InvalidArgumentError(

@@ -274,7 +274,8 @@ absl::Status ClientCore<C>::ReadReplica(const CachedObject& obj, size_t r, void*
                                        seg.handle,
                                        rep.offset(),
                                        obj.size_bytes,
-                                       digests.empty() ? nullptr : digests.data()};
+                                       digests.empty() ? nullptr : digests.data(),
+                                       CapabilityOf(rep)};
   absl::Status s =
       client::RunTransfers(*router_, std::span<const transport::TransferRequest>(&req, 1), deadline)
           .front();
@@ -340,7 +341,8 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
     next[i] = 1;
     if (!seg.ok()) continue;
     reqs.push_back({transport::OpCode::kRead, Destination(t[i]), seg->handle,
-                    obj.replicas[0].offset(), obj.size_bytes});
+                    obj.replicas[0].offset(), obj.size_bytes, nullptr,
+                    CapabilityOf(obj.replicas[0])});
     who.push_back(i);
     first_digest.push_back(slots);
     if (WantsDigests(obj)) slots += DigestChunkCount(obj.size_bytes);

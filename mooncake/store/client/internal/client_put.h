@@ -36,7 +36,8 @@ std::vector<absl::Status> ClientCore<C>::WriteAll(
         continue;
       }
       reqs.push_back({transport::OpCode::kWrite, const_cast<char*>(items[i].value.data()),
-                      seg->handle, rep.offset(), items[i].value.size()});
+                      seg->handle, rep.offset(), items[i].value.size(), nullptr,
+                      CapabilityOf(rep)});
       who.emplace_back(i, rep.segment_id());
     }
   }

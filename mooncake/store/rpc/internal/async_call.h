@@ -17,6 +17,7 @@
 #define MOONCAKE_STORE_RPC_INTERNAL_ASYNC_CALL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -25,6 +26,10 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/store/rpc/internal/method_metrics.h"
+
+namespace google::protobuf {
+class MessageLite;
+}  // namespace google::protobuf
 
 namespace mooncake::rpc_internal {
 
@@ -48,6 +53,12 @@ class AsyncCall {
 
   std::string_view method_name() const { return method_name_; }
   uint32_t max_response_bytes() const { return max_response_bytes_; }
+
+  // What the Responder applies to an OK response before serializing it (the
+  // registry's response guard, bound to the call's principal); empty: none.
+  using ResponseHook = std::function<void(google::protobuf::MessageLite&)>;
+  void set_response_hook(ResponseHook hook) { response_hook_ = std::move(hook); }
+  const ResponseHook& response_hook() const { return response_hook_; }
 
   // Records the call's metrics (latency from its receipt) and hands the
   // outcome to the transport: OK with the serialized response, or an error
@@ -74,6 +85,7 @@ class AsyncCall {
   std::string_view method_name_;
   int64_t received_ns_ = 0;
   uint32_t max_response_bytes_ = 0;
+  ResponseHook response_hook_;
 };
 
 }  // namespace mooncake::rpc_internal

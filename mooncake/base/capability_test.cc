@@ -97,5 +97,69 @@ TEST(Capability, ReadWriteGrantCoversBoth) {
   EXPECT_TRUE(Key().Check(kWorker, "tenant:alice", 7, cap, kCapRead, 99, 1, kNow).ok());
 }
 
+TEST(Capability, VerifiedCapabilitiesRemembersOnlyWhatVerified) {
+  VerifiedCapabilities v(std::make_shared<const CapabilityKey>(Key()), 64);
+  const std::string cap = ReadCap();
+  for (int i = 0; i < 3; ++i) {  // the first checks the MAC, the others the memo
+    EXPECT_TRUE(v.Check(kWorker, "tenant:alice", 7, cap, kCapRead, 4096, 8192, kNow).ok());
+  }
+  // A remembered capability is still checked for rights, range and expiry,
+  // and is not another holder's or target's.
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      v.Check(kWorker, "tenant:alice", 7, cap, kCapWrite, 4096, 1, kNow)));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      v.Check(kWorker, "tenant:alice", 7, cap, kCapRead, 4096, 8193, kNow)));
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      v.Check(kWorker, "tenant:alice", 7, cap, kCapRead, 4096, 1, kNow + 1001)));
+  EXPECT_TRUE(
+      absl::IsPermissionDenied(v.Check(kWorker, "tenant:bob", 7, cap, kCapRead, 4096, 1, kNow)));
+  EXPECT_TRUE(
+      absl::IsPermissionDenied(v.Check(kWorker, "tenant:alice", 8, cap, kCapRead, 4096, 1, kNow)));
+  // A forged one is refused every time (failures are not remembered).
+  std::string forged = cap;
+  forged[20] = 1;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_TRUE(absl::IsPermissionDenied(
+        v.Check(kWorker, "tenant:alice", 7, forged, kCapRead, 4096, 1, kNow)));
+  }
+  // More distinct capabilities than it holds: each still checks.
+  for (uint64_t i = 0; i < 200; ++i) {
+    const std::string c = ReadCap(i * 10, 10);
+    EXPECT_TRUE(v.Check(kWorker, "tenant:alice", 7, c, kCapRead, i * 10, 10, kNow).ok()) << i;
+  }
+}
+
+TEST(Capability, IssuedCapabilitiesGivesEqualGrantsEqualBytes) {
+  IssuedCapabilities issued(std::make_shared<const CapabilityKey>(Key()), 64);
+  const CapabilityGrant g{kCapRead, 4096, 8192, kNow + 1000};
+  const std::string a = issued.Issue(kWorker, "tenant:alice", 7, g);
+  EXPECT_EQ(a, ReadCap());
+  EXPECT_EQ(issued.Issue(kWorker, "tenant:alice", 7, g), a);
+  EXPECT_NE(issued.Issue(kWorker, "tenant:bob", 7, g), a);
+  EXPECT_NE(issued.Issue(kWorker, "tenant:alice", 8, g), a);
+  CapabilityGrant later = g;
+  later.expiry_unix_ms += 1000;
+  EXPECT_NE(issued.Issue(kWorker, "tenant:alice", 7, later), a);
+  CapabilityGrant write = g;
+  write.rights = kCapWrite;
+  const std::string w = issued.Issue(kWorker, "tenant:alice", 7, write);
+  EXPECT_TRUE(Key().Check(kWorker, "tenant:alice", 7, w, kCapWrite, 4096, 1, kNow).ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      Key().Check(kWorker, "tenant:alice", 7, w, kCapRead, 4096, 1, kNow)));
+}
+
+TEST(Capability, QuantizedExpiryRoundsDownKeepingHalfTheTime) {
+  EXPECT_EQ(QuantizedExpiry(10'400, 5'000), 15'000);  // exact 15,400
+  EXPECT_EQ(QuantizedExpiry(10'999, 5'000), 15'000);  // keeps 4,001 ms
+  EXPECT_EQ(QuantizedExpiry(10'000, 5'000), 15'000);
+  EXPECT_EQ(QuantizedExpiry(10'900, 1'000), 11'900);  // rounding would keep 100 of 1,000 ms
+  EXPECT_EQ(QuantizedExpiry(10'300, 1'000), 11'000);  // keeps 700
+  for (int64_t now = 0; now < 5'000; now += 37) {
+    const int64_t e = QuantizedExpiry(now, 2'000);
+    EXPECT_LE(e, now + 2'000);
+    EXPECT_GE(e, now + 1'000);
+  }
+}
+
 }  // namespace
 }  // namespace mooncake::auth

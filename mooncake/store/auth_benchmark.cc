@@ -4,8 +4,11 @@
 // master on every get (bypass_cache: one GetReplicas RPC and one transport
 // read per get, the most authentication-sensitive path). "on": the master and
 // the worker have a token file; the client proves a tenant's token on both
-// connections, so every RPC also passes the tenant guard ("off" names tenant
-// alice in its requests itself, so the master's work is the same). Prints, per value
+// connections, so every RPC also passes the tenant guard, every replica the
+// master answers carries a range capability (one HMAC) and the worker checks
+// the capability of every transport request (one HMAC per new capability)
+// ("off" names tenant alice in its requests itself, so the master's other work
+// is the same). Prints, per value
 // size, the median gets/s of each mode and on/off.
 //
 //   bazel run -c opt //mooncake/store:auth_benchmark -- --reps=7 --seconds=1
@@ -22,6 +25,7 @@
 #include "absl/strings/str_split.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/auth.h"
+#include "mooncake/base/capability.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
@@ -62,6 +66,13 @@ struct Env {
       client_creds = Creds("tenant:alice a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1\n");
       so.auth = server_creds;
       MC_ASSERT(registry.SetRequestGuard(master::GuardMasterRequest).ok(), "guard");
+      auto key = auth::CapabilityKey::FromCredentials(*server_creds);
+      MC_ASSERT(key.ok(), "capability key");
+      MC_ASSERT(registry
+                    .SetResponseGuard(master::CapabilityIssuer(
+                        std::make_shared<const auth::CapabilityKey>(*key)))
+                    .ok(),
+                "response guard");
     }
     server = std::make_unique<rpc::RpcServer>(&registry, so);
     MC_ASSERT(server->Start().ok(), "server");

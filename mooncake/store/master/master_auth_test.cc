@@ -220,7 +220,10 @@ TEST_F(MasterAuthTest, TenantsGetRangeCapabilitiesWithTheirReplicas) {
   EXPECT_TRUE(absl::IsPermissionDenied(check(w, auth::kCapWrite, "tenant:bob")));
   auto g = auth::DecodeCapabilityGrant(w.capability());
   ASSERT_TRUE(g.ok());
-  EXPECT_GE(g->expiry_unix_ms, before + static_cast<int64_t>(started->put_timeout_ms()));
+  // Rounded down to a second, keeping at least half the put's time.
+  EXPECT_GE(g->expiry_unix_ms, before + static_cast<int64_t>(started->put_timeout_ms()) / 2);
+  EXPECT_LE(g->expiry_unix_ms, auth::NowUnixMs() + static_cast<int64_t>(started->put_timeout_ms()));
+  EXPECT_EQ(g->expiry_unix_ms % 1000, 0);
   ASSERT_TRUE(rpc::Call<rpc::PutEndMethod>(*alice, EndReq("cap-key", started->put_id())).ok());
 
   auto got = rpc::Call<rpc::GetReplicasMethod>(*alice, GetReq("cap-key"));

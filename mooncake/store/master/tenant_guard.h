@@ -131,7 +131,7 @@ inline constexpr int64_t kUnleasedReadCapabilityMs = 1'000;
 class CapabilityIssuer {
  public:
   explicit CapabilityIssuer(std::shared_ptr<const auth::CapabilityKey> key)
-      : key_(std::move(key)) {}
+      : issued_(std::make_shared<auth::IssuedCapabilities>(std::move(key))) {}
 
   void operator()(const rpc::ServerCallContext& ctx,
                   google::protobuf::MessageLite& response) const {
@@ -172,12 +172,17 @@ class CapabilityIssuer {
   }
 
  private:
+  // Within the lease (or the put's time), rounded down to a second so
+  // that reads of one object in one second get the same capability (the
+  // worker verifies it once).
   static int64_t ReadExpiry(int64_t now, const store::proto::Lease& lease) {
-    return now + (lease.lease_id() != 0 ? static_cast<int64_t>(lease.expires_in_ms())
-                                        : kUnleasedReadCapabilityMs);
+    return auth::QuantizedExpiry(now, lease.lease_id() != 0
+                                          ? static_cast<int64_t>(lease.expires_in_ms())
+                                          : kUnleasedReadCapabilityMs);
   }
   void Put(const std::string& who, int64_t now, store::proto::PutStartResponse& r) const {
-    Sign(who, auth::kCapWrite, now + static_cast<int64_t>(r.put_timeout_ms()),
+    Sign(who, auth::kCapWrite,
+         auth::QuantizedExpiry(now, static_cast<int64_t>(r.put_timeout_ms())),
          r.mutable_replicas());
   }
   void Get(const std::string& who, int64_t now, store::proto::GetReplicasResponse& r) const {
@@ -187,12 +192,13 @@ class CapabilityIssuer {
             google::protobuf::RepeatedPtrField<store::proto::Replica>* replicas) const {
     for (store::proto::Replica& rep : *replicas) {
       if (rep.length() == 0) continue;
-      rep.set_capability(key_->Issue(rep.worker_id(), who, rep.segment_id(),
-                                     {rights, rep.offset(), rep.length(), expiry}));
+      rep.set_capability(issued_->Issue(rep.worker_id(), who, rep.segment_id(),
+                                        {rights, rep.offset(), rep.length(), expiry}));
     }
   }
 
-  std::shared_ptr<const auth::CapabilityKey> key_;
+  // Shared by the copies a registry keeps (a std::function copies us).
+  std::shared_ptr<auth::IssuedCapabilities> issued_;
 };
 
 }  // namespace mooncake::master

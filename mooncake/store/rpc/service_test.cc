@@ -308,3 +308,57 @@ TEST(ServiceRegistryAsyncTest, InlineFirstIsRefusedAndIdsAreShared) {
 
 }  // namespace
 }  // namespace mooncake::rpc
+
+namespace mooncake::rpc {
+namespace {
+
+// The response guard runs on OK answers of calls that carry a principal, in
+// sync handlers before serializing and in async ones when the Responder is
+// called (after the caller's context, and its principal, are gone).
+TEST(ServiceRegistryResponseGuardTest, CompletesAnswersOfAuthenticatedCallsOnly) {
+  ServiceRegistry registry;
+  DeferredCompleter completer;
+  ASSERT_TRUE(RegisterEcho(&registry).ok());
+  ASSERT_TRUE(RegisterEchoAsync(&registry, &completer).ok());
+  ASSERT_TRUE(registry
+                  .SetResponseGuard([](const ServerCallContext& ctx,
+                                       google::protobuf::MessageLite& m) {
+                    auto& resp = static_cast<echo::EchoResponse&>(m);
+                    resp.set_payload(resp.payload() + "+" + ctx.principal->name);
+                  })
+                  .ok());
+  registry.Freeze();
+  EXPECT_TRUE(absl::IsFailedPrecondition(registry.SetResponseGuard(nullptr)));
+
+  ServerCallContext ctx = Ctx(EchoMethod::kId);
+  std::string out;
+  ASSERT_TRUE(
+      registry.Invoke(*registry.Find(EchoMethod::kId), MakeEcho("a").SerializeAsString(), ctx, &out)
+          .ok());
+  echo::EchoResponse resp;
+  ASSERT_TRUE(resp.ParseFromString(out));
+  EXPECT_EQ(resp.payload(), "a");  // no principal: untouched
+
+  auto who = std::make_unique<auth::Principal>(auth::PrincipalFromName("tenant:alice"));
+  ctx.principal = who.get();
+  ASSERT_TRUE(
+      registry.Invoke(*registry.Find(EchoMethod::kId), MakeEcho("b").SerializeAsString(), ctx, &out)
+          .ok());
+  ASSERT_TRUE(resp.ParseFromString(out));
+  EXPECT_EQ(resp.payload(), "b+tenant:alice");
+
+  auto async_out = std::make_shared<Outcome>();
+  ServerCallContext actx = Ctx(EchoAsyncMethod::kId);
+  actx.principal = who.get();
+  registry.InvokeAsync(*registry.Find(EchoAsyncMethod::kId),
+                       MakeEcho("c", 20).SerializeAsString(), actx,
+                       std::make_unique<RecordingCall>(async_out));
+  who.reset();  // the connection is gone before the answer
+  ASSERT_TRUE(async_out->Wait().ok());
+  MutexLock lock(&async_out->mu);
+  ASSERT_TRUE(resp.ParseFromString(async_out->payload));
+  EXPECT_EQ(resp.payload(), "c+tenant:alice");
+}
+
+}  // namespace
+}  // namespace mooncake::rpc

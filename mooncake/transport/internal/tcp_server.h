@@ -31,8 +31,9 @@
 // capability (base/capability.h) that covers it, carried after the frame's
 // header (aux kAuxCapability), or on a segment Auth::access marks readable
 // by everyone; otherwise it gets ERROR(PERMISSION_DENIED) (a WRITE's payload
-// drained, no byte written) and the connection stays. Each connection keeps
-// its last verified capability, so the slices of one request pay one HMAC.
+// drained, no byte written) and the connection stays. A capability is
+// verified (an HMAC) once: the server remembers those that verified
+// (auth::VerifiedCapabilities), and each connection its last one.
 //
 // Thread-safety: Add / Remove / Stop may be called concurrently with serving.
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_
@@ -127,7 +128,12 @@ class TcpServer {
   using Auth = TcpServerAuth;
 
   TcpServer(absl::Duration io_timeout, size_t max_connections, Auth auth = {})
-      : io_timeout_(io_timeout), max_connections_(max_connections), auth_(std::move(auth)) {}
+      : io_timeout_(io_timeout),
+        max_connections_(max_connections),
+        auth_(std::move(auth)),
+        verified_(auth_.access.key != nullptr
+                      ? std::make_unique<auth::VerifiedCapabilities>(auth_.access.key)
+                      : nullptr) {}
   ~TcpServer() { Stop(); }
   TcpServer(const TcpServer&) = delete;
   TcpServer& operator=(const TcpServer&) = delete;
@@ -390,12 +396,11 @@ class TcpServer {
         target->segment == access.last_target.segment) {
       return auth::CapabilityKey::Covers(access.last_grant, right, h.offset, h.length, now);
     }
-    auth::CapabilityGrant g;
-    RETURN_IF_ERROR(auth_.access.key->Check(target->scope, access.who.name, target->segment, cap,
-                                            right, h.offset, h.length, now, &g));
+    RETURN_IF_ERROR(verified_->Check(target->scope, access.who.name, target->segment, cap, right,
+                                     h.offset, h.length, now));
+    ASSIGN_OR_RETURN(access.last_grant, auth::DecodeCapabilityGrant(cap));
     access.last_cap.assign(cap);
     access.last_target = *std::move(target);
-    access.last_grant = g;
     return absl::OkStatus();
   }
 
@@ -513,6 +518,8 @@ class TcpServer {
   const absl::Duration io_timeout_;
   const size_t max_connections_;
   const Auth auth_;
+  // Capabilities that verified, across connections (auth_.access.key set).
+  const std::unique_ptr<auth::VerifiedCapabilities> verified_;
   UniqueFd listen_;
   UniqueFd wake_;
   uint16_t port_ = 0;

@@ -161,8 +161,8 @@ class CapabilityKey {
     k.template_ = std::shared_ptr<EVP_MAC_CTX>(EVP_MAC_CTX_new(mac), CtxFree());
     EVP_MAC_free(mac);  // the context holds its own reference
     char digest[] = "SHA256";
-    const OSSL_PARAM params[] = {
-        OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0), OSSL_PARAM_END};
+    const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                                 OSSL_PARAM_END};
     if (k.template_ == nullptr ||
         EVP_MAC_init(k.template_.get(), key.data(), key.size(), params) != 1) {
       std::abort();
@@ -298,7 +298,8 @@ namespace capability_detail {
 template <typename V>
 class ShardedMemo {
  public:
-  explicit ShardedMemo(size_t max_entries) : per_shard_(std::max<size_t>(1, max_entries / kShards)) {}
+  explicit ShardedMemo(size_t max_entries)
+      : per_shard_(std::max<size_t>(1, max_entries / kShards)) {}
 
   std::optional<V> Find(const std::string& key) {
     Shard& s = ShardOf(key);

@@ -24,8 +24,8 @@ constexpr std::string_view kScope = "router://h/1|tcp://127.0.0.1:9#1";
 constexpr int64_t kNow = 1'800'000'000'000;
 
 const std::shared_ptr<const auth::CapabilityKey>& TheKey() {
-  static const auto* key = new std::shared_ptr<const auth::CapabilityKey>(
-      std::make_shared<const auth::CapabilityKey>(
+  static const auto* key =
+      new std::shared_ptr<const auth::CapabilityKey>(std::make_shared<const auth::CapabilityKey>(
           auth::CapabilityKey::FromSecret("0123456789abcdef0123456789abcdef")));
   return *key;
 }
@@ -52,8 +52,9 @@ std::vector<std::string> FuzzSeeds() {
       k.Issue(kScope, "tenant:alice", 7, {auth::kCapRead, 4096, 8192, kNow + 1000});
   const std::string write =
       k.Issue(kScope, "tenant:bob", 7, {auth::kCapWrite, 0, 1 << 20, kNow + 5000});
-  return {Seed(0, 4096, 8192, read), Seed(0, 4096, 8193, read), Seed(1, 4096, 1, read),
-          Seed(3, 0, 4096, write),   Seed(2, 0, 4096, write),   Seed(0, 0, 1, std::string(64, '\0')),
+  return {Seed(0, 4096, 8192, read), Seed(0, 4096, 8193, read),
+          Seed(1, 4096, 1, read),    Seed(3, 0, 4096, write),
+          Seed(2, 0, 4096, write),   Seed(0, 0, 1, std::string(64, '\0')),
           Seed(0, 0, 1, "short")};
 }
 
@@ -68,8 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view cap(reinterpret_cast<const char*>(data + 17), size - 17);
   static auto* verified = new auth::VerifiedCapabilities(TheKey(), 256);
 
-  const absl::Status direct =
-      TheKey()->Check(kScope, holder, 7, cap, right, offset, length, kNow);
+  const absl::Status direct = TheKey()->Check(kScope, holder, 7, cap, right, offset, length, kNow);
   const absl::Status memo = verified->Check(kScope, holder, 7, cap, right, offset, length, kNow);
   MC_ASSERT(direct.ok() == memo.ok(), "the memo and the key disagree");
   MC_ASSERT(direct.ok() || absl::IsPermissionDenied(direct), "a refusal is PERMISSION_DENIED");

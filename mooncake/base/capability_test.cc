@@ -105,8 +105,8 @@ TEST(Capability, VerifiedCapabilitiesRemembersOnlyWhatVerified) {
   }
   // A remembered capability is still checked for rights, range and expiry,
   // and is not another holder's or target's.
-  EXPECT_TRUE(absl::IsPermissionDenied(
-      v.Check(kWorker, "tenant:alice", 7, cap, kCapWrite, 4096, 1, kNow)));
+  EXPECT_TRUE(
+      absl::IsPermissionDenied(v.Check(kWorker, "tenant:alice", 7, cap, kCapWrite, 4096, 1, kNow)));
   EXPECT_TRUE(absl::IsPermissionDenied(
       v.Check(kWorker, "tenant:alice", 7, cap, kCapRead, 4096, 8193, kNow)));
   EXPECT_TRUE(absl::IsPermissionDenied(

@@ -69,8 +69,8 @@ struct Env {
       auto key = auth::CapabilityKey::FromCredentials(*server_creds);
       MC_ASSERT(key.ok(), "capability key");
       MC_ASSERT(registry
-                    .SetResponseGuard(master::CapabilityIssuer(
-                        std::make_shared<const auth::CapabilityKey>(*key)))
+                    .SetResponseGuard(
+                        master::CapabilityIssuer(std::make_shared<const auth::CapabilityKey>(*key)))
                     .ok(),
                 "response guard");
     }

@@ -181,8 +181,7 @@ class CapabilityIssuer {
                                           : kUnleasedReadCapabilityMs);
   }
   void Put(const std::string& who, int64_t now, store::proto::PutStartResponse& r) const {
-    Sign(who, auth::kCapWrite,
-         auth::QuantizedExpiry(now, static_cast<int64_t>(r.put_timeout_ms())),
+    Sign(who, auth::kCapWrite, auth::QuantizedExpiry(now, static_cast<int64_t>(r.put_timeout_ms())),
          r.mutable_replicas());
   }
   void Get(const std::string& who, int64_t now, store::proto::GetReplicasResponse& r) const {

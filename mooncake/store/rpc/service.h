@@ -122,8 +122,7 @@ using RequestGuard =
 // adds what only an authenticated caller gets (range capabilities). For an
 // asynchronous handler it runs when the Responder is called, with a copy of
 // the context whose `peer` is empty.
-using ResponseGuard =
-    std::function<void(const ServerCallContext&, google::protobuf::MessageLite&)>;
+using ResponseGuard = std::function<void(const ServerCallContext&, google::protobuf::MessageLite&)>;
 
 // What a kInlineFirst handler returns on the I/O thread to be run again on
 // the handler pool. Never reaches a caller: the server recognises it
@@ -283,9 +282,9 @@ class ServiceRegistry {
     std::unique_ptr<Handler> h = NewHandler(M::kId, M::kName, options);
     const uint32_t max_response_bytes = max_response_bytes_;
     h->run = [fn = std::move(handler), max_response_bytes, guard = &guard_,
-              response_guard = &response_guard_](
-                 std::string_view request, const ServerCallContext& ctx,
-                 std::string* response) mutable -> absl::Status {
+              response_guard = &response_guard_](std::string_view request,
+                                                 const ServerCallContext& ctx,
+                                                 std::string* response) mutable -> absl::Status {
       Req req;
       if (!req.ParseFromArray(request.data(), static_cast<int>(request.size()))) {
         return rpc_internal::MalformedRequest(M::kName, req, request.size());
@@ -471,7 +470,7 @@ class ServiceRegistry {
   uint32_t max_response_bytes_;
   std::atomic<bool> frozen_{false};
   absl::flat_hash_map<uint16_t, std::unique_ptr<Handler>> handlers_;
-  RequestGuard guard_;             // set before Freeze, read-only after
+  RequestGuard guard_;            // set before Freeze, read-only after
   ResponseGuard response_guard_;  // likewise
 };
 

@@ -320,13 +320,13 @@ TEST(ServiceRegistryResponseGuardTest, CompletesAnswersOfAuthenticatedCallsOnly)
   DeferredCompleter completer;
   ASSERT_TRUE(RegisterEcho(&registry).ok());
   ASSERT_TRUE(RegisterEchoAsync(&registry, &completer).ok());
-  ASSERT_TRUE(registry
-                  .SetResponseGuard([](const ServerCallContext& ctx,
-                                       google::protobuf::MessageLite& m) {
-                    auto& resp = static_cast<echo::EchoResponse&>(m);
-                    resp.set_payload(resp.payload() + "+" + ctx.principal->name);
-                  })
-                  .ok());
+  ASSERT_TRUE(
+      registry
+          .SetResponseGuard([](const ServerCallContext& ctx, google::protobuf::MessageLite& m) {
+            auto& resp = static_cast<echo::EchoResponse&>(m);
+            resp.set_payload(resp.payload() + "+" + ctx.principal->name);
+          })
+          .ok());
   registry.Freeze();
   EXPECT_TRUE(absl::IsFailedPrecondition(registry.SetResponseGuard(nullptr)));
 
@@ -350,9 +350,8 @@ TEST(ServiceRegistryResponseGuardTest, CompletesAnswersOfAuthenticatedCallsOnly)
   auto async_out = std::make_shared<Outcome>();
   ServerCallContext actx = Ctx(EchoAsyncMethod::kId);
   actx.principal = who.get();
-  registry.InvokeAsync(*registry.Find(EchoAsyncMethod::kId),
-                       MakeEcho("c", 20).SerializeAsString(), actx,
-                       std::make_unique<RecordingCall>(async_out));
+  registry.InvokeAsync(*registry.Find(EchoAsyncMethod::kId), MakeEcho("c", 20).SerializeAsString(),
+                       actx, std::make_unique<RecordingCall>(async_out));
   who.reset();  // the connection is gone before the answer
   ASSERT_TRUE(async_out->Wait().ok());
   MutexLock lock(&async_out->mu);

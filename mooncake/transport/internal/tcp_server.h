@@ -33,7 +33,7 @@
 // by everyone; otherwise it gets ERROR(PERMISSION_DENIED) (a WRITE's payload
 // drained, no byte written) and the connection stays. A capability is
 // verified (an HMAC) once: the server remembers those that verified
-// (auth::VerifiedCapabilities), and each connection its last one.
+// (auth::VerifiedCapabilities), and each connection the last 64 or so.
 //
 // Thread-safety: Add / Remove / Stop may be called concurrently with serving.
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_
@@ -293,12 +293,21 @@ class TcpServer {
 
   // A connection's view of tenants' access: who it is, whether its frames
   // are checked, and the last capability that verified.
+  // A capability this connection had verified for transport segment
+  // `segment` (0: empty slot).
+  struct Recent {
+    uint64_t segment = 0;
+    std::array<char, kWireCapabilityBytes> cap;
+    auth::CapabilityGrant grant;
+  };
+  static constexpr size_t kRecentSlots = 64;  // direct-mapped by a MAC byte
+  // A connection's view of tenants' access: who it is, whether its frames
+  // are checked, and the capabilities it had verified lately (no lock, no
+  // allocation, no HMAC to find one again: a hit costs a 64-byte compare).
   struct Access {
     bool check = false;  // a non-cluster principal and access control set
     auth::Principal who;
-    std::string last_cap;  // verified for last_target; empty: none yet
-    CapabilityTarget last_target;
-    auth::CapabilityGrant last_grant;
+    std::unique_ptr<std::array<Recent, kRecentSlots>> recent;  // with `check`
   };
 
   // Serves frames until the peer closes, errs, stalls mid-frame or Stop.
@@ -308,6 +317,7 @@ class TcpServer {
     if (auth_.creds != nullptr) {
       if (!Authenticate(fd, conn, &access.who)) return;
       access.check = !access.who.cluster() && auth_.access.key != nullptr;
+      if (access.check) access.recent = std::make_unique<std::array<Recent, kRecentSlots>>();
     }
     InBuf in;
     for (;;) {
@@ -379,6 +389,16 @@ class TcpServer {
   absl::Status AdmitChecked(Access& access, const FrameHeader& h, std::string_view cap) {
     const uint8_t right = h.type == FrameType::kRead ? auth::kCapRead : auth::kCapWrite;
     const int64_t now = auth::NowUnixMs();
+    // Seen on this connection for this segment: verified then (a segment id
+    // names one target for as long as it is registered).
+    Recent* slot = nullptr;
+    if (cap.size() == kWireCapabilityBytes) {
+      slot = &(*access.recent)[static_cast<uint8_t>(cap[32]) % kRecentSlots];
+      if (slot->segment == h.segment &&
+          std::memcmp(slot->cap.data(), cap.data(), cap.size()) == 0) {
+        return auth::CapabilityKey::Covers(slot->grant, right, h.offset, h.length, now);
+      }
+    }
     std::optional<CapabilityTarget> target =
         auth_.access.target ? auth_.access.target(h.segment) : std::optional<CapabilityTarget>();
     if (!target.has_value()) {
@@ -392,15 +412,11 @@ class TcpServer {
                        "' needs a capability from the master for every read and write here (the "
                        "owner checks tenants' ranges)"));
     }
-    if (cap == access.last_cap && target->scope == access.last_target.scope &&
-        target->segment == access.last_target.segment) {
-      return auth::CapabilityKey::Covers(access.last_grant, right, h.offset, h.length, now);
-    }
     RETURN_IF_ERROR(verified_->Check(target->scope, access.who.name, target->segment, cap, right,
                                      h.offset, h.length, now));
-    ASSIGN_OR_RETURN(access.last_grant, auth::DecodeCapabilityGrant(cap));
-    access.last_cap.assign(cap);
-    access.last_target = *std::move(target);
+    ASSIGN_OR_RETURN(slot->grant, auth::DecodeCapabilityGrant(cap));
+    std::memcpy(slot->cap.data(), cap.data(), cap.size());
+    slot->segment = h.segment;
     return absl::OkStatus();
   }
 

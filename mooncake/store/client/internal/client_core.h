@@ -100,8 +100,7 @@ inline absl::Status Annotate(const absl::Status& s, std::string_view op, std::st
 // The range capability the master gave a tenant's connection for `rep`
 // (Replica.capability), for TransferRequest::capability; null without one.
 inline const char* CapabilityOf(const proto::Replica& rep) {
-  return rep.capability().size() == transport::kCapabilityBytes ? rep.capability().data()
-                                                                : nullptr;
+  return rep.capability().size() == transport::kCapabilityBytes ? rep.capability().data() : nullptr;
 }
 
 inline absl::Status CheckGroupId(std::string_view group_id, bool replace) {

@@ -18,6 +18,12 @@
 // A host with no RDMA device (MakeRdmaTransport's FailedPrecondition) simply
 // gets no RDMA route: the store runs on its other transports.
 //
+// Authentication (docs/security.md): `auth` makes the real verbs' control
+// channel run base/auth.h's handshake; `refuse_tenants` (a worker that checks
+// tenants' capabilities) serves it to "cluster" only, so tenants' clients get
+// no queue pair and no memory key, and read and write over TCP. A factory
+// makes its transport as it likes (tests).
+//
 // Thread-safety: AppendRdmaRoute has no state; call it from any thread.
 #ifndef MOONCAKE_STORE_CLIENT_RDMA_ROUTE_H_
 #define MOONCAKE_STORE_CLIENT_RDMA_ROUTE_H_
@@ -32,6 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/transport/internal/any_transport.h"
 
 #if defined(MOONCAKE_STORE_RDMA)  // set by //mooncake/store/client:rdma_backend_on
@@ -58,11 +65,14 @@ inline constexpr bool kRdmaBuilt = client_internal::kRdmaBackendBuilt;
 inline absl::Status AppendRdmaRoute(
     bool enabled, bool required, const RdmaTransportFactory& factory,
     const std::string& listen_host,
-    std::vector<std::unique_ptr<transport_internal::AnyTransport>>* list) {
+    std::vector<std::unique_ptr<transport_internal::AnyTransport>>* list,
+    std::shared_ptr<const auth::Credentials> auth = nullptr, bool refuse_tenants = false) {
   MC_ASSERT(list != nullptr, "AppendRdmaRoute needs a list");
   if (!enabled) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>> t =
-      factory ? factory() : client_internal::MakeDefaultRdmaTransport(listen_host);
+      factory
+          ? factory()
+          : client_internal::MakeDefaultRdmaTransport(listen_host, std::move(auth), refuse_tenants);
   if (!t.ok()) {
     if (factory || !kRdmaBuilt || !client_internal::IsNoRdmaDevice(t.status())) {
       return t.status();

@@ -373,8 +373,12 @@ class Worker {
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
           std::move(shm)));
     }
-    RETURN_IF_ERROR(client::AppendRdmaRoute(options_.serve_rdma, options_.require_rdma,
-                                            options_.rdma_factory, options_.tcp_bind_host, &list));
+    // A worker that checks tenants' ranges on TCP keeps tenants off RDMA,
+    // where no check is possible (rdma_route.h).
+    RETURN_IF_ERROR(client::AppendRdmaRoute(
+        options_.serve_rdma, options_.require_rdma, options_.rdma_factory, options_.tcp_bind_host,
+        &list, options_.auth,
+        options_.auth != nullptr && options_.auth->SecretOf(auth::kClusterPrincipal) != nullptr));
     if (options_.serve_tcp) {
       transport::TcpTransport::Options t;
       t.bind_host = options_.tcp_bind_host;

@@ -65,6 +65,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
@@ -80,6 +81,9 @@
 #include "mooncake/transport/transport_metrics.h"
 
 namespace mooncake::transport_internal {
+
+// Separates the RDMA control channel's proofs from the RPC and TCP ones.
+inline constexpr std::string_view kRdmaAuthProtocol = "rdma";
 
 struct RdmaOptions {
   std::string device_name;  // empty: the first device found
@@ -97,6 +101,18 @@ struct RdmaOptions {
   absl::Duration io_timeout = absl::Seconds(5);
   RtsParams rts;                       // timeout / retry counts; sq_psn is filled in per QP
   MetricsRegistry* metrics = nullptr;  // null: a private registry
+  // The cluster's token file (docs/security.md). Set: every control
+  // connection starts with base/auth.h's handshake (AUTH_* messages): the
+  // owner serves only peers that prove a principal of the file, the requester
+  // proves auth->self() and refuses an owner that does not prove the same
+  // secret. Null: none.
+  std::shared_ptr<const auth::Credentials> auth;
+  // With `auth`: refuse tenants' principals (only "cluster" may connect a
+  // queue pair or learn a segment's memory key). One-sided RDMA bypasses the
+  // owner's CPU, so tenants' ranges cannot be checked on this path: a store
+  // whose workers check tenants' capabilities sets it, and tenants read and
+  // write over TCP.
+  bool refuse_tenants = false;
 };
 
 inline absl::Status ValidateRdmaOptions(const RdmaOptions& o) {
@@ -196,14 +212,31 @@ class RdmaEngine {
     UniqueFd fd;
     QueuePair qp;
     bool has_qp = false;
+    // With options_.auth: the handshake in progress (null before HELLO);
+    // `authenticated` once the peer proved a principal we serve.
+    std::unique_ptr<auth::ServerHandshake> handshake;
+    bool authenticated = false;
   };
 
   RdmaEngine(V verbs, RdmaOptions options)
       : verbs_(std::move(verbs)),
         options_(std::move(options)),
         metrics_(options_.metrics, "rdma"),
+        auth_failures_(options_.auth != nullptr ? AuthFailuresCounter(metrics_.registry())
+                                                : nullptr),
         rng_(std::random_device{}()),
         batches_(options_.batches_in_flight_max, &metrics_) {}
+
+  // The handshakes refused (counted as TcpTransport counts its own).
+  static Counter* AuthFailuresCounter(MetricsRegistry& registry) {
+    absl::StatusOr<Counter*> c = registry.GetCounter(
+        "mooncake_transport_auth_failures_total",
+        "Connections the owner refused in the authentication handshake (no, bad or wrong "
+        "proof) or that did not finish it within io_timeout.",
+        {{"transport", "rdma"}});
+    MC_ASSERT(c.ok(), "auth failure metric registration failed (name clash in the registry)");
+    return *c;
+  }
 
   absl::Status Init();
   void Shutdown();
@@ -229,12 +262,15 @@ class RdmaEngine {
   transport::BatchResult TakeResult(transport::BatchId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   void ServeLoop();
+  absl::Status AuthenticateControl(int fd, absl::Time deadline);
+  absl::Status HandleHandshake(ControlConn& s, RdmaMessage& m, absl::Time deadline);
   absl::Status HandleMessage(ControlConn& s);
   void DropControlConn(ControlConn& s);
 
   V verbs_;
   const RdmaOptions options_;
   transport::TransportMetrics metrics_;
+  Counter* const auth_failures_;  // in metrics_'s registry; null without options_.auth
   ContextHandle ctx_{};
   PdHandle pd_{};
   CqHandle passive_cq_{};  // owner-side QPs; one-sided inbound work makes no CQEs

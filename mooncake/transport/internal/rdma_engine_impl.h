@@ -187,6 +187,7 @@ absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V
   }
   auto status = [&]() -> absl::Status {
     ASSIGN_OR_RETURN(UniqueFd fd, rdma_ctl::ConnectTcp(hp, deadline));
+    RETURN_IF_ERROR(AuthenticateControl(fd.get(), deadline));
     RdmaMessage hello;
     hello.type = RdmaMsgType::kConnectRequest;
     hello.qp = LocalQpInfo(c->qp.qpn, psn);
@@ -370,11 +371,104 @@ void RdmaEngine<V>::ServeLoop() {
   }
 }
 
+// The requester's side of the handshake on a fresh control connection
+// (nothing without options_.auth). UNAUTHENTICATED when the owner refuses,
+// proves wrongly, or does not ask for a token (it answers AUTH_HELLO with
+// another error): a requester with a token never uses an unauthenticated owner.
+template <RdmaVerbs V>
+absl::Status RdmaEngine<V>::AuthenticateControl(int fd, absl::Time deadline) {
+  if (options_.auth == nullptr) return absl::OkStatus();
+  auth::ClientHandshake hs(*options_.auth, kRdmaAuthProtocol);
+  const auto exchange = [&](RdmaMsgType type, std::string blob,
+                            RdmaMsgType want) -> absl::StatusOr<std::string> {
+    RdmaMessage m;
+    m.type = type;
+    m.auth = std::move(blob);
+    RETURN_IF_ERROR(rdma_ctl::SendRdmaMessage(fd, m, deadline));
+    ASSIGN_OR_RETURN(RdmaMessage reply, rdma_ctl::RecvRdmaMessage(fd, deadline));
+    if (!reply.status.ok()) {
+      if (reply.type == want && absl::IsUnauthenticated(reply.status)) {
+        return absl::UnauthenticatedError(
+            absl::StrCat("owner refused authentication: ", reply.status.message()));
+      }
+      if (reply.type == want && absl::IsPermissionDenied(reply.status)) return reply.status;
+      return absl::UnauthenticatedError(absl::StrCat(
+          "owner does not require authentication (it answered ", reply.status.message(),
+          "); refusing it: an RDMA transport with an auth token talks only to owners that "
+          "prove they hold the same secret"));
+    }
+    if (reply.type != want) {
+      return absl::DataLossError("RDMA control: unexpected message during authentication");
+    }
+    return std::move(reply.auth);
+  };
+  ASSIGN_OR_RETURN(std::string challenge,
+                   exchange(RdmaMsgType::kAuthHello, hs.Hello(), RdmaMsgType::kAuthChallenge));
+  ASSIGN_OR_RETURN(std::string proof, hs.Proof(challenge));
+  ASSIGN_OR_RETURN(std::string server_proof,
+                   exchange(RdmaMsgType::kAuthProof, std::move(proof), RdmaMsgType::kAuthOk));
+  if (absl::Status v = hs.Verify(server_proof); !v.ok()) {
+    return absl::UnauthenticatedError(v.message());
+  }
+  return absl::OkStatus();
+}
+
+// The owner's side of the handshake: `m` is a message of a control
+// connection that has not authenticated yet. Answers it; a non-OK return
+// closes the connection (after the refusal was sent).
+template <RdmaVerbs V>
+absl::Status RdmaEngine<V>::HandleHandshake(ControlConn& s, RdmaMessage& m, absl::Time deadline) {
+  RdmaMessage reply;
+  absl::Status refusal;
+  if (m.type == RdmaMsgType::kAuthHello && s.handshake == nullptr) {
+    s.handshake = std::make_unique<auth::ServerHandshake>(options_.auth, kRdmaAuthProtocol);
+    reply.type = RdmaMsgType::kAuthChallenge;
+    absl::StatusOr<std::string> challenge = s.handshake->OnHello(m.auth);
+    if (challenge.ok()) {
+      reply.auth = *std::move(challenge);
+    } else {
+      refusal = challenge.status();
+    }
+  } else if (m.type == RdmaMsgType::kAuthProof && s.handshake != nullptr) {
+    reply.type = RdmaMsgType::kAuthOk;
+    auth::Principal who;
+    absl::StatusOr<std::string> ok = s.handshake->OnProof(m.auth, &who);
+    if (!ok.ok()) {
+      refusal = ok.status();
+    } else if (options_.refuse_tenants && !who.cluster()) {
+      refusal = absl::PermissionDeniedError(absl::StrCat(
+          "'", who.name,
+          "' may not use RDMA here: this owner checks tenants' ranges, which one-sided RDMA "
+          "bypasses (read and write over TCP)"));
+    } else {
+      reply.auth = *std::move(ok);
+      s.authenticated = true;
+    }
+  } else {
+    // Anything else first: refused, in the reply type the requester waits for.
+    reply.type =
+        m.type == RdmaMsgType::kOpenRequest ? RdmaMsgType::kOpenReply : RdmaMsgType::kConnectReply;
+    reply.qp = LocalQpInfo(0, 0);  // a well-formed body around the refusal
+    refusal = absl::UnauthenticatedError(
+        "authentication required: this RDMA transport has an auth token file (give the "
+        "requester's RdmaOptions a token from it: RdmaOptions::auth)");
+  }
+  if (!refusal.ok()) {
+    reply.status = refusal;
+    reply.auth.clear();
+    if (auth_failures_ != nullptr) auth_failures_->Increment();
+    (void)rdma_ctl::SendRdmaMessage(s.fd.get(), reply, deadline);
+    return refusal;
+  }
+  return rdma_ctl::SendRdmaMessage(s.fd.get(), reply, deadline);
+}
+
 // Serves one control message. A non-OK return closes that control connection.
 template <RdmaVerbs V>
 absl::Status RdmaEngine<V>::HandleMessage(ControlConn& s) {
   const absl::Time deadline = absl::Now() + options_.io_timeout;
   ASSIGN_OR_RETURN(RdmaMessage m, rdma_ctl::RecvRdmaMessage(s.fd.get(), deadline));
+  if (options_.auth != nullptr && !s.authenticated) return HandleHandshake(s, m, deadline);
   RdmaMessage reply;
   if (m.type == RdmaMsgType::kConnectRequest) {
     reply.type = RdmaMsgType::kConnectReply;
@@ -411,6 +505,19 @@ absl::Status RdmaEngine<V>::HandleMessage(ControlConn& s) {
       const LocalSegment& seg = it->second;
       reply.segment = SegmentInfo{m.segment.id, seg.addr, seg.mr.rkey, seg.length, seg.location};
     }
+  } else if (m.type == RdmaMsgType::kAuthHello || m.type == RdmaMsgType::kAuthProof) {
+    // A handshake where none is due (this owner has no token file, or it is
+    // done): answered so a requester with a token reports it, then closed.
+    reply.type =
+        m.type == RdmaMsgType::kAuthHello ? RdmaMsgType::kAuthChallenge : RdmaMsgType::kAuthOk;
+    reply.status = options_.auth == nullptr
+                       ? absl::UnimplementedError(
+                             "this RDMA transport does not use authentication (it has no auth "
+                             "token file)")
+                       : absl::FailedPreconditionError(
+                             "authentication message on an authenticated control connection");
+    (void)rdma_ctl::SendRdmaMessage(s.fd.get(), reply, deadline);
+    return reply.status;
   } else {
     return absl::DataLossError("RDMA control: unexpected message type from a requester");
   }

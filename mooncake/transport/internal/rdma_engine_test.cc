@@ -326,3 +326,106 @@ TEST(RdmaEngineTest, TeardownReleasesEveryVerbsObject) {
 
 }  // namespace
 }  // namespace mooncake::transport_internal
+
+namespace mooncake::transport_internal {
+namespace {
+
+// The control channel's authentication (RdmaOptions::auth; docs/security.md).
+std::shared_ptr<const auth::Credentials> RdmaCreds(const char* text) {
+  auto c = auth::Credentials::Parse(text, "test");
+  MC_ASSERT(c.ok(), "test token file");
+  return std::make_shared<const auth::Credentials>(*std::move(c));
+}
+
+constexpr char kRdmaOwnerFile[] =
+    "cluster       0123456789abcdef0123456789abcdef\n"
+    "tenant:alice  a11ce-a11ce-a11ce-a11ce-a11ce\n";
+
+struct AuthPair {
+  std::shared_ptr<FakeFabric> fabric =
+      std::make_shared<FakeFabric>(std::vector<std::string>{"a", "b"});
+  std::unique_ptr<FakeRdma> owner;
+  std::vector<std::byte> memory = std::vector<std::byte>(64 << 10);
+  transport::SegmentDesc seg;
+
+  explicit AuthPair(RdmaOptions o) {
+    o.device_name = "a";
+    owner = std::move(*FakeRdma::Create(FakeVerbs(fabric), o));
+    FillPattern(memory.data(), memory.size(), 3);
+    seg = *owner->RegisterMemory(memory.data(), memory.size(), MemoryLocation::HostDram());
+  }
+  std::unique_ptr<FakeRdma> Requester(std::shared_ptr<const auth::Credentials> creds) {
+    RdmaOptions o;
+    o.device_name = "b";
+    o.auth = std::move(creds);
+    return std::move(*FakeRdma::Create(FakeVerbs(fabric), o));
+  }
+};
+
+RdmaOptions OwnerOptions(bool refuse_tenants) {
+  RdmaOptions o;
+  o.auth = RdmaCreds(kRdmaOwnerFile);
+  o.refuse_tenants = refuse_tenants;
+  o.io_timeout = absl::Seconds(2);
+  return o;
+}
+
+TEST(RdmaEngineAuthTest, MatchingSecretsConnectAndTransfer) {
+  AuthPair p(OwnerOptions(false));
+  for (const char* file : {"cluster 0123456789abcdef0123456789abcdef\n",
+                           "tenant:alice a11ce-a11ce-a11ce-a11ce-a11ce\n"}) {
+    auto requester = p.Requester(RdmaCreds(file));
+    auto r = requester->OpenSegment(p.owner->LocalEndpoint(), p.seg.id);
+    ASSERT_TRUE(r.ok()) << file << r.status();
+    std::vector<std::byte> dst(p.memory.size());
+    auto res =
+        RunFor(*requester, {TransferRequest{OpCode::kRead, dst.data(), r->handle, 0, dst.size()}});
+    ASSERT_TRUE(res.ok() && res->ok()) << file;
+    EXPECT_TRUE(CheckPattern(dst.data(), dst.size(), 3)) << file;
+  }
+}
+
+TEST(RdmaEngineAuthTest, NoTokenWrongSecretAndTenantsWhereRefusedGetNoKeys) {
+  AuthPair p(OwnerOptions(/*refuse_tenants=*/true));
+  // No token: refused before a queue pair or a key is handed out.
+  auto anon = p.Requester(nullptr);
+  auto r = anon->OpenSegment(p.owner->LocalEndpoint(), p.seg.id);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(r.status())) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("authentication required"), std::string::npos)
+      << r.status();
+  // A wrong secret.
+  auto wrong = p.Requester(RdmaCreds("cluster ffffffffffffffffffffffffffffffff\n"));
+  r = wrong->OpenSegment(p.owner->LocalEndpoint(), p.seg.id);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(r.status())) << r.status();
+  // A tenant where the owner checks tenants' ranges (RDMA cannot).
+  auto alice = p.Requester(RdmaCreds("tenant:alice a11ce-a11ce-a11ce-a11ce-a11ce\n"));
+  r = alice->OpenSegment(p.owner->LocalEndpoint(), p.seg.id);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(r.status())) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("over TCP"), std::string::npos) << r.status();
+  // The cluster still connects.
+  auto cluster = p.Requester(RdmaCreds("cluster 0123456789abcdef0123456789abcdef\n"));
+  EXPECT_TRUE(cluster->OpenSegment(p.owner->LocalEndpoint(), p.seg.id).ok());
+}
+
+TEST(RdmaEngineAuthTest, ARequesterWithATokenRefusesAnOwnerWithoutOne) {
+  AuthPair p(RdmaOptions{});
+  auto requester = p.Requester(RdmaCreds("cluster 0123456789abcdef0123456789abcdef\n"));
+  auto r = requester->OpenSegment(p.owner->LocalEndpoint(), p.seg.id);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(r.status())) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("does not require authentication"),
+            std::string::npos)
+      << r.status();
+  // And an owner with a token refuses a requester whose secret differs, even
+  // though that requester's proof of its own secret is well formed.
+  AuthPair q(OwnerOptions(false));
+  auto other = q.Requester(RdmaCreds("tenant:bob b0b-b0b-b0b-b0b-b0b-b0b-b0b\n"));
+  EXPECT_TRUE(
+      absl::IsUnauthenticated(other->OpenSegment(q.owner->LocalEndpoint(), q.seg.id).status()));
+}
+
+}  // namespace
+}  // namespace mooncake::transport_internal

@@ -8,7 +8,12 @@
 //   kOpenRequest     u64 segment_id              requester -> owner
 //   kOpenReply       u32 code, u64 segment_id, u64 addr, u32 rkey,
 //                    u64 length, u8 kind, i32 device, msg
+//   kAuthHello       blob (base/auth.h's HELLO)    requester -> owner
+//   kAuthChallenge   u32 code, blob (nonce), msg   owner -> requester
+//   kAuthProof       blob (the client proof)       requester -> owner
+//   kAuthOk          u32 code, blob (server proof), msg   owner -> requester
 //   QpInfo = u32 qpn, u32 psn, u16 lid, u8 mtu, u8 use_gid, 16 B gid
+//   blob   = u16 bytes, then that many bytes (<= kMaxAuthBlobBytes)
 //   msg    = u16 bytes, then that many bytes (<= kMaxMessageBytes)
 // `code` is an absl::StatusCode. The decoder accepts exactly these layouts
 // and rejects anything else with InvalidArgument/DataLoss (it is fuzzed:
@@ -37,14 +42,22 @@ inline constexpr uint32_t kRdmaWireMagic = 0x4452434D;
 inline constexpr uint16_t kRdmaWireVersion = 1;
 inline constexpr size_t kRdmaHeaderBytes = 12;
 inline constexpr size_t kMaxMessageBytes = 512;
-inline constexpr size_t kRdmaBodyBytesMax = 64 + kMaxMessageBytes;
+inline constexpr size_t kMaxAuthBlobBytes = 256;
+inline constexpr size_t kRdmaBodyBytesMax = 64 + kMaxAuthBlobBytes + kMaxMessageBytes;
 
 enum class RdmaMsgType : uint16_t {
   kConnectRequest = 1,
   kConnectReply = 2,
   kOpenRequest = 3,
   kOpenReply = 4,
+  // The authentication handshake (base/auth.h), first on a control
+  // connection to an owner with an auth token file.
+  kAuthHello = 5,
+  kAuthChallenge = 6,
+  kAuthProof = 7,
+  kAuthOk = 8,
 };
+inline constexpr uint16_t kRdmaMsgTypeMax = 8;
 
 struct QpInfo {
   uint32_t qpn = 0;
@@ -71,6 +84,7 @@ struct RdmaMessage {
   absl::Status status;  // replies
   QpInfo qp;            // connect request / reply
   SegmentInfo segment;  // open request (id only) / reply
+  std::string auth;     // the AUTH_* messages' blob
 };
 
 namespace rdma_wire {
@@ -154,6 +168,19 @@ inline void PutText(Writer& w, const absl::Status& s) {
   w.Bytes(text.data(), n);
 }
 
+inline void PutBlob(Writer& w, std::string_view b) {
+  const size_t n = std::min(b.size(), kMaxAuthBlobBytes);
+  w.U16(static_cast<uint16_t>(n));
+  w.Bytes(b.data(), n);
+}
+
+inline bool GetBlob(Reader& r, std::string* b) {
+  uint16_t n = 0;
+  if (!r.U16(&n) || n > kMaxAuthBlobBytes) return false;
+  b->assign(n, '\0');
+  return r.Bytes(b->data(), n);
+}
+
 inline bool GetStatus(Reader& r, uint32_t code, absl::Status* s) {
   uint16_t n = 0;
   if (code > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated) || !r.U16(&n) ||
@@ -194,6 +221,16 @@ inline std::vector<uint8_t> EncodeRdmaMessage(const RdmaMessage& m) {
       body.U32(static_cast<uint32_t>(m.segment.location.device));
       rdma_wire::PutText(body, m.status);
       break;
+    case RdmaMsgType::kAuthHello:
+    case RdmaMsgType::kAuthProof:
+      rdma_wire::PutBlob(body, m.auth);
+      break;
+    case RdmaMsgType::kAuthChallenge:
+    case RdmaMsgType::kAuthOk:
+      rdma_wire::PutStatus(body, m.status);
+      rdma_wire::PutBlob(body, m.auth);
+      rdma_wire::PutText(body, m.status);
+      break;
   }
   rdma_wire::Writer frame;
   frame.U32(kRdmaWireMagic);
@@ -225,7 +262,9 @@ inline absl::StatusOr<RdmaHeader> DecodeRdmaHeader(std::span<const uint8_t> byte
     return absl::FailedPreconditionError(
         absl::StrCat("RDMA control protocol version ", version, ", expected ", kRdmaWireVersion));
   }
-  if (type < 1 || type > 4) return absl::DataLossError(absl::StrCat("unknown RDMA message ", type));
+  if (type < 1 || type > kRdmaMsgTypeMax) {
+    return absl::DataLossError(absl::StrCat("unknown RDMA message ", type));
+  }
   if (body_bytes > kRdmaBodyBytesMax) {
     return absl::DataLossError(
         absl::StrCat("RDMA control body of ", body_bytes, " bytes exceeds ", kRdmaBodyBytesMax));
@@ -262,6 +301,15 @@ inline absl::StatusOr<RdmaMessage> DecodeRdmaBody(RdmaMsgType type, std::span<co
                   (m.segment.length > 0 && m.segment.addr + m.segment.length > m.segment.addr));
       break;
     }
+    case RdmaMsgType::kAuthHello:
+    case RdmaMsgType::kAuthProof:
+      ok = rdma_wire::GetBlob(r, &m.auth);
+      break;
+    case RdmaMsgType::kAuthChallenge:
+    case RdmaMsgType::kAuthOk:
+      ok = r.U32(&code) && rdma_wire::GetBlob(r, &m.auth) &&
+           rdma_wire::GetStatus(r, code, &m.status);
+      break;
   }
   if (!ok || !r.AtEnd()) {
     return absl::DataLossError("malformed RDMA control message body");

@@ -15,7 +15,7 @@ std::vector<std::string> FuzzSeeds() {
   using transport_internal::RdmaMessage;
   using transport_internal::RdmaMsgType;
   std::vector<std::string> seeds;
-  for (int t = 1; t <= 4; ++t) {
+  for (int t = 1; t <= transport_internal::kRdmaMsgTypeMax; ++t) {
     RdmaMessage m;
     m.type = static_cast<RdmaMsgType>(t);
     m.qp.mtu = 3;
@@ -24,6 +24,8 @@ std::vector<std::string> FuzzSeeds() {
     m.segment.length = 4096;
     m.segment.addr = 0x1000;
     if (t == 2) m.status = absl::UnavailableError("busy");
+    if (t == 8) m.status = absl::UnauthenticatedError("wrong secret");
+    if (t >= 5) m.auth = std::string(t == 5 ? 47 : 32, static_cast<char>('a' + t));
     const std::vector<uint8_t> f = transport_internal::EncodeRdmaMessage(m);
     seeds.emplace_back(f.begin(), f.end());
   }

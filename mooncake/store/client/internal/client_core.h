@@ -169,8 +169,8 @@ class ClientCore {
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
           std::move(shm)));
     }
-    RETURN_IF_ERROR(
-        client::AppendRdmaRoute(o.use_rdma, o.require_rdma, o.rdma_factory, "127.0.0.1", &list));
+    RETURN_IF_ERROR(client::AppendRdmaRoute(o.use_rdma, o.require_rdma, o.rdma_factory, "127.0.0.1",
+                                            &list, o.auth));
     if (o.use_tcp) {
       ASSIGN_OR_RETURN(auto tcp, transport::TcpTransport::Create(TcpOptionsFor(o)));
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/transport/internal/any_transport.h"
 
 namespace mooncake::client_internal {
@@ -16,7 +17,8 @@ namespace mooncake::client_internal {
 inline constexpr bool kRdmaBackendBuilt = false;
 
 inline absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>> MakeDefaultRdmaTransport(
-    const std::string& /*listen_host*/) {
+    const std::string& /*listen_host*/, std::shared_ptr<const auth::Credentials> /*auth*/,
+    bool /*refuse_tenants*/) {
   return absl::FailedPreconditionError(
       "RDMA requested but this build has no RDMA transport (build with --config=rdma)");
 }

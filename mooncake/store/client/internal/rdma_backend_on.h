@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/transport/internal/any_transport.h"
 #include "mooncake/transport/rdma_transport.h"
 
@@ -18,9 +19,12 @@ namespace mooncake::client_internal {
 inline constexpr bool kRdmaBackendBuilt = true;
 
 inline absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>> MakeDefaultRdmaTransport(
-    const std::string& listen_host) {
+    const std::string& listen_host, std::shared_ptr<const auth::Credentials> auth,
+    bool refuse_tenants) {
   transport::RdmaOptions o;
   o.listen_host = listen_host;
+  o.auth = std::move(auth);
+  o.refuse_tenants = refuse_tenants;
   absl::StatusOr<std::unique_ptr<transport::RdmaTransport>> t = transport::MakeRdmaTransport(o);
   if (!t.ok()) return t.status();
   return std::unique_ptr<transport_internal::AnyTransport>(

@@ -291,8 +291,6 @@ class TcpServer {
     return true;
   }
 
-  // A connection's view of tenants' access: who it is, whether its frames
-  // are checked, and the last capability that verified.
   // A capability this connection had verified for transport segment
   // `segment` (0: empty slot).
   struct Recent {

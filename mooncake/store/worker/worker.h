@@ -486,7 +486,7 @@ class Worker {
     if (id == tcp_directory_id_) return transport_internal::CapabilityTarget{"", 0, true};
     auto it = tcp_to_master_.find(id);
     if (it == tcp_to_master_.end()) return std::nullopt;
-    return transport_internal::CapabilityTarget{worker_id_, it->second, false};
+    return transport_internal::CapabilityTarget{access_scope_, it->second, false};
   }
 
   void WriteDirectoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -494,6 +494,7 @@ class Worker {
       // The mounted segments, as tenants' capabilities name them.
       MutexLock lock(&access_mu_);
       tcp_to_master_.clear();
+      access_scope_ = worker_id_;
       tcp_directory_id_ = TcpIdOf(directory_id_);
       for (const Slot& s : slots_) {
         const uint64_t tcp = TcpIdOf(s.router_id);
@@ -579,6 +580,8 @@ class Worker {
   mutable Mutex access_mu_;
   absl::flat_hash_map<uint64_t, uint64_t> tcp_to_master_ ABSL_GUARDED_BY(access_mu_);
   uint64_t tcp_directory_id_ ABSL_GUARDED_BY(access_mu_) = 0;
+  // worker_id_, for connection threads (which may start before Init sets it).
+  std::string access_scope_ ABSL_GUARDED_BY(access_mu_);
 
   mutable Mutex mu_;
   CondVar wake_;

@@ -25,7 +25,6 @@
 #include "absl/strings/str_split.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/auth.h"
-#include "mooncake/base/capability.h"
 #include "mooncake/store/client.h"
 #include "mooncake/store/master/master.h"
 #include "mooncake/store/master/master_service.h"
@@ -65,14 +64,7 @@ struct Env {
           "tenant:alice a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1\n");
       client_creds = Creds("tenant:alice a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1\n");
       so.auth = server_creds;
-      MC_ASSERT(registry.SetRequestGuard(master::GuardMasterRequest).ok(), "guard");
-      auto key = auth::CapabilityKey::FromCredentials(*server_creds);
-      MC_ASSERT(key.ok(), "capability key");
-      MC_ASSERT(registry
-                    .SetResponseGuard(
-                        master::CapabilityIssuer(std::make_shared<const auth::CapabilityKey>(*key)))
-                    .ok(),
-                "response guard");
+      MC_ASSERT(master::GuardMasterRegistry(&registry, *server_creds).ok(), "guards");
     }
     server = std::make_unique<rpc::RpcServer>(&registry, so);
     MC_ASSERT(server->Start().ok(), "server");

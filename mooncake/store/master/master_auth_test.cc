@@ -62,8 +62,7 @@ class MasterAuthTest : public ::testing::Test {
     master_ = *Master<>::Create(o);
     service_ = std::make_unique<MasterService<Master<>>>(master_.get(), MasterServiceOptions{});
     ASSERT_TRUE(service_->Register(&registry_).ok());
-    ASSERT_TRUE(registry_.SetRequestGuard(GuardMasterRequest).ok());
-    ASSERT_TRUE(registry_.SetResponseGuard(CapabilityIssuer(Key())).ok());
+    ASSERT_TRUE(GuardMasterRegistry(&registry_, *Creds(kServerTokens)).ok());
     rpc::RpcServerOptions so;
     so.auth = Creds(kServerTokens);
     so.auth_timeout_ms = 300;

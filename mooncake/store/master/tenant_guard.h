@@ -26,7 +26,10 @@
 // whose transport checks tenants (WorkerOptions::auth) serves a tenant's
 // connection only the ranges such capabilities cover.
 //
-// Thread-safety: a pure function.
+// GuardMasterRegistry sets both on a registry.
+//
+// Thread-safety: GuardMasterRequest is a pure function; CapabilityIssuer is
+// thread-safe.
 #ifndef MOONCAKE_STORE_MASTER_TENANT_GUARD_H_
 #define MOONCAKE_STORE_MASTER_TENANT_GUARD_H_
 
@@ -199,6 +202,18 @@ class CapabilityIssuer {
   // Shared by the copies a registry keeps (a std::function copies us).
   std::shared_ptr<auth::IssuedCapabilities> issued_;
 };
+
+// Both guards of a master whose RPC server has `creds` (a token file that
+// lists "cluster"): requests bound to their tenant, replicas with capabilities.
+// Errors: FAILED_PRECONDITION (no "cluster" line), or the registry's (it serves).
+inline absl::Status GuardMasterRegistry(rpc::ServiceRegistry* registry,
+                                        const auth::Credentials& creds) {
+  absl::StatusOr<auth::CapabilityKey> key = auth::CapabilityKey::FromCredentials(creds);
+  if (!key.ok()) return key.status();
+  if (absl::Status s = registry->SetRequestGuard(GuardMasterRequest); !s.ok()) return s;
+  return registry->SetResponseGuard(
+      CapabilityIssuer(std::make_shared<const auth::CapabilityKey>(*std::move(key))));
+}
 
 }  // namespace mooncake::master
 

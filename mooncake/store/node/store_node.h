@@ -433,12 +433,7 @@ class StoreNode {
   absl::Status StartRpcServer(const master::MasterOptions& mo) {
     rpc::RpcServerOptions so;
     so.auth = auth_;
-    if (auth_ != nullptr) {
-      RETURN_IF_ERROR(registry_->SetRequestGuard(master::GuardMasterRequest));
-      ASSIGN_OR_RETURN(auth::CapabilityKey key, auth::CapabilityKey::FromCredentials(*auth_));
-      RETURN_IF_ERROR(registry_->SetResponseGuard(
-          master::CapabilityIssuer(std::make_shared<const auth::CapabilityKey>(key))));
-    }
+    if (auth_ != nullptr) RETURN_IF_ERROR(master::GuardMasterRegistry(registry_.get(), *auth_));
     so.host = options_.listen.host;
     so.port = options_.listen.port;
     so.io_threads = options_.rpc_io_threads;

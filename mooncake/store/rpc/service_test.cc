@@ -152,9 +152,14 @@ struct Outcome {
   }
 };
 
+// It points at the test's Outcome rather than sharing it: every test waits for
+// the delivery, so the Outcome outlives the call, and the delivering thread
+// never holds the last reference (libstdc++'s shared_ptr release takes a
+// both-counts-are-one shortcut that ThreadSanitizer reports as a race on the
+// free when that thread is another than the one that waited).
 class RecordingCall final : public rpc_internal::AsyncCall {
  public:
-  explicit RecordingCall(std::shared_ptr<Outcome> out) : out_(std::move(out)) {}
+  explicit RecordingCall(Outcome* out) : out_(out) {}
 
  private:
   void Deliver(const absl::Status& status, std::string_view payload) override {
@@ -168,14 +173,14 @@ class RecordingCall final : public rpc_internal::AsyncCall {
     out_->payload = std::string(payload);
     out_->thread = std::this_thread::get_id();
   }
-  std::shared_ptr<Outcome> out_;
+  Outcome* out_;
 };
 
 std::shared_ptr<Outcome> StartAsync(const ServiceRegistry& registry, uint16_t method,
                                     const std::string& request, uint64_t id = 1) {
   auto out = std::make_shared<Outcome>();
   registry.InvokeAsync(*registry.Find(method), request, Ctx(method, id),
-                       std::make_unique<RecordingCall>(out));
+                       std::make_unique<RecordingCall>(out.get()));
   return out;
 }
 
@@ -213,8 +218,8 @@ TEST(ServiceRegistryAsyncTest, ErrorCompletionKeepsCodeAndMessage) {
   echo::EchoRequest req = MakeEcho("x", 5);
   req.set_error_code(static_cast<uint32_t>(absl::StatusCode::kNotFound));
   req.set_error_message("no such key");
-  const absl::Status s =
-      StartAsync(registry, EchoAsyncMethod::kId, req.SerializeAsString())->Wait();
+  auto out = StartAsync(registry, EchoAsyncMethod::kId, req.SerializeAsString());
+  const absl::Status s = out->Wait();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(s.message(), "no such key");
 }
@@ -351,7 +356,7 @@ TEST(ServiceRegistryResponseGuardTest, CompletesAnswersOfAuthenticatedCallsOnly)
   ServerCallContext actx = Ctx(EchoAsyncMethod::kId);
   actx.principal = who.get();
   registry.InvokeAsync(*registry.Find(EchoAsyncMethod::kId), MakeEcho("c", 20).SerializeAsString(),
-                       actx, std::make_unique<RecordingCall>(async_out));
+                       actx, std::make_unique<RecordingCall>(async_out.get()));
   who.reset();  // the connection is gone before the answer
   ASSERT_TRUE(async_out->Wait().ok());
   MutexLock lock(&async_out->mu);

@@ -65,6 +65,7 @@ tsan_targets=(
   //mooncake/store/master:task_queue_test
   //mooncake/transport:tcp_paths_test
   //mooncake/transport:tcp_transport_paths_test
+  //mooncake/transport:router_arbiter_test
   # Its bulk-rate check (within 15% of the capacity) misses under TSan's
   # slowdown when the machine is loaded; it runs in the main step.
   -//mooncake/qos:shm_arbiter_test

@@ -337,6 +337,14 @@ class ShmArbiter {
 
   size_t priority_classes() const { return classes_; }
   uint64_t burst_bytes() const { return burst_bytes_; }
+  // The largest grant of class `cls` (burst_bytes, and for classes >= 1 at
+  // most bulk_inflight_max_bytes when that is set).
+  uint64_t max_grant_bytes(size_t cls) const {
+    if (cls >= 1 && bulk_inflight_max_bytes_ > 0) {
+      return std::min(burst_bytes_, static_cast<uint64_t>(bulk_inflight_max_bytes_));
+    }
+    return burst_bytes_;
+  }
   const std::string& link_name() const { return link_; }
 
  private:

@@ -95,6 +95,14 @@ class StrictPriorityScheduler {
     return std::optional<T>(std::move(e.item));
   }
 
+  // The class a Pop now would serve; nullopt when empty. With aging it reads
+  // the clock, so a later Pop may pick another class if time moved on.
+  std::optional<ClassId> PeekClass() const {
+    if (nonempty_ == 0) return std::nullopt;
+    const ClassId top = static_cast<ClassId>(std::countr_zero(nonempty_));
+    return aging_ns_ > 0 ? PickAged(top) : top;
+  }
+
   size_t Size() const { return ledger_.size(); }
   size_t ClassCount() const { return ledger_.class_count(); }
   ClassStats Stats(ClassId cls) const { return ledger_.Stats(cls); }

@@ -62,7 +62,12 @@ TEST(StrictPriorityTest, NeverServesALowerClassWhileAHigherOneWaits) {
       if (s.Push(Item{cls, 0}, cls, 100) == PushResult::kAccepted) ++queued[cls];
       continue;
     }
+    const std::optional<ClassId> peeked = s.PeekClass();
     std::optional<Item> got = s.Pop();
+    ASSERT_EQ(peeked.has_value(), got.has_value());
+    if (got) {
+      ASSERT_EQ(*peeked, got->cls) << "PeekClass disagrees with Pop, op " << op;
+    }
     size_t top = kClasses;
     for (size_t c = 0; c < kClasses; ++c) {
       if (queued[c] > 0) {
@@ -101,7 +106,13 @@ TEST(StrictPriorityTest, AgingServesExactlyTheDocumentedHead) {
       }
       continue;
     }
+    // The fake clock stands still between the two calls, so they agree.
+    const std::optional<ClassId> peeked = s.PeekClass();
     std::optional<Item> got = s.Pop();
+    ASSERT_EQ(peeked.has_value(), got.has_value());
+    if (got) {
+      ASSERT_EQ(*peeked, got->cls) << "PeekClass disagrees with Pop, op " << op;
+    }
     int best = -1;
     int64_t best_level = 0;
     int first_nonempty = -1;

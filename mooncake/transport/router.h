@@ -31,6 +31,18 @@
 // digests (transport.h) go to the routes with each slice that covers whole
 // chunks, and a slice that fails over has its slots reset to kNoDigest first.
 //
+// Cross-process QoS. RouterOptions::arbiters names a qos::ShmArbiter per
+// transport (the NIC routes: tcp, rdma). A slice bound for such a route takes
+// a grant of its length first, in arbiter class min(cls, arbiter classes - 1),
+// without waiting (TryAcquire); a refused slice is held, in its class and in
+// order, and asked for again when the dispatcher next runs (at most
+// `arbiter_retry` later), while slices of other routes and of more urgent
+// classes go on. Once a class is refused on a route, its less urgent classes
+// on that route wait too. The grant is released when the slice's sub-batch
+// settles (done, failed, cancelled, or before a failover re-queues it). A
+// batch whose slices the arbiter would not all grant at once does not take
+// the direct path.
+//
 // Ids. A router segment id packs the ids the segment got on each transport
 // with a check (router_ids.h): at most 4 transports, sub ids below 4096.
 //
@@ -54,6 +66,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -79,6 +92,7 @@
 #include "mooncake/base/trace.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/qos/scheduler.h"
+#include "mooncake/qos/shm_arbiter.h"
 #include "mooncake/qos/strict_priority_scheduler.h"
 #include "mooncake/transport/internal/any_transport.h"
 #include "mooncake/transport/internal/batch_table.h"
@@ -87,6 +101,15 @@
 #include "mooncake/transport/transport_metrics.h"
 
 namespace mooncake::transport {
+
+// Cross-process QoS on a route: every slice the router sends over the named
+// transport first takes a grant of its bytes from `arbiter`
+// (qos/shm_arbiter.h), shared with the other processes on the host that send
+// over the same link.
+struct RouteArbiter {
+  std::string transport;  // a transport's Name(): "tcp", "rdma", ...
+  std::shared_ptr<qos::ShmArbiter> arbiter;
+};
 
 struct RouterOptions {
   size_t priority_classes = 2;  // class 0 most urgent; Submit uses the last
@@ -98,6 +121,10 @@ struct RouterOptions {
   absl::Duration attempt_timeout = absl::Seconds(5);
   bool direct_path = true;             // false: every batch goes through the dispatcher
   MetricsRegistry* metrics = nullptr;  // null: a private registry
+  // At most one per transport; slice_bytes must fit each arbiter's grants.
+  std::vector<RouteArbiter> arbiters;
+  // How soon the dispatcher asks an arbiter again for slices it refused.
+  absl::Duration arbiter_retry = absl::Microseconds(100);
 };
 
 class Router {
@@ -107,6 +134,7 @@ class Router {
     std::string name;
     uint64_t slices_ok = 0;
     uint64_t slices_failed = 0;
+    uint64_t slices_held = 0;  // refused a grant by the route's arbiter at first, then waited
   };
 
   template <Transport... Ts>
@@ -174,6 +202,7 @@ class Router {
     const char* capability = nullptr;  // the request's (TransferRequest::capability)
     uint32_t index = 0;                // in its batch, for traces
     int64_t queued_ns = 0;             // trace::NowNs() when it was queued; 0: not traced
+    qos::ShmArbiter::Grant grant;      // its bytes on the route's arbiter, if it has one
   };
   // Per batch, beside the shared records (a request's pieces are its slices).
   struct BatchState {
@@ -229,6 +258,17 @@ class Router {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReleaseSlice(const Slice& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CloseRoutes(Opened& o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The transport a slice's current route uses.
+  size_t TransportOf(const Slice& s) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return handles_.at(s.handle).routes[s.route].transport;
+  }
+  // Takes the slice's grant from transport t's arbiter (true when there is
+  // none, the slice holds its grant already, or it was granted). False: refused for now
+  // (RESOURCE_EXHAUSTED) or failed, with `*error` set for a failure that waiting cannot mend.
+  bool TakeGrant(size_t t, qos::ClassId cls, Slice& s, absl::Status* error) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Slices popped from the queue that wait for their route's arbiter.
+  size_t HeldSlices() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_count_; }
   absl::Status CheckRequest(const TransferRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RouterOptions options_;
@@ -253,6 +293,12 @@ class Router {
   std::vector<RouteStats> stats_ ABSL_GUARDED_BY(mu_);
   uint64_t failovers_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t direct_batches_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per transport (rank order): its arbiter (owned by options_), or null.
+  std::vector<qos::ShmArbiter*> arbiter_of_;
+  // held_[transport][class]: slices refused a grant, in the order they were
+  // popped; they go before anything of their class still queued.
+  std::vector<std::vector<std::deque<Slice>>> held_ ABSL_GUARDED_BY(mu_);
+  size_t held_count_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread dispatcher_;  // last: starts after everything above exists
 };
 

@@ -57,7 +57,7 @@ inline absl::StatusOr<BatchId> Router::SubmitWithPriority(std::span<const Transf
 // every one of them takes the same first route.
 inline bool Router::DirectFitsLocked(std::span<const TransferRequest> requests, size_t slices,
                                      size_t* transport) const {
-  if (!options_.direct_path || slices == 0 || queue_.Size() > 0 ||
+  if (!options_.direct_path || slices == 0 || queue_.Size() > 0 || held_count_ > 0 ||
       slices_in_flight_ + slices > options_.slices_in_flight_max) {
     return false;
   }
@@ -91,7 +91,7 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
                      " of ", options_.queued_slices_max, " queued)"));
   }
   size_t direct_transport = 0;
-  const bool go_direct = DirectFitsLocked(requests, slices, &direct_transport);
+  bool go_direct = DirectFitsLocked(requests, slices, &direct_transport);
   const auto [id, batch] = batches_.Create(requests);
   batch->extra.cls = cls;
   const int64_t trace_ns = trace::Enabled() ? trace::NowNs() : 0;
@@ -122,12 +122,34 @@ inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> re
       if (go_direct) {
         direct_requests->push_back(TransferRequest{s.op, s.local, o.routes.front().handle, s.offset,
                                                    s.length, s.digests, s.capability});
-        direct->slices.push_back(s);
+        direct->slices.push_back(std::move(s));
         continue;
       }
       const uint64_t cost = s.length;
       const qos::PushResult pushed = queue_.Push(std::move(s), cls, cost);
       MC_ASSERT(pushed == qos::PushResult::kAccepted, "queue capacity was checked");
+    }
+  }
+  if (go_direct && arbiter_of_[direct_transport] != nullptr) {
+    // All or nothing: a batch the route's arbiter would hold in part goes
+    // through the dispatcher, which holds and retries slice by slice. The
+    // grants already taken stay with their slices (a grant's tokens are
+    // spent; giving it back would not return them).
+    for (Slice& s : direct->slices) {
+      absl::Status failed;
+      if (!TakeGrant(direct_transport, cls, s, &failed)) {
+        go_direct = false;
+        break;
+      }
+    }
+    if (!go_direct) {
+      for (Slice& s : direct->slices) {
+        const uint64_t cost = s.length;
+        const qos::PushResult pushed = queue_.Push(std::move(s), cls, cost);
+        MC_ASSERT(pushed == qos::PushResult::kAccepted, "queue capacity was checked");
+      }
+      direct->slices.clear();
+      direct_requests->clear();
     }
   }
   if (go_direct) {
@@ -296,10 +318,14 @@ inline void Router::Loop() {
   while (!stopping_) {
     Collect();
     Dispatch();
-    if (in_flight_.empty()) {
+    // Held slices: an arbiter has no way to call us back when another
+    // process releases budget, so ask it again after arbiter_retry.
+    if (in_flight_.empty() && held_count_ == 0) {
       work_cv_.Wait(&mu_);
+    } else if (in_flight_.empty()) {
+      work_cv_.WaitWithTimeout(&mu_, options_.arbiter_retry);
     } else {
-      work_cv_.WaitWithTimeout(&mu_, absl::Microseconds(50));
+      work_cv_.WaitWithTimeout(&mu_, std::min(absl::Microseconds(50), options_.arbiter_retry));
     }
   }
 }
@@ -358,6 +384,19 @@ inline void Router::Settle(SubBatch sb, const absl::StatusOr<BatchResult>& r, bo
   }
 }
 
+inline bool Router::TakeGrant(size_t t, qos::ClassId cls, Slice& s, absl::Status* error) const {
+  qos::ShmArbiter* a = arbiter_of_[t];
+  if (a == nullptr || s.grant.held()) return true;
+  const size_t arbiter_cls = std::min<size_t>(cls, a->priority_classes() - 1);
+  absl::StatusOr<qos::ShmArbiter::Grant> g = a->TryAcquire(arbiter_cls, s.length);
+  if (g.ok()) {
+    s.grant = std::move(*g);
+    return true;
+  }
+  if (!absl::IsResourceExhausted(g.status())) *error = g.status();
+  return false;
+}
+
 inline void Router::Dispatch() {
   // Sub-batches of at most a quarter of the budget, in pop (priority) order:
   // each settles on its own, so the budget refills while the others are
@@ -368,25 +407,77 @@ inline void Router::Dispatch() {
   std::map<Key, size_t> filling;  // the group of `groups` that takes the key's next slice
   size_t taken = 0;
   const int64_t trace_ns = trace::Enabled() ? trace::NowNs() : 0;
-  while (slices_in_flight_ + taken < options_.slices_in_flight_max) {
-    std::optional<Slice> s = queue_.Pop();
-    if (!s.has_value()) break;
-    if (batches_.Find(s->batch) == nullptr) {  // cancelled: never started
-      ReleaseSlice(*s);
-      continue;
-    }
-    if (s->queued_ns != 0 && trace_ns != 0) {  // a failed-over slice's wait is its retry span
-      trace::Record(s->tries > 0 ? "router.retry" : "router.queue", "router", s->queued_ns,
-                    std::max(s->queued_ns, trace_ns), s->batch, s->index, s->length);
-    }
-    const Key key{s->batch, handles_.at(s->handle).routes[s->route].transport};
+  const auto room = [&] { return slices_in_flight_ + taken < options_.slices_in_flight_max; };
+  const auto take = [&](Slice s, size_t t) {
+    const Key key{s.batch, t};
     auto f = filling.find(key);
     if (f == filling.end() || groups[f->second].second.size() >= chunk) {
       filling[key] = groups.size();
       groups.emplace_back(key, std::vector<Slice>());
     }
-    groups[filling[key]].second.push_back(std::move(*s));
+    groups[filling[key]].second.push_back(std::move(s));
     ++taken;
+  };
+  // Per transport, the most urgent class its arbiter refused this round:
+  // that class and the less urgent ones wait on that route.
+  std::array<size_t, transport_internal::kRouterTransportsMax> refused;
+  refused.fill(SIZE_MAX);
+  for (qos::ClassId c = 0; c < options_.priority_classes && room(); ++c) {
+    // Slices of class c held for an arbiter were popped before anything of
+    // class c still queued: they go first.
+    for (size_t t = 0; t < held_.size(); ++t) {
+      std::deque<Slice>& held = held_[t][c];
+      while (!held.empty() && room() && refused[t] > c) {
+        absl::Status error;
+        const bool alive = batches_.Find(held.front().batch) != nullptr;
+        if (alive && !TakeGrant(t, c, held.front(), &error) && error.ok()) {
+          refused[t] = c;
+          break;
+        }
+        Slice s = std::move(held.front());
+        held.pop_front();
+        --held_count_;
+        if (!alive) {  // cancelled while held: never started
+          ReleaseSlice(s);
+        } else if (!error.ok()) {
+          OnSliceResult(std::move(s), error);
+        } else {
+          if (s.queued_ns != 0 && trace_ns != 0) {
+            trace::Record("router.arbiter", "router", s.queued_ns, std::max(s.queued_ns, trace_ns),
+                          s.batch, s.index, s.length);
+          }
+          take(std::move(s), t);
+        }
+      }
+    }
+    while (room() && held_count_ < options_.slices_in_flight_max && queue_.PeekClass() == c) {
+      std::optional<Slice> s = queue_.Pop();
+      if (batches_.Find(s->batch) == nullptr) {  // cancelled: never started
+        ReleaseSlice(*s);
+        continue;
+      }
+      if (s->queued_ns != 0 && trace_ns != 0) {  // a failed-over slice's wait is its retry span
+        trace::Record(s->tries > 0 ? "router.retry" : "router.queue", "router", s->queued_ns,
+                      std::max(s->queued_ns, trace_ns), s->batch, s->index, s->length);
+      }
+      const size_t t = TransportOf(*s);
+      if (arbiter_of_[t] != nullptr) {
+        absl::Status error;
+        if (refused[t] <= c || !held_[t][c].empty() || !TakeGrant(t, c, *s, &error)) {
+          if (!error.ok()) {
+            OnSliceResult(std::move(*s), error);
+            continue;
+          }
+          refused[t] = std::min<size_t>(refused[t], c);
+          s->queued_ns = trace_ns;  // its wait for the arbiter is traced from here
+          ++stats_[t].slices_held;
+          held_[t][c].push_back(std::move(*s));
+          ++held_count_;
+          continue;
+        }
+      }
+      take(std::move(*s), t);
+    }
   }
   for (auto& [key, slices] : groups) {
     const auto [batch, t] = key;
@@ -409,6 +500,7 @@ inline void Router::Dispatch() {
 }
 
 inline void Router::OnSliceResult(Slice s, absl::Status status) {
+  s.grant.Release();  // its bytes are off the route, whatever happens next
   Batch* b = batches_.Find(s.batch);
   if (b == nullptr) {
     ReleaseSlice(s);

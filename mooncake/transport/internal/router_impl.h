@@ -35,6 +35,35 @@ inline absl::StatusOr<std::unique_ptr<Router>> Router::CreateFromList(
     return transport_internal::TransportRank(a->Name()) <
            transport_internal::TransportRank(b->Name());
   });
+  if (options.arbiter_retry <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("RouterOptions: arbiter_retry must be > 0");
+  }
+  std::vector<bool> arbitrated(list.size(), false);
+  for (const RouteArbiter& ra : options.arbiters) {
+    if (ra.arbiter == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RouterOptions: null arbiter for transport '", ra.transport, "'"));
+    }
+    size_t t = 0;
+    while (t < list.size() && list[t]->Name() != ra.transport) ++t;
+    if (t == list.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("RouterOptions: arbiter for transport '",
+                                                     ra.transport, "', which the router lacks"));
+    }
+    if (arbitrated[t]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RouterOptions: two arbiters for transport '", ra.transport, "'"));
+    }
+    arbitrated[t] = true;
+    for (size_t c = 0; c < ra.arbiter->priority_classes(); ++c) {
+      if (options.slice_bytes > ra.arbiter->max_grant_bytes(c)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "RouterOptions: slice_bytes ", options.slice_bytes, " exceeds the largest grant (",
+            ra.arbiter->max_grant_bytes(c), " bytes of class ", c, ") of link '",
+            ra.arbiter->link_name(), "': lower slice_bytes or raise the arbiter's burst_bytes"));
+      }
+    }
+  }
   return std::unique_ptr<Router>(new Router(options, std::move(list), Queue(q)));
 }
 
@@ -52,8 +81,14 @@ inline Router::Router(RouterOptions options,
   transport_internal::RouterEndpoint e{host_, ::getpid(), {}};
   for (const auto& t : transports_) {
     e.endpoints.push_back(t->LocalEndpoint());
-    stats_.push_back(RouteStats{std::string(t->Name()), 0, 0});
+    stats_.push_back(RouteStats{std::string(t->Name())});
+    arbiter_of_.push_back(nullptr);
+    for (const RouteArbiter& ra : options_.arbiters) {
+      if (ra.transport == t->Name()) arbiter_of_.back() = ra.arbiter.get();
+    }
   }
+  held_.resize(transports_.size());
+  for (auto& per_class : held_) per_class.resize(options_.priority_classes);
   endpoint_ = transport_internal::FormatRouterEndpoint(e);
   dispatcher_ = std::thread([this] { Loop(); });
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "mooncake/base/clock.h"
 #include "mooncake/base/hash.h"
 #include "mooncake/base/mutex.h"
+#include "mooncake/qos/shm_arbiter.h"
 #include "mooncake/store/client/testing/counting_channel.h"
 #include "mooncake/store/client/testing/fake_master.h"
 #include "mooncake/store/master/master.h"
@@ -364,6 +366,50 @@ TEST(Client, EveryTransportAlone) {
     ASSERT_EQ(routes.size(), 1u);
     EXPECT_GT(routes[0].slices_ok, 0u) << routes[0].name;
   }
+}
+
+// ClientOptions::qos_link: every TCP slice takes a grant of the host's arbiter
+// for the link, in the client's class, and gives it back.
+TEST(Client, QosLinkGrantsEveryTcpSliceInTheClientsClass) {
+  Store s(1);
+  const std::string link = absl::StrCat("client_test.", std::random_device{}());
+  ClientOptions bulk;
+  bulk.use_local = false;
+  bulk.use_shm = false;
+  bulk.qos_link = link;
+  bulk.qos_link_bytes_per_s = 10'000'000'000;
+  auto writer = s.NewClient(bulk);
+  const std::string v = Value(700'000, 'q');
+  ASSERT_TRUE(writer->Put("k", v).ok());
+  ClientOptions critical = bulk;
+  critical.qos_class = 0;
+  auto reader = s.NewClient(critical);
+  EXPECT_EQ(*reader->Get("k"), v);
+  auto arb = qos::ShmArbiter::Open(link, bulk.qos_link_bytes_per_s);
+  ASSERT_TRUE(arb.ok()) << arb.status();
+  const auto stats = (*arb)->Stats();
+  EXPECT_GE(stats.classes[1].granted_bytes, v.size()) << "the bulk client's put";
+  EXPECT_GE(stats.classes[0].granted_bytes, v.size()) << "the critical client's get";
+  EXPECT_EQ(stats.classes[0].inflight_bytes + stats.classes[1].inflight_bytes, 0);
+  EXPECT_GT(writer->router().route_stats()[0].slices_ok, 0u);
+
+  const auto refused = [&](ClientOptions o) {
+    o.clock = &s.clock();
+    return TestClient::Create(o, &s.channel(0)).status();
+  };
+  ClientOptions bad = bulk;
+  bad.qos_class = 2;
+  EXPECT_NE(refused(bad).message().find("qos_class"), std::string::npos) << refused(bad);
+  bad = bulk;
+  bad.qos_link_bytes_per_s = 0;
+  EXPECT_NE(refused(bad).message().find("qos_link_bytes_per_s"), std::string::npos) << refused(bad);
+  bad = bulk;
+  bad.qos_link = "no/slashes";
+  EXPECT_EQ(refused(bad).code(), absl::StatusCode::kInvalidArgument);
+  bad = bulk;
+  bad.qos_link_bytes_per_s = 1'000'000;  // the link exists at another capacity
+  EXPECT_EQ(refused(bad).code(), absl::StatusCode::kFailedPrecondition) << refused(bad);
+  ASSERT_TRUE(qos::ShmArbiter::Remove(link).ok());
 }
 
 // Each transport digests the chunks as they land (transport.h); a byte flipped

@@ -131,6 +131,10 @@ TEST(RouterArbiterTest, RejectsArbitersItCannotHonour) {
   EXPECT_NE(make(o).message().find("of class 1"), std::string::npos) << make(o);
   o.slice_bytes = 128 << 10;
   EXPECT_TRUE(make(o).ok()) << make(o);
+  // A router of class 0 only never asks for bulk grants.
+  o.slice_bytes = 256 << 10;
+  o.priority_classes = 1;
+  EXPECT_TRUE(make(o).ok()) << make(o);
 }
 
 TEST(RouterArbiterTest, EverySliceTakesAGrantInItsClassAndGivesItBack) {

@@ -18,6 +18,12 @@
 // critical P99 loaded+arb <= 1.5x unloaded, and bulk loaded+arb >= 0.8x
 // bulk alone. Roles --role=server|bulk|critical are the same binary, started
 // inside the namespaces by the runner.
+//
+// --engine=router (default): the server is a TcpTransport owner and each
+// client a transport::Router over TCP whose arbiter option takes the grants
+// per slice (router_traffic.h): the transfer engine's own integration.
+// --engine=socket: the clients speak a minimal protocol over plain sockets
+// and acquire from the arbiter themselves (traffic.h).
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -39,6 +45,7 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/qos/shm_arbiter.h"
 #include "tools/qos_arbiter_bench/link_lab.h"
+#include "tools/qos_arbiter_bench/router_traffic.h"
 #include "tools/qos_arbiter_bench/traffic.h"
 
 namespace mooncake::qos_bench {
@@ -46,17 +53,18 @@ namespace {
 
 struct Flags {
   std::string role = "runner";
+  std::string engine = "router";  // or "socket"
   int reps = 3;
   double seconds = 5;
   double warmup_s = 0.5;
   int rate_mbit = 1000;
   double critical_rate = 200;
   uint64_t critical_bytes = 64 << 10;
-  uint64_t chunk_bytes = 32 << 10;
+  uint64_t chunk_bytes = 8 << 10;
   uint64_t bulk_inflight_bytes = 4 << 20;
   double arbiter_fraction = 0.9;  // of the tbf rate: tbf also counts headers
   uint64_t arbiter_burst_bytes = 128 << 10;
-  uint64_t arbiter_bulk_inflight_bytes = 96 << 10;  // 0: unbounded
+  uint64_t arbiter_bulk_inflight_bytes = 24 << 10;  // 0: unbounded
   std::string tbf_latency = "20ms";
   std::string tbf_burst = "16kb";  // the shaper's burst (htb or tbf)
   std::string shaper = "htb";
@@ -73,9 +81,13 @@ bool ParseFlag(std::string_view arg, Flags& f) {
   if (arg.substr(0, 2) != "--" || eq == std::string_view::npos) return false;
   const std::string key(arg.substr(2, eq - 2));
   const std::string val(arg.substr(eq + 1));
-  const std::map<std::string, std::string*> strings = {
-      {"role", &f.role},     {"tbf_latency", &f.tbf_latency}, {"tbf_burst", &f.tbf_burst},
-      {"shaper", &f.shaper}, {"server_ip", &f.server_ip},     {"arbiter_link", &f.arbiter_link}};
+  const std::map<std::string, std::string*> strings = {{"role", &f.role},
+                                                       {"engine", &f.engine},
+                                                       {"tbf_latency", &f.tbf_latency},
+                                                       {"tbf_burst", &f.tbf_burst},
+                                                       {"shaper", &f.shaper},
+                                                       {"server_ip", &f.server_ip},
+                                                       {"arbiter_link", &f.arbiter_link}};
   const std::map<std::string, double*> doubles = {{"seconds", &f.seconds},
                                                   {"warmup_s", &f.warmup_s},
                                                   {"critical_rate", &f.critical_rate},
@@ -164,6 +176,7 @@ absl::Status RunPhase(const Flags& f, const LinkLab& lab, const std::string& sel
                       std::map<std::string, std::vector<double>>& results) {
   std::vector<std::string> common = {
       self,
+      absl::StrCat("--engine=", f.engine),
       absl::StrCat("--server_ip=", lab.server_ip()),
       absl::StrCat("--port=", f.port),
       absl::StrCat("--seconds=", f.seconds),
@@ -224,7 +237,10 @@ int RunRunner(const Flags& f) {
     return lab.status().code() == absl::StatusCode::kPermissionDenied ? 2 : 1;
   }
   absl::StatusOr<Child> server = Child::Start(LinkLab::In(
-      (*lab)->server_ns(), {self, "--role=server", absl::StrCat("--port=", f.port)}, f.nice));
+      (*lab)->server_ns(),
+      {self, "--role=server", absl::StrCat("--engine=", f.engine),
+       absl::StrCat("--server_ip=", (*lab)->server_ip()), absl::StrCat("--port=", f.port)},
+      f.nice));
   if (!server.ok()) {
     std::fprintf(stderr, "start server: %s\n", server.status().ToString().c_str());
     return 1;
@@ -249,6 +265,9 @@ int RunRunner(const Flags& f) {
   auto med = [&](const std::string& phase, const std::string& key) {
     return Median(results[phase + "/" + key]);
   };
+  std::printf("engine: %s\n", f.engine == "router" ? "transport::Router over TcpTransport, "
+                                                     "grants taken by the router per slice"
+                                                   : "plain sockets, grants taken by the client");
   std::printf(
       "qos_arbiter_bench: link %s %d Mbit/s (burst %s, tbf latency %s), arbiter capacity "
       "%.1f MB/s (%.2f of the link), burst %llu B, bulk in flight <= %llu B\n",
@@ -295,14 +314,22 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
+  if (f.engine != "socket" && f.engine != "router") {
+    std::fprintf(stderr, "qos_arbiter_bench: --engine must be socket or router\n");
+    return 2;
+  }
+  const bool router = f.engine == "router";
   absl::Status s;
   if (f.role == "runner") return RunRunner(f);
   if (f.role == "server") {
-    s = Serve(static_cast<uint16_t>(f.port));
+    s = router ? RunRouterOwner(f.server_ip, static_cast<uint16_t>(f.port))
+               : Serve(static_cast<uint16_t>(f.port));
   } else if (f.role == "bulk") {
-    s = RunBulk(ClientFlags(f), BulkOptions{f.chunk_bytes, f.bulk_inflight_bytes});
+    const BulkOptions b{f.chunk_bytes, f.bulk_inflight_bytes};
+    s = router ? RunRouterBulk(ClientFlags(f), b) : RunBulk(ClientFlags(f), b);
   } else if (f.role == "critical") {
-    s = RunCritical(ClientFlags(f), CriticalOptions{f.critical_bytes, f.critical_rate});
+    const CriticalOptions c{f.critical_bytes, f.critical_rate};
+    s = router ? RunRouterCritical(ClientFlags(f), c) : RunCritical(ClientFlags(f), c);
   } else {
     s = absl::InvalidArgumentError("--role must be runner, server, bulk or critical");
   }

@@ -239,13 +239,12 @@ struct CriticalOptions {
   double rate_per_s = 200;
 };
 
-inline absl::Status RunCritical(const ClientOptions& o, const CriticalOptions& c) {
-  absl::StatusOr<std::unique_ptr<qos::ShmArbiter>> arb = OpenArbiter(o);
-  if (!arb.ok()) return arb.status();
-  absl::StatusOr<UniqueFd> conn = Connect(o.server_ip, o.port);
-  if (!conn.ok()) return conn.status();
-  const int fd = conn->get();
-  std::vector<char> buf(c.read_bytes);
+// Calls `read_once` (one critical read, its grant included) at
+// `c.rate_per_s` with +-50% jitter, and prints the latencies measured after
+// the warm-up: critical_n, critical_p50_us, critical_p99_us.
+template <typename ReadOnce>
+absl::Status RunCriticalLoop(const ClientOptions& o, const CriticalOptions& c,
+                             ReadOnce&& read_once) {
   std::vector<double> lat_us;
   const auto t0 = Clock::now();
   const auto interval = std::chrono::duration<double>(1.0 / c.rate_per_s);
@@ -260,18 +259,7 @@ inline absl::Status RunCritical(const ClientOptions& o, const CriticalOptions& c
     next += std::chrono::duration_cast<Clock::duration>(interval * scale);
     std::this_thread::sleep_until(next);
     const auto start = Clock::now();
-    std::optional<qos::ShmArbiter::Grant> grant;
-    if (*arb != nullptr) {
-      absl::StatusOr<qos::ShmArbiter::Grant> g =
-          (*arb)->Acquire(kCriticalClass, c.read_bytes, absl::Now() + absl::Seconds(1));
-      if (!g.ok()) return g.status();
-      grant = std::move(*g);
-    }
-    const uint64_t len = c.read_bytes;
-    if (!WriteAll(fd, &len, sizeof(len)) || !ReadAll(fd, buf.data(), len)) {
-      return absl::UnavailableError("critical connection closed");
-    }
-    grant.reset();
+    if (absl::Status s = read_once(); !s.ok()) return s;
     const double t = std::chrono::duration<double>(start - t0).count();
     if (t >= o.warmup_s) {
       lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
@@ -286,6 +274,29 @@ inline absl::Status RunCritical(const ClientOptions& o, const CriticalOptions& c
   std::printf("critical_n=%zu\ncritical_p50_us=%.1f\ncritical_p99_us=%.1f\n", lat_us.size(),
               pct(0.50), pct(0.99));
   return absl::OkStatus();
+}
+
+inline absl::Status RunCritical(const ClientOptions& o, const CriticalOptions& c) {
+  absl::StatusOr<std::unique_ptr<qos::ShmArbiter>> arb = OpenArbiter(o);
+  if (!arb.ok()) return arb.status();
+  absl::StatusOr<UniqueFd> conn = Connect(o.server_ip, o.port);
+  if (!conn.ok()) return conn.status();
+  const int fd = conn->get();
+  std::vector<char> buf(c.read_bytes);
+  return RunCriticalLoop(o, c, [&]() -> absl::Status {
+    std::optional<qos::ShmArbiter::Grant> grant;
+    if (*arb != nullptr) {
+      absl::StatusOr<qos::ShmArbiter::Grant> g =
+          (*arb)->Acquire(kCriticalClass, c.read_bytes, absl::Now() + absl::Seconds(1));
+      if (!g.ok()) return g.status();
+      grant = std::move(*g);
+    }
+    const uint64_t len = c.read_bytes;
+    if (!WriteAll(fd, &len, sizeof(len)) || !ReadAll(fd, buf.data(), len)) {
+      return absl::UnavailableError("critical connection closed");
+    }
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace mooncake::qos_bench

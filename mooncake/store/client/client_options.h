@@ -95,6 +95,19 @@ struct ClientOptions {
   NetworkCompression network_compression = NetworkCompression::kOff;
   double network_link_bytes_per_s = 0;
   size_t max_open_segments = 4096;
+  // Cross-process QoS (docs/transport.md, "Cross-process QoS"). With a link
+  // name, every slice this client sends over TCP or RDMA first takes a grant
+  // from the host's arbiter for that link (qos::ShmArbiter, shared through
+  // /dev/shm with every process that names the same link; the first to open
+  // it sets its capacity, qos_link_bytes_per_s, and the others must name the
+  // same). qos_class: 0 latency-critical (a decode engine's reads; never
+  // delayed), 1 bulk (a prefill engine's KV writes; yields to critical bytes
+  // in flight and is paced to the link's capacity). The router's slices are
+  // cut to the arbiter's largest grant (burst_bytes: max(256 KiB, 2 ms of
+  // capacity)). Empty: no arbiter.
+  std::string qos_link;
+  uint64_t qos_link_bytes_per_s = 0;
+  uint32_t qos_class = 1;
   Clock* clock = &MonotonicClock::Get();  // must outlive the client
 };
 

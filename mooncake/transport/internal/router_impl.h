@@ -55,7 +55,9 @@ inline absl::StatusOr<std::unique_ptr<Router>> Router::CreateFromList(
           absl::StrCat("RouterOptions: two arbiters for transport '", ra.transport, "'"));
     }
     arbitrated[t] = true;
-    for (size_t c = 0; c < ra.arbiter->priority_classes(); ++c) {
+    // Router class k uses arbiter class min(k, arbiter classes - 1).
+    const size_t used = std::min(options.priority_classes, ra.arbiter->priority_classes());
+    for (size_t c = 0; c < used; ++c) {
       if (options.slice_bytes > ra.arbiter->max_grant_bytes(c)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "RouterOptions: slice_bytes ", options.slice_bytes, " exceeds the largest grant (",

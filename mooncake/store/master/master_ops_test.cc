@@ -463,5 +463,86 @@ TEST_F(MasterOpsTest, ExistsAnswersTheSizeWithoutALease) {
   EXPECT_FALSE(master_->Exists(e)->exists());
 }
 
+// ---- Write windows (MasterOptions::hold_write_windows) ----------------------
+
+// A tenant's write capability lives until its put's deadline (+1 s), so the
+// space of its object removed before then is not handed to another put until
+// the window ends; the default tenant's space (no capabilities) is reused at
+// once. A master that starts holds every tenant's freed space for a window.
+TEST_F(MasterOpsTest, ATenantsRemovedObjectKeepsItsSpaceUntilItsWriteWindowEnds) {
+  MasterOptions o;
+  o.hold_write_windows = true;
+  o.put_timeout_ms = 2'000;  // windows of 2 s + 1 s
+  o.membership.heartbeat_timeout_ms = 1'000'000;  // the worker never heartbeats here
+  Make(o);
+  Mount("w1");
+  const auto put = [&](const std::string& key, const std::string& tenant) -> uint64_t {
+    proto::PutStartRequest r = PutReq(key, 4096);
+    r.mutable_options()->set_tenant(tenant);
+    auto start = master_->PutStart(r);
+    EXPECT_TRUE(start.ok()) << start.status();
+    if (!start.ok()) return ~uint64_t{0};
+    proto::PutEndRequest e = EndReq(key, start->put_id());
+    e.set_tenant(tenant);
+    EXPECT_TRUE(master_->PutEnd(e).ok());
+    return start->replicas(0).offset();
+  };
+  const auto remove = [&](const std::string& key, const std::string& tenant) {
+    proto::RemoveRequest r;
+    r.set_key(key);
+    r.set_tenant(tenant);
+    ASSERT_TRUE(master_->Remove(r).ok());
+  };
+
+  // Within the start window every tenant object's space is held.
+  const uint64_t early = put("early", "other");
+  remove("early", "other");
+  EXPECT_EQ(master_->Stats().deferred_frees, 1u) << "held from the master's start";
+  clock_.AdvanceMs(3'001);
+  master_->Tick();
+  EXPECT_EQ(master_->Stats().deferred_frees, 0u);
+
+  // Past it: the object's own window holds its space, and a new put is
+  // given other bytes.
+  const uint64_t a = put("a", "other");
+  remove("a", "other");
+  EXPECT_EQ(master_->Stats().deferred_frees, 1u);
+  const uint64_t b = put("b", "other");
+  EXPECT_NE(b, a) << "a range still writable by a's writer went to another put";
+  clock_.AdvanceMs(2'000);
+  master_->Tick();
+  EXPECT_EQ(master_->Stats().deferred_frees, 1u) << "a's window is 3 s";
+  clock_.AdvanceMs(1'001);
+  master_->Tick();
+  EXPECT_EQ(master_->Stats().deferred_frees, 0u);
+  // Windows end on their own: a removal long after the put holds nothing.
+  remove("b", "other");
+  EXPECT_EQ(master_->Stats().deferred_frees, 0u);
+
+  // The default tenant gets no capabilities: its space is reused at once.
+  const uint64_t d = put("d", "");
+  remove("d", "");
+  EXPECT_EQ(master_->Stats().deferred_frees, 0u);
+  EXPECT_EQ(put("e", ""), d);
+  (void)early;
+}
+
+// Off (the default, a master without tenants' capabilities): freed at once.
+TEST_F(MasterOpsTest, WithoutWriteWindowsATenantsSpaceIsReusedAtOnce) {
+  Mount("w1");
+  proto::PutStartRequest r = PutReq("a", 4096);
+  r.mutable_options()->set_tenant("other");
+  auto start = master_->PutStart(r);
+  ASSERT_TRUE(start.ok());
+  proto::PutEndRequest e = EndReq("a", start->put_id());
+  e.set_tenant("other");
+  ASSERT_TRUE(master_->PutEnd(e).ok());
+  proto::RemoveRequest rm;
+  rm.set_key("a");
+  rm.set_tenant("other");
+  ASSERT_TRUE(master_->Remove(rm).ok());
+  EXPECT_EQ(master_->Stats().deferred_frees, 0u);
+}
+
 }  // namespace
 }  // namespace mooncake::master

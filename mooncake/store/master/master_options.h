@@ -62,6 +62,14 @@ struct MasterOptions {
   // still be writing (explicit PutRevoke frees at once: the writer says it
   // stopped).
   int64_t timed_out_put_hold_ms = 10'000;
+  // For a master that gives tenants write capabilities (tenant_guard.h;
+  // docs/security.md): such a capability lasts until its put's deadline, even
+  // after the put ended. On: the space of a tenant's object (one not of
+  // default_tenant) that leaves the table before its put's deadline + 1 s is
+  // held until then, not reused; and a master that starts (or a standby that
+  // takes over) holds such space until put_timeout_ms + 1 s after its start,
+  // since the master before it may have issued capabilities still live.
+  bool hold_write_windows = false;
 
   int64_t default_lease_ms = 5'000;  // GetReplicas/PrefixQuery lease_ms == 0
   int64_t max_lease_ms = 60'000;

@@ -466,6 +466,8 @@ class StoreNode {
     mo.replication.hot_window_ms = options_.hot_window_ms;
     mo.replication.hot_max_fraction = options_.hot_max_fraction;
     mo.relocation.enabled = options_.relocation;
+    // With a token file tenants get write capabilities (GuardMasterRegistry).
+    mo.hold_write_windows = !options_.auth_token_file.empty();
     return mo;
   }
 

@@ -204,6 +204,40 @@ TEST(StoreTenantIsolation, ATenantReachesOnlyTheRangesTheMasterGaveIt) {
   got = alice.client->Get("alice/second");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, std::string(4096, 'c'));
+
+  // A write capability outlives its put: removed at once, alice's object
+  // keeps its range out of other puts until her capability has expired
+  // (MasterOptions::hold_write_windows), so her late writes with it cannot
+  // reach bob's next object.
+  proto::PutStartRequest ps;
+  ps.set_key("alice/late");
+  ps.set_size_bytes(100'000);
+  auto started = rpc::Call<rpc::PutStartMethod>(*alice.channel, ps);
+  ASSERT_TRUE(started.ok() && started->replicas_size() == 1) << started.status();
+  const proto::Replica late = started->replicas(0);
+  auto write_grant = auth::DecodeCapabilityGrant(late.capability());
+  ASSERT_TRUE(write_grant.ok()) << write_grant.status();
+  EXPECT_EQ(write_grant->rights, auth::kCapWrite);
+  proto::PutEndRequest pe;
+  pe.set_key("alice/late");
+  pe.set_put_id(started->put_id());
+  ASSERT_TRUE(rpc::Call<rpc::PutEndMethod>(*alice.channel, pe).ok());
+  ASSERT_TRUE(alice.client->Remove("alice/late").ok());
+  const std::string bob_next(100'000, 'n');
+  ASSERT_TRUE(bob.client->Put("bob/next", bob_next).ok());
+  const proto::Replica next = ReplicaOf(*bob.channel, "bob/next");
+  if (next.segment_id() == late.segment_id()) {
+    EXPECT_TRUE(next.offset() >= late.offset() + late.length() ||
+                late.offset() >= next.offset() + next.length())
+        << "bob's object got bytes alice may still write: [" << next.offset() << ", +"
+        << next.length() << ") against [" << late.offset() << ", +" << late.length() << ")";
+  }
+  const std::string late_junk(late.length(), 'L');
+  (void)Wire(**wire, transport::OpCode::kWrite, const_cast<char*>(late_junk.data()), h->handle,
+             late.offset(), late.length(), &late.capability());
+  got = bob.client->Get("bob/next");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, bob_next);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@
 #include "mooncake/store/master/internal/deadline_queue.h"
 #include "mooncake/store/master/internal/relocation_state.h"
 #include "mooncake/store/master/internal/replication_state.h"
+#include "mooncake/store/master/internal/write_windows.h"
 #include "mooncake/store/master/lease_table.h"
 #include "mooncake/store/master/master_metrics.h"
 #include "mooncake/store/master/master_options.h"
@@ -55,6 +56,10 @@ using master::Replica;
 using master::ReplicaList;
 
 inline constexpr int64_t kNsPerMs = 1'000'000;
+// A write capability's expiry is the put's deadline on the issuing clock,
+// rounded to a second (auth::QuantizedExpiry): a window is held this much
+// past the master's deadline for the put.
+inline constexpr int64_t kWriteWindowSlackNs = 1'000 * kNsPerMs;
 
 // An SSD copy to delete once the shard lock is released.
 struct SsdDrop {
@@ -113,7 +118,9 @@ struct MasterState {
         workers(o.membership),
         tiers(o.tier),
         metrics(registry),
-        repl(o.replication) {}
+        repl(o.replication),
+        write_hold_floor_ns(
+            o.hold_write_windows ? c->NowNs() + (o.put_timeout_ms + 1'000) * kNsPerMs : 0) {}
 
   const master::MasterOptions options;
   Clock* const clock;
@@ -134,6 +141,10 @@ struct MasterState {
   ModelUsage models;
   DeadlineQueue put_deadlines;
   DeadlineQueue ttl_deadlines;
+  // options.hold_write_windows: committed tenant objects' write windows, and
+  // until when every tenant object's space is held after this state began.
+  WriteWindows write_windows;
+  const int64_t write_hold_floor_ns;
   // relaxed counters: statistics only.
   std::atomic<int64_t> objects{0};
   std::atomic<int64_t> object_bytes{0};
@@ -214,6 +225,13 @@ struct MasterState {
   Retired RetireLocked(ObjectTable::Shard& shard, decltype(shard.objects.begin()) it, int64_t now,
                        int64_t hold_until_ns, bool logged = true) {
     ObjectMeta& m = it->second;
+    if (options.hold_write_windows && m.tenant != options.default_tenant && now > 0) {
+      // Its writer's capability may outlive it (WriteWindows).
+      const int64_t window_end = m.committed()
+                                     ? write_windows.Take(m.version, now)
+                                     : m.pending_put.get().put_deadline_ns + kWriteWindowSlackNs;
+      hold_until_ns = std::max({hold_until_ns, window_end, write_hold_floor_ns});
+    }
     Retired r{.tenant = std::move(m.tenant),
               .pin = m.pin,
               .charge = m.ChargeBytes(),

@@ -520,6 +520,9 @@ void CommitLocked(MasterState<A, P>& s, ObjectMeta& m, const proto::PutEndReques
   }
   s.models.Add(m, +1);
   const master::PendingPut& p = m.pending_put.get();
+  if (s.options.hold_write_windows && m.tenant != s.options.default_tenant) {
+    s.write_windows.Open(m.version, p.put_deadline_ns + kWriteWindowSlackNs, now);
+  }
   m.expire_at_ns = p.ttl_ms == 0 ? 0 : now + static_cast<int64_t>(p.ttl_ms) * kNsPerMs;
   if (p.pin_ttl_ms != 0) m.pin_until_ns = now + static_cast<int64_t>(p.pin_ttl_ms) * kNsPerMs;
   m.pending_put.reset();  // `p` is not used past here

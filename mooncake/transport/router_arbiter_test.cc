@@ -215,6 +215,36 @@ TEST(RouterArbiterTest, BulkWaitsForAnotherParticipantsCriticalBytes) {
   EXPECT_EQ(InFlight(*arb), 0);
 }
 
+// Held bulk slices fill their class's share (slices_in_flight_max) and the
+// rest of the bulk stays queued; a critical batch still goes past all of it.
+TEST(RouterArbiterTest, AFullHoldOfBulkNeverHoldsUpACriticalBatch) {
+  Link link;
+  auto arb = link.Open();
+  auto other = link.Open();
+  RouterOptions o = Fixture::Options();
+  o.slice_bytes = 64 << 10;
+  o.slices_in_flight_max = 4;
+  Fixture f(4 << 20, arb, o);
+  auto critical = other->Acquire(0, 64 << 10, absl::InfiniteFuture());
+  ASSERT_TRUE(critical.ok());
+  std::vector<std::byte> bulk_dst(2 << 20);  // 32 slices: 4 held, 28 queued
+  auto bulk = f.requester->Submit(f.Read(bulk_dst.data(), 0, bulk_dst.size()));
+  ASSERT_TRUE(bulk.ok());
+  absl::SleepFor(absl::Milliseconds(10));
+  std::vector<std::byte> urgent_dst(64 << 10);
+  auto urgent =
+      f.requester->SubmitWithPriority(f.Read(urgent_dst.data(), 3 << 20, urgent_dst.size()), 0);
+  ASSERT_TRUE(urgent.ok());
+  auto u = f.requester->Wait(*urgent, absl::Now() + absl::Seconds(2));
+  ASSERT_TRUE(u.ok() && u->ok()) << (u.ok() ? u->FirstError() : u.status());
+  EXPECT_FALSE(f.requester->Poll(*bulk)->done());
+  critical->Release();
+  auto b = f.requester->Wait(*bulk, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(b.ok() && b->ok());
+  EXPECT_EQ(ti::CheckPattern(bulk_dst.data(), bulk_dst.size(), 1), -1);
+  EXPECT_EQ(InFlight(*arb), 0);
+}
+
 // Tokens rather than priority: a link of 16 MiB/s with a 256 KiB bucket
 // paces 2 MiB of bulk to about (2 MiB - 256 KiB) / 16 MiB/s = 109 ms.
 TEST(RouterArbiterTest, BulkIsPacedAtTheLinksCapacity) {

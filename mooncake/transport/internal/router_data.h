@@ -450,7 +450,11 @@ inline void Router::Dispatch() {
         }
       }
     }
-    while (room() && held_count_ < options_.slices_in_flight_max && queue_.PeekClass() == c) {
+    // At most slices_in_flight_max of a class wait for arbiters; the rest of
+    // the class stays queued (a more urgent class is never held up by them).
+    size_t held_in_class = 0;
+    for (const auto& per_class : held_) held_in_class += per_class[c].size();
+    while (room() && held_in_class < options_.slices_in_flight_max && queue_.PeekClass() == c) {
       std::optional<Slice> s = queue_.Pop();
       if (batches_.Find(s->batch) == nullptr) {  // cancelled: never started
         ReleaseSlice(*s);
@@ -473,6 +477,7 @@ inline void Router::Dispatch() {
           ++stats_[t].slices_held;
           held_[t][c].push_back(std::move(*s));
           ++held_count_;
+          ++held_in_class;
           continue;
         }
       }

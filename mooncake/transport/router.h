@@ -38,7 +38,8 @@
 // order, and asked for again when the dispatcher next runs (at most
 // `arbiter_retry` later), while slices of other routes and of more urgent
 // classes go on. Once a class is refused on a route, its less urgent classes
-// on that route wait too. The grant is released when the slice's sub-batch
+// on that route wait too. At most slices_in_flight_max slices of a class are
+// held; the rest stay queued. The grant is released when the slice's sub-batch
 // settles (done, failed, cancelled, or before a failover re-queues it). A
 // batch whose slices the arbiter would not all grant at once does not take
 // the direct path.

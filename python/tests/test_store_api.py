@@ -94,6 +94,36 @@ def test_config_from_environment_and_file(master, tmp_path):
     assert out.stdout.split()[:3] == ["0", "0", "b'abc'"], out.stdout + out.stderr
 
 
+def test_qos_link_from_the_environment(master, monkeypatch):
+    """MOONCAKE_QOS_LINK puts the store's TCP transfers on the host's shared
+    link arbiter (its segment appears in /dev/shm); a link without its rate,
+    or an unknown class, fails setup with the reason."""
+    link = f"pytest_qos.{os.getpid()}"
+    shm = f"/dev/shm/mooncake_qos.{link}"
+    monkeypatch.setenv("MOONCAKE_TRANSPORTS", "tcp")
+    monkeypatch.setenv("MOONCAKE_QOS_LINK", link)
+    bad = MooncakeDistributedStore()
+    assert bad.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "", master) != OK
+    assert "MOONCAKE_QOS_LINK_BYTES_PER_S" in bad.last_error(), bad.last_error()
+    monkeypatch.setenv("MOONCAKE_QOS_LINK_BYTES_PER_S", str(10 ** 10))
+    monkeypatch.setenv("MOONCAKE_QOS_CLASS", "urgent")
+    bad = MooncakeDistributedStore()
+    assert bad.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "", master) != OK
+    assert "MOONCAKE_QOS_CLASS" in bad.last_error(), bad.last_error()
+    monkeypatch.setenv("MOONCAKE_QOS_CLASS", "critical")
+    s = new_store(master, segment=16 << 20, buffer=16 << 20)
+    try:
+        assert os.path.exists(shm)
+        value = pattern("qos/k", 300_000)
+        assert s.put("qos/k", value) == OK
+        assert s.get("qos/k") == value
+    finally:
+        s.remove_all()
+        s.close()
+        if os.path.exists(shm):
+            os.unlink(shm)
+
+
 # ---- writes ---------------------------------------------------------------------------
 
 def test_put_get_buffer_types(store):

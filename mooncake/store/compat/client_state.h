@@ -217,6 +217,36 @@ inline absl::Status ProbeMaster(rpc::TcpChannel& channel) {
   return r.status();
 }
 
+// MOONCAKE_QOS_LINK (ours): the name of this host's link arbiter
+// (ClientOptions::qos_link; docs/client.md, "Sharing a link with other
+// processes"), with MOONCAKE_QOS_LINK_BYTES_PER_S (its rate, required) and
+// MOONCAKE_QOS_CLASS "critical" or "bulk" (default "bulk"): every TCP slice
+// this process sends takes a grant from it first. Unset: none.
+inline absl::Status QosFromEnvironment(client::ClientOptions& o) {
+  const char* link = std::getenv("MOONCAKE_QOS_LINK");
+  if (link == nullptr || *link == '\0') return absl::OkStatus();
+  o.qos_link = link;
+  const char* rate = std::getenv("MOONCAKE_QOS_LINK_BYTES_PER_S");
+  if (rate == nullptr || !absl::SimpleAtoi(rate, &o.qos_link_bytes_per_s) ||
+      o.qos_link_bytes_per_s == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MOONCAKE_QOS_LINK_BYTES_PER_S: '", rate != nullptr ? rate : "",
+                     "' is not the link's rate in bytes per second (needed with "
+                     "MOONCAKE_QOS_LINK)"));
+  }
+  const char* cls = std::getenv("MOONCAKE_QOS_CLASS");
+  const absl::string_view c = cls != nullptr ? cls : "";
+  if (c.empty() || c == "bulk") {
+    o.qos_class = 1;
+  } else if (c == "critical") {
+    o.qos_class = 0;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MOONCAKE_QOS_CLASS: '", c, "' is not critical or bulk"));
+  }
+  return absl::OkStatus();
+}
+
 // `protocol` "rdma" (in a --config=rdma build): RDMA required, else tcp and
 // shared memory only.
 inline absl::StatusOr<client::ClientOptions> MakeClientOptions(std::string_view protocol = "tcp") {
@@ -246,6 +276,7 @@ inline absl::StatusOr<client::ClientOptions> MakeClientOptions(std::string_view 
     }
     o.network_link_bytes_per_s = static_cast<double>(rate);
   }
+  RETURN_IF_ERROR(QosFromEnvironment(o));
   const char* env = std::getenv("MOONCAKE_TRANSPORTS");
   if (env == nullptr || *env == '\0') return o;
   o.use_local = o.use_shm = o.use_tcp = false;

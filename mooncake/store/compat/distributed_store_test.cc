@@ -55,6 +55,33 @@ TEST(ClientOptionsFromEnvTest, NetworkCompressionAndLinkRate) {
   ::unsetenv("MOONCAKE_NETWORK_LINK_BYTES_PER_S");
 }
 
+TEST(ClientOptionsFromEnvTest, QosLinkRateAndClass) {
+  ::unsetenv("MOONCAKE_TRANSPORTS");
+  ::unsetenv("MOONCAKE_QOS_CLASS");
+  ::unsetenv("MOONCAKE_QOS_LINK_BYTES_PER_S");
+  ::setenv("MOONCAKE_QOS_LINK", "eth0", 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeClientOptions().status())) << "a link needs its rate";
+  ::setenv("MOONCAKE_QOS_LINK_BYTES_PER_S", "125000000", 1);
+  auto o = MakeClientOptions();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->qos_link, "eth0");
+  EXPECT_EQ(o->qos_link_bytes_per_s, 125'000'000u);
+  EXPECT_EQ(o->qos_class, 1u);
+  ::setenv("MOONCAKE_QOS_CLASS", "critical", 1);
+  EXPECT_EQ(MakeClientOptions()->qos_class, 0u);
+  ::setenv("MOONCAKE_QOS_CLASS", "urgent", 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeClientOptions().status()));
+  ::setenv("MOONCAKE_QOS_CLASS", "bulk", 1);
+  ::setenv("MOONCAKE_QOS_LINK_BYTES_PER_S", "fast", 1);
+  EXPECT_TRUE(absl::IsInvalidArgument(MakeClientOptions().status()));
+  ::unsetenv("MOONCAKE_QOS_LINK");
+  ::unsetenv("MOONCAKE_QOS_CLASS");
+  ::unsetenv("MOONCAKE_QOS_LINK_BYTES_PER_S");
+  o = MakeClientOptions();
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->qos_link.empty());
+}
+
 TEST_F(DistributedStoreTest, ProtocolRdmaNeedsAnRdmaBuildAndDevice) {
   DistributedStore s;
   StoreConfig c = Config();

@@ -472,7 +472,7 @@ TEST_F(MasterOpsTest, ExistsAnswersTheSizeWithoutALease) {
 TEST_F(MasterOpsTest, ATenantsRemovedObjectKeepsItsSpaceUntilItsWriteWindowEnds) {
   MasterOptions o;
   o.hold_write_windows = true;
-  o.put_timeout_ms = 2'000;  // windows of 2 s + 1 s
+  o.put_timeout_ms = 2'000;                       // windows of 2 s + 1 s
   o.membership.heartbeat_timeout_ms = 1'000'000;  // the worker never heartbeats here
   Make(o);
   Mount("w1");

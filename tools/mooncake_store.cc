@@ -128,6 +128,12 @@ ABSL_FLAG(int64_t, repair_within_ms, 10'000,
           "roles all, master: objects that lose a replica with a worker are copied back to "
           "their put's replica count within this long (ms), hottest first; 0 = no "
           "re-replication (docs/elasticity.md)");
+ABSL_FLAG(std::string, qos_link, "",
+          "roles all, worker: the host's shared link arbiter (/dev/shm/mooncake_qos.NAME) that "
+          "copies to other workers take bulk grants from, so that they yield to latency-critical "
+          "reads of the engines on this host that name the same link; needs "
+          "--qos_link_bytes_per_s (docs/client.md)");
+ABSL_FLAG(int64_t, qos_link_bytes_per_s, 0, "the rate --qos_link sustains, bytes per second");
 ABSL_FLAG(int32_t, hot_reads, 0,
           "roles all, master: an object read this many times within --hot_window_ms gets an "
           "extra replica on another worker (up to 3 in all), dropped first when space runs "
@@ -288,6 +294,12 @@ node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_f
   if (!compression) BadFlags("--ssd_compression must be auto, always or never");
   o.ssd_compression = *compression;
   o.repair_within_ms = absl::GetFlag(FLAGS_repair_within_ms);
+  o.qos_link = absl::GetFlag(FLAGS_qos_link);
+  if (absl::GetFlag(FLAGS_qos_link_bytes_per_s) < 0 ||
+      (!o.qos_link.empty() && absl::GetFlag(FLAGS_qos_link_bytes_per_s) == 0)) {
+    BadFlags("--qos_link needs --qos_link_bytes_per_s > 0");
+  }
+  o.qos_link_bytes_per_s = static_cast<uint64_t>(absl::GetFlag(FLAGS_qos_link_bytes_per_s));
   if (absl::GetFlag(FLAGS_hot_reads) < 0) BadFlags("--hot_reads must be >= 0");
   o.hot_reads = static_cast<uint32_t>(absl::GetFlag(FLAGS_hot_reads));
   o.hot_window_ms = absl::GetFlag(FLAGS_hot_window_ms);

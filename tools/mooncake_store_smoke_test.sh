@@ -29,7 +29,8 @@ for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=no
             "--allocator=slab" "--kv_block_bytes=1M" "--allocator=kv --kv_block_bytes=0" \
             "--tenant=a" "--tenant=a:1G:fast" "--tenant=a:1G --tenant=a:2G" \
             "--tenants=a:2G:1G --tenant=a:512M" "--relocation=maybe" \
-            "--relocation=on --ha_etcd=http://127.0.0.1:1"; do
+            "--relocation=on --ha_etcd=http://127.0.0.1:1" "--qos_link=eth0" \
+            "--qos_link=eth0 --qos_link_bytes_per_s=-1"; do
   set +e
   msg=$("$bin" $args --http= --demo=false 2>&1)
   rc=$?

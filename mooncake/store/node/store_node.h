@@ -466,8 +466,7 @@ class StoreNode {
     mo.replication.hot_window_ms = options_.hot_window_ms;
     mo.replication.hot_max_fraction = options_.hot_max_fraction;
     mo.relocation.enabled = options_.relocation;
-    // With a token file tenants get write capabilities (GuardMasterRegistry).
-    mo.hold_write_windows = !options_.auth_token_file.empty();
+    mo.hold_write_windows = !options_.auth_token_file.empty();  // tenants' write capabilities
     return mo;
   }
 
@@ -520,6 +519,8 @@ class StoreNode {
     wo.tcp_bind_host = options_.worker_host;
     wo.tcp_port = options_.worker_port;
     wo.auth = auth_;
+    wo.qos_link = options_.qos_link;
+    wo.qos_link_bytes_per_s = options_.qos_link_bytes_per_s;
     if (!options_.ssd_path.empty()) {
       worker::TierAgentOptions t;
       t.tier.paths = {options_.ssd_path};

@@ -186,6 +186,11 @@ struct StoreNodeOptions {
   // replicas for objects read hot_reads times within hot_window_ms (0: off),
   // holding at most hot_max_fraction of the pool.
   int64_t repair_within_ms = 10'000;
+  // Roles all, worker: the host's link arbiter the worker's copies to other
+  // workers take bulk grants from (WorkerOptions::qos_link; docs/client.md,
+  // "Sharing a link with other processes"). Empty: none.
+  std::string qos_link;
+  uint64_t qos_link_bytes_per_s = 0;
   uint32_t hot_reads = 0;
   int64_t hot_window_ms = 1'000;
   double hot_max_fraction = 0.1;

@@ -5,10 +5,12 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
@@ -16,6 +18,7 @@
 #include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
+#include "mooncake/qos/shm_arbiter.h"
 #include "mooncake/store/client/testing/fake_master.h"
 #include "mooncake/store/rpc/inproc_channel.h"
 #include "mooncake/store/rpc/master_methods.h"
@@ -119,7 +122,8 @@ class FakeCopyMaster {
 using TestWorker = Worker<rpc::InProcessChannel>;
 
 struct Env {
-  Env() : master(Options()) {
+  // `qos_link` set: both workers copy over TCP only, taking grants from it.
+  explicit Env(std::string qos_link = "") : master(Options()), qos_link(std::move(qos_link)) {
     EXPECT_TRUE(master.RegisterOn(&registry).ok());
     EXPECT_TRUE(copy.RegisterOn(&registry).ok());
     channel = std::make_unique<rpc::InProcessChannel>(&registry);
@@ -138,12 +142,18 @@ struct Env {
     o.heartbeat_thread = false;
     o.copy_agent_options.poll_wait_ms = 200;
     o.copy_agent_options.transfer_timeout_ms = 5'000;
+    if (!qos_link.empty()) {
+      o.serve_local = o.serve_shm = false;
+      o.qos_link = qos_link;
+      o.qos_link_bytes_per_s = 10'000'000'000;
+    }
     auto w = TestWorker::Start(o, channel.get());
     EXPECT_TRUE(w.ok()) << w.status();
     return w.ok() ? std::move(*w) : nullptr;
   }
 
   FakeMaster master;
+  std::string qos_link;
   FakeCopyMaster copy;
   rpc::ServiceRegistry registry;
   std::unique_ptr<rpc::InProcessChannel> channel;
@@ -213,6 +223,42 @@ TEST(CopyAgent, CopiesVerifiedBytesIntoAnotherWorkersSegment) {
   ASSERT_TRUE(r3.has_value());
   EXPECT_EQ(r3->code(), 0u) << r3->message();
   EXPECT_EQ(Read(*env.b, 0, v3.size()), v3);
+}
+
+// WorkerOptions::qos_link: copies between workers take bulk grants from the
+// host's link arbiter, and give them back.
+TEST(CopyAgent, CopiesTakeBulkGrantsFromTheLinkArbiter) {
+  const std::string link = absl::StrCat("copy_agent_test.", std::random_device{}());
+  {
+    Env env(link);
+    ASSERT_NE(env.a, nullptr);
+    ASSERT_NE(env.b, nullptr);
+    const std::vector<uint8_t> v = Fill(*env.a, 0, 300'000, 5);
+    env.copy.Queue(env.a->worker_id(), Task(1, *env.a, 0, *env.b, 4096, v));
+    auto r = env.copy.WaitResult(1);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->code(), 0u) << r->message();
+    EXPECT_EQ(Read(*env.b, 4096, v.size()), v);
+    auto arb = qos::ShmArbiter::Open(link, 10'000'000'000);
+    ASSERT_TRUE(arb.ok()) << arb.status();
+    const auto stats = (*arb)->Stats();
+    EXPECT_GE(stats.classes[1].granted_bytes, v.size());
+    EXPECT_EQ(stats.classes[0].granted_bytes, 0u);
+    EXPECT_EQ(stats.classes[1].inflight_bytes, 0);
+  }
+  // A link without its rate is refused at start.
+  {
+    WorkerOptions o;
+    o.segment_bytes = 1 << 20;
+    o.heartbeat_thread = false;
+    o.qos_link = link;
+    store_testing::FakeMaster m(Env::Options());
+    rpc::ServiceRegistry registry;
+    ASSERT_TRUE(m.RegisterOn(&registry).ok());
+    rpc::InProcessChannel ch(&registry);
+    EXPECT_EQ(TestWorker::Start(o, &ch).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  ASSERT_TRUE(qos::ShmArbiter::Remove(link).ok());
 }
 
 TEST(CopyAgent, ChecksumMismatchIsDataLossAndWritesNothing) {

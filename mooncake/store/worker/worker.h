@@ -59,6 +59,7 @@
 #include "mooncake/base/capability.h"
 #include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
+#include "mooncake/store/client/link_arbiter.h"
 #include "mooncake/store/client/rdma_route.h"
 #include "mooncake/store/rpc/call.h"
 #include "mooncake/store/rpc/channel.h"
@@ -96,6 +97,13 @@ struct WorkerOptions {
   bool serve_local = true;                  // clients in this process
   bool serve_shm = true;                    // clients on this host
   bool serve_tcp = true;                    // everyone
+  // Cross-process QoS (client/link_arbiter.h): the host's link arbiter that
+  // this worker's copies to other workers (drain, repair, hot replicas, copy
+  // and move tasks) take bulk grants from over TCP and RDMA, so that they
+  // yield to latency-critical reads of the processes that share the link.
+  // Empty: none.
+  std::string qos_link;
+  uint64_t qos_link_bytes_per_s = 0;
   // Access control (docs/security.md): the TCP transport serves only peers
   // proving a principal these credentials list, and proves self() (the
   // cluster) when it reads from other workers (copies). Null: none.
@@ -396,7 +404,13 @@ class Worker {
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(
           std::move(tcp)));
     }
-    ASSIGN_OR_RETURN(router_, transport::Router::CreateFromList({}, std::move(list)));
+    transport::RouterOptions ro;
+    if (!options_.qos_link.empty()) {
+      ASSIGN_OR_RETURN(
+          ro, client::LinkArbiterRouterOptions(options_.qos_link, options_.qos_link_bytes_per_s,
+                                               /*cls=*/1, list));
+    }
+    ASSIGN_OR_RETURN(router_, transport::Router::CreateFromList(ro, std::move(list)));
     return absl::OkStatus();
   }
 

@@ -32,9 +32,9 @@
 #include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
-#include "mooncake/qos/shm_arbiter.h"
 #include "mooncake/store/client/client_options.h"
 #include "mooncake/store/client/internal/buffer_registry.h"
+#include "mooncake/store/client/link_arbiter.h"
 #include "mooncake/store/client/metadata_cache.h"
 #include "mooncake/store/client/network_codec.h"
 #include "mooncake/store/client/rdma_route.h"
@@ -126,31 +126,6 @@ inline transport::TcpTransport::Options TcpOptionsFor(const client::ClientOption
   return to;
 }
 
-// The client's Router settings: with ClientOptions::qos_link, the host's
-// arbiter for that link on the TCP and RDMA routes (those in `list`), every
-// transfer in class qos_class, slices cut to the arbiter's largest grant.
-inline absl::StatusOr<transport::RouterOptions> RouterOptionsFor(
-    const client::ClientOptions& o,
-    const std::vector<std::unique_ptr<transport_internal::AnyTransport>>& list) {
-  transport::RouterOptions ro;
-  if (o.qos_link.empty()) return ro;
-  qos::ShmArbiterOptions ao;
-  ao.priority_classes = 2;
-  ASSIGN_OR_RETURN(std::unique_ptr<qos::ShmArbiter> opened,
-                   qos::ShmArbiter::Open(o.qos_link, o.qos_link_bytes_per_s, ao));
-  std::shared_ptr<qos::ShmArbiter> arbiter = std::move(opened);
-  // Submit uses the router's last class, so a router of qos_class + 1
-  // classes sends everything in qos_class.
-  ro.priority_classes = o.qos_class + 1;
-  ro.slice_bytes = std::min(ro.slice_bytes, arbiter->max_grant_bytes(o.qos_class));
-  for (const auto& t : list) {
-    if (t->Name() == "tcp" || t->Name() == "rdma") {
-      ro.arbiters.push_back(transport::RouteArbiter{std::string(t->Name()), arbiter});
-    }
-  }
-  return ro;
-}
-
 // What ClientCore::Create refuses in `o` before it opens anything.
 inline absl::Status CheckClientOptions(const client::ClientOptions& o) {
   if (!o.use_local && !o.use_shm && !o.use_tcp && !o.use_rdma) {
@@ -210,7 +185,11 @@ class ClientCore {
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::TcpTransport>>(
           std::move(tcp)));
     }
-    ASSIGN_OR_RETURN(const transport::RouterOptions ro, RouterOptionsFor(o, list));
+    transport::RouterOptions ro;
+    if (!o.qos_link.empty()) {
+      ASSIGN_OR_RETURN(ro, client::LinkArbiterRouterOptions(o.qos_link, o.qos_link_bytes_per_s,
+                                                            o.qos_class, list));
+    }
     ASSIGN_OR_RETURN(auto router, transport::Router::CreateFromList(ro, std::move(list)));
     return std::unique_ptr<ClientCore>(new ClientCore(std::move(o), channel, std::move(router)));
   }

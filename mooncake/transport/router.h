@@ -268,8 +268,6 @@ class Router {
   // (RESOURCE_EXHAUSTED) or failed, with `*error` set for a failure that waiting cannot mend.
   bool TakeGrant(size_t t, qos::ClassId cls, Slice& s, absl::Status* error) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Slices popped from the queue that wait for their route's arbiter.
-  size_t HeldSlices() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return held_count_; }
   absl::Status CheckRequest(const TransferRequest& r) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const RouterOptions options_;

@@ -495,7 +495,7 @@ TEST_F(MasterOpsTest, ATenantsRemovedObjectKeepsItsSpaceUntilItsWriteWindowEnds)
   };
 
   // Within the start window every tenant object's space is held.
-  const uint64_t early = put("early", "other");
+  put("early", "other");
   remove("early", "other");
   EXPECT_EQ(master_->Stats().deferred_frees, 1u) << "held from the master's start";
   clock_.AdvanceMs(3'001);
@@ -524,7 +524,6 @@ TEST_F(MasterOpsTest, ATenantsRemovedObjectKeepsItsSpaceUntilItsWriteWindowEnds)
   remove("d", "");
   EXPECT_EQ(master_->Stats().deferred_frees, 0u);
   EXPECT_EQ(put("e", ""), d);
-  (void)early;
 }
 
 // Off (the default, a master without tenants' capabilities): freed at once.

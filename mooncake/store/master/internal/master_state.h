@@ -225,6 +225,7 @@ struct MasterState {
   Retired RetireLocked(ObjectTable::Shard& shard, decltype(shard.objects.begin()) it, int64_t now,
                        int64_t hold_until_ns, bool logged = true) {
     ObjectMeta& m = it->second;
+    // now == 0: a lost worker's objects, whose replicas are gone already.
     if (options.hold_write_windows && m.tenant != options.default_tenant && now > 0) {
       // Its writer's capability may outlive it (WriteWindows).
       const int64_t window_end = m.committed()

@@ -51,6 +51,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -65,7 +66,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/auth.h"
 #include "mooncake/base/mutex.h"
@@ -87,7 +87,13 @@ struct CapabilityGrant {
   friend bool operator==(const CapabilityGrant&, const CapabilityGrant&) = default;
 };
 
-inline int64_t NowUnixMs() { return absl::ToUnixMillis(absl::Now()); }
+// The system clock (clock_gettime through the vDSO): called on every
+// capability issued and checked, where absl::Now() cost more.
+inline int64_t NowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
 
 namespace capability_detail {
 
@@ -388,7 +394,9 @@ class IssuedCapabilities {
 
   std::string Issue(std::string_view scope, std::string_view principal, uint64_t segment,
                     const CapabilityGrant& grant) {
-    std::string k;
+    // The memo's key, built in a buffer each thread keeps (no allocation per call).
+    thread_local std::string k;
+    k.clear();
     capability_detail::AppendField(&k, principal);
     capability_detail::AppendField(&k, scope);
     capability_detail::AppendU64(&k, segment);
@@ -398,7 +406,7 @@ class IssuedCapabilities {
     k.push_back(static_cast<char>(grant.rights));
     if (std::optional<std::string> cap = memo_.Find(k)) return *std::move(cap);
     std::string cap = key_->Issue(scope, principal, segment, grant);
-    memo_.Put(std::move(k), cap);
+    memo_.Put(k, cap);
     return cap;
   }
 

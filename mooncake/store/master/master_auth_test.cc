@@ -403,5 +403,69 @@ TEST_F(MasterAuthTest, RawPeersGetNothingAndIdleOnesAreClosed) {
   }
 }
 
+// The guard finds each request's tenant field at compile time. Checked here
+// against the request's descriptor, for every master method: a tenant method
+// whose request has `tenant` (or `options.tenant`) gets the caller's tenant
+// when it names none and is refused for another; the others are refused.
+template <typename Method>
+void CheckGuardOf(const auth::Principal& alice) {
+  SCOPED_TRACE(std::string(Method::kName));
+  using google::protobuf::FieldDescriptor;
+  typename Method::Request request;
+  rpc::ServerCallContext ctx;
+  ctx.method_id = Method::kId;
+  ctx.principal = &alice;
+  if (!TenantMayCall(Method::kId)) {
+    EXPECT_EQ(GuardMasterRequest(ctx, request).code(), absl::StatusCode::kPermissionDenied);
+    return;
+  }
+  const google::protobuf::Descriptor* d = request.GetDescriptor();
+  const FieldDescriptor* top = d->FindFieldByName("tenant");
+  const FieldDescriptor* opts = d->FindFieldByName("options");
+  const bool in_options = top == nullptr && opts != nullptr &&
+                          opts->type() == FieldDescriptor::TYPE_MESSAGE &&
+                          opts->message_type()->FindFieldByName("tenant") != nullptr;
+  const auto tenant_of = [&](google::protobuf::Message& m) -> std::string {
+    if (top != nullptr) return m.GetReflection()->GetString(m, top);
+    const google::protobuf::Message& o = m.GetReflection()->GetMessage(m, opts);
+    return o.GetReflection()->GetString(o, o.GetDescriptor()->FindFieldByName("tenant"));
+  };
+  ASSERT_TRUE(GuardMasterRequest(ctx, request).ok());
+  if (top == nullptr && !in_options) return;  // names no tenant's data
+  EXPECT_EQ(tenant_of(request), "alice");
+  typename Method::Request other;
+  if (top != nullptr) {
+    other.GetReflection()->SetString(&other, top, "bob");
+  } else {
+    google::protobuf::Message* o = other.GetReflection()->MutableMessage(&other, opts);
+    o->GetReflection()->SetString(o, o->GetDescriptor()->FindFieldByName("tenant"), "bob");
+  }
+  EXPECT_EQ(GuardMasterRequest(ctx, other).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(tenant_of(other), "bob");
+}
+
+template <typename... Methods>
+void CheckGuards(const auth::Principal& alice) {
+  (CheckGuardOf<Methods>(alice), ...);
+}
+
+TEST(TenantGuardTest, EveryMethodsRequestActsAsTheCallersTenant) {
+  auth::Principal alice;
+  alice.name = "tenant:alice";
+  alice.tenant = "alice";
+  ASSERT_FALSE(alice.cluster());
+  namespace r = rpc;
+  CheckGuards<r::MountSegmentMethod, r::UnmountSegmentMethod, r::HeartbeatMethod, r::PutStartMethod,
+              r::PutEndMethod, r::PutRevokeMethod, r::GetReplicasMethod, r::ReleaseLeasesMethod,
+              r::RemoveMethod, r::ExistsMethod, r::BatchExistsMethod, r::PrefixQueryMethod,
+              r::DescribeSegmentsMethod, r::TierSyncMethod, r::TierReportMethod, r::RemoveAllMethod,
+              r::CopySyncMethod, r::DrainWorkerMethod, r::DrainStatusMethod,
+              r::CreateCopyTaskMethod, r::CreateMoveTaskMethod, r::QueryTaskMethod, r::CloneMethod,
+              r::CommitGroupMethod, r::RemoveGroupMethod, r::QueryObjectsMethod,
+              r::BatchGetReplicasMethod, r::BatchPutStartMethod, r::BatchPutEndMethod>(alice);
+  // Every method id of master.proto is in the list above.
+  EXPECT_EQ(store::proto::MasterMethodId_descriptor()->value_count(), 30);
+}
+
 }  // namespace
 }  // namespace mooncake::master

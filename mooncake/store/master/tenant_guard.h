@@ -40,91 +40,107 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/descriptor.h"
-#include "google/protobuf/message.h"
+#include "google/protobuf/message_lite.h"
 #include "mooncake/base/auth.h"
 #include "mooncake/base/capability.h"
 #include "mooncake/store/rpc/master.pb.h"
+#include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/service.h"
 
 namespace mooncake::master {
 
-inline bool TenantMayCall(uint16_t method_id) {
+// Makes `request` act as tenant `who.tenant`: its tenant field (`tenant` at
+// the top, or `options.tenant`) is set when empty; a different one is
+// PERMISSION_DENIED. A request without one names no tenant's data (segment
+// descriptions). Resolved at compile time: no reflection on the call path.
+template <typename Request>
+absl::Status ActAsTenant(const auth::Principal& who, Request& request) {
+  std::string* tenant = nullptr;
+  if constexpr (requires { request.mutable_tenant()->assign(""); }) {
+    tenant = request.mutable_tenant();
+  } else if constexpr (requires { request.mutable_options()->mutable_tenant()->assign(""); }) {
+    tenant = request.mutable_options()->mutable_tenant();
+  } else {
+    return absl::OkStatus();
+  }
+  if (tenant->empty()) {
+    *tenant = who.tenant;
+  } else if (*tenant != who.tenant) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("'", who.name, "' may not act for tenant '", *tenant, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// The client methods a tenant may call (the request is then made to act as
+// the tenant), or null: a worker's or operator's method.
+using TenantGuardFn = absl::Status (*)(const auth::Principal&, google::protobuf::MessageLite&);
+template <typename Method>
+absl::Status GuardAs(const auth::Principal& who, google::protobuf::MessageLite& request) {
+  // The registry decodes a call's request as its method's Request.
+  return ActAsTenant(who, static_cast<typename Method::Request&>(request));
+}
+inline TenantGuardFn TenantGuardOf(uint16_t method_id) {
   namespace p = store::proto;
   switch (static_cast<p::MasterMethodId>(method_id)) {
     case p::PUT_START:
+      return GuardAs<rpc::PutStartMethod>;
     case p::PUT_END:
+      return GuardAs<rpc::PutEndMethod>;
     case p::PUT_REVOKE:
+      return GuardAs<rpc::PutRevokeMethod>;
     case p::GET_REPLICAS:
+      return GuardAs<rpc::GetReplicasMethod>;
     case p::RELEASE_LEASES:
+      return GuardAs<rpc::ReleaseLeasesMethod>;
     case p::REMOVE:
+      return GuardAs<rpc::RemoveMethod>;
     case p::EXISTS:
+      return GuardAs<rpc::ExistsMethod>;
     case p::BATCH_EXISTS:
+      return GuardAs<rpc::BatchExistsMethod>;
     case p::PREFIX_QUERY:
+      return GuardAs<rpc::PrefixQueryMethod>;
     case p::DESCRIBE_SEGMENTS:
+      return GuardAs<rpc::DescribeSegmentsMethod>;
     case p::REMOVE_ALL:
+      return GuardAs<rpc::RemoveAllMethod>;
     case p::CREATE_COPY_TASK:
+      return GuardAs<rpc::CreateCopyTaskMethod>;
     case p::CREATE_MOVE_TASK:
+      return GuardAs<rpc::CreateMoveTaskMethod>;
     case p::CLONE:
+      return GuardAs<rpc::CloneMethod>;
     case p::COMMIT_GROUP:
+      return GuardAs<rpc::CommitGroupMethod>;
     case p::REMOVE_GROUP:
+      return GuardAs<rpc::RemoveGroupMethod>;
     case p::QUERY_OBJECTS:
+      return GuardAs<rpc::QueryObjectsMethod>;
     case p::BATCH_GET_REPLICAS:
+      return GuardAs<rpc::BatchGetReplicasMethod>;
     case p::BATCH_PUT_START:
+      return GuardAs<rpc::BatchPutStartMethod>;
     case p::BATCH_PUT_END:
-      return true;
+      return GuardAs<rpc::BatchPutEndMethod>;
     default:
-      return false;
+      return nullptr;
   }
 }
 
-// The request's tenant field: `tenant` at the top, or inside `options`.
-// Null when the message has none.
-inline const google::protobuf::FieldDescriptor* TenantField(const google::protobuf::Descriptor* d,
-                                                            google::protobuf::Message** holder,
-                                                            google::protobuf::Message* msg) {
-  using google::protobuf::FieldDescriptor;
-  if (const FieldDescriptor* f = d->FindFieldByName("tenant");
-      f != nullptr && f->type() == FieldDescriptor::TYPE_STRING && !f->is_repeated()) {
-    *holder = msg;
-    return f;
-  }
-  const FieldDescriptor* opts = d->FindFieldByName("options");
-  if (opts == nullptr || opts->type() != FieldDescriptor::TYPE_MESSAGE || opts->is_repeated()) {
-    return nullptr;
-  }
-  const FieldDescriptor* f = opts->message_type()->FindFieldByName("tenant");
-  if (f == nullptr || f->type() != FieldDescriptor::TYPE_STRING || f->is_repeated()) {
-    return nullptr;
-  }
-  *holder = msg->GetReflection()->MutableMessage(msg, opts);
-  return f;
-}
+inline bool TenantMayCall(uint16_t method_id) { return TenantGuardOf(method_id) != nullptr; }
 
 inline absl::Status GuardMasterRequest(const rpc::ServerCallContext& ctx,
                                        google::protobuf::MessageLite& request) {
   const auth::Principal& who = *ctx.principal;
   if (who.cluster()) return absl::OkStatus();
-  if (!TenantMayCall(ctx.method_id)) {
+  const TenantGuardFn guard = TenantGuardOf(ctx.method_id);
+  if (guard == nullptr) {
     return absl::PermissionDeniedError(
         absl::StrCat("'", who.name, "' may not call master method ", ctx.method_id,
                      ": a worker's or operator's method (the 'cluster' token only)"));
   }
-  auto* msg = dynamic_cast<google::protobuf::Message*>(&request);
-  if (msg == nullptr) return absl::InternalError("master request without reflection");
-  google::protobuf::Message* holder = nullptr;
-  const google::protobuf::FieldDescriptor* f = TenantField(msg->GetDescriptor(), &holder, msg);
-  if (f == nullptr) return absl::OkStatus();  // names no tenant's data (segment descriptions)
-  const google::protobuf::Reflection* r = holder->GetReflection();
-  std::string scratch;
-  const std::string& asked = r->GetStringReference(*holder, f, &scratch);
-  if (asked.empty()) {
-    r->SetString(holder, f, who.tenant);
-  } else if (asked != who.tenant) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("'", who.name, "' may not act for tenant '", asked, "'"));
-  }
-  return absl::OkStatus();
+  return guard(who, request);
 }
 
 // How long a read capability lives when the answer carries no lease (a

@@ -298,7 +298,7 @@ class TcpServer {
     std::array<char, kWireCapabilityBytes> cap;
     auth::CapabilityGrant grant;
   };
-  static constexpr size_t kRecentSlots = 64;  // direct-mapped by a MAC byte
+  static constexpr size_t kRecentSlots = 256;  // direct-mapped by a MAC byte
   // A connection's view of tenants' access: who it is, whether its frames
   // are checked, and the capabilities it had verified lately (no lock, no
   // allocation, no HMAC to find one again: a hit costs a 64-byte compare).

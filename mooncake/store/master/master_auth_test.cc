@@ -465,6 +465,12 @@ TEST(TenantGuardTest, EveryMethodsRequestActsAsTheCallersTenant) {
               r::BatchGetReplicasMethod, r::BatchPutStartMethod, r::BatchPutEndMethod>(alice);
   // Every method id of master.proto is in the list above.
   EXPECT_EQ(store::proto::MasterMethodId_descriptor()->value_count(), 30);
+  // A request of another type under a method's id is an error, not a cast.
+  proto::PutStartRequest wrong;
+  rpc::ServerCallContext ctx;
+  ctx.method_id = rpc::GetReplicasMethod::kId;
+  ctx.principal = &alice;
+  EXPECT_EQ(GuardMasterRequest(ctx, wrong).code(), absl::StatusCode::kInternal);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -77,7 +78,14 @@ absl::Status ActAsTenant(const auth::Principal& who, Request& request) {
 using TenantGuardFn = absl::Status (*)(const auth::Principal&, google::protobuf::MessageLite&);
 template <typename Method>
 absl::Status GuardAs(const auth::Principal& who, google::protobuf::MessageLite& request) {
-  // The registry decodes a call's request as its method's Request.
+  // The registry decodes a call's request as its method's Request; checked (a
+  // type_info compare) so that a registry serving another type under a master
+  // method's id gets an error, not a wrong cast.
+  if (typeid(request) != typeid(typename Method::Request)) {
+    const std::string name(Method::kName);
+    return absl::InternalError(
+        absl::StrCat("master method ", name, ": the request is not a ", name, "Request"));
+  }
   return ActAsTenant(who, static_cast<typename Method::Request&>(request));
 }
 inline TenantGuardFn TenantGuardOf(uint16_t method_id) {

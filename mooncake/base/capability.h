@@ -385,16 +385,25 @@ class VerifiedCapabilities {
 // The issuer's side with memory: the same grant to the same holder gets the
 // same bytes (so the owner's VerifiedCapabilities recognizes it) without a
 // second HMAC. Pair it with QuantizedExpiry, which makes grants of one
-// second equal. Thread-safe.
+// second equal. A grant this thread issued lately is found in a small cache
+// the thread keeps (no lock, no allocation); others in a memo the threads
+// share. Thread-safe.
 class IssuedCapabilities {
  public:
+  using Bytes = std::array<char, kCapabilityBytes>;
+
   explicit IssuedCapabilities(std::shared_ptr<const CapabilityKey> key,
                               size_t max_entries = size_t{1} << 15)
-      : key_(std::move(key)), memo_(max_entries) {}
+      : key_(std::move(key)), memo_(max_entries), id_(NextId()) {}
 
-  std::string Issue(std::string_view scope, std::string_view principal, uint64_t segment,
-                    const CapabilityGrant& grant) {
-    // The memo's key, built in a buffer each thread keeps (no allocation per call).
+  Bytes IssueBytes(std::string_view scope, std::string_view principal, uint64_t segment,
+                   const CapabilityGrant& grant) {
+    Recent& r = ThreadRecent()[Slot(segment, grant)];
+    if (r.owner == id_ && r.segment == segment && r.grant == grant && r.scope == scope &&
+        r.principal == principal) {
+      return r.cap;
+    }
+    // The shared memo's key, built in a buffer each thread keeps.
     thread_local std::string k;
     k.clear();
     capability_detail::AppendField(&k, principal);
@@ -404,15 +413,59 @@ class IssuedCapabilities {
     capability_detail::AppendU64(&k, grant.length);
     capability_detail::AppendU64(&k, static_cast<uint64_t>(grant.expiry_unix_ms));
     k.push_back(static_cast<char>(grant.rights));
-    if (std::optional<std::string> cap = memo_.Find(k)) return *std::move(cap);
-    std::string cap = key_->Issue(scope, principal, segment, grant);
-    memo_.Put(k, cap);
+    Bytes cap;
+    if (std::optional<Bytes> found = memo_.Find(k)) {
+      cap = *found;
+    } else {
+      const std::string made = key_->Issue(scope, principal, segment, grant);
+      std::memcpy(cap.data(), made.data(), cap.size());
+      memo_.Put(k, cap);
+    }
+    r.owner = id_;
+    r.segment = segment;
+    r.grant = grant;
+    r.scope.assign(scope);
+    r.principal.assign(principal);
+    r.cap = cap;
     return cap;
   }
 
+  std::string Issue(std::string_view scope, std::string_view principal, uint64_t segment,
+                    const CapabilityGrant& grant) {
+    const Bytes cap = IssueBytes(scope, principal, segment, grant);
+    return std::string(cap.data(), cap.size());
+  }
+
  private:
+  // A grant this thread issued for the IssuedCapabilities `owner` (its id_,
+  // never its address; 0: empty).
+  struct Recent {
+    uint64_t owner = 0;
+    uint64_t segment = 0;
+    CapabilityGrant grant;
+    std::string scope;
+    std::string principal;
+    Bytes cap{};
+  };
+  static constexpr size_t kRecentSlots = 64;
+  static std::array<Recent, kRecentSlots>& ThreadRecent() {
+    thread_local std::array<Recent, kRecentSlots> recent;
+    return recent;
+  }
+  static size_t Slot(uint64_t segment, const CapabilityGrant& g) {
+    uint64_t h = segment * 0x9E3779B97F4A7C15ull;
+    h ^= (g.offset + (h << 6) + (h >> 2)) * 0xC2B2AE3D27D4EB4Full;
+    h ^= (g.length + static_cast<uint64_t>(g.expiry_unix_ms) + g.rights) * 0x165667B19E3779F9ull;
+    return static_cast<size_t>(h >> 58) % kRecentSlots;
+  }
+  static uint64_t NextId() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
+
   std::shared_ptr<const CapabilityKey> key_;
-  capability_detail::ShardedMemo<std::string> memo_;
+  capability_detail::ShardedMemo<Bytes> memo_;
+  const uint64_t id_;
 };
 
 // An expiry for a grant of `ttl_ms` from `now_unix_ms`, rounded down to a

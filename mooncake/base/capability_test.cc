@@ -1,6 +1,7 @@
 #include "mooncake/base/capability.h"
 
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -146,6 +147,37 @@ TEST(Capability, IssuedCapabilitiesGivesEqualGrantsEqualBytes) {
   EXPECT_TRUE(Key().Check(kWorker, "tenant:alice", 7, w, kCapWrite, 4096, 1, kNow).ok());
   EXPECT_TRUE(absl::IsPermissionDenied(
       Key().Check(kWorker, "tenant:alice", 7, w, kCapRead, 4096, 1, kNow)));
+}
+
+TEST(Capability, IssuedCapabilitiesThreadCacheNeverCrossesIssuersOrGrants) {
+  // Two issuers with different keys, in one thread: each one's bytes are its
+  // own key's, however the thread's cache of recent grants is shared.
+  const auto other_key = std::make_shared<const CapabilityKey>(CapabilityKey::FromSecret("other"));
+  IssuedCapabilities a(std::make_shared<const CapabilityKey>(Key()));
+  IssuedCapabilities b(other_key);
+  const CapabilityGrant g{kCapRead, 4096, 8192, kNow + 1000};
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(a.Issue(kWorker, "tenant:alice", 7, g), ReadCap());
+    EXPECT_EQ(b.Issue(kWorker, "tenant:alice", 7, g),
+              other_key->Issue(kWorker, "tenant:alice", 7, g));
+  }
+  // Many more grants than the cache holds, issued twice in turn: every
+  // answer is the key's own signature for exactly that grant and holder.
+  const std::string workers[] = {std::string(kWorker), "10.0.0.2:7000:worker-2"};
+  for (int round = 0; round < 2; ++round) {
+    for (uint64_t i = 0; i < 300; ++i) {
+      const CapabilityGrant gi{static_cast<uint8_t>(i % 2 == 0 ? kCapRead : kCapWrite), i * 4096,
+                               4096 + i % 3, kNow + static_cast<int64_t>(i % 5) * 1000};
+      const std::string& w = workers[i % 2];
+      const std::string who = i % 3 == 0 ? "tenant:bob" : "tenant:alice";
+      ASSERT_EQ(a.Issue(w, who, i % 4, gi), Key().Issue(w, who, i % 4, gi)) << round << " " << i;
+    }
+  }
+  // Another thread gets the same bytes for the same grant.
+  std::string from_thread;
+  std::thread t([&] { from_thread = a.Issue(kWorker, "tenant:alice", 7, g); });
+  t.join();
+  EXPECT_EQ(from_thread, ReadCap());
 }
 
 TEST(Capability, QuantizedExpiryRoundsDownKeepingHalfTheTime) {

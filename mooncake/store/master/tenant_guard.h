@@ -218,8 +218,9 @@ class CapabilityIssuer {
             google::protobuf::RepeatedPtrField<store::proto::Replica>* replicas) const {
     for (store::proto::Replica& rep : *replicas) {
       if (rep.length() == 0) continue;
-      rep.set_capability(issued_->Issue(rep.worker_id(), who, rep.segment_id(),
-                                        {rights, rep.offset(), rep.length(), expiry}));
+      const auth::IssuedCapabilities::Bytes cap = issued_->IssueBytes(
+          rep.worker_id(), who, rep.segment_id(), {rights, rep.offset(), rep.length(), expiry});
+      rep.set_capability(cap.data(), cap.size());
     }
   }
 

@@ -345,7 +345,10 @@ class TcpServer {
       std::array<char, kWireCapabilityBytes> cap;
       const bool has_cap = h->aux == kAuxCapability;
       if (has_cap) {
-        if (!Fill(fd, in, kWireCapabilityBytes, Deadline())) return;
+        // Mostly received with the header already (no clock read then).
+        if (in.size() < kWireCapabilityBytes && !Fill(fd, in, kWireCapabilityBytes, Deadline())) {
+          return;
+        }
         in.Take(cap.data(), cap.size());
       }
       if (!Handle(fd, in, *h, has_cap ? std::string_view(cap.data(), cap.size()) : "", access)

@@ -124,7 +124,9 @@ class PyConnector {
       tcp_transport_ = Value(transport::TcpTransport::Create(o));
       tcp_ = Value(make(tcp_transport_.get(), false));
     } else if (protocol == "shm") {
-      shm_transport_ = Value(transport::ShmTransport::Create({}));
+      transport::ShmTransport::Options o;
+      o.auth = std::move(auth);
+      shm_transport_ = Value(transport::ShmTransport::Create(std::move(o)));
       shm_ = Value(make(shm_transport_.get(), true));
     } else {
       throw py::value_error("protocol '" + protocol + "': want tcp or shm");

@@ -19,6 +19,16 @@
 // Endpoint: "shm://@name" (abstract socket, the default, nothing to clean
 // up) or "shm:///path/to.sock".
 //
+// Authentication (docs/security.md): with Options::auth every open starts
+// with base/auth.h's handshake in TcpTransport's AUTH_* frames
+// (internal/tcp_auth.h, protocol "shm"). The owner answers an open that skips
+// it with UNAUTHENTICATED and hands no fd to a peer that does not prove a
+// principal it lists; a requester with a token refuses an owner that does
+// not prove the same secret. With Options::refuse_tenants the owner serves
+// "cluster" only: a mapping reaches every byte of its segment, so no range
+// can be checked, and tenants get PERMISSION_DENIED (a Router then reads and
+// writes over its next route, TCP, where ranges are checked).
+//
 // Thread-safety: every method may be called concurrently.
 #ifndef MOONCAKE_TRANSPORT_SHM_TRANSPORT_H_
 #define MOONCAKE_TRANSPORT_SHM_TRANSPORT_H_
@@ -55,6 +65,7 @@
 #include "absl/time/time.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
+#include "mooncake/base/auth.h"
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/metrics.h"
@@ -62,6 +73,7 @@
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/value_checksum.h"
 #include "mooncake/transport/internal/batch_table.h"
+#include "mooncake/transport/internal/tcp_auth.h"
 #include "mooncake/transport/internal/unix_socket.h"
 #include "mooncake/transport/transport.h"
 #include "mooncake/transport/transport_metrics.h"
@@ -449,6 +461,12 @@ class ShmTransport {
     absl::Duration io_timeout = absl::Seconds(5);  // bounds every open exchange
     size_t max_batches = 1024;
     MetricsRegistry* metrics = nullptr;  // null: a private registry
+    // Proves auth->self() on every open and serves only peers that prove a
+    // principal it lists (see the top of this file); null: no authentication.
+    std::shared_ptr<const auth::Credentials> auth;
+    // With `auth`: only "cluster" may map a segment; tenants are refused
+    // (PERMISSION_DENIED). For owners that check tenants' ranges elsewhere.
+    bool refuse_tenants = false;
   };
 
   // Listens at once; a failure to listen aborts (use Create for a Status).
@@ -513,17 +531,26 @@ class ShmTransport {
           errno, absl::StrCat("connect to ", AbslView(endpoint), " (is the owner alive?)"));
       return absl::IsNotFound(s) ? absl::UnavailableError(s.message()) : s;
     }
+    RETURN_IF_ERROR(transport_internal::AuthenticateToOwner(
+        sock.get(), options_.auth.get(), absl::Now() + options_.io_timeout, endpoint,
+        transport_internal::kShmAuthProtocol));
     shm_internal::OpenRequest req;
     req.segment_id = id;
     RETURN_IF_ERROR(transport_internal::SendAll(sock.get(), &req, sizeof(req), "shm open"));
     shm_internal::OpenReply reply;
     ASSIGN_OR_RETURN(UniqueFd fd,
                      transport_internal::RecvWithFd(sock.get(), &reply, sizeof(reply)));
-    ASSIGN_OR_RETURN(auto mapping, MapReply(reply, std::move(fd)));
-    RemoteSegment remote{0, id, mapping->length, MemoryLocation::SharedMemory()};
+    absl::StatusOr<std::shared_ptr<shm_internal::Mapping>> mapping = MapReply(reply, std::move(fd));
+    if (absl::IsUnauthenticated(mapping.status()) || absl::IsPermissionDenied(mapping.status())) {
+      return absl::Status(mapping.status().code(),
+                          absl::StrCat("owner ", AbslView(endpoint), " refused segment ", id, ": ",
+                                       mapping.status().message()));
+    }
+    if (!mapping.ok()) return mapping.status();
+    RemoteSegment remote{0, id, (*mapping)->length, MemoryLocation::SharedMemory()};
     MutexLock lock(&mu_);
     remote.handle = next_handle_++;
-    handles_.emplace(remote.handle, std::move(mapping));
+    handles_.emplace(remote.handle, *std::move(mapping));
     return remote;
   }
 
@@ -560,7 +587,9 @@ class ShmTransport {
   ShmTransport(Options options, int /*tag*/)
       : options_(std::move(options)),
         metrics_(options_.metrics, "shm"),
-        batches_(options_.max_batches, &metrics_) {
+        batches_(options_.max_batches, &metrics_),
+        auth_failures_(options_.auth != nullptr ? AuthFailuresCounter(metrics_.registry())
+                                                : nullptr) {
     static std::atomic<uint64_t> counter{0};
     if (options_.socket_name.empty()) {
       // relaxed: only uniqueness matters.
@@ -593,15 +622,88 @@ class ShmTransport {
       UniqueFd conn(::accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
       if (!conn.valid()) continue;
       transport_internal::SetSocketTimeouts(conn.get(), options_.io_timeout);
-      shm_internal::OpenRequest req;
-      if (!transport_internal::RecvAll(conn.get(), &req, sizeof(req), "shm open").ok()) continue;
-      AnswerOpen(conn.get(), req);
+      ServeOpen(conn.get());
     }
   }
 
-  void AnswerOpen(int conn, const shm_internal::OpenRequest& req) {
+  // One open: the handshake where the owner has a token file, then the
+  // request and its answer.
+  void ServeOpen(int conn) {
+    const absl::Time deadline = absl::Now() + options_.io_timeout;
+    // An open request starts with kOpenMagic; a handshake with a frame
+    // header (tcp_wire.h), whose first bytes never equal it.
+    uint32_t first = 0;
+    if (::recv(conn, &first, sizeof(first), MSG_PEEK | MSG_WAITALL) !=
+        static_cast<ssize_t>(sizeof(first))) {
+      return;  // closed or stalled before saying anything
+    }
+    const bool is_open = first == shm_internal::kOpenMagic;
+    absl::Status refusal;
+    if (options_.auth == nullptr) {
+      if (!is_open) {
+        // A requester with a token: tell it we do not authenticate (it
+        // refuses us, as TcpTransport's requesters refuse such owners).
+        absl::StatusOr<transport_internal::SmallFrame> f =
+            transport_internal::RecvSmallFrame(conn, deadline, "AUTH_HELLO");
+        if (f.ok()) {
+          (void)transport_internal::SendErrorFrame(
+              conn, f->h.tag,
+              absl::UnimplementedError(
+                  "this shared-memory owner does not use authentication (it has no auth token "
+                  "file)"),
+              deadline);
+        }
+        return;
+      }
+    } else if (is_open) {
+      // (OpenReply::message holds 111 characters.)
+      refusal = absl::UnauthenticatedError(
+          "authentication required: the owner has an auth token file (Options::auth, "
+          "MOONCAKE_AUTH_TOKEN_FILE)");
+    } else {
+      absl::StatusOr<auth::Principal> who = transport_internal::AuthenticatePeer(
+          conn, options_.auth, deadline, transport_internal::kShmAuthProtocol);
+      if (!who.ok()) {
+        if (!absl::IsUnavailable(who.status())) auth_failures_->Increment();
+        return;
+      }
+      if (options_.refuse_tenants && !who->cluster()) {
+        refusal = absl::PermissionDeniedError(
+            "tenants may not map this owner's memory: it checks their byte ranges (over TCP)");
+      }
+    }
+    shm_internal::OpenRequest req;
+    if (!transport_internal::RecvAll(conn, &req, sizeof(req), "shm open").ok()) return;
+    if (!refusal.ok()) {
+      if (absl::IsUnauthenticated(refusal)) auth_failures_->Increment();
+      SendReply(conn, refusal, 0, -1);
+      return;
+    }
+    AnswerOpen(conn, req);
+  }
+
+  static void SendReply(int conn, const absl::Status& status, uint64_t length, int fd) {
     shm_internal::OpenReply reply;
+    reply.code = static_cast<uint32_t>(status.code());
+    reply.length = length;
+    std::snprintf(reply.message, sizeof(reply.message), "%s",
+                  std::string(status.message()).c_str());
+    (void)transport_internal::SendWithFd(conn, &reply, sizeof(reply), fd);
+  }
+
+  static Counter* AuthFailuresCounter(MetricsRegistry& registry) {
+    absl::StatusOr<Counter*> c = registry.GetCounter(
+        "mooncake_transport_auth_failures_total",
+        "Connections the owner refused in the authentication handshake (no, bad or wrong "
+        "proof) or that did not finish it within io_timeout.",
+        {{"transport", "shm"}});
+    MC_ASSERT(c.ok(), "auth failure metric registration failed (name clash in the registry)");
+    return *c;
+  }
+
+  void AnswerOpen(int conn, const shm_internal::OpenRequest& req) {
     absl::Status status;
+    uint64_t length = 0;
     int fd = -1;
     MutexLock lock(&mu_);  // the fd stays open while we send it
     if (req.magic != shm_internal::kOpenMagic || req.version != 1) {
@@ -610,12 +712,9 @@ class ShmTransport {
       status = absl::NotFoundError(absl::StrCat("segment ", req.segment_id, " is not registered"));
     } else {
       fd = it->second.fd.get();
-      reply.length = it->second.length;
+      length = it->second.length;
     }
-    reply.code = static_cast<uint32_t>(status.code());
-    std::snprintf(reply.message, sizeof(reply.message), "%s",
-                  std::string(status.message()).c_str());
-    (void)transport_internal::SendWithFd(conn, &reply, sizeof(reply), fd);
+    SendReply(conn, status, length, fd);
   }
 
   static absl::StatusOr<std::shared_ptr<shm_internal::Mapping>> MapReply(
@@ -663,6 +762,7 @@ class ShmTransport {
   Options options_;
   TransportMetrics metrics_;
   transport_internal::BatchTable batches_;
+  Counter* const auth_failures_;  // in metrics_'s registry; null without options_.auth
   UniqueFd listen_;
   UniqueFd wake_;
   std::thread server_;

@@ -16,6 +16,15 @@ def vllm_cache(layers=3, blocks=32, block_size=16, heads=2, dim=8, seed=None):
             for i in range(layers)}
 
 
+def shared_vllm_cache(layers=3, blocks=32, block_size=16, heads=2, dim=8):
+    """A zeroed vllm_cache whose layers live in memfd memory, as an SHM decode
+    side's must (each array keeps its SharedBuffer alive)."""
+    shape = (2, blocks, block_size, heads, dim)
+    return {f"layer.{i}": np.frombuffer(C.SharedBuffer(int(np.prod(shape)) * 2),
+                                        np.float16).reshape(shape)
+            for i in range(layers)}
+
+
 def test_layout_for_vllm_and_sglang_shapes():
     layout, bases = C.layout_for(vllm_cache())
     assert (layout.order, layout.dtype, layout.num_layers, layout.block_size) == (
@@ -113,10 +122,12 @@ def test_wait_is_bounded_by_its_timeout():
     assert dc.end("slow")[0]  # the cancel was confirmed: blocks reusable now
 
 
-def test_token_file_guards_the_connectors(tmp_path, monkeypatch):
+@pytest.mark.parametrize("protocol", ["tcp", "shm"])
+def test_token_file_guards_the_connectors(tmp_path, monkeypatch, protocol):
     """MOONCAKE_AUTH_TOKEN_FILE: both sides with the token move every row; a
     decode side without it, or with another cluster's, is refused at its pull
-    (UNAUTHENTICATED) and its cache stays untouched."""
+    (UNAUTHENTICATED) and its cache stays untouched. Over shared memory the
+    segment socket takes the token too."""
     def token_file(name, secret):
         path = tmp_path / name
         path.write_text(f"cluster {secret}\n")
@@ -126,21 +137,21 @@ def test_token_file_guards_the_connectors(tmp_path, monkeypatch):
     theirs = token_file("theirs", "fedcba9876543210fedcba9876543210")
     src = vllm_cache(seed=4)
     monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", ours)
-    pc = C.PrefillConnector(*C.layout_for(src))
+    pc = C.PrefillConnector(*C.layout_for(src), protocol=protocol)
     for env in (None, theirs):
         if env is None:
             monkeypatch.delenv("MOONCAKE_AUTH_TOKEN_FILE")
         else:
             monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", env)
-        dst = vllm_cache()
-        dc = C.DecodeConnector(*C.layout_for(dst))
+        dst = vllm_cache() if protocol == "tcp" else shared_vllm_cache()
+        dc = C.DecodeConnector(*C.layout_for(dst), protocol=protocol)
         with pytest.raises(C.ConnectorError) as e:
             dc.start_request("x", [pc.rpc_address], [0, 1], 20)
         assert e.value.code == C.UNAUTHENTICATED, e.value.message
         assert not any(v.any() for v in dst.values())
     monkeypatch.setenv("MOONCAKE_AUTH_TOKEN_FILE", ours)
-    dst = vllm_cache()
-    dc = C.DecodeConnector(*C.layout_for(dst))
+    dst = vllm_cache() if protocol == "tcp" else shared_vllm_cache()
+    dc = C.DecodeConnector(*C.layout_for(dst), protocol=protocol)
     dc.start_request("r", [pc.rpc_address], [0, 1], 20)
     pc.add_request("r", [2, 3], 20)
     for layer in range(3):

@@ -25,6 +25,7 @@
 #include "mooncake/store/rpc/master_methods.h"
 #include "mooncake/store/rpc/tcp_channel.h"
 #include "mooncake/transport/internal/router_ids.h"
+#include "mooncake/transport/shm_transport.h"
 #include "mooncake/transport/tcp_transport.h"
 
 namespace mooncake::node {
@@ -56,7 +57,7 @@ struct Tenant {
   std::unique_ptr<StoreClient> client;
 };
 
-Tenant Connect(const std::string& master, const char* tokens) {
+Tenant Connect(const std::string& master, const char* tokens, bool shm = false) {
   Tenant t;
   rpc::TcpChannelOptions co;
   co.auth = Creds(tokens);
@@ -66,7 +67,7 @@ Tenant Connect(const std::string& master, const char* tokens) {
   t.channel = std::move(*ch);
   client::ClientOptions o;
   o.use_local = false;
-  o.use_shm = false;  // the TCP transport: the path that checks tenants
+  o.use_shm = shm;  // off: the TCP transport, the path that checks tenants
   o.use_tcp = true;
   o.auth = Creds(tokens);
   o.rpc_timeout_ms = 2'000;
@@ -78,13 +79,15 @@ Tenant Connect(const std::string& master, const char* tokens) {
 }
 
 // What a tenant that bypasses the client library needs to address a
-// replica's bytes on the wire: the worker's TCP endpoint and segment id.
+// replica's bytes on the wire: the worker's endpoint and segment id on one
+// transport ("tcp://" or "shm://").
 struct WireTarget {
   std::string endpoint;
   transport::SegmentId tcp_segment = 0;
 };
 
-WireTarget TargetOf(rpc::TcpChannel& ch, uint64_t master_segment) {
+WireTarget TargetOf(rpc::TcpChannel& ch, uint64_t master_segment,
+                    std::string_view scheme = "tcp://") {
   proto::DescribeSegmentsRequest req;
   req.add_segment_ids(master_segment);
   auto r = rpc::Call<rpc::DescribeSegmentsMethod>(ch, req);
@@ -96,7 +99,7 @@ WireTarget TargetOf(rpc::TcpChannel& ch, uint64_t master_segment) {
   const auto ids = transport_internal::UnpackRouterId(e.router_segment_id());
   EXPECT_TRUE(ids.has_value());
   for (size_t i = 1; i < parts.size() && ids.has_value(); ++i) {
-    if (parts[i].starts_with("tcp://")) {
+    if (parts[i].starts_with(scheme)) {
       t.endpoint = parts[i];
       t.tcp_segment = (*ids)[i - 1];
     }
@@ -238,6 +241,45 @@ TEST(StoreTenantIsolation, ATenantReachesOnlyTheRangesTheMasterGaveIt) {
   got = bob.client->Get("bob/next");
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, bob_next);
+}
+
+// Shared memory cannot check a range (a mapping reaches the whole segment):
+// a worker with a token file maps its segments for "cluster" only, refuses
+// tenants and unauthenticated peers, and a tenant's client with SHM on reads
+// and writes over TCP instead, with capabilities.
+TEST(StoreTenantIsolation, SharedMemoryServesTheClusterOnlyAndTenantsFallBackToTcp) {
+  StoreNodeOptions o = node_testing::TestNodeOptions(Role::kAll);
+  o.auth_token_file = TokenFile();
+  o.serve_shm = true;
+  o.tenants = {{.name = "alice", .capacity_bytes = 4 << 20}};
+  auto n = StoreNode::Start(o);
+  ASSERT_TRUE(n.ok()) << n.status();
+  Tenant alice = Connect((*n)->rpc_address(), kAlice, /*shm=*/true);
+  ASSERT_NE(alice.client, nullptr);
+  const std::string value(100'000, 'a');
+  ASSERT_TRUE(alice.client->Put("alice/doc", value).ok());
+  auto got = alice.client->Get("alice/doc");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, value);
+
+  const proto::Replica rep = ReplicaOf(*alice.channel, "alice/doc");
+  const WireTarget shm = TargetOf(*alice.channel, rep.segment_id(), "shm://");
+  ASSERT_FALSE(shm.endpoint.empty());
+  const auto open = [&](const char* tokens) {
+    transport::ShmTransport::Options so;
+    if (tokens != nullptr) so.auth = Creds(tokens);
+    auto t = transport::ShmTransport::Create(so);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return (*t)->OpenSegment(shm.endpoint, shm.tcp_segment).status();
+  };
+  absl::Status s = open(kAlice);
+  EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
+  s = open(nullptr);
+  EXPECT_TRUE(absl::IsUnauthenticated(s)) << s;
+  s = open("tenant:eve e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0\n");  // not in the worker's file
+  EXPECT_TRUE(absl::IsUnauthenticated(s)) << s;
+  s = open(kCluster);
+  EXPECT_TRUE(s.ok()) << s;
 }
 
 }  // namespace

@@ -376,6 +376,11 @@ class Worker {
     if (options_.serve_shm) {
       transport::ShmTransport::Options so;
       so.socket_name = UniqueSocketName("mcw");
+      // A worker that checks tenants' ranges on TCP keeps tenants off shared
+      // memory too: a mapping reaches the whole segment.
+      so.auth = options_.auth;
+      so.refuse_tenants =
+          options_.auth != nullptr && options_.auth->SecretOf(auth::kClusterPrincipal) != nullptr;
       ASSIGN_OR_RETURN(auto shm, transport::ShmTransport::Create(std::move(so)));
       shm_endpoint_ = shm->LocalEndpoint();
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(

@@ -45,6 +45,8 @@ namespace mooncake::transport_internal {
 
 // Separates the transport's proofs from the RPC layer's (auth.h transcript).
 inline constexpr std::string_view kAuthProtocol = "tcp";
+// The same frames on ShmTransport's open socket (its own proofs).
+inline constexpr std::string_view kShmAuthProtocol = "shm";
 // What an owner with a token file answers to a first frame that is not
 // AUTH_HELLO.
 inline constexpr std::string_view kAuthRequiredMessage =
@@ -141,11 +143,13 @@ inline absl::StatusOr<SmallFrame> RecvOwnerReply(int fd, absl::Time deadline, Fr
 // the whole handshake before `deadline`. Null `creds`: nothing to do (no
 // bytes, no round trip). UNAUTHENTICATED when the owner refuses our proof,
 // its own proof is wrong, or it does not require authentication; the I/O
-// codes (UNAVAILABLE, DEADLINE_EXCEEDED, DATA_LOSS) otherwise.
+// codes (UNAVAILABLE, DEADLINE_EXCEEDED, DATA_LOSS) otherwise. `protocol`
+// names the transport in the proofs (auth.h's transcript).
 inline absl::Status AuthenticateToOwner(int fd, const auth::Credentials* creds, absl::Time deadline,
-                                        std::string_view owner) {
+                                        std::string_view owner,
+                                        std::string_view protocol = kAuthProtocol) {
   if (creds == nullptr) return absl::OkStatus();
-  auth::ClientHandshake hs(*creds, kAuthProtocol);
+  auth::ClientHandshake hs(*creds, protocol);
   const std::string hello = hs.Hello();
   MC_ASSERT(hello.size() >= kMinAuthHelloBytes && hello.size() <= kMaxAuthHelloBytes,
             "HELLO size within the frame bounds");
@@ -176,9 +180,10 @@ inline absl::Status AuthenticateToOwner(int fd, const auth::Credentials* creds, 
 // means the peer closed it, DEADLINE_EXCEEDED that it stalled. Nothing but
 // handshake frames is sent.
 inline absl::StatusOr<auth::Principal> AuthenticatePeer(
-    int fd, const std::shared_ptr<const auth::Credentials>& creds, absl::Time deadline) {
+    int fd, const std::shared_ptr<const auth::Credentials>& creds, absl::Time deadline,
+    std::string_view protocol = kAuthProtocol) {
   MC_ASSERT(creds != nullptr, "AuthenticatePeer without credentials");
-  auth::ServerHandshake hs(creds, kAuthProtocol);
+  auth::ServerHandshake hs(creds, protocol);
   const auto refuse = [&](uint64_t tag, const absl::Status& why) -> absl::Status {
     MC_DASSERT(!why.ok(), "a refusal has a reason");
     (void)SendErrorFrame(fd, tag, why, deadline);

@@ -174,6 +174,7 @@ class ClientCore {
       transport::ShmTransport::Options so;
       so.socket_name =
           absl::StrCat("@mcc.", ::getpid(), ".", absl::Hex((uint64_t{rd()} << 32) ^ rd()));
+      so.auth = o.auth;
       ASSIGN_OR_RETURN(auto shm, transport::ShmTransport::Create(std::move(so)));
       list.push_back(std::make_unique<transport_internal::AnyTransportOf<transport::ShmTransport>>(
           std::move(shm)));

@@ -80,6 +80,12 @@ struct HaMasterOptions {
   uint64_t snapshot_every_batches = 4096;
   absl::Duration snapshot_min_interval = absl::Seconds(10);
   int64_t tick_interval_ms = 100;
+  // The masters' MasterOptions::hold_write_windows: a standby keeps the
+  // ranges tenants' objects (not of default_tenant) leave for this long
+  // (put_timeout_ms + 1 s), and holds them out of puts if it takes over
+  // (ReplayState, RestoredHold). 0: none.
+  int64_t hold_window_ns = 0;
+  std::string default_tenant = "default";
   OplogWriterOptions writer;
   // Called with one line per event (became leader, stepped down, snapshot
   // written, a record refused); null: none. From the node's role thread.
@@ -106,7 +112,10 @@ class HaMaster {
   using Factory = std::function<absl::StatusOr<std::unique_ptr<MasterT>>()>;
 
   HaMaster(HaMasterOptions options, Factory factory, MetricsRegistry* metrics)
-      : options_(std::move(options)), factory_(std::move(factory)), metrics_(metrics) {}
+      : options_(std::move(options)),
+        factory_(std::move(factory)),
+        metrics_(metrics),
+        replay_(options_.hold_window_ns, options_.default_tenant) {}
   HaMaster(const HaMaster&) = delete;
   HaMaster& operator=(const HaMaster&) = delete;
   ~HaMaster() { Stop(); }
@@ -572,6 +581,7 @@ template <typename MasterT>
 absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
   std::vector<master::RestoredSegment> segments;
   std::vector<master::RestoredObject> objects;
+  std::vector<master::RestoredHold> holds;
   uint64_t bad = 0, first_seq = 0, next_id = 0;
   {
     MutexLock lock(&replay_mu_);
@@ -586,7 +596,7 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
                          *last, " after a hole the previous leader left"));
     }
     replay_.ToRestore(ClockPair{MonotonicClock::Get().NowNs(), absl::GetCurrentTimeNanos()},
-                      &segments, &objects, &bad);
+                      &segments, &objects, &bad, &holds);
     first_seq = replay_.next_seq();
     next_id = replay_.next_id();
   }
@@ -594,7 +604,7 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
   std::shared_ptr<MasterT> m(std::move(fresh));
   const int64_t restore_start = MonotonicClock::Get().NowNs();
   ASSIGN_OR_RETURN(master::RestoreReport report,
-                   m->Restore(std::move(segments), std::move(objects), next_id));
+                   m->Restore(std::move(segments), std::move(objects), next_id, std::move(holds)));
   auto term = std::make_shared<Term>();
   term->epoch = epoch;
   term->master = m;
@@ -633,17 +643,21 @@ absl::Status HaMaster<MasterT>::Promote(int64_t epoch) {
     ++status_.failovers;
   }
   if (c_failovers_ != nullptr) c_failovers_->Increment();
-  Event(absl::StrCat("HA: leader of '", options_.cluster, "' (epoch ", epoch, "): restored ",
-                     report.objects, " objects, ", report.pending, " pending puts and ",
-                     report.segments, " segments from oplog batch ", first_seq - 1, " in ",
-                     (MonotonicClock::Get().NowNs() - restore_start) / 1'000'000, " ms",
-                     report.dropped_objects + report.dropped_replicas + bad > 0
-                         ? absl::StrCat("; dropped ", report.dropped_objects, " objects and ",
-                                        report.dropped_replicas,
-                                        " replicas that could not be "
-                                        "restored, ",
-                                        bad, " unreadable records")
-                         : std::string()));
+  Event(absl::StrCat(
+      "HA: leader of '", options_.cluster, "' (epoch ", epoch, "): restored ", report.objects,
+      " objects, ", report.pending, " pending puts and ", report.segments, " segments",
+      report.held_ranges > 0
+          ? absl::StrCat(" (", report.held_ranges, " ranges held for live write capabilities)")
+          : std::string(),
+      " from oplog batch ", first_seq - 1, " in ",
+      (MonotonicClock::Get().NowNs() - restore_start) / 1'000'000, " ms",
+      report.dropped_objects + report.dropped_replicas + bad > 0
+          ? absl::StrCat("; dropped ", report.dropped_objects, " objects and ",
+                         report.dropped_replicas,
+                         " replicas that could not be "
+                         "restored, ",
+                         bad, " unreadable records")
+          : std::string()));
   last_snapshot_ = absl::Now();
   {
     MutexLock lock(&replay_mu_);

@@ -58,11 +58,16 @@ class HaMasterTest : public ::testing::Test {
     return o;
   }
 
-  absl::StatusOr<Node*> StartNode(HaMasterOptions o) {
-    auto n = std::make_unique<Node>();
-    Node* raw = n.get();
+  static master::MasterOptions DefaultMasterOptions() {
     master::MasterOptions mo;
     mo.put_timeout_ms = 30'000;
+    return mo;
+  }
+
+  absl::StatusOr<Node*> StartNode(HaMasterOptions o,
+                                  master::MasterOptions mo = DefaultMasterOptions()) {
+    auto n = std::make_unique<Node>();
+    Node* raw = n.get();
     raw->ha = std::make_unique<HaMaster<M>>(
         o,
         [raw, mo]() -> absl::StatusOr<std::unique_ptr<M>> {
@@ -180,6 +185,71 @@ TEST_F(HaMasterTest, OneLeaderServesAndAStandbyTakesOverWithTheSameObjects) {
   ps.set_size_bytes(1000);
   auto s = rpc::Call<rpc::PutStartMethod>(*c, ps);
   ASSERT_TRUE(s.ok()) << s.status();
+}
+
+// With hold_write_windows (a store with a token file), a tenant's write
+// capability outlives its put, so the leader holds the range of a tenant's
+// object removed within the put timeout. A standby that takes over holds it
+// too: another tenant's put after the failover never gets those bytes.
+TEST_F(HaMasterTest, RangesHeldForLiveWriteCapabilitiesStayHeldAcrossAFailover) {
+  master::MasterOptions mo = DefaultMasterOptions();
+  mo.hold_write_windows = true;
+  mo.tenants = {{.name = "alice", .capacity_bytes = 1 << 20},
+                {.name = "bob", .capacity_bytes = 1 << 20}};
+  HaMasterOptions o = Options();
+  o.hold_window_ns = (mo.put_timeout_ms + 1'000) * 1'000'000;
+  ASSERT_TRUE(StartNode(o, mo).ok());
+  ASSERT_TRUE(StartNode(o, mo).ok());
+  Node* leader = WaitLeader();
+  ASSERT_NE(leader, nullptr);
+  auto c = Client();
+  ASSERT_NE(c, nullptr);
+  sp::MountSegmentRequest mr;
+  mr.mutable_segment()->set_worker_id("w1");
+  mr.mutable_segment()->set_name("seg");
+  mr.mutable_segment()->set_size_bytes(256 << 10);
+  mr.mutable_segment()->mutable_endpoint()->set_host_id("h");
+  ASSERT_TRUE(rpc::Call<rpc::MountSegmentMethod>(*c, mr).ok());
+  // Alice puts and removes at once: her capability lives on.
+  sp::PutStartRequest ps;
+  ps.set_key("alice/doc");
+  ps.set_size_bytes(64 << 10);
+  ps.mutable_options()->set_tenant("alice");
+  auto started = rpc::Call<rpc::PutStartMethod>(*c, ps);
+  ASSERT_TRUE(started.ok() && started->replicas_size() == 1) << started.status();
+  const uint64_t held_offset = started->replicas(0).offset();
+  const uint64_t held_end = held_offset + started->replicas(0).length();
+  sp::PutEndRequest pe;
+  pe.set_key("alice/doc");
+  pe.set_put_id(started->put_id());
+  pe.set_tenant("alice");
+  ASSERT_TRUE(rpc::Call<rpc::PutEndMethod>(*c, pe).ok());
+  sp::RemoveRequest rr;
+  rr.set_key("alice/doc");
+  rr.set_tenant("alice");
+  ASSERT_TRUE(rpc::Call<rpc::RemoveMethod>(*c, rr).ok());
+
+  Node* standby = nodes_[0].get() == leader ? nodes_[1].get() : nodes_[0].get();
+  leader->Shutdown();
+  ASSERT_EQ(WaitLeader(), standby);
+  // Bob fills what the new leader gives him: never alice's range.
+  int placed = 0;
+  for (int i = 0; i < 16; ++i) {
+    sp::PutStartRequest b;
+    b.set_key("bob/" + std::to_string(i));
+    b.set_size_bytes(16 << 10);
+    b.mutable_options()->set_tenant("bob");
+    auto s = rpc::Call<rpc::PutStartMethod>(*c, b);
+    if (!s.ok()) break;
+    ASSERT_EQ(s->replicas_size(), 1);
+    const uint64_t off = s->replicas(0).offset();
+    EXPECT_TRUE(off + s->replicas(0).length() <= held_offset || off >= held_end)
+        << "bob's put got [" << off << ", +" << s->replicas(0).length() << ") of alice's held ["
+        << held_offset << ", " << held_end << ")";
+    ++placed;
+  }
+  // The segment's other 192 KiB were his.
+  EXPECT_EQ(placed, 12);
 }
 
 TEST_F(HaMasterTest, BatchedPutsAreDurableAcrossAFailover) {

@@ -18,7 +18,11 @@
 // ReplayState is the durable state a standby keeps by applying batches in
 // order (mutation_log.h says what is reported): segments, tenants and the
 // object table, each object with the order of its last change. It turns into
-// a Snapshot and back, and into what Master::Restore takes.
+// a Snapshot and back, and into what Master::Restore takes. With a hold
+// window (a master with MasterOptions::hold_write_windows) it also keeps the
+// ranges tenants' objects left within that window of the batch that says so:
+// a write capability the leader issued for one may still be live, and the
+// leader held the range; a new leader holds it too (RestoredHold).
 //
 // Thread-safety: functions are pure; ReplayState is a plain value (its owner
 // locks it).
@@ -28,6 +32,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -222,6 +227,12 @@ inline absl::StatusOr<master::RestoredObject> FromRecord(const hproto::ObjectRec
 
 class ReplayState {
  public:
+  // hold_window_ns > 0: ranges of objects of tenants other than
+  // `default_tenant` that leave are held for that long after their batch's
+  // time (the leader's put_timeout + 1 s).
+  explicit ReplayState(int64_t hold_window_ns = 0, std::string default_tenant = "default")
+      : hold_window_ns_(hold_window_ns), default_tenant_(std::move(default_tenant)) {}
+
   // The batch must be the next one (seq == next_seq()): FAILED_PRECONDITION
   // otherwise, and nothing is applied.
   absl::Status Apply(const hproto::OplogBatch& b) {
@@ -229,7 +240,8 @@ class ReplayState {
       return absl::FailedPreconditionError(
           absl::StrCat("oplog gap: expected batch ", next_seq_, ", got ", b.seq()));
     }
-    for (const hproto::Mutation& mu : b.mutations()) ApplyOne(mu);
+    DropHeldBefore(b.unix_ns());
+    for (const hproto::Mutation& mu : b.mutations()) ApplyOne(mu, b.unix_ns());
     next_id_ = std::max(next_id_, b.next_id());
     epoch_ = std::max(epoch_, b.epoch());
     ++next_seq_;
@@ -237,20 +249,27 @@ class ReplayState {
     return absl::OkStatus();
   }
 
-  void ApplyOne(const hproto::Mutation& mu) {
+  // `unix_ns`: the batch's time (when ranges that leave are held from).
+  void ApplyOne(const hproto::Mutation& mu, int64_t unix_ns = 0) {
     switch (mu.op_case()) {
       case hproto::Mutation::kObjectSet: {
         auto& slot = objects_[mu.object_set().key()];
+        if (slot.first != 0) HoldLeft(slot.second, &mu.object_set(), unix_ns);
         slot.first = ++order_;
         slot.second = mu.object_set();
         break;
       }
       case hproto::Mutation::kObjectErased:
-        objects_.erase(mu.object_erased());
+        if (auto it = objects_.find(mu.object_erased()); it != objects_.end()) {
+          HoldLeft(it->second.second, nullptr, unix_ns);
+          objects_.erase(it);
+        }
         break;
       case hproto::Mutation::kObjectReplaced: {
+        // The pending entry's ranges become the object's: not left.
         objects_.erase(mu.object_replaced().replacement_key());
         auto& slot = objects_[mu.object_replaced().object().key()];
+        if (slot.first != 0) HoldLeft(slot.second, &mu.object_replaced().object(), unix_ns);
         slot.first = ++order_;
         slot.second = mu.object_replaced().object();
         break;
@@ -278,6 +297,12 @@ class ReplayState {
     for (const hproto::SegmentRecord& seg : s.segments()) segments_[seg.id()] = seg.desc();
     for (const hproto::TenantRecord& t : s.tenants()) tenants_[t.name()] = t;
     for (const hproto::ObjectRecord& o : s.objects()) objects_[o.key()] = {++order_, o};
+    if (hold_window_ns_ > 0) {
+      for (const hproto::HeldRange& h : s.held()) held_.push_back(h);
+      std::sort(held_.begin(), held_.end(),
+                [](const auto& a, const auto& b) { return a.until_unix_ns() < b.until_unix_ns(); });
+      DropHeldBefore(s.unix_ns());
+    }
   }
 
   hproto::Snapshot ToSnapshot(int64_t unix_ns) const {
@@ -293,13 +318,24 @@ class ReplayState {
     }
     for (const auto& [name, t] : tenants_) *s.add_tenants() = t;
     for (const auto* e : Ordered()) *s.add_objects() = e->second.second;
+    for (const hproto::HeldRange& h : held_) {
+      if (h.until_unix_ns() > unix_ns) *s.add_held() = h;
+    }
     return s;
   }
 
   // What Master::Restore takes. Records that cannot be restored are counted
-  // in *bad (never applied).
+  // in *bad (never applied). `holds` (may be null): the held ranges whose end
+  // is after clock.unix_ns, their ends on clock's monotonic side.
   void ToRestore(const ClockPair& clock, std::vector<master::RestoredSegment>* segments,
-                 std::vector<master::RestoredObject>* objects, uint64_t* bad) const {
+                 std::vector<master::RestoredObject>* objects, uint64_t* bad,
+                 std::vector<master::RestoredHold>* holds = nullptr) const {
+    if (holds != nullptr) {
+      for (const hproto::HeldRange& h : held_) {
+        if (h.until_unix_ns() <= clock.unix_ns) continue;
+        holds->push_back({h.segment_id(), h.offset(), h.length(), clock.ToMono(h.until_unix_ns())});
+      }
+    }
     for (const auto& [id, desc] : segments_) segments->push_back({id, desc});
     std::sort(segments->begin(), segments->end(),
               [](const auto& a, const auto& b) { return a.id < b.id; });
@@ -321,6 +357,7 @@ class ReplayState {
     next_id_ = 1;
     epoch_ = 0;
     order_ = 0;
+    held_.clear();
   }
 
   uint64_t next_seq() const { return next_seq_; }
@@ -329,6 +366,7 @@ class ReplayState {
   uint64_t batches() const { return batches_; }
   size_t objects() const { return objects_.size(); }
   size_t segments() const { return segments_.size(); }
+  const std::deque<hproto::HeldRange>& held() const { return held_; }
   const absl::flat_hash_map<std::string, hproto::TenantRecord>& tenants() const { return tenants_; }
   // For tests: the record of `key`, null if absent.
   const hproto::ObjectRecord* Find(std::string_view key) const {
@@ -338,6 +376,34 @@ class ReplayState {
 
  private:
   using Entry = std::pair<const std::string, std::pair<uint64_t, hproto::ObjectRecord>>;
+
+  // The ranges of `was` that `now` (null: the object left) no longer has,
+  // held from `unix_ns` for the hold window (a tenant's object only).
+  void HoldLeft(const hproto::ObjectRecord& was, const hproto::ObjectRecord* now, int64_t unix_ns) {
+    if (hold_window_ns_ <= 0 || unix_ns <= 0 || was.tenant() == default_tenant_) return;
+    for (const hproto::ReplicaRecord& r : was.replicas()) {
+      const bool kept = now != nullptr &&
+                        std::any_of(now->replicas().begin(), now->replicas().end(),
+                                    [&](const hproto::ReplicaRecord& n) {
+                                      return n.segment_id() == r.segment_id() &&
+                                             n.offset() == r.offset() && n.length() == r.length();
+                                    });
+      if (kept || r.length() == 0) continue;
+      hproto::HeldRange& h = held_.emplace_back();
+      h.set_segment_id(r.segment_id());
+      h.set_offset(r.offset());
+      h.set_length(r.length());
+      h.set_until_unix_ns(unix_ns > std::numeric_limits<int64_t>::max() - hold_window_ns_
+                              ? std::numeric_limits<int64_t>::max()
+                              : unix_ns + hold_window_ns_);
+    }
+  }
+
+  // Forgets the held ranges that ended by `unix_ns` (ends are pushed in batch
+  // order; one out of order waits behind the front, held a little longer).
+  void DropHeldBefore(int64_t unix_ns) {
+    while (!held_.empty() && held_.front().until_unix_ns() <= unix_ns) held_.pop_front();
+  }
 
   std::vector<const Entry*> Ordered() const {
     std::vector<const Entry*> out;
@@ -356,6 +422,9 @@ class ReplayState {
   int64_t epoch_ = 0;
   uint64_t order_ = 0;
   uint64_t batches_ = 0;
+  int64_t hold_window_ns_ = 0;
+  std::string default_tenant_;
+  std::deque<hproto::HeldRange> held_;
 };
 
 }  // namespace mooncake::ha

@@ -110,6 +110,93 @@ TEST(ReplayState, AppliesInOrderAndRefusesGaps) {
   ASSERT_NE(r2.Find("a"), nullptr);
 }
 
+hproto::ObjectRecord TenantObject(const std::string& key, const std::string& tenant,
+                                  uint64_t offset) {
+  hproto::ObjectRecord o;
+  o.set_key(key);
+  o.set_committed(true);
+  o.set_size_bytes(4096);
+  o.set_tenant(tenant);
+  hproto::ReplicaRecord* r = o.add_replicas();
+  r->set_segment_id(7);
+  r->set_offset(offset);
+  r->set_length(4096);
+  r->set_complete(true);
+  return o;
+}
+
+// The ranges tenants' objects leave are kept for the hold window from their
+// batch's time (a live write capability may still reach them), carried by
+// snapshots, handed to Restore with their ends on the restoring clock, and
+// forgotten once over; the default tenant's are not held.
+TEST(ReplayState, RangesTenantsObjectsLeaveAreHeldForTheWindow) {
+  constexpr int64_t kSec = 1'000'000'000;
+  constexpr int64_t kWindow = 3 * kSec;
+  ReplayState r(kWindow, "default");
+  uint64_t seq = 1;
+  const auto apply = [&](int64_t unix_ns, auto&& fill) {
+    hproto::OplogBatch b;
+    b.set_seq(seq++);
+    b.set_unix_ns(unix_ns);
+    fill(b);
+    ASSERT_TRUE(r.Apply(b).ok());
+  };
+  apply(100 * kSec, [](hproto::OplogBatch& b) {
+    *b.add_mutations()->mutable_object_set() = TenantObject("a", "alice", 0);
+    *b.add_mutations()->mutable_object_set() = TenantObject("d", "default", 4096);
+    *b.add_mutations()->mutable_object_set() = TenantObject("m", "alice", 8192);
+  });
+  EXPECT_TRUE(r.held().empty());
+  apply(101 * kSec, [](hproto::OplogBatch& b) {
+    b.add_mutations()->set_object_erased("a");
+    b.add_mutations()->set_object_erased("d");
+    // "m" moves to another range: its old one is left.
+    *b.add_mutations()->mutable_object_set() = TenantObject("m", "alice", 65536);
+    // Committing again with the same range leaves nothing.
+    *b.add_mutations()->mutable_object_set() = TenantObject("m", "alice", 65536);
+  });
+  ASSERT_EQ(r.held().size(), 2u);
+  EXPECT_EQ(r.held()[0].offset(), 0u);
+  EXPECT_EQ(r.held()[1].offset(), 8192u);
+  EXPECT_EQ(r.held()[0].until_unix_ns(), 104 * kSec);
+
+  // A snapshot carries them; one taken after their end does not.
+  ReplayState loaded(kWindow, "default");
+  loaded.Load(r.ToSnapshot(102 * kSec));
+  EXPECT_EQ(loaded.held().size(), 2u);
+  ReplayState late(kWindow, "default");
+  late.Load(r.ToSnapshot(104 * kSec));
+  EXPECT_TRUE(late.held().empty());
+
+  // Restore gets them on its own clock: unix 102 s is mono 5 s here.
+  std::vector<master::RestoredSegment> segs;
+  std::vector<master::RestoredObject> objs;
+  std::vector<master::RestoredHold> holds;
+  uint64_t bad = 0;
+  r.ToRestore(ClockPair{5 * kSec, 102 * kSec}, &segs, &objs, &bad, &holds);
+  ASSERT_EQ(holds.size(), 2u);
+  EXPECT_EQ(holds[0].segment_id, 7u);
+  EXPECT_EQ(holds[0].length, 4096u);
+  EXPECT_EQ(holds[0].until_ns, 7 * kSec);
+  holds.clear();
+  r.ToRestore(ClockPair{5 * kSec, 104 * kSec}, &segs, &objs, &bad, &holds);
+  EXPECT_TRUE(holds.empty());
+
+  // A later batch drops what ended before it.
+  apply(105 * kSec, [](hproto::OplogBatch&) {});
+  EXPECT_TRUE(r.held().empty());
+
+  // Without a window nothing is kept.
+  ReplayState off;
+  hproto::OplogBatch b;
+  b.set_seq(1);
+  b.set_unix_ns(100 * kSec);
+  *b.add_mutations()->mutable_object_set() = TenantObject("a", "alice", 0);
+  b.add_mutations()->set_object_erased("a");
+  ASSERT_TRUE(off.Apply(b).ok());
+  EXPECT_TRUE(off.held().empty());
+}
+
 // A leader master logs through an OplogWriter into a fake store; a second
 // master restored from the replayed log serves the same objects.
 class ReplayToRestore : public ::testing::Test {
@@ -265,6 +352,41 @@ TEST_F(ReplayToRestore, APutStartSentAgainGetsTheSamePutEvenAtTheNewLeader) {
 
 // A leader may die after any batch: every prefix of the log must hold a
 // replaced key whole (the old version or the new one, never neither).
+// A new leader keeps held ranges out of puts until their end, then frees
+// them; a hold already over, or on a segment it does not know, is dropped.
+TEST_F(ReplayToRestore, HeldRangesStayOutOfPutsUntilTheirEnd) {
+  ASSERT_TRUE(leader_->MountSegment(MountReq("w1", 1 << 20)).ok());
+  ReplayState r = Replay();
+  master::MasterOptions o;
+  o.put_timeout_ms = 60'000;
+  o.membership.heartbeat_timeout_ms = 60'000;  // the worker stays without heartbeats
+  auto m = *M::Create(o, &clock_);
+  std::vector<master::RestoredSegment> segs;
+  std::vector<master::RestoredObject> objs;
+  uint64_t bad = 0;
+  r.ToRestore(ClockPair{clock_.NowNs(), 1'000'000'000'000}, &segs, &objs, &bad);
+  ASSERT_EQ(segs.size(), 1u);
+  const uint64_t seg = segs[0].id;
+  const int64_t now = clock_.NowNs();
+  std::vector<master::RestoredHold> holds = {{seg, 0, 1 << 20, now + 5'000'000'000},
+                                             {seg, 0, 4096, now},
+                                             {seg + 100, 0, 4096, now + 5'000'000'000}};
+  auto rep = m->Restore(std::move(segs), std::move(objs), r.next_id(), std::move(holds));
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->held_ranges, 1u);
+  EXPECT_EQ(rep->dropped_holds, 2u);
+  // The whole segment is held: no room for a put.
+  EXPECT_FALSE(m->PutStart(PutReq("x", 4096)).ok());
+  clock_.AdvanceMs(4'000);
+  m->Tick();
+  EXPECT_FALSE(m->PutStart(PutReq("x", 4096)).ok());
+  clock_.AdvanceMs(1'001);
+  m->Tick();
+  auto s = m->PutStart(PutReq("x", 4096));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(m->PutEnd(EndReq("x", s->put_id())).ok());
+}
+
 TEST(ReplayPrefixes, AReplaceIsNeverHalfInTheLog) {
   FakeClock clock;
   master::MasterOptions mo;

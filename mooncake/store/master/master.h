@@ -283,12 +283,15 @@ class Master {
   // internal/restore_path.h for what comes back). Errors: FAILED_PRECONDITION
   // (not fresh), those of mounting a segment under its id.
   absl::StatusOr<RestoreReport> Restore(std::vector<RestoredSegment> segments,
-                                        std::vector<RestoredObject> objects,
-                                        uint64_t next_id) requires
+                                        std::vector<RestoredObject> objects, uint64_t next_id,
+                                        std::vector<RestoredHold> holds = {}) requires
       requires(SegmentPool<A>& p, uint64_t v) {
     p.Claim(v, v, v);
   }
-  { return master_internal::Restore(s_, std::move(segments), std::move(objects), next_id); }
+  {
+    return master_internal::Restore(s_, std::move(segments), std::move(objects), next_id,
+                                    std::move(holds));
+  }
 
   // The next put id or version this master would hand out.
   uint64_t NextId() const { return s_.ids.Peek(); }

@@ -382,6 +382,10 @@ class StoreNode {
     ho.cluster = options_.ha_cluster;
     ho.lease_ttl_ms = options_.ha_lease_ttl_ms;
     ho.tick_interval_ms = options_.tick_interval_ms;
+    if (mo.hold_write_windows) {
+      ho.hold_window_ns = static_cast<int64_t>(mo.put_timeout_ms + 1'000) * 1'000'000;
+    }
+    ho.default_tenant = mo.default_tenant;
     ho.on_event = options_.on_event;
     const EvictionPolicyKind policy = options_.eviction_policy;
     const AllocatorKind allocator = options_.allocator;

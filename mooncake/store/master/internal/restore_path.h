@@ -13,6 +13,10 @@
 //   - pending puts: in the table with a fresh put deadline, so the writer's
 //     PutEnd (retried against the new leader) commits them, and a writer that
 //     is gone is timed out as usual (its space reclaimed);
+//   - held ranges: space the old leader kept out of puts because a tenant's
+//     write capability for it may still be live (hold_write_windows), parked
+//     as deferred frees until their end (a range a restored object holds, or
+//     that is not free, is skipped and counted);
 //   - leases, heartbeat sequences, SSD-tier state: soft state, not restored.
 // A replica whose segment is unknown, or whose range is outside the segment
 // or overlaps another, is dropped (counted); an object left without a
@@ -50,12 +54,22 @@ struct RestoredObject {
   ObjectMeta meta;
 };
 
+// A range held until until_ns (the restoring master's clock).
+struct RestoredHold {
+  uint64_t segment_id = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  int64_t until_ns = 0;
+};
+
 struct RestoreReport {
   uint64_t segments = 0;
   uint64_t objects = 0;  // committed
   uint64_t pending = 0;
   uint64_t dropped_replicas = 0;
   uint64_t dropped_objects = 0;
+  uint64_t held_ranges = 0;
+  uint64_t dropped_holds = 0;  // already over, not free, or on an unknown segment
 };
 
 }  // namespace mooncake::master
@@ -66,7 +80,8 @@ template <typename A, typename P>
 absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
                                               std::vector<master::RestoredSegment> segments,
                                               std::vector<master::RestoredObject> objects,
-                                              uint64_t next_id) {
+                                              uint64_t next_id,
+                                              std::vector<master::RestoredHold> holds = {}) {
   if (s.pool.size() != 0 || s.objects.load() != 0 || s.pending_puts.load() != 0) {
     return absl::FailedPreconditionError("Restore needs a fresh master (no segment, no object)");
   }
@@ -154,6 +169,42 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
     }
   }
   s.ids.AdvanceTo(max_id);
+  // After the objects: a range one of them holds stays theirs.
+  std::sort(holds.begin(), holds.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.segment_id, a.offset) < std::tie(b.segment_id, b.offset);
+  });
+  for (const master::RestoredHold& h : holds) {
+    const auto seg = std::find_if(segments.begin(), segments.end(),
+                                  [&](const auto& x) { return x.id == h.segment_id; });
+    std::optional<alloc::Allocation> a;
+    if (h.until_ns > now && h.length > 0 && seg != segments.end()) {
+      a = s.pool.Claim(h.segment_id, h.offset, h.length);
+    }
+    if (!a.has_value()) {
+      ++report.dropped_holds;
+      continue;
+    }
+    Replica rep;
+    rep.segment_id = h.segment_id;
+    rep.worker_id = seg->desc.worker_id();
+    rep.allocation = *a;
+    rep.state = master::ReplicaState::kComplete;
+    const uint64_t id = s.ids.Next();
+    // Parked under a key no client can name (keys are never empty).
+    const bool parked = s.table.With("", [&](ObjectTable::Shard& sh) {
+      ReplicaList reps;
+      reps.push_back(std::move(rep));
+      return sh.deferred.emplace(id, master::DeferredFree{"", std::move(reps), 0, 0, h.until_ns})
+          .second;
+    });
+    if (parked) {
+      s.deferred_entries.fetch_add(1, std::memory_order_relaxed);
+      ++report.held_ranges;
+    } else {
+      s.pool.Free(h.segment_id, *a);
+      ++report.dropped_holds;
+    }
+  }
   return report;
 }
 

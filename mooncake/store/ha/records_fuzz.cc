@@ -54,6 +54,9 @@ std::string Seal(RecordKind kind, std::string_view payload) {
   return out;
 }
 
+// Ranges tenants' objects leave are held this long (a store with a token file).
+constexpr int64_t kHoldWindowNs = 31'000'000'000;
+
 void CheckShape(const ha::ReplayState& a, const ha::ReplayState& b) {
   if (a.objects() != b.objects() || a.segments() != b.segments() ||
       a.tenants().size() != b.tenants().size() || a.next_seq() != b.next_seq() ||
@@ -65,11 +68,13 @@ void CheckShape(const ha::ReplayState& a, const ha::ReplayState& b) {
 void CheckRestore(const ha::ReplayState& s, const ha::ClockPair& clock) {
   std::vector<master::RestoredSegment> segments;
   std::vector<master::RestoredObject> objects;
+  std::vector<master::RestoredHold> holds;
   uint64_t bad = 0;
-  s.ToRestore(clock, &segments, &objects, &bad);
+  s.ToRestore(clock, &segments, &objects, &bad, &holds);
   if (segments.size() != s.segments() || objects.size() + bad != s.objects()) {
     Fail("ToRestore lost or duplicated a record");
   }
+  if (holds.size() > s.held().size()) Fail("ToRestore made up a held range");
 }
 
 }  // namespace
@@ -104,8 +109,9 @@ std::vector<std::string> FuzzSeeds() {
   *rep->mutable_object() = *o;
   rep->mutable_object()->set_key("k");
   b.add_mutations()->set_segment_unmounted(9);
+  b.add_mutations()->set_object_erased("k");  // a tenant's range left: held
 
-  ha::ReplayState st;
+  ha::ReplayState st(kHoldWindowNs);
   if (!st.Apply(b).ok()) Fail("seed batch");
   const std::string snap = st.ToSnapshot(1'700'000'001'000'000'000).SerializeAsString();
   const std::string batch = b.SerializeAsString();
@@ -154,7 +160,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!ha::DecodeRecord(kind, again, msg2).ok()) Fail("a re-encoded record is refused");
   if (msg2->SerializeAsString() != msg->SerializeAsString()) Fail("re-encoding changed it");
 
-  ha::ReplayState st;
+  ha::ReplayState st(kHoldWindowNs);
   if (kind == RecordKind::kBatch) {
     const absl::Status applied = st.Apply(batch);
     if (batch.seq() != 1) {
@@ -168,7 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     st.Load(snapshot);
   }
-  ha::ReplayState copy;
+  ha::ReplayState copy(kHoldWindowNs);
   copy.Load(st.ToSnapshot(clock.unix_ns));
   CheckShape(st, copy);
   CheckRestore(st, clock);

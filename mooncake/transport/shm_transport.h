@@ -588,7 +588,7 @@ class ShmTransport {
       : options_(std::move(options)),
         metrics_(options_.metrics, "shm"),
         batches_(options_.max_batches, &metrics_),
-        auth_failures_(options_.auth != nullptr ? AuthFailuresCounter(metrics_.registry())
+        auth_failures_(options_.auth != nullptr ? AuthFailuresCounter(metrics_.registry(), "shm")
                                                 : nullptr) {
     static std::atomic<uint64_t> counter{0};
     if (options_.socket_name.empty()) {
@@ -689,16 +689,6 @@ class ShmTransport {
     std::snprintf(reply.message, sizeof(reply.message), "%s",
                   std::string(status.message()).c_str());
     (void)transport_internal::SendWithFd(conn, &reply, sizeof(reply), fd);
-  }
-
-  static Counter* AuthFailuresCounter(MetricsRegistry& registry) {
-    absl::StatusOr<Counter*> c = registry.GetCounter(
-        "mooncake_transport_auth_failures_total",
-        "Connections the owner refused in the authentication handshake (no, bad or wrong "
-        "proof) or that did not finish it within io_timeout.",
-        {{"transport", "shm"}});
-    MC_ASSERT(c.ok(), "auth failure metric registration failed (name clash in the registry)");
-    return *c;
   }
 
   void AnswerOpen(int conn, const shm_internal::OpenRequest& req) {

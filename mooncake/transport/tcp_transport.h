@@ -421,7 +421,7 @@ class TcpTransport {
       : options_(std::move(options)),
         metrics_(options_.metrics, "tcp"),
         batches_(options_.max_batches, &metrics_),
-        auth_failures_(AuthFailuresCounter(metrics_.registry(), Name())),
+        auth_failures_(::mooncake::transport::AuthFailuresCounter(metrics_.registry(), Name())),
         server_(options_.io_timeout, options_.max_connections,
                 {options_.auth, auth_failures_, WithDenialCounter(options_.access, metrics_)}),
         peers_(PeersConfig(options_), &batches_, &queued_slices_, &metrics_.registry(), Name()),
@@ -431,16 +431,6 @@ class TcpTransport {
                          : options_.whole_request_lanes) {}
 
   using Address = Peers::Address;
-
-  static Counter* AuthFailuresCounter(MetricsRegistry& registry, std::string_view name) {
-    absl::StatusOr<Counter*> c = registry.GetCounter(
-        "mooncake_transport_auth_failures_total",
-        "Connections the owner refused in the authentication handshake (no, bad or wrong "
-        "proof) or that did not finish it within io_timeout.",
-        {{"transport", std::string(name)}});
-    MC_ASSERT(c.ok(), "auth failure metric registration failed (name clash in the registry)");
-    return *c;
-  }
 
   static ::mooncake::transport_internal::TcpAccessControl WithDenialCounter(
       ::mooncake::transport_internal::TcpAccessControl access, TransportMetrics& metrics) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/histogram.h"
 #include "mooncake/base/metrics.h"
@@ -82,6 +83,18 @@ class TransportMetrics {
   Counter* errors_[2] = {};
   LatencyHistogram* latency_ = nullptr;
 };
+
+// An owner's count of refused handshakes, one series per transport ("tcp",
+// "shm", "rdma") in `registry`.
+inline Counter* AuthFailuresCounter(MetricsRegistry& registry, std::string_view transport) {
+  absl::StatusOr<Counter*> c = registry.GetCounter(
+      "mooncake_transport_auth_failures_total",
+      "Connections the owner refused in the authentication handshake (no, bad or wrong "
+      "proof) or that did not finish it within io_timeout.",
+      {{"transport", std::string(transport)}});
+  MC_ASSERT(c.ok(), "auth failure metric registration failed (name clash in the registry)");
+  return *c;
+}
 
 }  // namespace mooncake::transport
 

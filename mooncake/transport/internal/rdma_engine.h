@@ -222,21 +222,11 @@ class RdmaEngine {
       : verbs_(std::move(verbs)),
         options_(std::move(options)),
         metrics_(options_.metrics, "rdma"),
-        auth_failures_(options_.auth != nullptr ? AuthFailuresCounter(metrics_.registry())
-                                                : nullptr),
+        auth_failures_(options_.auth != nullptr
+                           ? transport::AuthFailuresCounter(metrics_.registry(), "rdma")
+                           : nullptr),
         rng_(std::random_device{}()),
         batches_(options_.batches_in_flight_max, &metrics_) {}
-
-  // The handshakes refused (counted as TcpTransport counts its own).
-  static Counter* AuthFailuresCounter(MetricsRegistry& registry) {
-    absl::StatusOr<Counter*> c = registry.GetCounter(
-        "mooncake_transport_auth_failures_total",
-        "Connections the owner refused in the authentication handshake (no, bad or wrong "
-        "proof) or that did not finish it within io_timeout.",
-        {{"transport", "rdma"}});
-    MC_ASSERT(c.ok(), "auth failure metric registration failed (name clash in the registry)");
-    return *c;
-  }
 
   absl::Status Init();
   void Shutdown();

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of mooncake's *_fuzz targets with clang's libFuzzer.
 #
-# Usage: tools/fuzz.sh [--minutes=N | --runs=N [--max_seconds=S]] [--ci]
+# Usage: tools/fuzz.sh [--minutes=N | --runs=N [--max_seconds=S]] [--jobs=J] [--ci]
 #                      [--artifacts=DIR] [TARGET...]
 #
 #   --minutes=N    campaign: each target fuzzes for N minutes (default 1)
 #   --runs=N       a fixed number of executions per target instead
 #   --max_seconds=S  with --runs: stop a target after S seconds even short of N
 #                  (the SSD recovery target: a few hundred inputs per CPU-second)
+#   --jobs=J       J fuzzing processes per target at once, each with the whole
+#                  budget (--runs or --minutes); their executions are summed
+#                  and what each found is merged (default 1)
 #   --ci           leave the repository untouched: new inputs go to a temporary
 #                  directory, not into fuzz/corpus (what tools/run_tests.sh runs)
 #   --artifacts=D  where crash/timeout/OOM reproducers go
@@ -31,6 +34,7 @@ cd "$(dirname "$0")/.."
 minutes=1
 runs=""
 max_seconds=""
+jobs=1
 ci=0
 artifacts="${TMPDIR:-/tmp}/mooncake-fuzz-artifacts"
 wanted=()
@@ -41,11 +45,17 @@ for arg in "$@"; do
     --max_seconds=*) max_seconds="${arg#*=}" ;;
     --ci) ci=1 ;;
     --artifacts=*) artifacts="${arg#*=}" ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    --jobs=*) jobs="${arg#*=}" ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown flag $arg" >&2; exit 2 ;;
     *) wanted+=("$arg") ;;
   esac
 done
+
+if ! [[ "$jobs" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz.sh: --jobs wants a positive integer, not '$jobs'" >&2
+  exit 2
+fi
 
 # Every mooncake_fuzz_test, found in the BUILD files (no `bazel query`: it
 # would wait for the shared Bazel server's lock just to list them).
@@ -187,21 +197,51 @@ for label in "${labels[@]}"; do
     limit=(-max_total_time=$((minutes * 60)))
   fi
 
+  # Job j writes what it finds to new<j> and logs to log<j>; job 1 to new
+  # and log.
   run_start=$(date +%s%N)
-  "$bin" "${opts[@]}" "${limit[@]}" "$t/new" "$corpus" "$t/seeds" > "$t/log" 2>&1
-  rc=$?
+  pids=()
+  for ((j = 1; j <= jobs; j++)); do
+    sfx=""
+    [ "$j" -gt 1 ] && sfx="$j"
+    mkdir -p "$t/new$sfx"
+    "$bin" "${opts[@]}" "${limit[@]}" "$t/new$sfx" "$corpus" "$t/seeds" > "$t/log$sfx" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  crashed_log="$t/log"
+  for ((j = 1; j <= jobs; j++)); do
+    wait "${pids[$((j - 1))]}"
+    r=$?
+    if [ "$r" -ne 0 ] && [ "$rc" -eq 0 ]; then
+      rc=$r
+      [ "$j" -gt 1 ] && crashed_log="$t/log$j"
+    fi
+  done
   run_ms=$((($(date +%s%N) - run_start) / 1000000 + 1))
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$t/log" | tail -1)
+  execs=""
+  cov=""
+  ft=""
+  new_dirs=()
+  for ((j = 1; j <= jobs; j++)); do
+    sfx=""
+    [ "$j" -gt 1 ] && sfx="$j"
+    e=$(sed -n 's/^stat::number_of_executed_units: *//p' "$t/log$sfx" | tail -1)
+    [ -n "$e" ] && execs=$((${execs:-0} + e))
+    c=$(grep -oE 'cov: [0-9]+' "$t/log$sfx" | tail -1 | cut -d' ' -f2)
+    [ -n "$c" ] && { [ -z "$cov" ] || [ "$c" -gt "$cov" ]; } && cov=$c
+    f=$(grep -oE 'ft: [0-9]+' "$t/log$sfx" | tail -1 | cut -d' ' -f2)
+    [ -n "$f" ] && { [ -z "$ft" ] || [ "$f" -gt "$ft" ]; } && ft=$f
+    [ -n "$(ls -A "$t/new$sfx")" ] && new_dirs+=("$t/new$sfx")
+  done
   # Over the whole run, corpus loading included (libFuzzer's own figure
-  # rounds the seconds down and reads 0 for short runs).
+  # rounds the seconds down and reads 0 for short runs); all jobs together.
   eps=""
   [ -n "$execs" ] && eps=$((execs * 1000 / run_ms))
-  cov=$(grep -oE 'cov: [0-9]+' "$t/log" | tail -1 | cut -d' ' -f2)
-  ft=$(grep -oE 'ft: [0-9]+' "$t/log" | tail -1 | cut -d' ' -f2)
   added=""
-  if [ "$ci" -eq 0 ] && [ -n "$(ls -A "$t/new")" ]; then
+  if [ "$ci" -eq 0 ] && [ ${#new_dirs[@]} -gt 0 ]; then
     before=$(ls "$corpus" | wc -l)
-    "$bin" "${opts[@]}" -merge=1 "$corpus" "$t/new" > "$t/merge2.log" 2>&1
+    "$bin" "${opts[@]}" -merge=1 "$corpus" "${new_dirs[@]}" > "$t/merge2.log" 2>&1
     added=" (+$(($(ls "$corpus" | wc -l) - before)))"
   fi
   size=$(ls "$corpus" | wc -l)
@@ -209,12 +249,12 @@ for label in "${labels[@]}"; do
     verdict="0"
     passed=$((passed + 1))
   else
-    repro=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$t/log" | tail -1)
+    repro=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$crashed_log" | tail -1)
     verdict="CRASH ${repro:-(no reproducer written; exit $rc)}"
     failed=$((failed + 1))
     echo "libfuzzer: $label crashed (exit $rc); log tail:"
-    grep -E '^(==[0-9]+==|SUMMARY|.*runtime error|#[0-9]+ )' "$t/log" | head -30
-    cp "$t/log" "$artifacts/$name.log"
+    grep -E '^(==[0-9]+==|SUMMARY|.*runtime error|#[0-9]+ )' "$crashed_log" | head -30
+    cp "$crashed_log" "$artifacts/$name.log"
     echo "libfuzzer: full log: $artifacts/$name.log"
     echo "libfuzzer: reproduce: $bin ${repro:-<input>}"
   fi

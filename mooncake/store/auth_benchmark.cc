@@ -15,7 +15,8 @@
 // in alternating order. Prints per value size the medians of gets/s and of
 // this process's CPU time per get (user + system), the medians of the per-pair
 // ratios and their 95% intervals. --control makes both sides "off" (what the
-// method reads when nothing differs).
+// method reads when nothing differs); --capabilities=false leaves range
+// capabilities out of "on", and --worker_checks=false only their checking.
 //
 //   bazel run -c opt //mooncake/store:auth_benchmark -- --reps=101 --sizes=4096,1048576
 #include <sys/resource.h>
@@ -51,6 +52,10 @@ ABSL_FLAG(int, keys, 64, "keys read in turn");
 ABSL_FLAG(bool, capabilities, true,
           "false: \"on\" authenticates every connection and guards the tenant, but the master "
           "issues no range capabilities and the worker checks none (what they cost)");
+ABSL_FLAG(bool, worker_checks, true,
+          "false (with --capabilities): the master issues capabilities and the client sends "
+          "them, but the worker (which then knows only the tenant's secret) checks none: what "
+          "issuing and carrying them costs, apart from checking");
 ABSL_FLAG(int, pairs_per_env, 8, "pairs measured in one pair of environments before new ones");
 ABSL_FLAG(int, slices, 4, "a pair's seconds are measured in this many alternating slices");
 ABSL_FLAG(bool, control, false,
@@ -102,7 +107,9 @@ struct Env {
     wo.serve_shm = false;
     // Without capabilities the worker knows the tenant's secret but not the cluster's:
     // it authenticates tenants and does not check their ranges.
-    wo.auth = auth && !absl::GetFlag(FLAGS_capabilities) ? client_creds : server_creds;
+    wo.auth = auth && (!absl::GetFlag(FLAGS_capabilities) || !absl::GetFlag(FLAGS_worker_checks))
+                  ? client_creds
+                  : server_creds;
     w = std::move(*worker::Worker<rpc::TcpChannel>::Start(wo, wch.get()));
     rpc::TcpChannelOptions cco;
     cco.auth = client_creds;

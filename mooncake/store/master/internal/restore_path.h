@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -173,11 +174,14 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
   std::sort(holds.begin(), holds.end(), [](const auto& a, const auto& b) {
     return std::tie(a.segment_id, a.offset) < std::tie(b.segment_id, b.offset);
   });
+  absl::flat_hash_map<uint64_t, const std::string*> worker_of;  // segment id -> its worker
+  if (!holds.empty()) {
+    for (const master::RestoredSegment& seg : segments) worker_of[seg.id] = &seg.desc.worker_id();
+  }
   for (const master::RestoredHold& h : holds) {
-    const auto seg = std::find_if(segments.begin(), segments.end(),
-                                  [&](const auto& x) { return x.id == h.segment_id; });
+    const auto seg = worker_of.find(h.segment_id);
     std::optional<alloc::Allocation> a;
-    if (h.until_ns > now && h.length > 0 && seg != segments.end()) {
+    if (h.until_ns > now && h.length > 0 && seg != worker_of.end()) {
       a = s.pool.Claim(h.segment_id, h.offset, h.length);
     }
     if (!a.has_value()) {
@@ -186,7 +190,7 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
     }
     Replica rep;
     rep.segment_id = h.segment_id;
-    rep.worker_id = seg->desc.worker_id();
+    rep.worker_id = *seg->second;
     rep.allocation = *a;
     rep.state = master::ReplicaState::kComplete;
     const uint64_t id = s.ids.Next();

@@ -111,7 +111,10 @@ class Instance:
         self.pc = PrefillConnector(layout, bases, protocol="tcp",
                                    request_timeout_s=args.request_timeout_s)
         for tid in threads() - before:
-            os.setpriority(os.PRIO_PROCESS, tid, args.copy_nice)
+            # Never below the nice the process already runs at (lowering it
+            # needs CAP_SYS_NICE).
+            os.setpriority(os.PRIO_PROCESS, tid,
+                           max(args.copy_nice, os.getpriority(os.PRIO_PROCESS, tid)))
         self.bs = args.block_size
         self.mu = threading.Lock()  # allocator, requests, incoming, released
         self.requests: dict[str, Request] = {}

@@ -398,10 +398,14 @@ class IssuedCapabilities {
 
   Bytes IssueBytes(std::string_view scope, std::string_view principal, uint64_t segment,
                    const CapabilityGrant& grant) {
-    Recent& r = ThreadRecent()[Slot(segment, grant)];
-    if (r.owner == id_ && r.segment == segment && r.grant == grant && r.scope == scope &&
-        r.principal == principal) {
-      return r.cap;
+    Set& set = ThreadRecent()[SetOf(segment, grant)];
+    for (int w = 0; w < kWays; ++w) {
+      const Recent& r = set.way[w];
+      if (r.owner == id_ && r.segment == segment && r.grant == grant && r.scope == scope &&
+          r.principal == principal) {
+        set.last = static_cast<uint8_t>(w);
+        return r.cap;
+      }
     }
     // The shared memo's key, built in a buffer each thread keeps.
     thread_local std::string k;
@@ -421,6 +425,9 @@ class IssuedCapabilities {
       std::memcpy(cap.data(), made.data(), cap.size());
       memo_.Put(k, cap);
     }
+    // Replaces the way not used last.
+    set.last = static_cast<uint8_t>(1 - set.last);
+    Recent& r = set.way[set.last];
     r.owner = id_;
     r.segment = segment;
     r.grant = grant;
@@ -447,16 +454,26 @@ class IssuedCapabilities {
     std::string principal;
     Bytes cap{};
   };
-  static constexpr size_t kRecentSlots = 64;
-  static std::array<Recent, kRecentSlots>& ThreadRecent() {
-    thread_local std::array<Recent, kRecentSlots> recent;
-    return recent;
+  // Two-way sets: a few dozen grants in turn (one object's replicas, a
+  // client's working set) do not evict each other as they would in one way.
+  static constexpr int kWays = 2;
+  static constexpr size_t kSets = 128;
+  struct Set {
+    std::array<Recent, kWays> way;
+    uint8_t last = 0;  // the way used last
+  };
+  // Made on first use: threads that issue nothing keep no ~45 KB.
+  static std::array<Set, kSets>& ThreadRecent() {
+    thread_local std::unique_ptr<std::array<Set, kSets>> recent;
+    if (recent == nullptr) recent = std::make_unique<std::array<Set, kSets>>();
+    return *recent;
   }
-  static size_t Slot(uint64_t segment, const CapabilityGrant& g) {
+  static size_t SetOf(uint64_t segment, const CapabilityGrant& g) {
     uint64_t h = segment * 0x9E3779B97F4A7C15ull;
     h ^= (g.offset + (h << 6) + (h >> 2)) * 0xC2B2AE3D27D4EB4Full;
     h ^= (g.length + static_cast<uint64_t>(g.expiry_unix_ms) + g.rights) * 0x165667B19E3779F9ull;
-    return static_cast<size_t>(h >> 58) % kRecentSlots;
+    static_assert(kSets == 128);
+    return static_cast<size_t>(h >> 57);
   }
   static uint64_t NextId() {
     static std::atomic<uint64_t> next{1};

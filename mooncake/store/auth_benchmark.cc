@@ -11,14 +11,22 @@
 // same).
 //
 // Measured in pairs: an "off" and an "on" environment side by side, each pair's
-// seconds in alternating slices, the environments built afresh every few pairs
-// in alternating order. Prints per value size the medians of gets/s and of
-// this process's CPU time per get (user + system), the medians of the per-pair
-// ratios and their 95% intervals. --control makes both sides "off" (what the
-// method reads when nothing differs); --capabilities=false leaves range
-// capabilities out of "on", and --worker_checks=false only their checking.
+// seconds in alternating slices, the environments built afresh for every pair
+// (--pairs_per_env) in alternating order. Prints per value size the medians of
+// gets/s and of this process's CPU time per get (user + system), the medians
+// of the per-pair ratios and their 95% intervals. --control makes both sides
+// "off" (what the method reads when nothing differs); --capabilities=false
+// leaves range capabilities out of "on", and --worker_checks=false only their
+// checking.
+//
+// A get crosses between threads four times (client to the master's I/O
+// thread and back, client to the worker's and back). On one core (taskset) throughput is CPU time
+// per get, where authentication's work shows; over several cores of a VM it is also the cost of
+// waking a thread on another core, which varies between environments by more than 2%.
 //
 //   bazel run -c opt //mooncake/store:auth_benchmark -- --reps=101 --sizes=4096,1048576
+//   taskset -c 1 bazel-bin/mooncake/store/auth_benchmark --reps=201 --slices=8 --sizes=4096
+#include <sched.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -56,7 +64,10 @@ ABSL_FLAG(bool, worker_checks, true,
           "false (with --capabilities): the master issues capabilities and the client sends "
           "them, but the worker (which then knows only the tenant's secret) checks none: what "
           "issuing and carrying them costs, apart from checking");
-ABSL_FLAG(int, pairs_per_env, 8, "pairs measured in one pair of environments before new ones");
+ABSL_FLAG(int, pairs_per_env, 1,
+          "pairs measured in one pair of environments before new ones (1: every pair is "
+          "independent; an environment's own speed, its threads' placement, varies more than "
+          "its measurements do)");
 ABSL_FLAG(int, slices, 4, "a pair's seconds are measured in this many alternating slices");
 ABSL_FLAG(bool, control, false,
           "both sides without a token file: what on/off reads when nothing differs (the "
@@ -126,6 +137,7 @@ struct Env {
   ~Env() {
     c.reset();
     w.reset();
+    m->StopTierWaits();  // the long polls answer now, not after their 1 s
     server->Stop();
     service->StopTicker();
   }
@@ -244,6 +256,13 @@ int Run() {
     }
     return 0;
   }
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  MC_ASSERT(::sched_getaffinity(0, sizeof(allowed), &allowed) == 0, "sched_getaffinity");
+  std::printf("CPUs this process may run on: %d%s\n", CPU_COUNT(&allowed),
+              CPU_COUNT(&allowed) == 1
+                  ? " (every hop of a get stays on one core: throughput is CPU per get)"
+                  : "");
   const char* b_name = control ? "off (2nd)" : "auth on";
   std::printf(
       "%-10s %12s %12s %8s %10s %10s %8s   %s\n  (medians of %d pairs of %.2f s; environments "
@@ -253,23 +272,27 @@ int Run() {
   for (size_t size : sizes) {
     const uint64_t segment = SegmentBytes(size, keys);
     std::vector<double> a, b, ratio, a_cpu, b_cpu, cpu_ratio, a_user, b_user;
+    // x: "off"; y: "on" (or, with --control, a second "off").
     std::unique_ptr<Env> x, y;
     for (int r = 0; r < reps; ++r) {
-      // Fresh environments every --pairs_per_env pairs; which is built first and which
-      // is measured first alternate, so that neither the order in memory nor drift in
-      // the machine's load favours one.
+      // Fresh environments every --pairs_per_env pairs. Which is built and
+      // filled first and which is measured first alternate, so that neither
+      // the order in memory, the order of first use nor drift in the
+      // machine's load favours one.
       if (r % pairs_per_env == 0) {
         x.reset();
         y.reset();
-        if ((r / pairs_per_env) % 2 == 0) {
+        const int generation = r / pairs_per_env;
+        const bool x_first = generation % 2 == 0;
+        if (x_first) {
           x = std::make_unique<Env>(false, segment);
           y = std::make_unique<Env>(!control, segment);
         } else {
           y = std::make_unique<Env>(!control, segment);
           x = std::make_unique<Env>(false, segment);
         }
-        Fill(*x, size, keys);
-        Fill(*y, size, keys);
+        Fill(x_first ? *x : *y, size, keys);
+        Fill(x_first ? *y : *x, size, keys);
       }
       const bool off_first = r % 2 == 0;
       // In slices, alternating (x y y x x y ...): slow drift within the pair hits both.

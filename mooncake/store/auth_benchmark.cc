@@ -20,9 +20,10 @@
 // checking.
 //
 // A get crosses between threads four times (client to the master's I/O
-// thread and back, client to the worker's and back). On one core (taskset) throughput is CPU time
-// per get, where authentication's work shows; over several cores of a VM it is also the cost of
-// waking a thread on another core, which varies between environments by more than 2%.
+// thread and back, client to the worker's and back). On one core (taskset)
+// throughput is CPU time per get, where authentication's work shows; over
+// several cores of a VM it is also the cost of waking a thread on another
+// core, which varies between environments by more than 2%.
 //
 //   bazel run -c opt //mooncake/store:auth_benchmark -- --reps=101 --sizes=4096,1048576
 //   taskset -c 1 bazel-bin/mooncake/store/auth_benchmark --reps=201 --slices=8 --sizes=4096

@@ -34,6 +34,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -58,6 +59,9 @@ ABSL_FLAG(int, reps, 21, "off/on pairs per size");
 ABSL_FLAG(double, seconds, 0.5, "seconds of gets per measurement");
 ABSL_FLAG(std::string, sizes, "4096,65536,1048576", "value sizes in bytes");
 ABSL_FLAG(int, keys, 64, "keys read in turn");
+ABSL_FLAG(int, buffer_offset, 0,
+          "bytes past a page boundary where the gets' destination starts (one buffer for both "
+          "environments)");
 ABSL_FLAG(bool, capabilities, true,
           "false: \"on\" authenticates every connection and guards the tenant, but the master "
           "issues no range capabilities and the worker checks none (what they cost)");
@@ -178,8 +182,33 @@ std::pair<double, double> ProcessCpuSeconds() {
   return {sec(u.ru_utime), sec(u.ru_stime)};
 }
 
-Sample Measure(Env& env, size_t size, int keys, double seconds) {
-  std::string buf(size, '\0');
+// The gets' destination: one buffer both environments read into, at
+// --buffer_offset past a page boundary. Reading into a buffer of each
+// environment's own would compare two addresses as well: the kernel's copy
+// into it and the client's digest over it cost up to several percent more
+// when it starts off a cache line, and where malloc puts it differs between
+// the environments.
+class Destination {
+ public:
+  explicit Destination(size_t size)
+      : offset_(static_cast<size_t>(absl::GetFlag(FLAGS_buffer_offset))),
+        mem_(static_cast<char*>(
+            std::aligned_alloc(kPage, (offset_ + size + kPage - 1) / kPage * kPage))) {
+    MC_ASSERT(offset_ < kPage, "--buffer_offset in [0, 4096)");
+    MC_ASSERT(mem_ != nullptr, "aligned_alloc");
+  }
+  ~Destination() { std::free(mem_); }
+  Destination(const Destination&) = delete;
+  Destination& operator=(const Destination&) = delete;
+  char* data() const { return mem_ + offset_; }
+
+ private:
+  static constexpr size_t kPage = 4096;
+  const size_t offset_;
+  char* const mem_;
+};
+
+Sample Measure(Env& env, const Destination& buf, size_t size, int keys, double seconds) {
   client::GetOptions g;
   g.bypass_cache = true;
   uint64_t n = 0;
@@ -205,12 +234,12 @@ uint64_t SegmentBytes(size_t size, int keys) {
   return std::max<uint64_t>(uint64_t{16} << 20, 2 * size * static_cast<uint64_t>(keys));
 }
 
-void Fill(Env& e, size_t size, int keys) {
+void Fill(Env& e, const Destination& buf, size_t size, int keys) {
   for (int k = 0; k < keys; ++k) {
     const std::string key = "k" + std::to_string(size) + "-" + std::to_string(k);
     MC_ASSERT(e.c->Put(key, std::string(size, static_cast<char>('a' + k % 26))).ok(), "put");
   }
-  (void)Measure(e, size, keys, 0.1);  // warm: connections, lanes
+  (void)Measure(e, buf, size, keys, 0.1);  // warm: connections, lanes
 }
 
 double Median(std::vector<double> v) {
@@ -249,9 +278,12 @@ int Run() {
   if (!only.empty()) {
     Env e(only == "on", SegmentBytes(*std::max_element(sizes.begin(), sizes.end()), keys));
     for (size_t size : sizes) {
-      Fill(e, size, keys);
+      const Destination buf(size);
+      Fill(e, buf, size, keys);
       std::vector<double> v;
-      for (int r = 0; r < reps; ++r) v.push_back(Measure(e, size, keys, seconds).gets_per_s());
+      for (int r = 0; r < reps; ++r) {
+        v.push_back(Measure(e, buf, size, keys, seconds).gets_per_s());
+      }
       std::printf("%-10zu %14.0f gets/s (auth %s alone, median of %d)\n", size, Median(v),
                   only.c_str(), reps);
     }
@@ -272,6 +304,7 @@ int Run() {
       "95% intervals of the two ratios", reps, seconds, pairs_per_env);
   for (size_t size : sizes) {
     const uint64_t segment = SegmentBytes(size, keys);
+    const Destination buf(size);
     std::vector<double> a, b, ratio, a_cpu, b_cpu, cpu_ratio, a_user, b_user;
     // x: "off"; y: "on" (or, with --control, a second "off").
     std::unique_ptr<Env> x, y;
@@ -292,19 +325,19 @@ int Run() {
           y = std::make_unique<Env>(!control, segment);
           x = std::make_unique<Env>(false, segment);
         }
-        Fill(x_first ? *x : *y, size, keys);
-        Fill(x_first ? *y : *x, size, keys);
+        Fill(x_first ? *x : *y, buf, size, keys);
+        Fill(x_first ? *y : *x, buf, size, keys);
       }
       const bool off_first = r % 2 == 0;
       // In slices, alternating (x y y x x y ...): slow drift within the pair hits both.
       Sample rx, ry;
       for (int k = 0; k < slices; ++k) {
         if ((k % 2 == 0) == off_first) {
-          rx.Add(Measure(*x, size, keys, seconds / slices));
-          ry.Add(Measure(*y, size, keys, seconds / slices));
+          rx.Add(Measure(*x, buf, size, keys, seconds / slices));
+          ry.Add(Measure(*y, buf, size, keys, seconds / slices));
         } else {
-          ry.Add(Measure(*y, size, keys, seconds / slices));
-          rx.Add(Measure(*x, size, keys, seconds / slices));
+          ry.Add(Measure(*y, buf, size, keys, seconds / slices));
+          rx.Add(Measure(*x, buf, size, keys, seconds / slices));
         }
       }
       a.push_back(rx.gets_per_s());

@@ -33,7 +33,7 @@
 // by everyone; otherwise it gets ERROR(PERMISSION_DENIED) (a WRITE's payload
 // drained, no byte written) and the connection stays. A capability is
 // verified (an HMAC) once: the server remembers those that verified
-// (auth::VerifiedCapabilities), and each connection the last 64 or so.
+// (auth::VerifiedCapabilities), and each connection the last 256 or so.
 //
 // Thread-safety: Add / Remove / Stop may be called concurrently with serving.
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_TCP_SERVER_H_
@@ -298,14 +298,22 @@ class TcpServer {
     std::array<char, kWireCapabilityBytes> cap;
     auth::CapabilityGrant grant;
   };
-  static constexpr size_t kRecentSlots = 256;  // direct-mapped by a MAC byte
+  // Four-way sets chosen by a MAC byte: the few dozen capabilities a client
+  // reads in turn (direct-mapped, a tenth of 64 collided and evicted each
+  // other on every read) stay.
+  static constexpr size_t kRecentWays = 4;
+  static constexpr size_t kRecentSets = 64;
+  struct RecentSet {
+    std::array<Recent, kRecentWays> way;
+    uint8_t next = 0;  // the way replaced next (round robin)
+  };
   // A connection's view of tenants' access: who it is, whether its frames
   // are checked, and the capabilities it had verified lately (no lock, no
   // allocation, no HMAC to find one again: a hit costs a 64-byte compare).
   struct Access {
     bool check = false;  // a non-cluster principal and access control set
     auth::Principal who;
-    std::unique_ptr<std::array<Recent, kRecentSlots>> recent;  // with `check`
+    std::unique_ptr<std::array<RecentSet, kRecentSets>> recent;  // with `check`
   };
 
   // Serves frames until the peer closes, errs, stalls mid-frame or Stop.
@@ -315,7 +323,7 @@ class TcpServer {
     if (auth_.creds != nullptr) {
       if (!Authenticate(fd, conn, &access.who)) return;
       access.check = !access.who.cluster() && auth_.access.key != nullptr;
-      if (access.check) access.recent = std::make_unique<std::array<Recent, kRecentSlots>>();
+      if (access.check) access.recent = std::make_unique<std::array<RecentSet, kRecentSets>>();
     }
     InBuf in;
     for (;;) {
@@ -392,12 +400,14 @@ class TcpServer {
     const int64_t now = auth::NowUnixMs();
     // Seen on this connection for this segment: verified then (a segment id
     // names one target for as long as it is registered).
-    Recent* slot = nullptr;
+    RecentSet* set = nullptr;
     if (cap.size() == kWireCapabilityBytes) {
-      slot = &(*access.recent)[static_cast<uint8_t>(cap[32]) % kRecentSlots];
-      if (slot->segment == h.segment &&
-          std::memcmp(slot->cap.data(), cap.data(), cap.size()) == 0) {
-        return auth::CapabilityKey::Covers(slot->grant, right, h.offset, h.length, now);
+      set = &(*access.recent)[static_cast<uint8_t>(cap[32]) % kRecentSets];
+      for (const Recent& r : set->way) {
+        if (r.segment == h.segment &&
+            std::memcmp(r.cap.data(), cap.data(), kWireCapabilityBytes) == 0) {
+          return auth::CapabilityKey::Covers(r.grant, right, h.offset, h.length, now);
+        }
       }
     }
     std::optional<CapabilityTarget> target =
@@ -415,9 +425,11 @@ class TcpServer {
     }
     RETURN_IF_ERROR(verified_->Check(target->scope, access.who.name, target->segment, cap, right,
                                      h.offset, h.length, now));
-    ASSIGN_OR_RETURN(slot->grant, auth::DecodeCapabilityGrant(cap));
-    std::memcpy(slot->cap.data(), cap.data(), cap.size());
-    slot->segment = h.segment;
+    Recent& slot = set->way[set->next];
+    set->next = static_cast<uint8_t>((set->next + 1) % kRecentWays);
+    ASSIGN_OR_RETURN(slot.grant, auth::DecodeCapabilityGrant(cap));
+    std::memcpy(slot.cap.data(), cap.data(), cap.size());
+    slot.segment = h.segment;
     return absl::OkStatus();
   }
 

@@ -12,12 +12,12 @@
 //
 // Measured in pairs: an "off" and an "on" environment side by side, each pair's
 // seconds in alternating slices, the environments built afresh for every pair
-// (--pairs_per_env) in alternating order. Prints per value size the medians of
-// gets/s and of this process's CPU time per get (user + system), the medians
-// of the per-pair ratios and their 95% intervals. --control makes both sides
-// "off" (what the method reads when nothing differs); --capabilities=false
-// leaves range capabilities out of "on", and --worker_checks=false only their
-// checking.
+// (--pairs_per_env) in alternating order, both reading into one buffer.
+// Prints per value size the medians of gets/s and of this process's CPU
+// time per get (user + system), the medians of the per-pair ratios and
+// their 95% intervals. --control makes both sides "off" (what the method
+// reads when nothing differs); --capabilities=false leaves range
+// capabilities out of "on", and --worker_checks=false only their checking.
 //
 // A get crosses between threads four times (client to the master's I/O
 // thread and back, client to the worker's and back). On one core (taskset)
@@ -26,7 +26,7 @@
 // core, which varies between environments by more than 2%.
 //
 //   bazel run -c opt //mooncake/store:auth_benchmark -- --reps=101 --sizes=4096,1048576
-//   taskset -c 1 bazel-bin/mooncake/store/auth_benchmark --reps=201 --slices=8 --sizes=4096
+//   taskset -c 1 bazel-bin/mooncake/store/auth_benchmark --reps=101 --slices=8
 #include <sched.h>
 #include <sys/resource.h>
 

@@ -43,6 +43,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/auth.h"
@@ -297,11 +298,13 @@ int Run() {
                   ? " (every hop of a get stays on one core: throughput is CPU per get)"
                   : "");
   const char* b_name = control ? "off (2nd)" : "auth on";
+  const std::string renewal =
+      pairs_per_env == 1 ? "for every pair" : absl::StrCat("every ", pairs_per_env, " pairs");
   std::printf(
       "%-10s %12s %12s %8s %10s %10s %8s   %s\n  (medians of %d pairs of %.2f s; environments "
-      "built afresh every %d pairs, built and measured in alternating order)\n",
+      "built afresh %s, built and measured in alternating order)\n",
       "size", "off gets/s", b_name, "ratio", "off cpu us", "cpu us", "ratio",
-      "95% intervals of the two ratios", reps, seconds, pairs_per_env);
+      "95% intervals of the two ratios", reps, seconds, renewal.c_str());
   for (size_t size : sizes) {
     const uint64_t segment = SegmentBytes(size, keys);
     const Destination buf(size);

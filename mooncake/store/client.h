@@ -95,6 +95,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
@@ -367,13 +368,13 @@ class Client {
 
   std::vector<absl::StatusOr<size_t>> BatchGetInto(std::span<const GetIntoItem> items,
                                                    const GetOptions& options = {}) {
-    std::vector<client_internal::GetTarget> targets(items.size());
+    absl::InlinedVector<client_internal::GetTarget, 1> targets(items.size());
     for (size_t i = 0; i < items.size(); ++i) {
       targets[i].key = items[i].key;
       targets[i].buffer = items[i].buffer;
       targets[i].capacity = items[i].capacity;
     }
-    std::vector<absl::Status> st = core_->GetMany(targets, options);
+    std::vector<absl::Status> st = core_->GetMany(std::span(targets), options);
     std::vector<absl::StatusOr<size_t>> out;
     out.reserve(items.size());
     for (size_t i = 0; i < items.size(); ++i) {

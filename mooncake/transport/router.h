@@ -80,6 +80,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -219,11 +220,14 @@ class Router {
   using Batch = Batches::Batch;
   // Done once every request is and no sub-batch of it is in a transport.
   static bool BatchDone(const Batch& b) { return b.all_done() && b.extra.subs_in_flight == 0; }
+  // A batch of one slice (a single small get or put) needs no heap block.
+  using Slices = absl::InlinedVector<Slice, 1>;
+  using DirectRequests = absl::InlinedVector<TransferRequest, 1>;
   struct SubBatch {
     size_t transport = 0;
     BatchId id = 0;
     BatchId batch = 0;
-    std::vector<Slice> slices;
+    Slices slices;
     absl::Time started;
     int64_t started_ns = 0;  // trace::NowNs() then; 0: not traced
   };
@@ -239,7 +243,7 @@ class Router {
          Queue queue);
 
   absl::StatusOr<BatchId> Admit(std::span<const TransferRequest> requests, qos::ClassId cls,
-                                SubBatch* direct, std::vector<TransferRequest>* direct_requests)
+                                SubBatch* direct, DirectRequests* direct_requests)
       ABSL_LOCKS_EXCLUDED(mu_);
   bool DirectFitsLocked(std::span<const TransferRequest> requests, size_t slices,
                         size_t* transport) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

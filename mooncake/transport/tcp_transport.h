@@ -68,6 +68,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -300,9 +301,10 @@ class TcpTransport {
     if (requests.empty() || requests.size() > kMaxBatchRequests) {
       return batches_.Create(requests).status();  // the table words the error
     }
-    std::vector<Handle> targets(requests.size());
-    std::vector<absl::Status> early(requests.size());
-    std::vector<uint32_t> pieces(requests.size(), 1);
+    // Inline: a batch of a few requests allocates none of these.
+    absl::InlinedVector<Handle, 4> targets(requests.size());
+    absl::InlinedVector<absl::Status, 4> early(requests.size());
+    absl::InlinedVector<uint32_t, 4> pieces(requests.size(), 1);
     size_t slices = 0;
     {
       MutexLock lock(&mu_);
@@ -548,14 +550,35 @@ class TcpTransport {
   // caller and returned.
   std::shared_ptr<Lane> Dispatch(
       const std::shared_ptr<::mooncake::transport_internal::BatchState>& batch,
-      std::span<const TransferRequest> requests, const std::vector<Handle>& targets,
-      const std::vector<absl::Status>& early, bool claim) {
+      std::span<const TransferRequest> requests, std::span<const Handle> targets,
+      std::span<const absl::Status> early, bool claim) {
     struct PeerWork {
-      std::vector<std::vector<Slice>> lanes;  // by the peer's lane index
-      std::vector<double> weights;            // several paths: SprayWeights
-      std::vector<size_t> next_lane;          // several paths: each path's next lane
+      ::mooncake::transport_internal::LaneSlices lanes;  // by the peer's lane index
+      std::vector<double> weights;                       // several paths: SprayWeights
+      std::vector<size_t> next_lane;                     // several paths: each path's next lane
     };
-    absl::flat_hash_map<Peer*, PeerWork> per_peer;
+    // The peers in order of first use; a batch to one peer (the common case:
+    // a single get or put) needs no heap block. The index finds a peer once
+    // there are more than a few.
+    absl::InlinedVector<std::pair<Peer*, PeerWork>, 1> per_peer;
+    absl::flat_hash_map<Peer*, size_t> peer_index;
+    constexpr size_t kScanPeers = 8;
+    const auto work_of = [&](Peer* peer) -> PeerWork& {
+      if (per_peer.size() <= kScanPeers) {
+        for (auto& [p, w] : per_peer) {
+          if (p == peer) return w;
+        }
+      } else if (auto it = peer_index.find(peer); it != peer_index.end()) {
+        return per_peer[it->second].second;
+      }
+      per_peer.emplace_back(peer, PeerWork{});
+      if (per_peer.size() == kScanPeers + 1) {
+        for (size_t k = 0; k < per_peer.size(); ++k) peer_index[per_peer[k].first] = k;
+      } else if (per_peer.size() > kScanPeers + 1) {
+        peer_index[peer] = per_peer.size() - 1;
+      }
+      return per_peer.back().second;
+    };
     Peer* claim_peer = nullptr;
     size_t claim_lane = 0;
     // Batches start on one of the first whole_lanes_ lanes, in turn; a
@@ -564,7 +587,7 @@ class TcpTransport {
     for (size_t i = 0; i < requests.size(); ++i) {
       if (!early[i].ok()) continue;
       Peer* peer = targets[i].peer.get();
-      PeerWork& work = per_peer[peer];
+      PeerWork& work = work_of(peer);
       const size_t per_path = options_.lanes_per_peer;
       if (work.lanes.empty()) {
         work.lanes.resize(peer->paths.size() * per_path);

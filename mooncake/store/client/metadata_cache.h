@@ -33,6 +33,8 @@
 #ifndef MOONCAKE_STORE_CLIENT_METADATA_CACHE_H_
 #define MOONCAKE_STORE_CLIENT_METADATA_CACHE_H_
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -44,7 +46,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
+#include "absl/hash/hash.h"
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
@@ -53,13 +55,58 @@
 
 namespace mooncake::client {
 
+// An object's complete replicas, nearest first, in the order one read tries
+// them. The replicas are shared: copying the list (a cache hit) copies a
+// pointer, and each read orders its own copy (Rotate) without touching the
+// cached one's.
+class ReplicaOrder {
+ public:
+  ReplicaOrder() = default;
+  explicit ReplicaOrder(std::vector<store::proto::Replica> all)
+      : all_(all.empty()
+                 ? nullptr
+                 : std::make_shared<const std::vector<store::proto::Replica>>(std::move(all))) {}
+
+  size_t size() const { return all_ == nullptr ? 0 : all_->size(); }
+  bool empty() const { return size() == 0; }
+  // The replica read k-th.
+  const store::proto::Replica& operator[](size_t k) const {
+    MC_DASSERT(k < size(), "replica index out of range");
+    return (*all_)[k < n_ ? (k + pick_) % n_ : k];
+  }
+
+  // What std::rotate(begin, begin + pick, begin + n) does to the order:
+  // the pick-th first, the rest of the first n after it in turn.
+  // REQUIRES: pick < n <= size().
+  void Rotate(size_t pick, size_t n) {
+    MC_DASSERT(pick < n && n <= size(), "rotation out of range");
+    if (n_ == 0 || n_ == n) {
+      pick_ = static_cast<uint32_t>(n_ == 0 ? pick : (pick_ + pick) % n);
+      n_ = static_cast<uint32_t>(n);
+      return;
+    }
+    // Another span than the last rotation's: order the copy as it reads now.
+    std::vector<store::proto::Replica> v;
+    v.reserve(size());
+    for (size_t k = 0; k < size(); ++k) v.push_back((*this)[k]);
+    std::rotate(v.begin(), v.begin() + static_cast<ptrdiff_t>(pick),
+                v.begin() + static_cast<ptrdiff_t>(n));
+    *this = ReplicaOrder(std::move(v));
+  }
+
+ private:
+  std::shared_ptr<const std::vector<store::proto::Replica>> all_;
+  uint32_t pick_ = 0;  // with n_: the first n_ read from the pick_-th on, wrapping
+  uint32_t n_ = 0;     // 0: the shared order as it is
+};
+
 struct CachedObject {
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
   uint32_t checksum_format = 0;  // store::proto::ChecksumFormat
   uint64_t version = 0;
-  std::vector<store::proto::Replica> replicas;  // complete, nearest first
-  uint32_t local_replicas = 0;                  // how many of the first are on this client's host
+  ReplicaOrder replicas;        // complete, nearest first
+  uint32_t local_replicas = 0;  // how many of the first are on this client's host
   // The object's TensorMeta (null: the writer gave none); shared, not copied,
   // by every read the entry serves.
   std::shared_ptr<const store::proto::TensorMeta> tensor;
@@ -85,7 +132,7 @@ class MetadataCache {
   // served, for the caller's next ask of the master.
   std::optional<CachedObject> Lookup(std::string_view tenant, std::string_view key,
                                      int64_t min_remaining_ns, uint32_t* reads_served = nullptr) {
-    const std::string k = Key(tenant, key);
+    const KeyView k{tenant, key};
     const int64_t now = clock_->NowNs();
     MutexLock lock(&mu_);
     auto it = map_.find(k);
@@ -108,7 +155,7 @@ class MetadataCache {
   [[nodiscard]] std::vector<uint64_t> Insert(std::string_view tenant, std::string_view key,
                                              CachedObject object) {
     MC_DASSERT(object.lease_id != 0, "only leased answers are cached");
-    std::string k = Key(tenant, key);
+    OwnedKey k{std::string(tenant), std::string(key)};
     const int64_t now = clock_->NowNs();
     std::vector<uint64_t> release;
     MutexLock lock(&mu_);
@@ -129,7 +176,7 @@ class MetadataCache {
 
   // Forgets (tenant, key); returns its lease if still live.
   [[nodiscard]] std::optional<uint64_t> Erase(std::string_view tenant, std::string_view key) {
-    const std::string k = Key(tenant, key);
+    const KeyView k{tenant, key};
     const int64_t now = clock_->NowNs();
     MutexLock lock(&mu_);
     auto it = map_.find(k);
@@ -157,13 +204,35 @@ class MetadataCache {
   }
 
  private:
-  using Entry = std::pair<std::string, CachedObject>;
+  // (tenant, key): looked up as views, so a hit builds no string.
+  struct KeyView {
+    std::string_view tenant;
+    std::string_view key;
+  };
+  struct OwnedKey {
+    std::string tenant;
+    std::string key;
+    KeyView view() const { return {tenant, key}; }
+  };
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(const KeyView& k) const {
+      return absl::HashOf(AbslView(k.tenant), AbslView(k.key));
+    }
+    size_t operator()(const OwnedKey& k) const { return (*this)(k.view()); }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    static KeyView View(const KeyView& k) { return k; }
+    static KeyView View(const OwnedKey& k) { return k.view(); }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      const KeyView x = View(a), y = View(b);
+      return x.tenant == y.tenant && x.key == y.key;
+    }
+  };
+  using Entry = std::pair<OwnedKey, CachedObject>;
   using List = std::list<Entry>;
-
-  static std::string Key(std::string_view tenant, std::string_view key) {
-    // Length-prefixed tenant, so ("a", "bc") and ("ab", "c") differ.
-    return absl::StrCat(tenant.size(), ":", AbslView(tenant), AbslView(key));
-  }
 
   void Drop(List::iterator it, int64_t now, std::vector<uint64_t>* release)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -175,7 +244,7 @@ class MetadataCache {
   Clock* const clock_;
   mutable Mutex mu_;
   List lru_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, List::iterator> map_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<OwnedKey, List::iterator, KeyHash, KeyEq> map_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mooncake::client

@@ -1,6 +1,8 @@
 #include "mooncake/store/client/metadata_cache.h"
 
 #include <cstdint>
+#include <optional>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "mooncake/base/clock.h"
@@ -17,6 +19,49 @@ CachedObject Obj(uint64_t lease, int64_t end_ns, uint64_t version = 1) {
   o.lease_id = lease;
   o.lease_end_ns = end_ns;
   return o;
+}
+
+std::vector<store::proto::Replica> Replicas(int n) {
+  std::vector<store::proto::Replica> v(n);
+  for (int i = 0; i < n; ++i) v[i].set_segment_id(static_cast<uint64_t>(i));
+  return v;
+}
+
+std::vector<uint64_t> Order(const ReplicaOrder& o) {
+  std::vector<uint64_t> out;
+  for (size_t k = 0; k < o.size(); ++k) out.push_back(o[k].segment_id());
+  return out;
+}
+
+TEST(ReplicaOrderTest, RotatesAsStdRotateAndComposes) {
+  ReplicaOrder o(Replicas(5));
+  EXPECT_EQ(Order(o), (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+  ReplicaOrder a = o;
+  a.Rotate(1, 3);  // std::rotate(begin, begin + 1, begin + 3)
+  EXPECT_EQ(Order(a), (std::vector<uint64_t>{1, 2, 0, 3, 4}));
+  a.Rotate(2, 3);  // again, over the order a reads in now
+  EXPECT_EQ(Order(a), (std::vector<uint64_t>{0, 1, 2, 3, 4}));
+  a.Rotate(1, 5);  // another span: materialised, same result as std::rotate
+  EXPECT_EQ(Order(a), (std::vector<uint64_t>{1, 2, 3, 4, 0}));
+  EXPECT_EQ(Order(o), (std::vector<uint64_t>{0, 1, 2, 3, 4})) << "a copy's order is its own";
+  EXPECT_TRUE(ReplicaOrder().empty());
+  EXPECT_TRUE(ReplicaOrder(Replicas(0)).empty());
+}
+
+TEST(ReplicaOrderTest, ACacheHitSharesTheReplicasAndOrdersItsOwnCopy) {
+  FakeClock clock;
+  MetadataCache cache(8, &clock);
+  CachedObject obj = Obj(1, clock.NowNs() + 100 * kMs);
+  obj.replicas = ReplicaOrder(Replicas(3));
+  (void)cache.Insert("", "k", std::move(obj));
+  std::optional<CachedObject> hit = cache.Lookup("", "k", 0);
+  ASSERT_TRUE(hit.has_value());
+  hit->replicas.Rotate(2, 3);
+  EXPECT_EQ(Order(hit->replicas), (std::vector<uint64_t>{2, 0, 1}));
+  std::optional<CachedObject> again = cache.Lookup("", "k", 0);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(Order(again->replicas), (std::vector<uint64_t>{0, 1, 2})) << "the cached order stays";
+  EXPECT_EQ(&again->replicas[0], &hit->replicas[1]) << "one copy of the replicas";
 }
 
 TEST(MetadataCache, HitsUntilTheLeaseNearsItsEnd) {

@@ -66,7 +66,7 @@ inline std::vector<absl::Status> RunTransfers(transport::Router& router,
                                               std::span<const transport::TransferRequest> requests,
                                               absl::Time deadline) {
   std::vector<absl::Status> out;
-  out.reserve(requests.size());
+  if (requests.size() > transport::kMaxBatchRequests) out.reserve(requests.size());
   for (size_t begin = 0; begin < requests.size(); begin += transport::kMaxBatchRequests) {
     const auto chunk =
         requests.subspan(begin, std::min(transport::kMaxBatchRequests, requests.size() - begin));
@@ -89,6 +89,7 @@ inline std::vector<absl::Status> RunTransfers(transport::Router& router,
       continue;
     }
     MC_ASSERT(r->statuses.size() == chunk.size(), "one status per request");
+    if (chunk.size() == requests.size()) return std::move(r->statuses);  // one chunk: no copy
     out.insert(out.end(), r->statuses.begin(), r->statuses.end());
   }
   MC_DASSERT(out.size() == requests.size(), "every request settled");

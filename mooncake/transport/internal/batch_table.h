@@ -30,6 +30,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,9 @@ struct RequestState {
   bool done = false;
   absl::Status status;
 };
+
+// A batch's request states; a batch of one (a single get or put) needs no heap block.
+using RequestStates = absl::InlinedVector<RequestState, 1>;
 
 class BatchTable;
 
@@ -107,7 +111,7 @@ class BatchState {
   int64_t submit_ns_ = 0;
   std::atomic<bool> cancelled_{false};
   // Guarded by the owning table's mu_.
-  std::vector<RequestState> requests_;
+  RequestStates requests_;
   size_t unsettled_ = 0;
   size_t succeeded_ = 0;
 };
@@ -294,7 +298,7 @@ template <typename Extra = NoBatchExtra>
 class BatchRecords {
  public:
   struct Batch {
-    std::vector<RequestState> requests;
+    RequestStates requests;
     size_t done_count = 0;
     size_t failed_count = 0;
     bool cancelling = false;  // a Cancel owns it: Wait and Cancel see NotFound

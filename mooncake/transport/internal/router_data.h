@@ -40,7 +40,7 @@ inline absl::StatusOr<BatchId> Router::SubmitWithPriority(std::span<const Transf
   }
   trace::Scope span("router.submit", "router");
   SubBatch direct;
-  std::vector<TransferRequest> direct_requests;
+  DirectRequests direct_requests;
   ASSIGN_OR_RETURN(const BatchId id, Admit(requests, cls, &direct, &direct_requests));
   if (span.active()) {
     span.set_batch(id);
@@ -77,7 +77,7 @@ inline bool Router::DirectFitsLocked(std::span<const TransferRequest> requests, 
 // requests in `direct_requests`, already counted as in flight.
 inline absl::StatusOr<BatchId> Router::Admit(std::span<const TransferRequest> requests,
                                              qos::ClassId cls, SubBatch* direct,
-                                             std::vector<TransferRequest>* direct_requests) {
+                                             DirectRequests* direct_requests) {
   MutexLock lock(&mu_);
   RETURN_IF_ERROR(batches_.CheckRoom());
   size_t slices = 0;
@@ -403,7 +403,7 @@ inline void Router::Dispatch() {
   // still on the wire instead of the pipeline draining between rounds.
   const size_t chunk = std::max<size_t>(1, options_.slices_in_flight_max / 4);
   using Key = std::pair<BatchId, size_t>;  // (batch, transport)
-  std::vector<std::pair<Key, std::vector<Slice>>> groups;
+  std::vector<std::pair<Key, Slices>> groups;
   std::map<Key, size_t> filling;  // the group of `groups` that takes the key's next slice
   size_t taken = 0;
   const int64_t trace_ns = trace::Enabled() ? trace::NowNs() : 0;
@@ -413,7 +413,7 @@ inline void Router::Dispatch() {
     auto f = filling.find(key);
     if (f == filling.end() || groups[f->second].second.size() >= chunk) {
       filling[key] = groups.size();
-      groups.emplace_back(key, std::vector<Slice>());
+      groups.emplace_back(key, Slices());
     }
     groups[filling[key]].second.push_back(std::move(s));
     ++taken;

@@ -68,12 +68,14 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -110,6 +112,11 @@ struct Slice {
   int64_t sent_ns = 0;               // trace::NowNs() when its frame went out; 0: not traced
   uint8_t attempts = 0;              // paths it was moved off after a lane died (tcp_paths.h)
 };
+
+// One lane's share of a batch: a single slice (a small get or put) needs no heap block.
+using Slices = absl::InlinedVector<Slice, 1>;
+// A peer's share of a batch, by the peer's lane index.
+using LaneSlices = absl::InlinedVector<Slices, 4>;
 
 // What a lane tells the path it belongs to about its slices (multi-path
 // peers, internal/tcp_paths.h); a single-path peer's lanes have none.
@@ -180,7 +187,7 @@ class TcpLane {
   // sender thread leaves them to it); a dead lane fails them at once (false).
   // `claim`: the submitting caller will receive them itself (ReceiveFor with
   // the slices' batch id).
-  bool Enqueue(std::vector<Slice>& slices, bool claim = false) {
+  bool Enqueue(Slices& slices, bool claim = false) {
     absl::Status dead_status;
     {
       MutexLock lock(&mu_);
@@ -373,7 +380,7 @@ class TcpLane {
   // All READs (their requests are headers) or all WRITEs (their responses
   // are acks): a batch that cannot fill the socket in the direction its
   // caller does not drain while it sends.
-  static bool OneKindOfOp(const std::vector<Slice>& slices) {
+  static bool OneKindOfOp(std::span<const Slice> slices) {
     for (const Slice& s : slices) {
       if (s.op != slices.front().op) return false;
     }
@@ -451,7 +458,7 @@ class TcpLane {
       if (inline_mode || !FinishHandoff()) return;
     }
     for (;;) {
-      std::vector<Slice> out, cancelled;
+      absl::InlinedVector<Slice, 4> out, cancelled;
       bool large = false;  // inline: a reserved batch's large WRITE is in `out`
       trace::Scope span("tcp.send", "tcp");
       {
@@ -494,7 +501,7 @@ class TcpLane {
   }
 
   // The send span's arguments: the first slice and the bytes of all of them.
-  static void TraceSend(trace::Scope& span, const std::vector<Slice>& out) {
+  static void TraceSend(trace::Scope& span, std::span<const Slice> out) {
     uint64_t bytes = 0;
     for (const Slice& s : out) bytes += s.length;
     span.set_batch(out.front().batch->id());
@@ -503,7 +510,7 @@ class TcpLane {
   }
 
   // One sendmsg of `out`'s frames; what it leaves goes to the sender thread.
-  void SendInlineOrHandOff(const std::vector<Slice>& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
+  void SendInlineOrHandOff(std::span<const Slice> out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(send_mu_) {
     Handoff h;
     EncodeFrames(out, &h.headers, &h.iov);
     h.last_tag = out.back().tag;
@@ -527,8 +534,10 @@ class TcpLane {
 
   // Request frames of `out`: a header each, a WRITE's payload straight from
   // the caller's buffer. `iov` points into `headers`.
-  static void EncodeFrames(const std::vector<Slice>& out, std::vector<WireHeader>* headers,
-                           std::vector<iovec>* iov) {
+  // Headers and Iov: std::vector, or absl::InlinedVector for a write that
+  // finishes before they go out of scope.
+  template <typename Headers, typename Iov>
+  static void EncodeFrames(std::span<const Slice> out, Headers* headers, Iov* iov) {
     headers->resize(out.size());
     iov->reserve(out.size() * 3);
     for (size_t i = 0; i < out.size(); ++i) {
@@ -544,9 +553,9 @@ class TcpLane {
     }
   }
 
-  absl::Status WriteFrames(const std::vector<Slice>& out) {
-    std::vector<WireHeader> headers;
-    std::vector<iovec> iov;
+  absl::Status WriteFrames(std::span<const Slice> out) {
+    absl::InlinedVector<WireHeader, 4> headers;
+    absl::InlinedVector<iovec, 12> iov;
     EncodeFrames(out, &headers, &iov);
     return SendIovBy(fd_.get(), iov.data(), static_cast<int>(iov.size()),
                      absl::Now() + limits_.io_timeout, "request frames");

@@ -29,6 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -119,8 +120,7 @@ class TcpPeers {
   // Enqueues lanes[l] (by the peer's lane index) on the peer's lanes, or
   // live ones in their place; claims the lane that gets lanes[claim_lane]
   // (kNoLane: none) and returns it.
-  std::shared_ptr<TcpLane> Enqueue(TcpPeer& peer, std::vector<std::vector<Slice>>& lanes,
-                                   size_t claim_lane) {
+  std::shared_ptr<TcpLane> Enqueue(TcpPeer& peer, LaneSlices& lanes, size_t claim_lane) {
     return peer.multi() ? EnqueueOnPaths(peer, lanes, claim_lane)
                         : EnqueueOnPeer(peer, lanes, claim_lane);
   }
@@ -244,24 +244,26 @@ class TcpPeers {
 
   // Enqueues lanes[l] on the peer's lane l (or a live one in its place);
   // claims the lane that gets lanes[claim_lane] and returns it.
-  std::shared_ptr<TcpLane> EnqueueOnPeer(TcpPeer& peer, std::vector<std::vector<Slice>>& lanes,
-                                         size_t claim_lane) {
+  std::shared_ptr<TcpLane> EnqueueOnPeer(TcpPeer& peer, LaneSlices& lanes, size_t claim_lane) {
     std::shared_ptr<TcpLane> claimed;
-    std::vector<std::shared_ptr<TcpLane>> kicked;  // kept alive past the lock
+    // Kept alive past the lock. Inline: a request's path allocates nothing here.
+    absl::InlinedVector<std::shared_ptr<TcpLane>, 4> kicked;
     {
       MutexLock lock(&peer.mu);
       const absl::Status revived =
           AllLive(peer) ? absl::OkStatus() : ReviveLanesLocked(peer, /*force=*/true);
-      std::vector<size_t> live;
+      absl::InlinedVector<size_t, 8> live;
       for (size_t l = 0; l < peer.lanes.size(); ++l) {
         if (peer.lanes[l] != nullptr && !peer.lanes[l]->dead()) live.push_back(l);
       }
       // No lane connects: the slices fail with why (e.g. UNAUTHENTICATED),
-      // not with what broke the old lanes.
-      const absl::Status none_live =
-          !revived.ok() ? revived
-                        : absl::UnavailableError(absl::StrCat("no connection to ",
-                                                              JoinHostPort(peer.host, peer.port)));
+      // not with what broke the old lanes. Built only then.
+      absl::Status none_live;
+      if (live.empty()) {
+        none_live = !revived.ok() ? revived
+                                  : absl::UnavailableError(absl::StrCat(
+                                        "no connection to ", JoinHostPort(peer.host, peer.port)));
+      }
       for (size_t l = 0; l < lanes.size(); ++l) {
         if (lanes[l].empty()) continue;
         // A dead lane's share moves to a live one; with none, the slices
@@ -307,8 +309,7 @@ class TcpPeers {
   // a live lane of its own path, else of another path that is up; with no
   // live lane at all every path is reconnected at once (backoff or not), and
   // if none connects the slices fail with every path's error.
-  std::shared_ptr<TcpLane> EnqueueOnPaths(TcpPeer& peer, std::vector<std::vector<Slice>>& lanes,
-                                          size_t claim_lane) {
+  std::shared_ptr<TcpLane> EnqueueOnPaths(TcpPeer& peer, LaneSlices& lanes, size_t claim_lane) {
     const size_t per_path = config_.lanes_per_peer;
     std::shared_ptr<TcpLane> claimed;
     std::vector<std::shared_ptr<TcpLane>> kicked;  // kept alive past the lock
@@ -396,7 +397,7 @@ class TcpPeers {
 
   void Redispatch(std::vector<RescueQueue::Item>& items) {
     const size_t per_path = config_.lanes_per_peer;
-    absl::flat_hash_map<TcpPeer*, std::vector<std::vector<Slice>>> per_peer;
+    absl::flat_hash_map<TcpPeer*, LaneSlices> per_peer;
     std::vector<std::shared_ptr<TcpPeer>> alive = AllPeers();  // peers outlive their lanes
     for (auto& item : items) {
       if (item.slice.batch->cancelled()) {

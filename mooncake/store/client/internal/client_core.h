@@ -371,6 +371,8 @@ class ClientCore {
     bool from_cache = false;
     CachedObject obj;
   };
+  // One per object of a get; a single get needs no heap block for it.
+  using ResolvedList = absl::InlinedVector<Resolved, 1>;
 
   ClientCore(client::ClientOptions o, C* channel, std::unique_ptr<transport::Router> router)
       : options_(std::move(o)),
@@ -437,8 +439,8 @@ class ClientCore {
   }
   // Feeds a finished transfer batch to link_ (only a batch that all went
   // through measures the link).
-  void ObserveLink(const std::vector<transport::TransferRequest>& reqs,
-                   const std::vector<absl::Status>& rs, absl::Time started) {
+  void ObserveLink(std::span<const transport::TransferRequest> reqs,
+                   std::span<const absl::Status> rs, absl::Time started) {
     uint64_t bytes = 0;
     for (size_t j = 0; j < reqs.size(); ++j) {
       if (!rs[j].ok()) return;
@@ -448,8 +450,7 @@ class ClientCore {
   }
   // Decodes the objects read into staging (stored compressed) into their
   // destinations; a frame that does not decode fails its item (DATA_LOSS).
-  void DecodeStaged(std::span<GetTarget> t, const std::vector<Resolved>& res,
-                    std::vector<absl::Status>* st);
+  void DecodeStaged(std::span<GetTarget> t, const ResolvedList& res, std::vector<absl::Status>* st);
   // The compressed stand-ins of the items ClientOptions::network_compression
   // compresses (client_put.h).
   struct PackedPuts {
@@ -466,12 +467,12 @@ class ClientCore {
     return options_.verify_checksums && obj.checksum_format == kChecksumChunked;
   }
 
-  void LookupMany(std::span<GetTarget> t, const std::string& tenant, bool bypass,
-                  std::vector<Resolved>* res, std::vector<absl::Status>* st);
+  void LookupMany(std::span<GetTarget> t, const std::string& tenant, bool bypass, ResolvedList* res,
+                  std::vector<absl::Status>* st);
   absl::Status ReadReplica(const CachedObject& obj, size_t r, void* dst, absl::Time deadline);
   absl::Status ReadFrom(const CachedObject& obj, size_t first, void* dst, absl::Time deadline,
                         absl::Status earlier = absl::OkStatus());
-  void ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res, std::vector<absl::Status>* st);
+  void ReadAll(std::span<GetTarget> t, ResolvedList& res, std::vector<absl::Status>* st);
   void CheckTarget(GetTarget& t, const CachedObject& obj, absl::Status* st) const;
   void TakeReplicas(google::protobuf::RepeatedPtrField<proto::Replica>* from, CachedObject* obj);
   void SpreadRead(CachedObject* obj);

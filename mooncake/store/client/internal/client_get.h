@@ -19,7 +19,7 @@ namespace mooncake::client_internal {
 
 template <rpc::RpcChannel C>
 void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant, bool bypass,
-                               std::vector<Resolved>* res, std::vector<absl::Status>* st) {
+                               ResolvedList* res, std::vector<absl::Status>* st) {
   std::vector<size_t> misses;
   std::vector<proto::GetReplicasRequest> reqs;
   // A cached entry is used only if a read can still finish inside its lease.
@@ -109,15 +109,17 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
 template <rpc::RpcChannel C>
 void ClientCore<C>::TakeReplicas(google::protobuf::RepeatedPtrField<proto::Replica>* from,
                                  CachedObject* obj) {
+  std::vector<proto::Replica> complete;
   for (proto::Replica& rep : *from) {
-    if (rep.state() == proto::REPLICA_COMPLETE) obj->replicas.push_back(std::move(rep));
+    if (rep.state() == proto::REPLICA_COMPLETE) complete.push_back(std::move(rep));
   }
-  const auto remote = std::stable_partition(obj->replicas.begin(), obj->replicas.end(),
-                                            [&](const proto::Replica& rep) {
-                                              auto w = rpc::ParseWorkerId(rep.worker_id());
-                                              return w.ok() && w->host == options_.host_id;
-                                            });
-  obj->local_replicas = static_cast<uint32_t>(remote - obj->replicas.begin());
+  const auto remote =
+      std::stable_partition(complete.begin(), complete.end(), [&](const proto::Replica& rep) {
+        auto w = rpc::ParseWorkerId(rep.worker_id());
+        return w.ok() && w->host == options_.host_id;
+      });
+  obj->local_replicas = static_cast<uint32_t>(remote - complete.begin());
+  obj->replicas = client::ReplicaOrder(std::move(complete));
 }
 
 // A read goes to the nearest replica (those on this host if any, else all)
@@ -126,15 +128,14 @@ void ClientCore<C>::TakeReplicas(google::protobuf::RepeatedPtrField<proto::Repli
 // others stay behind it in order, for the fallback.
 template <rpc::RpcChannel C>
 void ClientCore<C>::SpreadRead(CachedObject* obj) {
-  std::vector<proto::Replica>& v = obj->replicas;
+  client::ReplicaOrder& v = obj->replicas;
   if (v.empty()) return;
   const size_t n =
       obj->local_replicas > 0 ? std::min<size_t>(obj->local_replicas, v.size()) : v.size();
   absl::InlinedVector<std::string_view, 4> workers;
   for (size_t i = 0; i < n; ++i) workers.push_back(v[i].worker_id());
   const size_t pick = spread_.Choose(workers, obj->cached_reads, obj->size_bytes, NowNs());
-  std::rotate(v.begin(), v.begin() + static_cast<ptrdiff_t>(pick),
-              v.begin() + static_cast<ptrdiff_t>(workers.size()));
+  if (pick != 0) v.Rotate(pick, workers.size());
 }
 
 template <rpc::RpcChannel C>
@@ -179,7 +180,7 @@ absl::StatusOr<size_t> ClientCore<C>::ReadPrefixChunk(std::span<const Hash128> c
   }
   std::vector<std::string> keys(matched);
   std::vector<GetTarget> targets(matched);
-  std::vector<Resolved> res(matched);
+  ResolvedList res(matched);
   std::vector<absl::Status> st(matched);
   const int64_t lease_end_ns =
       sent_ns +
@@ -323,12 +324,13 @@ absl::Status ClientCore<C>::ReadFrom(const CachedObject& obj, size_t first, void
 // Step 2 and 3: the nearest replica of every object in one batch, then the
 // others one by one for the objects whose first read failed.
 template <rpc::RpcChannel C>
-void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
+void ClientCore<C>::ReadAll(std::span<GetTarget> t, ResolvedList& res,
                             std::vector<absl::Status>* st) {
-  std::vector<transport::TransferRequest> reqs;
-  std::vector<size_t> who;
-  absl::InlinedVector<size_t, 4> first_digest;  // per request: its slots in `digests`
-  std::vector<size_t> next(t.size(), 0);        // first replica to try in step 3
+  // Inline: a get of a few objects allocates none of these.
+  absl::InlinedVector<transport::TransferRequest, 1> reqs;
+  absl::InlinedVector<size_t, 4> who;
+  absl::InlinedVector<size_t, 4> first_digest;       // per request: its slots in `digests`
+  absl::InlinedVector<size_t, 4> next(t.size(), 0);  // first replica to try in step 3
   absl::Time deadline = absl::InfiniteFuture();
   size_t slots = 0;
   for (size_t i = 0; i < t.size(); ++i) {
@@ -353,7 +355,7 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
   for (size_t j = 0; j < reqs.size(); ++j) {
     if (WantsDigests(res[who[j]].obj)) reqs[j].chunk_digests = &digests[first_digest[j]];
   }
-  std::vector<bool> done(t.size(), false);
+  absl::InlinedVector<bool, 4> done(t.size(), false);
   absl::InlinedVector<absl::Status, 4> first_error(t.size());  // of a failed step-2 read
   const absl::Time started = absl::Now();
   const std::vector<absl::Status> rs = client::RunTransfers(*router_, reqs, deadline);
@@ -389,7 +391,7 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, std::vector<Resolved>& res,
 }
 
 template <rpc::RpcChannel C>
-void ClientCore<C>::DecodeStaged(std::span<GetTarget> t, const std::vector<Resolved>& res,
+void ClientCore<C>::DecodeStaged(std::span<GetTarget> t, const ResolvedList& res,
                                  std::vector<absl::Status>* st) {
   for (size_t i = 0; i < t.size(); ++i) {
     if (!t[i].packed || t[i].staging == nullptr || !(*st)[i].ok() || !res[i].have) continue;
@@ -415,7 +417,7 @@ std::vector<absl::Status> ClientCore<C>::GetMany(std::span<GetTarget> t,
                                                  const client::GetOptions& o) {
   const std::string tenant = Tenant(o.tenant);
   std::vector<absl::Status> st(t.size());
-  std::vector<Resolved> res(t.size());
+  ResolvedList res(t.size());
   LookupMany(t, tenant, o.bypass_cache, &res, &st);
   for (size_t i = 0; i < t.size(); ++i) {
     if (st[i].ok() && res[i].have) CheckTarget(t[i], res[i].obj, &st[i]);

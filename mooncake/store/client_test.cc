@@ -216,6 +216,25 @@ TEST(Client, CachedReadsRotateOverTheReplicas) {
   EXPECT_EQ(c->stats().checksum_mismatches, 5u);
 }
 
+TEST(Client, CachedReadReportsStopWhenTheMasterDoesNotKnowThem) {
+  Store s(1);  // the fake master has no TouchObjects: UNIMPLEMENTED
+  ClientOptions o = NoShm();
+  o.cached_read_report_ms = 1;
+  auto c = s.NewClient(o);
+  ASSERT_TRUE(c->Put("k", "v").ok());
+  ASSERT_TRUE(c->Get("k").ok());  // cached
+  ASSERT_TRUE(c->Get("k").ok());  // a cached read, not due yet
+  s.clock().AdvanceMs(2);
+  ASSERT_TRUE(c->Get("k").ok());  // due: reported, refused
+  EXPECT_EQ(s.channel(0).calls(rpc::TouchObjectsMethod::kId), 1u);
+  for (int i = 0; i < 3; ++i) {
+    s.clock().AdvanceMs(2);
+    ASSERT_TRUE(c->Get("k").ok());
+  }
+  EXPECT_EQ(s.channel(0).calls(rpc::TouchObjectsMethod::kId), 1u) << "reporting turned off";
+  EXPECT_EQ(c->stats().cache_hits, 5u);
+}
+
 TEST(Client, GetFallsBackWhenAWorkerIsGone) {
   Store s(2);
   auto c = s.NewClient(NoShm());
@@ -659,6 +678,32 @@ std::vector<Hash128> Chain(size_t n, uint64_t seed) {
   std::vector<Hash128> chain(n);
   for (size_t i = 0; i < n; ++i) chain[i] = StableHash128(&i, sizeof(i), seed);
   return chain;
+}
+
+// A read served from a client's cache reaches the master's eviction order
+// (TouchObjects); without the report the master would evict it first.
+TEST(ClientCachedReads, ReportedReadsKeepAnObjectInThePool) {
+  for (const int64_t report_ms : {100, 0}) {
+    SCOPED_TRACE(report_ms);
+    RealStore s(4 << 20);
+    ClientOptions o;
+    o.cached_read_report_ms = report_ms;
+    {
+      auto c = s.NewClient(o);
+      for (const char* key : {"a", "b", "c", "d"}) {
+        ASSERT_TRUE(c->Put(key, Value(900 << 10, key[0])).ok()) << key;
+      }
+      for (const char* key : {"a", "b", "c", "d"}) ASSERT_TRUE(c->Get(key).ok()) << key;
+      ASSERT_EQ(*c->Get("a"), Value(900 << 10, 'a'));  // from the cache
+      EXPECT_EQ(c->stats().cache_hits, 1u);
+    }  // closing: pending reports go out, then the leases are released
+    EXPECT_EQ(s.extra_calls(rpc::TouchObjectsMethod::kId), report_ms > 0 ? 1u : 0u);
+    ASSERT_TRUE(s.client().Put("e", Value(900 << 10, 'e')).ok());
+    EXPECT_EQ(*s.client().Exists("a"), report_ms > 0) << "a was read last";
+    if (report_ms > 0) {
+      EXPECT_FALSE(*s.client().Exists("b")) << "b, then, was the oldest";
+    }
+  }
 }
 
 TEST(ClientBlocks, MatchPrefixCountsLeadingBlocksInOneRpc) {

@@ -62,6 +62,14 @@ struct ClientOptions {
   size_t cache_max_entries = 65536;
   uint64_t lease_ms = 0;         // asked of the master per read; 0 = its default
   int64_t lease_margin_ms = 50;  // a cached read must end this long before its lease
+  // Reads served from the metadata cache are reported to the master
+  // (TouchObjects, one call per tenant and up to 1,024 keys) once the oldest
+  // unreported one is this old, with the client's next read (and when the
+  // client closes): the master's eviction order, a drain's "hottest first"
+  // and hot-object replicas then see them within about this long. 0: they are
+  // counted only when the entry's lease ends and the client asks again, up to
+  // a lease late. A master that does not know TouchObjects turns them off.
+  int64_t cached_read_report_ms = 100;
   int64_t rpc_timeout_ms = 2'000;
   int64_t transfer_timeout_ms = 5'000;
   // How long a read waits for an object the master is loading back from a

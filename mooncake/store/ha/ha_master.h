@@ -355,6 +355,7 @@ absl::Status HaMaster<MasterT>::Register(rpc::ServiceRegistry* registry) {
   MOONCAKE_HA_DURABLE_(PutRevoke, fast)
   MOONCAKE_HA_SYNC_(GetReplicas, fast)
   MOONCAKE_HA_SYNC_(ReleaseLeases, fast)
+  MOONCAKE_HA_SYNC_(TouchObjects, fast)
   MOONCAKE_HA_DURABLE_(Remove, fast)
   MOONCAKE_HA_SYNC_(Exists, fast)
   MOONCAKE_HA_SYNC_(BatchExists, fast)

@@ -193,6 +193,9 @@ class Master {
   absl::StatusOr<proto::ReleaseLeasesResponse> ReleaseLeases(const proto::ReleaseLeasesRequest& r) {
     return master_internal::ReleaseLeases(s_, r);
   }
+  absl::StatusOr<proto::TouchObjectsResponse> TouchObjects(const proto::TouchObjectsRequest& r) {
+    return master_internal::TouchObjects(s_, r);
+  }
   absl::StatusOr<proto::RemoveResponse> Remove(const proto::RemoveRequest& r) {
     return master_internal::Remove(s_, r);
   }

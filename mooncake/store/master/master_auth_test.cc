@@ -322,6 +322,26 @@ TEST_F(MasterAuthTest, ABatchsItemsCannotNameAnotherTenant) {
   EXPECT_EQ(mine->status(0).code(), 0) << mine->status(0).message();
 }
 
+TEST_F(MasterAuthTest, CachedReadReportsCountOnlyTheTenantsOwnObjects) {
+  Mount();
+  auto alice = MustConnect(kAlice);
+  auto bob = MustConnect(kBob);
+  PutFor(*alice, "a-object", "");
+  proto::TouchObjectsRequest touch;
+  touch.add_keys("a-object");
+  touch.add_reads(3);
+  auto mine = rpc::Call<rpc::TouchObjectsMethod>(*alice, touch);
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  EXPECT_EQ(mine->touched(), 1u);
+  // Bob's report is made bob's: alice's object is not found for it.
+  auto theirs = rpc::Call<rpc::TouchObjectsMethod>(*bob, touch);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  EXPECT_EQ(theirs->touched(), 0u);
+  touch.set_tenant("alice");
+  EXPECT_EQ(rpc::Call<rpc::TouchObjectsMethod>(*bob, touch).status().code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
 TEST_F(MasterAuthTest, TenantsMayNotCallWorkerOrOperatorMethods) {
   auto alice = MustConnect(kAlice);
   EXPECT_EQ(
@@ -462,9 +482,10 @@ TEST(TenantGuardTest, EveryMethodsRequestActsAsTheCallersTenant) {
               r::CopySyncMethod, r::DrainWorkerMethod, r::DrainStatusMethod,
               r::CreateCopyTaskMethod, r::CreateMoveTaskMethod, r::QueryTaskMethod, r::CloneMethod,
               r::CommitGroupMethod, r::RemoveGroupMethod, r::QueryObjectsMethod,
-              r::BatchGetReplicasMethod, r::BatchPutStartMethod, r::BatchPutEndMethod>(alice);
+              r::BatchGetReplicasMethod, r::BatchPutStartMethod, r::BatchPutEndMethod,
+              r::TouchObjectsMethod>(alice);
   // Every method id of master.proto is in the list above.
-  EXPECT_EQ(store::proto::MasterMethodId_descriptor()->value_count(), 30);
+  EXPECT_EQ(store::proto::MasterMethodId_descriptor()->value_count(), 31);
   // A request of another type under a method's id is an error, not a cast.
   proto::PutStartRequest wrong;
   rpc::ServerCallContext ctx;

@@ -1,6 +1,8 @@
 // Master: the batched RPCs (BatchGetReplicas, BatchPutStart, BatchPutEnd)
 // answer every item as its single-item RPC would, in order, each with its own
-// status, under the batch's tenant.
+// status, under the batch's tenant; TouchObjects counts a client's cached
+// reads of the tenant's objects.
+#include <initializer_list>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -119,6 +121,57 @@ TEST_F(MasterBatchTest, EmptyAndOversizedBatches) {
   auto refused = master_->BatchPutStart(big);
   EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
   EXPECT_EQ(master_->Stats().pending_puts, 0) << "refused whole: nothing started";
+}
+
+proto::TouchObjectsRequest TouchReq(std::initializer_list<const char*> keys,
+                                    const std::string& tenant = "") {
+  proto::TouchObjectsRequest r;
+  r.set_tenant(tenant);
+  for (const char* k : keys) {
+    r.add_keys(k);
+    r.add_reads(1);
+  }
+  return r;
+}
+
+TEST_F(MasterBatchTest, TouchObjectsCountsCachedReadsInTheEvictionOrder) {
+  Mount("w1");  // room for four objects of 60 KiB
+  for (const char* key : {"a", "b", "c", "d"}) {
+    ASSERT_NE(Put(PutReq(key, 60 << 10)), 0u) << key;
+    clock_.AdvanceMs(1);
+  }
+  // A client read "a" from its cache: without the report, "a" would go first.
+  auto touched = master_->TouchObjects(TouchReq({"a", "missing"}));
+  ASSERT_TRUE(touched.ok()) << touched.status();
+  EXPECT_EQ(touched->touched(), 1u) << "keys not found are skipped";
+  clock_.AdvanceMs(1);
+  ASSERT_NE(Put(PutReq("e", 60 << 10)), 0u);
+  EXPECT_TRUE(Exists("a")) << "touched: the most recently used";
+  EXPECT_FALSE(Exists("b")) << "the least recently used went";
+}
+
+TEST_F(MasterBatchTest, TouchObjectsTouchesOnlyTheTenantsOwnObjectsWithinTheLimits) {
+  Mount("w1");
+  ASSERT_NE(Put(PutReq("x", 100)), 0u);
+  auto other = master_->TouchObjects(TouchReq({"x"}, "other"));
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->touched(), 0u) << "another tenant's object is not found";
+  EXPECT_FALSE(master_->TouchObjects(TouchReq({"x"}, "nobody")).ok()) << "unknown tenant";
+  proto::TouchObjectsRequest uneven = TouchReq({"x"});
+  uneven.add_reads(1);
+  EXPECT_TRUE(absl::IsInvalidArgument(master_->TouchObjects(uneven).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(master_->TouchObjects(TouchReq({""})).status()));
+  proto::TouchObjectsRequest many;
+  for (size_t i = 0; i <= rpc::kMaxBatchItems; ++i) {
+    many.add_keys("x");
+    many.add_reads(1);
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(master_->TouchObjects(many).status()));
+  many.mutable_keys()->RemoveLast();
+  many.mutable_reads()->RemoveLast();
+  auto full = master_->TouchObjects(many);
+  ASSERT_TRUE(full.ok()) << full.status();
+  EXPECT_EQ(full->touched(), rpc::kMaxBatchItems);
 }
 
 }  // namespace

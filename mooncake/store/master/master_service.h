@@ -97,6 +97,7 @@ class MasterService {
     MOONCAKE_BIND_(PutRevoke, fast)
     MOONCAKE_BIND_(GetReplicas, fast)
     MOONCAKE_BIND_(ReleaseLeases, fast)
+    MOONCAKE_BIND_(TouchObjects, fast)
     MOONCAKE_BIND_(Remove, fast)
     MOONCAKE_BIND_(Exists, fast)
     MOONCAKE_BIND_(BatchExists, fast)

@@ -6,8 +6,8 @@
 // A "cluster" principal (workers, masters, operators) may call every method as
 // it is. A "tenant:T" principal:
 //   - may call only the client methods (TenantMayCall): puts, reads, leases,
-//     removes, prefix queries, clones, groups, object queries, replica
-//     copy/move of its own objects, segment descriptions; a worker's or
+//     reports of cached reads, removes, prefix queries, clones, groups, object
+//     queries, replica copy/move of its own objects, segment descriptions; a worker's or
 //     operator's method (mount, heartbeat, tier and copy sync, drain) is
 //     PERMISSION_DENIED;
 //   - acts as tenant T only: the request's tenant (its `tenant` field, or
@@ -131,6 +131,8 @@ inline TenantGuardFn TenantGuardOf(uint16_t method_id) {
       return GuardAs<rpc::BatchPutStartMethod>;
     case p::BATCH_PUT_END:
       return GuardAs<rpc::BatchPutEndMethod>;
+    case p::TOUCH_OBJECTS:
+      return GuardAs<rpc::TouchObjectsMethod>;
     default:
       return nullptr;
   }

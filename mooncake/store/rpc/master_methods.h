@@ -23,7 +23,8 @@ namespace mooncake::rpc {
 // BatchExists keys and PrefixQuery chain blocks per call.
 inline constexpr size_t kMaxBatchKeys = 16384;
 inline constexpr size_t kMaxChainBlocks = 16384;
-// Items of one BatchGetReplicas, BatchPutStart or BatchPutEnd call.
+// Items of one BatchGetReplicas, BatchPutStart or BatchPutEnd call, and keys
+// of one TouchObjects call.
 inline constexpr size_t kMaxBatchItems = 1024;
 // DescribeSegments ids per call.
 inline constexpr size_t kMaxDescribeSegments = 4096;
@@ -85,6 +86,7 @@ MOONCAKE_MASTER_METHOD_(QueryObjects, QUERY_OBJECTS, "QueryObjects");
 MOONCAKE_MASTER_METHOD_(BatchGetReplicas, BATCH_GET_REPLICAS, "BatchGetReplicas");
 MOONCAKE_MASTER_METHOD_(BatchPutStart, BATCH_PUT_START, "BatchPutStart");
 MOONCAKE_MASTER_METHOD_(BatchPutEnd, BATCH_PUT_END, "BatchPutEnd");
+MOONCAKE_MASTER_METHOD_(TouchObjects, TOUCH_OBJECTS, "TouchObjects");
 
 #undef MOONCAKE_MASTER_METHOD_
 

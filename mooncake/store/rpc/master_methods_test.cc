@@ -35,8 +35,9 @@ TEST(MasterMethodsTest, IdsMatchTheProtoEnum) {
   EXPECT_EQ(BatchGetReplicasMethod::kId, 27);
   EXPECT_EQ(BatchPutStartMethod::kId, 28);
   EXPECT_EQ(BatchPutEndMethod::kId, 29);
-  // Every enum value but UNSPECIFIED has a method type (29 methods).
-  EXPECT_EQ(proto::MasterMethodId_MAX, 29);
+  EXPECT_EQ(TouchObjectsMethod::kId, 30);
+  // Every enum value but UNSPECIFIED has a method type (30 methods).
+  EXPECT_EQ(proto::MasterMethodId_MAX, 30);
 }
 
 TEST(MasterMethodsTest, FullyPopulatedMessagesSurviveTheWire) {

@@ -38,6 +38,7 @@
 #include "mooncake/store/client/metadata_cache.h"
 #include "mooncake/store/client/network_codec.h"
 #include "mooncake/store/client/rdma_route.h"
+#include "mooncake/store/client/read_reports.h"
 #include "mooncake/store/client/read_spread.h"
 #include "mooncake/store/client/segment_resolver.h"
 #include "mooncake/store/rpc/call.h"
@@ -133,10 +134,12 @@ inline absl::Status CheckClientOptions(const client::ClientOptions& o) {
   }
   if (o.rpc_timeout_ms <= 0 || o.transfer_timeout_ms <= 0 || o.lease_margin_ms < 0 ||
       o.cache_max_entries == 0 || o.max_object_bytes == 0 || o.clock == nullptr ||
-      o.put_attempts < 1 || o.put_attempts > 16 || o.suspect_segment_ms < 0) {
+      o.put_attempts < 1 || o.put_attempts > 16 || o.suspect_segment_ms < 0 ||
+      o.cached_read_report_ms < 0) {
     return absl::InvalidArgumentError(
         "ClientOptions: timeouts, cache_max_entries and max_object_bytes must be > 0, "
-        "put_attempts in 1..16, lease_margin_ms and suspect_segment_ms >= 0, clock set");
+        "put_attempts in 1..16, lease_margin_ms, suspect_segment_ms and cached_read_report_ms "
+        ">= 0, clock set");
   }
   if (o.qos_class > 1) {
     return absl::InvalidArgumentError(absl::StrCat("ClientOptions: qos_class ", o.qos_class,
@@ -196,6 +199,7 @@ class ClientCore {
   }
 
   ~ClientCore() {
+    if (reports_ != nullptr) SendReadReports(reports_->TakeAll());
     // Hand the cached leases back so their space frees now, not at expiry.
     std::vector<uint64_t> leases = cache_.Clear();
     if (!leases.empty()) {
@@ -385,7 +389,11 @@ class ClientCore {
               return client::DescribeSegmentsOver(*channel_, ids, deadline);
             },
             options_.max_open_segments),
-        cache_(options_.cache_max_entries, options_.clock) {}
+        cache_(options_.cache_max_entries, options_.clock),
+        reports_(options_.cache_enabled && options_.cached_read_report_ms > 0
+                     ? std::make_unique<client::CachedReadReports>(options_.cached_read_report_ms *
+                                                                   1'000'000)
+                     : nullptr) {}
 
   rpc::CallOptions CallOpts() const { return {.timeout_ns = options_.rpc_timeout_ms * 1'000'000}; }
   int64_t NowNs() const { return options_.clock->NowNs(); }
@@ -417,6 +425,29 @@ class ClientCore {
       const size_t end = std::min(leases.size(), begin + rpc::kMaxBatchKeys);
       for (size_t i = begin; i < end; ++i) req.add_lease_ids(leases[i]);
       CallMaster<rpc::ReleaseLeasesMethod>(req).IgnoreError();
+    }
+  }
+
+  // Whether cached reads go to the master as they happen (TouchObjects);
+  // else they ride on the next GetReplicas of the object.
+  bool ReportingReads() const {
+    return reports_ != nullptr && !touch_unsupported_->load(std::memory_order_relaxed);
+  }
+  // A read of (tenant, key) served from the cache.
+  void NoteCachedRead(std::string_view tenant, std::string_view key) {
+    if (ReportingReads()) SendReadReports(reports_->Add(tenant, key, NowNs()));
+  }
+  // Best effort: a report lost only delays what the master learns to the
+  // entry's next GetReplicas... or never, for these reads; an UNIMPLEMENTED
+  // answer (an older master) turns reporting off.
+  void SendReadReports(std::vector<proto::TouchObjectsRequest> reqs) {
+    for (const proto::TouchObjectsRequest& req : reqs) {
+      Add(stats_.master_rpcs);
+      rpc::CallAsync<rpc::TouchObjectsMethod>(
+          *channel_, req, CallOpts(),
+          [off = touch_unsupported_](absl::StatusOr<proto::TouchObjectsResponse> r) {
+            if (absl::IsUnimplemented(r.status())) off->store(true, std::memory_order_relaxed);
+          });
     }
   }
 
@@ -502,6 +533,11 @@ class ClientCore {
   }()};
   client::SegmentResolver resolver_;
   client::MetadataCache cache_;
+  // Cached reads not yet reported to the master (null: not reported).
+  const std::unique_ptr<client::CachedReadReports> reports_;
+  // Shared with the reports' answer callbacks, which may outlive a call.
+  const std::shared_ptr<std::atomic<bool>> touch_unsupported_ =
+      std::make_shared<std::atomic<bool>>(false);
   client::ReadSpread spread_;  // which replica a read takes
   BufferRegistry buffers_;
   AtomicStats stats_;

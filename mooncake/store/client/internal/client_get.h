@@ -34,6 +34,7 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
     if (options_.cache_enabled && !bypass) {
       if (auto hit = cache_.Lookup(tenant, t[i].key, min_left, &served); hit.has_value()) {
         Add(stats_.cache_hits);
+        NoteCachedRead(tenant, t[i].key);
         SpreadRead(&*hit);
         (*res)[i] = Resolved{true, true, std::move(*hit)};
         continue;
@@ -45,7 +46,8 @@ void ClientCore<C>::LookupMany(std::span<GetTarget> t, const std::string& tenant
     r.set_tenant(tenant);
     r.set_client_host_id(options_.host_id);
     r.set_lease_ms(options_.lease_ms);
-    r.set_cached_reads(std::min(served, rpc::kMaxCachedReads));
+    // Reported as they happened, or counted now.
+    r.set_cached_reads(ReportingReads() ? 0 : std::min(served, rpc::kMaxCachedReads));
     misses.push_back(i);
   }
   if (misses.empty()) return;

@@ -1,5 +1,5 @@
 // Reads and removal: GetReplicas, PrefixQuery, Exists, BatchExists,
-// ReleaseLeases, Remove, RemoveAll, and the TTL sweep.
+// ReleaseLeases, TouchObjects, Remove, RemoveAll, and the TTL sweep.
 //
 // Visibility: only committed objects within their TTL whose tenant is the
 // request's tenant; everything else (absent, pending, expired, another
@@ -284,6 +284,42 @@ absl::StatusOr<proto::ReleaseLeasesResponse> ReleaseLeases(MasterState<A, P>& s,
   }
   proto::ReleaseLeasesResponse resp;
   resp.set_released(released);
+  return resp;
+}
+
+// Reads a client served from its metadata cache: each found object counts
+// them as reads now (last use, read window, eviction order), as GetReplicas
+// does for its own read.
+template <typename A, typename P>
+absl::StatusOr<proto::TouchObjectsResponse> TouchObjects(MasterState<A, P>& s,
+                                                         const proto::TouchObjectsRequest& req) {
+  if (static_cast<size_t>(req.keys_size()) > rpc::kMaxBatchItems) {
+    return absl::InvalidArgumentError(absl::StrCat(req.keys_size(), " keys exceed the limit of ",
+                                                   rpc::kMaxBatchItems, " per TouchObjects call"));
+  }
+  if (req.reads_size() != req.keys_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("TouchObjects: ", req.reads_size(),
+                                                   " read counts for ", req.keys_size(), " keys"));
+  }
+  for (const std::string& key : req.keys()) RETURN_IF_ERROR(rpc::ValidateObjectKey(key));
+  ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
+  const int64_t now = s.Now();
+  std::vector<std::string> touched;  // in the order given: the last is the most recent
+  for (int i = 0; i < req.keys_size(); ++i) {
+    const std::string& key = req.keys(i);
+    const uint32_t reads = std::clamp<uint32_t>(req.reads(i), 1, rpc::kMaxCachedReads);
+    s.table.With(key, [&](ObjectTable::Shard& sh) {
+      ObjectMeta* m = sh.Find(key);
+      if (m == nullptr || !m->Visible(now) || m->tenant != tenant || !m->HasComplete()) return;
+      NoteRead(s, key, *m, now, reads);
+      touched.push_back(key);
+    });
+  }
+  for (const std::string& key : touched) {
+    s.evictor.Touch(std::span<const std::string>(&key, 1));
+  }
+  proto::TouchObjectsResponse resp;
+  resp.set_touched(static_cast<uint32_t>(touched.size()));
   return resp;
 }
 

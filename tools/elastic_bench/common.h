@@ -56,12 +56,15 @@ struct Connection {
   ~Connection() { client.reset(); }  // before its channel
 };
 
-inline absl::StatusOr<std::unique_ptr<Connection>> Connect(const std::string& master, bool cache) {
+// `report_ms`: ClientOptions::cached_read_report_ms (negative: its default).
+inline absl::StatusOr<std::unique_ptr<Connection>> Connect(const std::string& master, bool cache,
+                                                           int64_t report_ms = -1) {
   client::ClientOptions co;
   co.use_local = false;
   co.use_shm = false;
   co.use_tcp = true;
   co.cache_enabled = cache;
+  if (report_ms >= 0) co.cached_read_report_ms = report_ms;
   auto c = std::make_unique<Connection>();
   ASSIGN_OR_RETURN(c->channel, rpc::TcpChannel::Connect(master));
   ASSIGN_OR_RETURN(c->client, Client::Create(co, c->channel.get()));

@@ -65,6 +65,9 @@ ABSL_FLAG(int64_t, pool_tokens, 6'000'000, "scalein: pool capacity in tokens (ov
 ABSL_FLAG(int64_t, block_tokens, 512, "scalein: tokens per trace block");
 ABSL_FLAG(int64_t, drain_deadline_ms, 30'000, "scalein: the drain's deadline");
 ABSL_FLAG(bool, scalein_cache, true, "scalein: the replaying client's metadata cache");
+ABSL_FLAG(int64_t, scalein_report_ms, -1,
+          "scalein: the replaying client's ClientOptions::cached_read_report_ms (0: its cached "
+          "reads reach the master only when their leases end; negative: the default, 100)");
 ABSL_FLAG(int64_t, drain_bandwidth, 0,
           "scalein: the drain's bandwidth in bytes/s (0: the master's default)");
 ABSL_FLAG(int32_t, probe_keys, 64, "scalein: objects the latency reader GETs");
@@ -145,6 +148,7 @@ int Main(int argc, char** argv) {
                             .drain_deadline_ms = absl::GetFlag(FLAGS_drain_deadline_ms),
                             .drain_bandwidth = absl::GetFlag(FLAGS_drain_bandwidth),
                             .cache = absl::GetFlag(FLAGS_scalein_cache),
+                            .report_ms = absl::GetFlag(FLAGS_scalein_report_ms),
                             .probe_keys = absl::GetFlag(FLAGS_probe_keys),
                             .probe_ms = absl::GetFlag(FLAGS_probe_ms)};
       st = RunScalein(env, s, fields).status();

@@ -56,6 +56,7 @@ struct ScaleinConfig {
   int64_t drain_deadline_ms = 30'000;
   int64_t drain_bandwidth = 0;  // bytes/s; 0: the master's default
   bool cache = true;            // the replaying client's metadata cache
+  int64_t report_ms = -1;       // its cached_read_report_ms (negative: the default)
   int probe_keys = 64;
   int64_t probe_ms = 3000;
 };
@@ -228,7 +229,7 @@ inline absl::StatusOr<ScaleinVariant> RunScaleinVariant(
                                                  .name = absl::StrCat("scalein_", name),
                                                  .workers = name == "three" ? 3 : kWorkers,
                                                  .segment_bytes = absl::StrCat(segment)}));
-  ASSIGN_OR_RETURN(auto conn, Connect(cl->master_rpc(), s.cache));
+  ASSIGN_OR_RETURN(auto conn, Connect(cl->master_rpc(), s.cache, s.report_ms));
   const size_t warm = static_cast<size_t>(s.warm);
   RETURN_IF_ERROR(ReplayRange(*conn->client, trace, 0, warm, s.block_bytes, v.warm));
   v.remove_start = absl::Now();

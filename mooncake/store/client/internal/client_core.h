@@ -437,9 +437,9 @@ class ClientCore {
   void NoteCachedRead(std::string_view tenant, std::string_view key) {
     if (ReportingReads()) SendReadReports(reports_->Add(tenant, key, NowNs()));
   }
-  // Best effort: a report lost only delays what the master learns to the
-  // entry's next GetReplicas... or never, for these reads; an UNIMPLEMENTED
-  // answer (an older master) turns reporting off.
+  // Best effort: the reads of a lost report are never counted (the entry's
+  // next GetReplicas carries none); an UNIMPLEMENTED answer (an older master)
+  // turns reporting off.
   void SendReadReports(std::vector<proto::TouchObjectsRequest> reqs) {
     for (const proto::TouchObjectsRequest& req : reqs) {
       Add(stats_.master_rpcs);

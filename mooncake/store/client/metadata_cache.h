@@ -33,7 +33,6 @@
 #ifndef MOONCAKE_STORE_CLIENT_METADATA_CACHE_H_
 #define MOONCAKE_STORE_CLIENT_METADATA_CACHE_H_
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <list>
@@ -76,22 +75,13 @@ class ReplicaOrder {
   }
 
   // What std::rotate(begin, begin + pick, begin + n) does to the order:
-  // the pick-th first, the rest of the first n after it in turn.
-  // REQUIRES: pick < n <= size().
+  // the pick-th first, the rest of the first n after it in turn. Rotations
+  // compose; an object's reads always rotate the same first n (its nearest).
+  // REQUIRES: pick < n <= size(), and n as in any earlier Rotate.
   void Rotate(size_t pick, size_t n) {
-    MC_DASSERT(pick < n && n <= size(), "rotation out of range");
-    if (n_ == 0 || n_ == n) {
-      pick_ = static_cast<uint32_t>(n_ == 0 ? pick : (pick_ + pick) % n);
-      n_ = static_cast<uint32_t>(n);
-      return;
-    }
-    // Another span than the last rotation's: order the copy as it reads now.
-    std::vector<store::proto::Replica> v;
-    v.reserve(size());
-    for (size_t k = 0; k < size(); ++k) v.push_back((*this)[k]);
-    std::rotate(v.begin(), v.begin() + static_cast<ptrdiff_t>(pick),
-                v.begin() + static_cast<ptrdiff_t>(n));
-    *this = ReplicaOrder(std::move(v));
+    MC_ASSERT(pick < n && n <= size() && (n_ == 0 || n_ == n), "rotation out of range");
+    pick_ = static_cast<uint32_t>((pick_ + pick) % n);
+    n_ = static_cast<uint32_t>(n);
   }
 
  private:

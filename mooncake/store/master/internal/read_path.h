@@ -304,22 +304,23 @@ absl::StatusOr<proto::TouchObjectsResponse> TouchObjects(MasterState<A, P>& s,
   for (const std::string& key : req.keys()) RETURN_IF_ERROR(rpc::ValidateObjectKey(key));
   ASSIGN_OR_RETURN(const std::string_view tenant, s.ResolveTenant(req.tenant()));
   const int64_t now = s.Now();
-  std::vector<std::string> touched;  // in the order given: the last is the most recent
+  uint32_t touched = 0;
   for (int i = 0; i < req.keys_size(); ++i) {
     const std::string& key = req.keys(i);
     const uint32_t reads = std::clamp<uint32_t>(req.reads(i), 1, rpc::kMaxCachedReads);
+    bool found = false;
     s.table.With(key, [&](ObjectTable::Shard& sh) {
       ObjectMeta* m = sh.Find(key);
       if (m == nullptr || !m->Visible(now) || m->tenant != tenant || !m->HasComplete()) return;
       NoteRead(s, key, *m, now, reads);
-      touched.push_back(key);
+      found = true;
     });
-  }
-  for (const std::string& key : touched) {
-    s.evictor.Touch(std::span<const std::string>(&key, 1));
+    if (!found) continue;
+    s.evictor.Touch(std::span<const std::string>(&key, 1));  // after the shard lock, as GetReplicas
+    ++touched;
   }
   proto::TouchObjectsResponse resp;
-  resp.set_touched(static_cast<uint32_t>(touched.size()));
+  resp.set_touched(touched);
   return resp;
 }
 

@@ -27,8 +27,10 @@
 //   Notification     a one-shot event: Notify once, wait any number of times.
 //
 // Cost: Unlock reads one pointer when nobody awaits; otherwise it evaluates the
-// awaiting threads' conditions (as absl::Mutex does) and wakes only those whose
-// condition holds. A Mutex is a std::mutex and a pointer (48 bytes).
+// awaiting threads' conditions (as absl::Mutex does) and wakes those whose
+// condition holds, but only one of the threads awaiting the same condition
+// (the same function and argument); its release wakes the next. A Mutex is a std::mutex and a
+// pointer (48 bytes).
 //
 // Thread-safety: as std::mutex / std::condition_variable. A Condition is
 // evaluated with the mutex held and must only read state that mutex guards.
@@ -45,6 +47,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -77,6 +80,12 @@ class Condition {
   explicit Condition(const F* fn) : arg_(fn), eval_(&EvalFunctor<F>) {}
 
   bool Eval() const { return eval_(*this); }
+  // Whether `o` is bound to the same function and argument, so it is true
+  // exactly when this one is (absl::Condition::GuaranteedEqual).
+  bool SameAs(const Condition& o) const {
+    return eval_ == o.eval_ && arg_ == o.arg_ &&
+           std::memcmp(callee_, o.callee_, sizeof(callee_)) == 0;
+  }
 
  private:
   // Any pointer to member function of a single-inheritance class, or a function pointer.
@@ -161,6 +170,7 @@ class ABSL_LOCKABLE Mutex {
     Enqueue(&w);
     while (!cond.Eval()) {
       w.woken = false;
+      WakeReady();  // woken for nothing: pass the wake-up on before sleeping
       w.cv.wait(lock);
     }
     Remove(&w);
@@ -181,6 +191,7 @@ class ABSL_LOCKABLE Mutex {
     bool ok = false;
     while (!(ok = cond.Eval())) {
       w.woken = false;
+      WakeReady();
       if (w.cv.wait_until(lock, until) == std::cv_status::timeout) {
         ok = cond.Eval();
         break;
@@ -208,18 +219,36 @@ class ABSL_LOCKABLE Mutex {
     const Condition* const cond;
     std::condition_variable cv;
     bool woken = false;  // signalled since it last looked at cond
+    bool ready = false;  // cond, as WakeReady last evaluated it
     Waiter* next = nullptr;
   };
 
-  // Wakes every listed waiter whose condition now holds. Called with mu_ held
-  // before every release, so a waiter cannot miss a change; the notify is
-  // under the lock, so the waiter (and its Waiter) cannot be gone yet.
+  // Wakes the listed waiters whose conditions now hold, one per group of
+  // waiters on the same condition (Condition::SameAs), and none in a group
+  // where one woken earlier still sees it hold: that one will run and release
+  // mu_ again, and its release wakes the next (absl::Mutex's "designated
+  // waker"). Waking all of a group, e.g. a pool's idle threads awaiting one
+  // queue, would wake them all for one queued task, and all but one would
+  // sleep again. Called with mu_ held before every release, so a waiter cannot
+  // miss a change; the notify is under the lock, so the waiter (and its
+  // Waiter) cannot be gone yet. O(waiters x groups woken).
   void WakeReady() {
+    if (waiters_ == nullptr) return;
+    // The groups already being served: woken waiters whose condition holds.
+    absl::InlinedVector<const Condition*, 8> served;
     for (Waiter* w = waiters_; w != nullptr; w = w->next) {
-      if (!w->woken && w->cond->Eval()) {
-        w->woken = true;
-        w->cv.notify_one();
+      w->ready = w->cond->Eval();
+      if (w->ready && w->woken) served.push_back(w->cond);
+    }
+    for (Waiter* w = waiters_; w != nullptr; w = w->next) {
+      if (!w->ready || w->woken) continue;
+      if (std::any_of(served.begin(), served.end(),
+                      [&](const Condition* c) { return c->SameAs(*w->cond); })) {
+        continue;
       }
+      served.push_back(w->cond);
+      w->woken = true;
+      w->cv.notify_one();
     }
   }
   // The caller is about to release mu_ in its wait: it may have changed what

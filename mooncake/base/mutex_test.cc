@@ -227,6 +227,110 @@ TEST(MutexAwaitTest, ACondVarWaitReleasingTheLockWakesAwaiters) {
   awaiter.join();
 }
 
+// Idle threads awaiting one queue with the same condition, as a worker
+// pool's do: one item wakes one of them, not all (the others would only find
+// the queue empty and sleep again).
+struct PoolState {
+  Mutex mu;
+  int queued ABSL_GUARDED_BY(mu) = 0;
+  int taken ABSL_GUARDED_BY(mu) = 0;
+  int entered ABSL_GUARDED_BY(mu) = 0;
+  bool stop ABSL_GUARDED_BY(mu) = false;
+  // Per waiter thread, how often it evaluated the condition: a waiter does
+  // when it is woken (and, having run, for the others at its release).
+  std::atomic<int> evaluations[8] = {};
+};
+thread_local int pool_thread = -1;
+
+bool PoolReady(PoolState* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (pool_thread >= 0) s->evaluations[pool_thread].fetch_add(1);
+  return s->stop || s->queued > 0;
+}
+
+TEST(MutexAwaitTest, OneQueuedItemWakesOneOfTheThreadsAwaitingIt) {
+  constexpr int kWaiters = 8;
+  PoolState state;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&state, i] {
+      pool_thread = i;
+      MutexLock lock(&state.mu);
+      ++state.entered;
+      for (;;) {
+        state.mu.Await(Condition(&PoolReady, &state));
+        if (state.stop) return;
+        --state.queued;
+        ++state.taken;
+      }
+    });
+  }
+  // Every waiter is listed once `entered` is full: each releases mu only by waiting.
+  for (;;) {
+    MutexLock lock(&state.mu);
+    if (state.entered == kWaiters) break;
+  }
+  int before[kWaiters];
+  for (int i = 0; i < kWaiters; ++i) before[i] = state.evaluations[i].load();
+  {
+    MutexLock lock(&state.mu);
+    ++state.queued;
+  }
+  for (;;) {
+    MutexLock lock(&state.mu);
+    if (state.taken == 1) break;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // room for stray wake-ups
+  int woken = 0;
+  for (int i = 0; i < kWaiters; ++i) woken += state.evaluations[i].load() != before[i];
+  // One waiter woke (a spurious wake-up of a condition variable could add one).
+  EXPECT_GE(woken, 1);
+  EXPECT_LE(woken, 2);
+  {
+    MutexLock lock(&state.mu);
+    state.queued += 3 * kWaiters;  // a burst: the wake-ups chain until it is taken
+  }
+  for (;;) {
+    MutexLock lock(&state.mu);
+    if (state.taken == 1 + 3 * kWaiters) break;
+  }
+  {
+    MutexLock lock(&state.mu);
+    state.stop = true;  // every waiter returns, one waking the next
+  }
+  for (std::thread& t : threads) t.join();
+  MutexLock lock(&state.mu);
+  EXPECT_EQ(state.queued, 0);
+}
+
+// Waiters for different conditions, all made true in one critical section:
+// the release wakes one, and each one's release wakes the next.
+TEST(MutexAwaitTest, ConditionsMadeTrueTogetherWakeEveryWaiter) {
+  constexpr int kWaiters = 6;
+  Mutex mu;
+  bool go[kWaiters] = {};  // guarded by mu
+  int entered = 0, done = 0;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      MutexLock lock(&mu);
+      ++entered;
+      mu.Await(Condition(&go[i]));
+      ++done;
+    });
+  }
+  for (;;) {
+    MutexLock lock(&mu);
+    if (entered == kWaiters) break;
+  }
+  {
+    MutexLock lock(&mu);
+    for (bool& g : go) g = true;
+  }
+  for (std::thread& t : threads) t.join();
+  MutexLock lock(&mu);
+  EXPECT_EQ(done, kWaiters);
+}
+
 TEST(ReleasableMutexLockTest, ReleaseUnlocksBeforeTheScopeEnds) {
   Mutex mu;
   {

@@ -82,7 +82,7 @@ class TaskQueue {
   explicit TaskQueue(const TaskQueueOptions& options) : options_(options) {}
 
   // Queues `rec` for rec.worker_id with a new id (set in rec.task), not yet
-  // issued, and wakes the parked polls. nullopt: that worker's queue is full.
+  // issued, and wakes that worker's parked poll. nullopt: that worker's queue is full.
   std::optional<uint64_t> Enqueue(Record rec) {
     Lane& lane = lanes_[rec.worker_id];
     if (lane.queue.size() >= options_.max_queued_tasks) return std::nullopt;
@@ -92,7 +92,6 @@ class TaskQueue {
     lane.queue.push_back(id);
     const bool added = records_.emplace(id, std::move(rec)).second;
     MC_DASSERT(added, "task ids are never reused");
-    work_.SignalAll();
     return id;
   }
 
@@ -114,11 +113,14 @@ class TaskQueue {
       ++waiting_polls_;
       const absl::Time until =
           absl::Now() + std::min(wait, absl::Milliseconds(options_.max_wait_ms));
-      // Look the lane up again after each wake: Enqueue or RemoveWorker may
-      // have made or erased it meanwhile.
-      while (!stopping_ && open() && Queued(worker_id) == 0) {
-        if (work_.WaitWithDeadline(&mu, until)) break;
-      }
+      // Evaluated at every release of `mu` (Mutex::Await), so the Enqueue for
+      // this worker wakes this poll and no other; the lane is looked up again
+      // each time, as Enqueue or RemoveWorker may have made or erased it.
+      const auto ready = [&] {
+        mu.AssertHeld();
+        return stopping_ || !open() || Queued(worker_id) > 0;
+      };
+      mu.AwaitWithDeadline(Condition(&ready), until);
       --waiting_polls_;
       if (!open()) return out;
     }
@@ -191,15 +193,11 @@ class TaskQueue {
       }
     }
     lanes_.erase(AbslView(worker_id));
-    work_.SignalAll();
     return out;
   }
 
   // Wakes every parked poll and makes later ones answer at once (shutdown).
-  void StopWaiting() {
-    stopping_ = true;
-    work_.SignalAll();
-  }
+  void StopWaiting() { stopping_ = true; }
 
   // Ids in the worker's queue (including ones timed out there, not yet skipped).
   size_t Queued(std::string_view worker_id) const {
@@ -225,7 +223,6 @@ class TaskQueue {
   }
 
   const TaskQueueOptions options_;
-  CondVar work_;  // signalled on Enqueue, RemoveWorker and StopWaiting
   absl::flat_hash_map<uint64_t, Record> records_;
   absl::flat_hash_map<std::string, Lane> lanes_;
   uint64_t next_task_id_ = 1;

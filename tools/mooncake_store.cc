@@ -128,6 +128,11 @@ ABSL_FLAG(int64_t, repair_within_ms, 10'000,
           "roles all, master: objects that lose a replica with a worker are copied back to "
           "their put's replica count within this long (ms), hottest first; 0 = no "
           "re-replication (docs/elasticity.md)");
+ABSL_FLAG(double, drain_pace, 0.5,
+          "roles all, master: a drain that names no bandwidth (POST /drain, SIGTERM) paces its "
+          "copies to end by this fraction of its deadline, so foreground reads keep their "
+          "latency; 0 = at the full drain bandwidth (1 GiB/s) from the start. A spot notice "
+          "(POST /preempt) is never paced (docs/elasticity.md)");
 ABSL_FLAG(std::string, qos_link, "",
           "roles all, worker: the host's shared link arbiter (/dev/shm/mooncake_qos.NAME) that "
           "copies to other workers take bulk grants from, so that they yield to latency-critical "
@@ -294,6 +299,7 @@ node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_f
   if (!compression) BadFlags("--ssd_compression must be auto, always or never");
   o.ssd_compression = *compression;
   o.repair_within_ms = absl::GetFlag(FLAGS_repair_within_ms);
+  o.drain_pace = absl::GetFlag(FLAGS_drain_pace);
   o.qos_link = absl::GetFlag(FLAGS_qos_link);
   if (absl::GetFlag(FLAGS_qos_link_bytes_per_s) < 0 ||
       (!o.qos_link.empty() && absl::GetFlag(FLAGS_qos_link_bytes_per_s) == 0)) {

@@ -63,8 +63,16 @@ struct ReplicationOptions {
   int64_t repair_within_ms = 10'000;
   uint64_t repair_min_bandwidth = uint64_t{256} << 20;
 
-  // Drain: the bandwidth when the request names none (0: unlimited).
+  // Drain, when the request names no bandwidth: its copies are paced to end
+  // by `drain_pace` of its deadline (0.5: by half of it), at the rate that
+  // moves what is left by then, planned again as the drain goes (so a drain
+  // that falls behind speeds up), at least drain_min_bandwidth and at most
+  // drain_bandwidth bytes/s. Foreground reads keep their latency on the
+  // workers' cores and links. An urgent drain (a spot notice), or drain_pace
+  // 0, copies at drain_bandwidth from the start (0: unlimited).
   uint64_t drain_bandwidth = uint64_t{1} << 30;
+  double drain_pace = 0.5;
+  uint64_t drain_min_bandwidth = uint64_t{4} << 20;
 
   // Hot-object replicas: an object read at least `hot_reads` times within
   // `hot_window_ms` gets one more replica (up to hot_max_replicas in all) on

@@ -147,11 +147,12 @@ inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
   const ReplicationOptions& r = o.replication;
   if (r.task_timeout_ms <= 0 || r.max_wait_ms < 0 || r.max_queued_tasks == 0 ||
       r.max_in_flight_per_worker == 0 || r.repair_within_ms <= 0 || r.hot_window_ms <= 0 ||
+      !(r.drain_pace >= 0 && r.drain_pace <= 1) ||
       !(r.hot_max_fraction >= 0 && r.hot_max_fraction <= 1) || r.hot_max_replicas == 0) {
     return bad(
         "replication: task_timeout_ms, repair_within_ms, hot_window_ms > 0; max_wait_ms >= 0; "
-        "max_queued_tasks, max_in_flight_per_worker, hot_max_replicas > 0; hot_max_fraction in "
-        "[0, 1]");
+        "max_queued_tasks, max_in_flight_per_worker, hot_max_replicas > 0; hot_max_fraction and "
+        "drain_pace in [0, 1]");
   }
   if (o.relocation.max_moved_factor == 0 || o.relocation.min_interval_ms < 0 ||
       o.relocation.max_in_flight == 0) {

@@ -34,9 +34,10 @@ class MasterReplicationTest : public ::testing::Test {
   void SetUp() override { Make({}); }
 
   // Drains are unpaced unless a test asks (the clock only moves by hand).
-  void Make(MasterOptions o, int workers = 3, uint64_t drain_bandwidth = 0) {
+  void Make(MasterOptions o, int workers = 3, uint64_t drain_bandwidth = 0, double drain_pace = 0) {
     o.shard_count = 4;
     o.replication.drain_bandwidth = drain_bandwidth;
+    o.replication.drain_pace = drain_pace;
     o.placement = PlacementStrategy::kLeastLoaded;
     auto m = Master<>::Create(o, &clock_);
     ASSERT_TRUE(m.ok()) << m.status();
@@ -363,6 +364,60 @@ TEST_F(MasterReplicationTest, DrainIsPacedByItsBandwidth) {
   master_->Tick();
   EXPECT_EQ(RunAll("w0"), 1u);
   EXPECT_EQ(DrainState("w0").objects_moved(), 2u);
+}
+
+// With no bandwidth asked, a drain spreads its copies to end by drain_pace of
+// its deadline, a batch of max_in_flight_per_worker at a time, and goes as
+// fast as drain_bandwidth allows once behind.
+TEST_F(MasterReplicationTest, DrainIsPacedOverItsDeadline) {
+  MasterOptions o;
+  o.replication.drain_min_bandwidth = 1;
+  o.replication.max_in_flight_per_worker = 4;
+  Make(o, 3, /*drain_bandwidth=*/256 * kObject, /*drain_pace=*/0.5);
+  for (int i = 0; i < 8; ++i) Put(absl::StrCat("k", i), "seg0");
+  Drain("w0", /*deadline_ms=*/16'000);  // paced to end at 8 s: about one object a second
+  EXPECT_EQ(RunAll("w0"), 4u);          // the first batch goes at once
+  master_->Tick();
+  EXPECT_EQ(RunAll("w0"), 0u);
+  for (int s = 1; s <= 3; ++s) {
+    clock_.AdvanceMs(1'100);
+    for (const char* w : {"w0", "w1", "w2"}) Heartbeat(w);
+    master_->Tick();
+    EXPECT_EQ(RunAll("w0"), 0u) << "the batch's 4 objects are paid for at about 4 s";
+  }
+  EXPECT_EQ(DrainState("w0").objects_moved(), 4u);
+  EXPECT_EQ(DrainState("w0").state(), proto::DRAIN_RUNNING);
+  // Past the pace's end (8 s) the rest goes at drain_bandwidth.
+  clock_.AdvanceMs(5'000);
+  for (const char* w : {"w0", "w1", "w2"}) Heartbeat(w);
+  for (int round = 0; round < 4 && DrainState("w0").state() == proto::DRAIN_RUNNING; ++round) {
+    master_->Tick();
+    RunAll("w0");
+  }
+  master_->Tick();
+  const proto::DrainStatus end = DrainState("w0");
+  EXPECT_EQ(end.state(), proto::DRAIN_DONE);
+  EXPECT_EQ(end.objects_moved(), 8u) << end.DebugString();
+}
+
+// A spot notice (urgent) is never paced.
+TEST_F(MasterReplicationTest, AnUrgentDrainIsNotPaced) {
+  MasterOptions o;
+  o.replication.drain_min_bandwidth = 1;
+  Make(o, 3, /*drain_bandwidth=*/0, /*drain_pace=*/0.5);
+  for (int i = 0; i < 8; ++i) Put(absl::StrCat("k", i), "seg0");
+  proto::DrainWorkerRequest req;
+  req.set_worker_id("w0");
+  req.set_deadline_ms(16'000);
+  req.set_urgent(true);
+  ASSERT_TRUE(master_->DrainWorker(req).ok());
+  size_t moved = 0;
+  for (int round = 0; round < 4; ++round) {
+    moved += RunAll("w0");
+    master_->Tick();
+  }
+  EXPECT_EQ(moved, 8u);  // no clock moved: no pacing held any back
+  EXPECT_EQ(DrainState("w0").state(), proto::DRAIN_DONE);
 }
 
 TEST_F(MasterReplicationTest, DrainIntoAFullWorkerEvictsItsColdestObjects) {

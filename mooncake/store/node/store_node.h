@@ -207,7 +207,8 @@ class StoreNode {
   // (or RetireWorker) next. FAILED_PRECONDITION: no worker, shutting down,
   // or already retired.
   absl::StatusOr<store::proto::DrainStatus> DrainWorker(absl::Duration deadline,
-                                                        uint64_t bandwidth_bytes_per_sec) {
+                                                        uint64_t bandwidth_bytes_per_sec,
+                                                        bool urgent = false) {
     ReaderMutexLock lock(&life_mu_);  // Shutdown resets worker_ only after the drain
     if (shutting_down_.load(std::memory_order_acquire)) {
       return absl::FailedPreconditionError("the node is shutting down");
@@ -219,7 +220,7 @@ class StoreNode {
     if (retired_.load(std::memory_order_acquire)) {
       return absl::FailedPreconditionError("the worker already left the pool (drained)");
     }
-    return worker_->Drain(deadline, bandwidth_bytes_per_sec);
+    return worker_->Drain(deadline, bandwidth_bytes_per_sec, urgent);
   }
 
   // Unmounts the worker (Worker::Shutdown) but keeps the node serving HTTP
@@ -469,6 +470,7 @@ class StoreNode {
     mo.replication.hot_reads = options_.hot_reads;
     mo.replication.hot_window_ms = options_.hot_window_ms;
     mo.replication.hot_max_fraction = options_.hot_max_fraction;
+    mo.replication.drain_pace = options_.drain_pace;
     mo.relocation.enabled = options_.relocation;
     mo.hold_write_windows = !options_.auth_token_file.empty();  // tenants' write capabilities
     return mo;
@@ -604,7 +606,7 @@ class StoreNode {
     PreemptTimeline t;
     t.drain_start_ms = since_ms();
     absl::StatusOr<store::proto::DrainStatus> s =
-        DrainWorker(absl::Milliseconds(p->deadline_ms), p->bandwidth_bytes_per_sec);
+        DrainWorker(absl::Milliseconds(p->deadline_ms), p->bandwidth_bytes_per_sec, preempt);
     if (!s.ok()) {
       const int code = absl::IsFailedPrecondition(s.status()) ? 409
                        : absl::IsUnimplemented(s.status())    ? 501

@@ -186,6 +186,10 @@ struct StoreNodeOptions {
   // replicas for objects read hot_reads times within hot_window_ms (0: off),
   // holding at most hot_max_fraction of the pool.
   int64_t repair_within_ms = 10'000;
+  // Roles all, master: a drain that names no bandwidth ends its copies by this
+  // fraction of its deadline, paced (ReplicationOptions::drain_pace; 0: at
+  // the master's full drain bandwidth from the start).
+  double drain_pace = 0.5;
   // Roles all, worker: the host's link arbiter the worker's copies to other
   // workers take bulk grants from (WorkerOptions::qos_link; docs/client.md,
   // "Sharing a link with other processes"). Empty: none.
@@ -530,9 +534,11 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
     return bad("timing: ticks and heartbeats > 0, heartbeat timeout > interval, drain >= 0");
   }
   if (o.repair_within_ms < 0 || o.hot_window_ms <= 0 ||
-      !(o.hot_max_fraction >= 0 && o.hot_max_fraction <= 1)) {
+      !(o.hot_max_fraction >= 0 && o.hot_max_fraction <= 1) ||
+      !(o.drain_pace >= 0 && o.drain_pace <= 1)) {
     return bad(
-        "--repair_within_ms must be >= 0, --hot_window_ms > 0, --hot_max_fraction in [0, 1]");
+        "--repair_within_ms must be >= 0, --hot_window_ms > 0, --hot_max_fraction and "
+        "--drain_pace in [0, 1]");
   }
   if (o.drain_deadline_ms < 0 || o.drain_deadline_ms > kMaxDrainDeadlineMs) {
     return bad(absl::StrCat("--drain_deadline_ms must be in [0, ", kMaxDrainDeadlineMs,

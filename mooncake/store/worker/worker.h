@@ -281,7 +281,8 @@ class Worker {
   CopyAgent<C>* copy_agent() { return copy_agent_.get(); }
 
   // Asks the master to move every replica here to other workers within
-  // `deadline` (DrainWorker; bandwidth 0: the master's default), then asks
+  // `deadline` (DrainWorker; bandwidth 0: the master's default, paced over the
+  // deadline unless `urgent`), then asks
   // how it goes every kDrainPollInterval until the drain is no longer
   // DRAIN_RUNNING or `deadline` + kDrainGrace has passed, and returns the last
   // status (still DRAIN_RUNNING if the master never finished). The worker
@@ -290,7 +291,7 @@ class Worker {
   // at the next interval. Errors: INVALID_ARGUMENT (deadline <= 0),
   // FAILED_PRECONDITION (shutting down), DrainWorker's error.
   absl::StatusOr<proto::DrainStatus> Drain(absl::Duration deadline,
-                                           uint64_t bandwidth_bytes_per_sec) {
+                                           uint64_t bandwidth_bytes_per_sec, bool urgent = false) {
     if (deadline <= absl::ZeroDuration()) {
       return absl::InvalidArgumentError("Drain: the deadline must be > 0");
     }
@@ -301,6 +302,7 @@ class Worker {
     req.set_worker_id(worker_id_);
     req.set_deadline_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(deadline)));
     req.set_bandwidth_bytes_per_sec(bandwidth_bytes_per_sec);
+    req.set_urgent(urgent);
     ASSIGN_OR_RETURN(proto::DrainWorkerResponse started,
                      rpc::Call<rpc::DrainWorkerMethod>(*channel_, req, CallOpts()));
     proto::DrainStatus status = started.status();

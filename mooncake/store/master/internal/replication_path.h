@@ -86,6 +86,7 @@ DrainStep DrainOne(MasterState<A, P>& s, DrainJob& job, const std::string& key, 
       if (!on_job && !s.pool.IsDraining(r.segment_id)) ++elsewhere;
     }
     if (here == nullptr) return;
+    *size = m->size_bytes;
     const size_t want = std::max<size_t>(1, m->replica_target);
     if (elsewhere >= want) {
       // Enough copies elsewhere: this one just goes.
@@ -100,7 +101,6 @@ DrainStep DrainOne(MasterState<A, P>& s, DrainJob& job, const std::string& key, 
       return;
     }
     *src_segment = here->segment_id;
-    *size = m->size_bytes;
     step = DrainStep::kCopy;
   });
   s.FreeReplicas(to_free);
@@ -178,6 +178,31 @@ void DropUnkept(MasterState<A, P>& s, DrainJob& job, int64_t since, int64_t now)
   job.todo = std::move(todo);
 }
 
+// The bytes of the committed objects `keys` name (those gone count 0).
+template <typename A, typename P>
+uint64_t BytesOf(MasterState<A, P>& s, const std::deque<std::string>& keys) {
+  uint64_t n = 0;
+  for (const std::string& key : keys) {
+    n += s.table.With(key, [&](ObjectTable::Shard& sh) -> uint64_t {
+      const ObjectMeta* m = sh.Find(key);
+      return m == nullptr || !m->committed() ? 0 : m->size_bytes;
+    });
+  }
+  return n;
+}
+
+// A paced drain's rate at `now`: what moves job.bytes_left by its pace end
+// (as fast as allowed once that has passed), within [drain_min_bandwidth,
+// drain_bandwidth] (a drain_bandwidth of 0 sets no ceiling).
+inline uint64_t PacedRate(const master::ReplicationOptions& o, const DrainJob& job, int64_t now) {
+  const double left_s =
+      static_cast<double>(std::max<int64_t>(job.pace_end_ns - now, kNsPerMs)) / 1e9;
+  const double want = std::max(static_cast<double>(job.bytes_left) / left_s,
+                               static_cast<double>(o.drain_min_bandwidth));
+  if (o.drain_bandwidth == 0) return static_cast<uint64_t>(std::min(want, 1e18));
+  return static_cast<uint64_t>(std::min(want, static_cast<double>(o.drain_bandwidth)));
+}
+
 // Moves one running drain on as far as its budget allows. REQUIRES plan_mu.
 template <typename A, typename P>
 void AdvanceDrain(MasterState<A, P>& s, DrainJob& job, int64_t now)
@@ -190,15 +215,26 @@ void AdvanceDrain(MasterState<A, P>& s, DrainJob& job, int64_t now)
     st.set_objects_left(job.todo.size() + job.in_flight);
     return;
   }
+  if (job.paced) job.bucket.rate = PacedRate(s.repl.options, job, now);
   job.bucket.Refill(now);
   const size_t max_in_flight = s.repl.options.max_in_flight_per_worker;
-  while (job.in_flight < max_in_flight && job.bucket.CanSpend()) {
+  // A paced drain starts its copies max_in_flight at a time, once the last
+  // batch is done (the bucket going into debt for the batch): the worker's
+  // CopySync then carries them together, a round trip and a few wake-ups per
+  // batch instead of per copy.
+  size_t batch = 0;  // copies started by this call
+  const auto may_start = [&] {
+    if (!job.paced) return job.bucket.CanSpend();
+    return batch > 0 || (job.in_flight == 0 && job.bucket.CanSpend());
+  };
+  while (job.in_flight < max_in_flight && may_start()) {
     if (job.todo.empty()) {
       if (job.in_flight > 0) break;
       // Objects committed here since the list was made (puts in flight then).
       if (!job.rescanned) {
         job.rescanned = true;
         job.todo = ObjectsOn(s, job.segments, now);
+        job.bytes_left = BytesOf(s, job.todo);
         if (!job.todo.empty()) continue;
       }
       st.set_state(proto::DRAIN_DONE);
@@ -208,7 +244,9 @@ void AdvanceDrain(MasterState<A, P>& s, DrainJob& job, int64_t now)
     std::string key = std::move(job.todo.front());
     job.todo.pop_front();
     uint64_t src = 0, size = 0;
-    switch (DrainOne(s, job, key, now, &src, &size)) {
+    const DrainStep step = DrainOne(s, job, key, now, &src, &size);
+    job.bytes_left -= std::min(job.bytes_left, size);
+    switch (step) {
       case DrainStep::kGone:
         st.set_objects_gone(st.objects_gone() + 1);
         continue;
@@ -223,6 +261,7 @@ void AdvanceDrain(MasterState<A, P>& s, DrainJob& job, int64_t now)
         CopyPlan{.kind = master::CopyKind::kDrain, .src_segment_id = src, .drop_source = true});
     if (started.ok()) {
       ++job.in_flight;
+      ++batch;
       job.bucket.Spend(size);
     } else if (absl::IsNotFound(started)) {
       st.set_objects_gone(st.objects_gone() + 1);
@@ -573,6 +612,13 @@ absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(MasterState<A, P>& s,
   job.status.set_state(proto::DRAIN_RUNNING);
   job.status.set_objects_total(job.todo.size());
   DropUnkept(s, job, KeepSince(s, segments, now), now);
+  const double pace = s.repl.options.drain_pace;
+  if (req.bandwidth_bytes_per_sec() == 0 && !req.urgent() && pace > 0) {
+    job.paced = true;
+    job.pace_end_ns = now + static_cast<int64_t>(static_cast<double>(req.deadline_ms()) * pace *
+                                                 static_cast<double>(kNsPerMs));
+    job.bytes_left = BytesOf(s, job.todo);
+  }
   job.status.set_deadline_ms(req.deadline_ms());
   {
     MutexLock lock(&s.repl.plan_mu);

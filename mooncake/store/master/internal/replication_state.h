@@ -50,6 +50,11 @@ struct DrainJob {
   int64_t started_ns = 0;
   int64_t deadline_ns = 0;
   ByteBucket bucket;
+  // Paced (ReplicationOptions::drain_pace): the bucket's rate is planned
+  // again at every step, to move `bytes_left` by pace_end_ns.
+  bool paced = false;
+  int64_t pace_end_ns = 0;
+  uint64_t bytes_left = 0;       // of the objects in `todo` (as they were listed)
   std::deque<std::string> todo;  // hottest first
   size_t in_flight = 0;
   bool rescanned = false;  // the table was walked again once the list ran out

@@ -29,8 +29,8 @@
 // Cost: Unlock reads one pointer when nobody awaits; otherwise it evaluates the
 // awaiting threads' conditions (as absl::Mutex does) and wakes those whose
 // condition holds, but only one of the threads awaiting the same condition
-// (the same function and argument); its release wakes the next. A Mutex is a std::mutex and a
-// pointer (48 bytes).
+// (the same function and argument); its release wakes the next. A Mutex is a
+// std::mutex and a pointer (48 bytes).
 //
 // Thread-safety: as std::mutex / std::condition_variable. A Condition is
 // evaluated with the mutex held and must only read state that mutex guards.

@@ -400,6 +400,27 @@ TEST_F(MasterReplicationTest, DrainIsPacedOverItsDeadline) {
   EXPECT_EQ(end.objects_moved(), 8u) << end.DebugString();
 }
 
+// Behind its pace, a paced drain refills each slot at once: one slow copy
+// does not hold the others back.
+TEST_F(MasterReplicationTest, ABehindPacedDrainDoesNotWaitForItsSlowestCopy) {
+  MasterOptions o;
+  o.replication.drain_min_bandwidth = 1;
+  o.replication.max_in_flight_per_worker = 4;
+  Make(o, 3, /*drain_bandwidth=*/256 * kObject, /*drain_pace=*/0.5);
+  for (int i = 0; i < 8; ++i) Put(absl::StrCat("k", i), "seg0");
+  Drain("w0", /*deadline_ms=*/16'000);
+  std::vector<proto::CopyTask> batch = Sync("w0", {});
+  ASSERT_EQ(batch.size(), 4u);
+  clock_.AdvanceMs(9'000);  // past the pace's end (8 s)
+  for (const char* w : {"w0", "w1", "w2"}) Heartbeat(w);
+  master_->Tick();
+  std::vector<std::pair<uint64_t, absl::Status>> done;
+  for (size_t i = 0; i + 1 < batch.size(); ++i)
+    done.emplace_back(batch[i].task_id(), absl::OkStatus());
+  // Three done, one still running: the three slots take new copies now.
+  EXPECT_EQ(Sync("w0", done).size(), 3u);
+}
+
 // A spot notice (urgent) is never paced.
 TEST_F(MasterReplicationTest, AnUrgentDrainIsNotPaced) {
   MasterOptions o;

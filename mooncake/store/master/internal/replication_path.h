@@ -218,13 +218,14 @@ void AdvanceDrain(MasterState<A, P>& s, DrainJob& job, int64_t now)
   if (job.paced) job.bucket.rate = PacedRate(s.repl.options, job, now);
   job.bucket.Refill(now);
   const size_t max_in_flight = s.repl.options.max_in_flight_per_worker;
-  // A paced drain starts its copies max_in_flight at a time, once the last
-  // batch is done (the bucket going into debt for the batch): the worker's
-  // CopySync then carries them together, a round trip and a few wake-ups per
-  // batch instead of per copy.
+  // A paced drain on pace starts its copies max_in_flight at a time, once the
+  // last batch is done (the bucket going into debt for the batch): the
+  // worker's CopySync then carries them together, a round trip and a few
+  // wake-ups per batch instead of per copy. Past its pace end (behind), a
+  // slow copy must not hold the others back: each slot is refilled at once.
   size_t batch = 0;  // copies started by this call
   const auto may_start = [&] {
-    if (!job.paced) return job.bucket.CanSpend();
+    if (!job.paced || now >= job.pace_end_ns) return job.bucket.CanSpend();
     return batch > 0 || (job.in_flight == 0 && job.bucket.CanSpend());
   };
   while (job.in_flight < max_in_flight && may_start()) {

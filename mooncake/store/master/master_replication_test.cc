@@ -46,6 +46,16 @@ class MasterReplicationTest : public ::testing::Test {
     for (int i = 0; i < workers; ++i) Mount(absl::StrCat("w", i), absl::StrCat("seg", i));
   }
 
+  // A master whose drains are paced (drain_pace 0.5, no floor, batches of 4)
+  // with 8 objects on w0's segment.
+  void MakePacedWithEightOnW0(uint64_t drain_bandwidth) {
+    MasterOptions o;
+    o.replication.drain_min_bandwidth = 1;
+    o.replication.max_in_flight_per_worker = 4;
+    Make(o, 3, drain_bandwidth, /*drain_pace=*/0.5);
+    for (int i = 0; i < 8; ++i) Put(absl::StrCat("k", i), "seg0");
+  }
+
   uint64_t Mount(const std::string& worker, const std::string& name) {
     proto::MountSegmentRequest req = MountReq(worker, name, kSegment);
     req.mutable_segment()->mutable_endpoint()->set_router_endpoint("router://" + worker);
@@ -370,11 +380,7 @@ TEST_F(MasterReplicationTest, DrainIsPacedByItsBandwidth) {
 // its deadline, a batch of max_in_flight_per_worker at a time, and goes as
 // fast as drain_bandwidth allows once behind.
 TEST_F(MasterReplicationTest, DrainIsPacedOverItsDeadline) {
-  MasterOptions o;
-  o.replication.drain_min_bandwidth = 1;
-  o.replication.max_in_flight_per_worker = 4;
-  Make(o, 3, /*drain_bandwidth=*/256 * kObject, /*drain_pace=*/0.5);
-  for (int i = 0; i < 8; ++i) Put(absl::StrCat("k", i), "seg0");
+  MakePacedWithEightOnW0(/*drain_bandwidth=*/256 * kObject);
   Drain("w0", /*deadline_ms=*/16'000);  // paced to end at 8 s: about one object a second
   EXPECT_EQ(RunAll("w0"), 4u);          // the first batch goes at once
   master_->Tick();
@@ -403,11 +409,7 @@ TEST_F(MasterReplicationTest, DrainIsPacedOverItsDeadline) {
 // Behind its pace, a paced drain refills each slot at once: one slow copy
 // does not hold the others back.
 TEST_F(MasterReplicationTest, ABehindPacedDrainDoesNotWaitForItsSlowestCopy) {
-  MasterOptions o;
-  o.replication.drain_min_bandwidth = 1;
-  o.replication.max_in_flight_per_worker = 4;
-  Make(o, 3, /*drain_bandwidth=*/256 * kObject, /*drain_pace=*/0.5);
-  for (int i = 0; i < 8; ++i) Put(absl::StrCat("k", i), "seg0");
+  MakePacedWithEightOnW0(/*drain_bandwidth=*/256 * kObject);
   Drain("w0", /*deadline_ms=*/16'000);
   std::vector<proto::CopyTask> batch = Sync("w0", {});
   ASSERT_EQ(batch.size(), 4u);
@@ -423,10 +425,7 @@ TEST_F(MasterReplicationTest, ABehindPacedDrainDoesNotWaitForItsSlowestCopy) {
 
 // A spot notice (urgent) is never paced.
 TEST_F(MasterReplicationTest, AnUrgentDrainIsNotPaced) {
-  MasterOptions o;
-  o.replication.drain_min_bandwidth = 1;
-  Make(o, 3, /*drain_bandwidth=*/0, /*drain_pace=*/0.5);
-  for (int i = 0; i < 8; ++i) Put(absl::StrCat("k", i), "seg0");
+  MakePacedWithEightOnW0(/*drain_bandwidth=*/0);
   proto::DrainWorkerRequest req;
   req.set_worker_id("w0");
   req.set_deadline_ms(16'000);

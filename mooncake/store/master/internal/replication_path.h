@@ -178,18 +178,23 @@ void DropUnkept(MasterState<A, P>& s, DrainJob& job, int64_t since, int64_t now)
   job.todo = std::move(todo);
 }
 
-// The bytes of the committed objects `keys` name (those gone count 0).
-template <typename A, typename P>
-uint64_t BytesOf(MasterState<A, P>& s, const std::deque<std::string>& keys) {
+// The bytes of the objects `items` name (key_of(item); those gone count 0),
+// summed until past `cap`.
+template <typename A, typename P, typename Items, typename KeyOf>
+uint64_t BytesOf(MasterState<A, P>& s, const Items& items, KeyOf key_of,
+                 uint64_t cap = UINT64_MAX) {
   uint64_t n = 0;
-  for (const std::string& key : keys) {
+  for (const auto& item : items) {
+    const std::string& key = key_of(item);
     n += s.table.With(key, [&](ObjectTable::Shard& sh) -> uint64_t {
       const ObjectMeta* m = sh.Find(key);
-      return m == nullptr || !m->committed() ? 0 : m->size_bytes;
+      return m == nullptr ? 0 : m->size_bytes;
     });
+    if (n > cap) break;
   }
   return n;
 }
+inline const std::string& KeyItself(const std::string& key) { return key; }
 
 // A paced drain's rate at `now`: what moves job.bytes_left by its pace end
 // (as fast as allowed once that has passed), within [drain_min_bandwidth,
@@ -235,7 +240,7 @@ void AdvanceDrain(MasterState<A, P>& s, DrainJob& job, int64_t now)
       if (!job.rescanned) {
         job.rescanned = true;
         job.todo = ObjectsOn(s, job.segments, now);
-        job.bytes_left = BytesOf(s, job.todo);
+        job.bytes_left = BytesOf(s, job.todo, KeyItself);
         if (!job.todo.empty()) continue;
       }
       st.set_state(proto::DRAIN_DONE);
@@ -309,14 +314,9 @@ void AdvanceRepairs(MasterState<A, P>& s, int64_t now)
   // The rate that finishes the backlog by the oldest loss's bound.
   const int64_t left_ns =
       std::max<int64_t>(r.repairs.front().lost_ns + o.repair_within_ms * kNsPerMs - now, kNsPerMs);
-  uint64_t backlog_bytes = 0;
-  for (const RepairItem& it : r.repairs) {
-    backlog_bytes += s.table.With(it.key, [&](ObjectTable::Shard& sh) -> uint64_t {
-      const ObjectMeta* m = sh.Find(it.key);
-      return m == nullptr ? 0 : m->size_bytes;
-    });
-    if (backlog_bytes > (uint64_t{1} << 40)) break;
-  }
+  const uint64_t backlog_bytes = BytesOf(
+      s, r.repairs, [](const RepairItem& it) -> const std::string& { return it.key; },
+      uint64_t{1} << 40);
   r.repair_bucket.rate = std::max<uint64_t>(
       o.repair_min_bandwidth, static_cast<uint64_t>(static_cast<double>(backlog_bytes) * 1e9 /
                                                     static_cast<double>(left_ns)));
@@ -618,7 +618,7 @@ absl::StatusOr<proto::DrainWorkerResponse> DrainWorker(MasterState<A, P>& s,
     job.paced = true;
     job.pace_end_ns = now + static_cast<int64_t>(static_cast<double>(req.deadline_ms()) * pace *
                                                  static_cast<double>(kNsPerMs));
-    job.bytes_left = BytesOf(s, job.todo);
+    job.bytes_left = BytesOf(s, job.todo, KeyItself);
   }
   job.status.set_deadline_ms(req.deadline_ms());
   {

@@ -6,14 +6,25 @@
 //   0       4     magic "MCHA"
 //   4       1     format version (1)
 //   5       1     kind (1 = OplogBatch, 2 = Snapshot)
-//   6       2     reserved, 0
+//   6       1     encoding: 0 = the proto message as is, 1 = a compress
+//                   frame (mooncake/compress, ZstdCodec) of it
+//   7       1     reserved, 0
 //   8       8     payload length
 //   16      8     StableHash64(payload, seed = kind)
-//   24      n     the proto message (ha.proto)
+//   24      n     the payload: the proto message (ha.proto), or its frame
+//
+// EncodeRecord compresses a message of kCompressMinBytes or more when that
+// makes it smaller: the records repeat the same worker and host ids, keys
+// and field tags, and etcd's commit time grows with the bytes it stores
+// (docs/ha.md, "Figures"). The checksum covers the stored bytes, and the
+// frame checks its chunks again as it decodes.
 //
 // DecodeRecord refuses (DATA_LOSS, saying what is wrong) anything else: a
-// short or long record, another magic, version or kind, a checksum mismatch,
-// a payload that does not parse. A refused record is never applied.
+// short or long record, another magic, version, kind or encoding, a checksum
+// mismatch, a frame that does not decode, a payload that does not parse. A
+// refused record is never applied. Records of encoding 0 are what every
+// earlier build wrote; a build before encodings refuses encoding 1 (its
+// reserved bytes are not 0), so masters of one cluster run one build.
 //
 // ReplayState is the durable state a standby keeps by applying batches in
 // order (mutation_log.h says what is reported): segments, tenants and the
@@ -34,6 +45,7 @@
 #include <cstring>
 #include <deque>
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -44,7 +56,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "mooncake/base/absl_compat.h"
+#include "mooncake/base/assert.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/compress/frame.h"
+#include "mooncake/compress/zstd_codec.h"
 #include "mooncake/store/ha/ha.pb.h"
 #include "mooncake/store/master/internal/restore_path.h"
 #include "mooncake/store/master/object_meta.h"
@@ -58,6 +73,12 @@ enum class RecordKind : uint8_t { kBatch = 1, kSnapshot = 2 };
 inline constexpr size_t kRecordHeaderBytes = 24;
 inline constexpr char kRecordMagic[4] = {'M', 'C', 'H', 'A'};
 inline constexpr uint8_t kRecordVersion = 1;
+enum class RecordEncoding : uint8_t { kRaw = 0, kZstdFrame = 1 };
+// Messages shorter than this are stored as they are.
+inline constexpr size_t kCompressMinBytes = 512;
+// The most a compressed record may decode to: protobuf's limit for one
+// message (a snapshot is one record, split into chunks in etcd).
+inline constexpr uint64_t kMaxDecodedRecordBytes = std::numeric_limits<int32_t>::max();
 
 namespace records_internal {
 inline void PutLe64(char* p, uint64_t v) {
@@ -73,16 +94,47 @@ inline std::string_view KindName(RecordKind k) {
 }
 }  // namespace records_internal
 
+namespace records_internal {
+// One codec per thread (a codec owns scratch state; committer and replay
+// threads encode and decode at once).
+inline compress::ZstdCodec& RecordCodec() {
+  thread_local compress::ZstdCodec codec(/*level=*/1);
+  return codec;
+}
+inline std::span<const std::byte> Bytes(std::string_view s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+}  // namespace records_internal
+
 inline std::string EncodeRecord(RecordKind kind, const google::protobuf::Message& m) {
-  std::string payload;
-  m.SerializeToString(&payload);
   std::string out(kRecordHeaderBytes, '\0');
+  RecordEncoding encoding = RecordEncoding::kRaw;
+  std::string raw;
+  m.SerializeToString(&raw);
+  if (raw.size() >= kCompressMinBytes) {
+    compress::ZstdCodec& codec = records_internal::RecordCodec();
+    out.resize(kRecordHeaderBytes + codec.MaxCompressedSize(raw.size()));
+    const std::span<std::byte> dst(reinterpret_cast<std::byte*>(out.data()) + kRecordHeaderBytes,
+                                   out.size() - kRecordHeaderBytes);
+    absl::StatusOr<size_t> n =
+        codec.Compress(records_internal::Bytes(raw), compress::DType::kBytes, dst);
+    MC_ASSERT(n.ok(), "a record's frame exceeds MaxCompressedSize");
+    if (*n < raw.size()) {
+      out.resize(kRecordHeaderBytes + *n);
+      encoding = RecordEncoding::kZstdFrame;
+    }
+  }
+  if (encoding == RecordEncoding::kRaw) {
+    out.resize(kRecordHeaderBytes);
+    out += raw;
+  }
   std::memcpy(out.data(), kRecordMagic, 4);
   out[4] = static_cast<char>(kRecordVersion);
   out[5] = static_cast<char>(kind);
+  out[6] = static_cast<char>(encoding);
+  const std::string_view payload = std::string_view(out).substr(kRecordHeaderBytes);
   records_internal::PutLe64(out.data() + 8, payload.size());
   records_internal::PutLe64(out.data() + 16, StableHash64(payload, static_cast<uint64_t>(kind)));
-  out += payload;
   return out;
 }
 
@@ -106,8 +158,14 @@ inline absl::Status DecodeRecord(RecordKind kind, std::string_view bytes,
                                             static_cast<int>(static_cast<uint8_t>(bytes[5])),
                                             " is not ", static_cast<int>(kind)));
   }
-  if (bytes[6] != 0 || bytes[7] != 0) {
-    return absl::DataLossError(absl::StrCat(what, " record: reserved bytes are not 0"));
+  const uint8_t encoding = static_cast<uint8_t>(bytes[6]);
+  if (encoding != static_cast<uint8_t>(RecordEncoding::kRaw) &&
+      encoding != static_cast<uint8_t>(RecordEncoding::kZstdFrame)) {
+    return absl::DataLossError(
+        absl::StrCat(what, " record: unknown encoding ", static_cast<int>(encoding)));
+  }
+  if (bytes[7] != 0) {
+    return absl::DataLossError(absl::StrCat(what, " record: reserved byte is not 0"));
   }
   const uint64_t length = records_internal::GetLe64(bytes.data() + 8);
   if (length != bytes.size() - kRecordHeaderBytes) {
@@ -120,7 +178,33 @@ inline absl::Status DecodeRecord(RecordKind kind, std::string_view bytes,
       StableHash64(payload, static_cast<uint64_t>(kind))) {
     return absl::DataLossError(absl::StrCat(what, " record: checksum mismatch (corrupt)"));
   }
-  if (!m->ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+  std::string decoded;
+  std::string_view message = payload;
+  if (encoding == static_cast<uint8_t>(RecordEncoding::kZstdFrame)) {
+    // Parse validates the header and chunk table before anything is sized by them.
+    absl::StatusOr<compress::FrameView> frame =
+        compress::FrameView::Parse(records_internal::Bytes(payload));
+    if (!frame.ok()) {
+      return absl::DataLossError(
+          absl::StrCat(what, " record: bad frame: ", frame.status().message()));
+    }
+    const uint64_t raw_bytes = frame->info().raw_bytes;
+    if (frame->info().codec != compress::CodecId::kZstd || raw_bytes > kMaxDecodedRecordBytes) {
+      return absl::DataLossError(absl::StrCat(what, " record: frame of ", raw_bytes,
+                                              " bytes is not a zstd frame this build reads"));
+    }
+    decoded.resize(raw_bytes);
+    absl::StatusOr<size_t> n = records_internal::RecordCodec().Decompress(
+        records_internal::Bytes(payload),
+        std::span<std::byte>(reinterpret_cast<std::byte*>(decoded.data()), decoded.size()));
+    if (!n.ok() || *n != raw_bytes) {
+      return absl::DataLossError(
+          absl::StrCat(what, " record: frame does not decode: ",
+                       n.ok() ? absl::StrCat(*n, " bytes") : std::string(n.status().message())));
+    }
+    message = decoded;
+  }
+  if (!m->ParseFromArray(message.data(), static_cast<int>(message.size()))) {
     return absl::DataLossError(absl::StrCat(what, " record: payload does not parse"));
   }
   return absl::OkStatus();

@@ -7,7 +7,9 @@
 //           it becomes the payload of a well-formed record (header, length
 //           and checksum computed here), so the proto parser and the replay
 //           see the edit instead of a checksum mismatch; without it the rest
-//           is taken as a whole record.
+//           is taken as a whole record. Bit 2 (sealed only): the payload is
+//           marked as a compress frame (encoding 1), so the frame decoder
+//           sees the edit.
 //   bytes 1..8 (sealed only): the clock pair's offset, as a master's
 //           monotonic clock against the wall clock.
 // Properties checked (ASan/UBSan also run this target):
@@ -42,11 +44,13 @@ using ha::RecordKind;
 
 // A well-formed record around `payload` (EncodeRecord's framing, for bytes
 // that need not parse).
-std::string Seal(RecordKind kind, std::string_view payload) {
+std::string Seal(RecordKind kind, std::string_view payload,
+                 ha::RecordEncoding encoding = ha::RecordEncoding::kRaw) {
   std::string out(ha::kRecordHeaderBytes, '\0');
   std::memcpy(out.data(), ha::kRecordMagic, 4);
   out[4] = static_cast<char>(ha::kRecordVersion);
   out[5] = static_cast<char>(kind);
+  out[6] = static_cast<char>(encoding);
   ha::records_internal::PutLe64(out.data() + 8, payload.size());
   ha::records_internal::PutLe64(out.data() + 16,
                                 StableHash64(payload, static_cast<uint64_t>(kind)));
@@ -116,7 +120,15 @@ std::vector<std::string> FuzzSeeds() {
   const std::string snap = st.ToSnapshot(1'700'000'001'000'000'000).SerializeAsString();
   const std::string batch = b.SerializeAsString();
   const std::string clock(8, '\x10');
+  // A batch large enough to be stored compressed, and its frame alone.
+  hproto::OplogBatch big;
+  for (int i = 0; i < 16; ++i) big.MergeFrom(b);
+  const std::string compressed = ha::EncodeRecord(RecordKind::kBatch, big);
+  if (static_cast<uint8_t>(compressed[6]) != 1) Fail("seed batch not compressed");
+  const std::string frame = compressed.substr(ha::kRecordHeaderBytes);
   return {
+      std::string(1, '\x00') + compressed,                                     // a whole record
+      std::string(1, '\x06') + clock + frame,                                  // sealed frame
       std::string(1, '\x02') + clock + batch,                                  // sealed batch
       std::string(1, '\x03') + clock + snap,                                   // sealed snapshot
       std::string(1, '\x00') + Seal(RecordKind::kBatch, batch),                // a whole record
@@ -132,6 +144,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const RecordKind kind = (data[0] & 1) ? RecordKind::kSnapshot : RecordKind::kBatch;
   const bool seal = (data[0] & 2) != 0;
+  const ha::RecordEncoding encoding =
+      (data[0] & 4) != 0 ? ha::RecordEncoding::kZstdFrame : ha::RecordEncoding::kRaw;
   std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
   ha::ClockPair clock{.mono_ns = 5'000'000'000, .unix_ns = 1'700'000'000'000'000'000};
   if (seal && rest.size() >= 8) {
@@ -140,7 +154,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     clock.mono_ns = shift;
     rest.remove_prefix(8);
   }
-  const std::string record = seal ? Seal(kind, rest) : std::string(rest);
+  const std::string record = seal ? Seal(kind, rest, encoding) : std::string(rest);
 
   hproto::OplogBatch batch;
   hproto::Snapshot snapshot;

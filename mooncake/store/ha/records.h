@@ -75,7 +75,7 @@ inline constexpr char kRecordMagic[4] = {'M', 'C', 'H', 'A'};
 inline constexpr uint8_t kRecordVersion = 1;
 enum class RecordEncoding : uint8_t { kRaw = 0, kZstdFrame = 1 };
 // Messages shorter than this are stored as they are.
-inline constexpr size_t kCompressMinBytes = 512;
+inline constexpr size_t kCompressMinBytes = 2048;
 // The most a compressed record may decode to: protobuf's limit for one
 // message (a snapshot is one record, split into chunks in etcd).
 inline constexpr uint64_t kMaxDecodedRecordBytes = std::numeric_limits<int32_t>::max();

@@ -120,7 +120,8 @@ std::vector<std::string> FuzzSeeds() {
   const std::string snap = st.ToSnapshot(1'700'000'001'000'000'000).SerializeAsString();
   const std::string batch = b.SerializeAsString();
   const std::string clock(8, '\x10');
-  // A batch large enough to be stored compressed, and its frame alone.
+  // A batch large enough to be stored compressed (kCompressMinBytes), and its
+  // frame alone.
   hproto::OplogBatch big;
   for (int i = 0; i < 16; ++i) big.MergeFrom(b);
   const std::string compressed = ha::EncodeRecord(RecordKind::kBatch, big);

@@ -498,6 +498,12 @@ int Main() {
       static_cast<long long>(sn.objects), static_cast<double>(sn.used_bytes) / (1 << 30),
       static_cast<unsigned long long>(hs.applied_seq),
       static_cast<unsigned long long>(hs.snapshots_written), hs.leader ? "yes" : "NO");
+  if (hs.writer.batches > 0 && hs.writer.mutations > 0) {
+    std::printf("oplog this term: %llu batches, %.1f changes a batch, %.1f bytes stored a change\n",
+                static_cast<unsigned long long>(hs.writer.batches),
+                static_cast<double>(hs.writer.mutations) / static_cast<double>(hs.writer.batches),
+                static_cast<double>(hs.writer.bytes) / static_cast<double>(hs.writer.mutations));
+  }
   if (const std::string path = absl::GetFlag(FLAGS_json); !path.empty()) {
     WriteJson(path, figures, machine);
     std::printf("medians written to %s\n", path.c_str());

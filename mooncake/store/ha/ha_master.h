@@ -103,6 +103,10 @@ struct HaMasterStatus {
   uint64_t snapshots_loaded = 0;
   int64_t snapshot_unix_ns = 0;  // of the latest snapshot written or loaded
   std::string last_error;
+  // The leader's oplog writer in this term (zeros on a standby): batches,
+  // changes and record bytes stored (bytes as stored: compressed ones count
+  // their frame).
+  OplogWriterStats writer;
 };
 
 template <typename MasterT>
@@ -135,8 +139,12 @@ class HaMaster {
   void Stop();
 
   HaMasterStatus status() const {
-    MutexLock lock(&status_mu_);
-    HaMasterStatus s = status_;
+    HaMasterStatus s;
+    {
+      MutexLock lock(&status_mu_);
+      s = status_;
+    }
+    if (std::shared_ptr<Term> t = current(); t != nullptr) s.writer = t->writer->stats();
     return s;
   }
   bool IsLeader() const { return current() != nullptr; }

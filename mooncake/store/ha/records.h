@@ -243,9 +243,9 @@ inline void ToRecord(std::string_view key, const master::ObjectMeta& m, const Cl
   out->set_tenant(m.tenant);
   out->set_pin(static_cast<uint32_t>(m.pin));
   out->set_pin_ttl_ms(m.pending_put.get().pin_ttl_ms);
-  out->set_pin_until_unix_ns(clock.ToUnix(m.pin_until_ns));
+  out->set_pin_until_unix_ns(clock.ToUnix(m.pin_until_ns()));
   out->set_ttl_ms(m.pending_put.get().ttl_ms);
-  out->set_expire_at_unix_ns(clock.ToUnix(m.expire_at_ns));
+  out->set_expire_at_unix_ns(clock.ToUnix(m.expire_at_ns()));
   for (const master::Replica& r : m.replicas) {
     // A copy's destination belongs to its task, which a new leader does not
     // inherit: only the source's replicas are state.
@@ -258,8 +258,8 @@ inline void ToRecord(std::string_view key, const master::ObjectMeta& m, const Cl
     rr->set_length(r.allocation.size);
     rr->set_complete(r.state == master::ReplicaState::kComplete);
   }
-  if (m.tensor != nullptr) {
-    *out->mutable_tensor() = *m.tensor;
+  if (m.tensor() != nullptr) {
+    *out->mutable_tensor() = *m.tensor();
   }
 }
 
@@ -284,14 +284,14 @@ inline absl::StatusOr<master::RestoredObject> FromRecord(const hproto::ObjectRec
   m.version = r.version();
   m.tenant = r.tenant();
   m.pin = static_cast<master::PinLevel>(r.pin());
-  m.pin_until_ns = clock.ToMono(r.pin_until_unix_ns());
+  if (r.pin_until_unix_ns() != 0) m.extras.mut().pin_until_ns = clock.ToMono(r.pin_until_unix_ns());
   if (!r.committed()) {  // a committed object's TTL and pin are in the two *_unix_ns fields
     master::PendingPut& p = m.pending_put.mut();
     p.request_id = r.request_id();
     p.pin_ttl_ms = r.pin_ttl_ms();
     p.ttl_ms = r.ttl_ms();
   }
-  m.expire_at_ns = clock.ToMono(r.expire_at_unix_ns());
+  if (r.expire_at_unix_ns() != 0) m.extras.mut().expire_at_ns = clock.ToMono(r.expire_at_unix_ns());
   for (const hproto::ReplicaRecord& rr : r.replicas()) {
     if (rr.length() != r.size_bytes()) {
       return absl::InvalidArgumentError("object record: a replica's length is not the size");
@@ -305,7 +305,8 @@ inline absl::StatusOr<master::RestoredObject> FromRecord(const hproto::ObjectRec
     rep.state = rr.complete() ? master::ReplicaState::kComplete : master::ReplicaState::kAllocated;
     m.replicas.push_back(std::move(rep));
   }
-  if (r.has_tensor()) m.tensor = std::make_shared<const store::proto::TensorMeta>(r.tensor());
+  if (r.has_tensor())
+    m.extras.mut().tensor = std::make_shared<const store::proto::TensorMeta>(r.tensor());
   return o;
 }
 

@@ -84,7 +84,7 @@ TEST(BlockObjectProbeTest, PendingAndExpiredBlocksEndTheMatch) {
   ObjectTable table(4);
   const std::vector<Hash128> chain = Chain(3);
   PutBlock(table, chain[0]);
-  PutBlock(table, chain[1]).expire_at_ns = kNow;  // expires now
+  PutBlock(table, chain[1]).extras.mut().expire_at_ns = kNow;  // expires now
   PutBlock(table, chain[2]).state = ObjectState::kPending;
   BlockObjectProbe probe(table, "t", kNow);
   EXPECT_EQ(index::MatchPrefix(chain, probe), 1u);
@@ -97,7 +97,7 @@ TEST(BlockObjectProbeTest, AGroupMemberThatIsNotVisibleEndsTheMatch) {
   const std::vector<Hash128> chain = Chain(3);
   auto group = std::make_shared<ObjectGroup>("g", "t", 0);
   for (const Hash128& h : chain) PutBlock(table, h);
-  PutBlock(table, chain[1]).group = group;
+  PutBlock(table, chain[1]).extras.mut().group = group;
   BlockObjectProbe probe(table, "t", kNow);
   EXPECT_EQ(index::MatchPrefix(chain, probe), 1u);  // kOpen
   group->phase.store(GroupPhase::kVisible);

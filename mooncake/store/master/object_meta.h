@@ -78,7 +78,7 @@ struct Replica {
 
 // What only a pending put needs, from its PutStart to its commit. A
 // committed object (nearly every one) holds none of it: ObjectMeta keeps a
-// PendingPutBox, 8 bytes, instead of these 32.
+// SideBox, 8 bytes, instead of these 32.
 struct PendingPut {
   uint64_t request_id = 0;      // the PutStart's request_id (0: none)
   uint64_t pin_ttl_ms = 0;      // a soft pin's pin_until_ns at commit (0 = never lapses)
@@ -86,33 +86,49 @@ struct PendingPut {
   uint64_t ttl_ms = 0;          // becomes expire_at_ns at commit
 };
 
-// A PendingPut on the heap while there is one; copies are deep.
-class PendingPutBox {
+// What few committed objects have: a TTL, a soft pin that lapses, tensor
+// metadata, a copy on an SSD tier, an object group. ObjectMeta keeps a
+// SideBox, 8 bytes, instead of these 64 (docs/master_scale.md).
+struct ObjectExtras {
+  int64_t pin_until_ns = 0;  // a soft pin lapses at this time; 0 = never
+  int64_t expire_at_ns = 0;  // 0 = never
+  std::shared_ptr<const store::proto::TensorMeta> tensor;  // null: none given
+  InternedString ssd_worker_id;                            // set unless ssd == kNone
+  // kStored: what the copy is charged on its worker's tier (the record's size as the
+  // tier reported it, else TierRegistry::ChargeFor(size_bytes)).
+  uint64_t ssd_bytes = 0;
+  // The object group it belongs to (object_group.h); null: none. A member is
+  // visible only while its group is kVisible.
+  std::shared_ptr<ObjectGroup> group;
+};
+
+// A T on the heap while there is one (8 bytes inline); copies are deep.
+// get() reads a default T when there is none; mut() creates one.
+template <typename T>
+class SideBox {
  public:
-  PendingPutBox() = default;
-  PendingPutBox(const PendingPutBox& o)
-      : p_(o.p_ != nullptr ? std::make_unique<PendingPut>(*o.p_) : nullptr) {}
-  PendingPutBox& operator=(const PendingPutBox& o) {
-    if (this != &o) p_ = o.p_ != nullptr ? std::make_unique<PendingPut>(*o.p_) : nullptr;
+  SideBox() = default;
+  SideBox(const SideBox& o) : p_(o.p_ != nullptr ? std::make_unique<T>(*o.p_) : nullptr) {}
+  SideBox& operator=(const SideBox& o) {
+    if (this != &o) p_ = o.p_ != nullptr ? std::make_unique<T>(*o.p_) : nullptr;
     return *this;
   }
-  PendingPutBox(PendingPutBox&&) noexcept = default;
-  PendingPutBox& operator=(PendingPutBox&&) noexcept = default;
+  SideBox(SideBox&&) noexcept = default;
+  SideBox& operator=(SideBox&&) noexcept = default;
 
-  // All zeros when there is none.
-  const PendingPut& get() const {
-    static const PendingPut kNone;
+  const T& get() const {
+    static const T kNone;
     return p_ != nullptr ? *p_ : kNone;
   }
-  // Creates it (zeros) if there is none.
-  PendingPut& mut() {
-    if (p_ == nullptr) p_ = std::make_unique<PendingPut>();
+  T& mut() {
+    if (p_ == nullptr) p_ = std::make_unique<T>();
     return *p_;
   }
+  bool has() const { return p_ != nullptr; }
   void reset() { p_.reset(); }
 
  private:
-  std::unique_ptr<PendingPut> p_;
+  std::unique_ptr<T> p_;
 };
 
 // An object's replicas: most objects have one, held inline (no heap block).
@@ -140,13 +156,12 @@ struct ObjectMeta {
   uint32_t checksum_format = 0;  // store::proto::ChecksumFormat, as the writer gave it
   uint64_t size_bytes = 0;
   uint64_t checksum = 0;
-  uint64_t put_id = 0;       // the put that created (or is creating) this object
-  uint64_t version = 0;      // 0 while pending; unique across keys once committed
-  InternedString tenant;     // interned: the master's tenants are a configured set
-  int64_t pin_until_ns = 0;  // committed: a soft pin lapses at this time; 0 = never
+  uint64_t put_id = 0;    // the put that created (or is creating) this object
+  uint64_t version = 0;   // 0 while pending; unique across keys once committed
+  InternedString tenant;  // interned: the master's tenants are a configured set
   ReplicaList replicas;
-  PendingPutBox pending_put;  // set while pending; reset at commit
-  int64_t expire_at_ns = 0;   // committed: 0 = never
+  SideBox<PendingPut> pending_put;  // set while pending; reset at commit
+  SideBox<ObjectExtras> extras;     // set once one of its fields is
   // Read leases granted and neither released nor swept; the object is leased
   // while lease_refs > 0 and now < lease_until_ns (the latest expiry).
   uint32_t lease_refs = 0;
@@ -157,27 +172,37 @@ struct ObjectMeta {
   int64_t lease_until_ns = 0;
   int64_t window_start_ns = 0;
   int64_t last_used_ns = 0;
-  std::shared_ptr<const store::proto::TensorMeta> tensor;  // null: none given
-  InternedString ssd_worker_id;                            // set unless ssd == kNone
-  // kStored: what the copy is charged on its worker's tier (the record's size as the
-  // tier reported it, else TierRegistry::ChargeFor(size_bytes)).
-  uint64_t ssd_bytes = 0;
-  // The object group it belongs to (object_group.h); null: none. A member is
-  // visible only while its group is kVisible.
-  std::shared_ptr<ObjectGroup> group;
 
   bool committed() const { return state == ObjectState::kCommitted; }
   bool Leased(int64_t now_ns) const { return lease_refs > 0 && now_ns < lease_until_ns; }
-  bool Expired(int64_t now_ns) const { return expire_at_ns != 0 && now_ns >= expire_at_ns; }
+  // The rarely set fields, read (a default ObjectExtras when none is set).
+  int64_t expire_at_ns() const { return extras.get().expire_at_ns; }
+  int64_t pin_until_ns() const { return extras.get().pin_until_ns; }
+  const store::proto::TensorMeta* tensor() const { return extras.get().tensor.get(); }
+  const std::shared_ptr<ObjectGroup>& group() const { return extras.get().group; }
+  const InternedString& ssd_worker_id() const { return extras.get().ssd_worker_id; }
+  uint64_t ssd_bytes() const { return extras.get().ssd_bytes; }
+  // No SSD copy any more (ssd kNone, its worker and charge cleared).
+  void ForgetSsdCopy() {
+    ssd = SsdState::kNone;
+    if (extras.has()) {
+      extras.mut().ssd_worker_id.clear();
+      extras.mut().ssd_bytes = 0;
+    }
+  }
+  bool Expired(int64_t now_ns) const {
+    const int64_t at = expire_at_ns();
+    return at != 0 && now_ns >= at;
+  }
   // What reads see: committed, not past its TTL, and in no group or a
   // committed one.
   bool Visible(int64_t now_ns) const {
     return committed() && !Expired(now_ns) &&
-           (group == nullptr || group->Phase() == GroupPhase::kVisible);
+           (group() == nullptr || group()->Phase() == GroupPhase::kVisible);
   }
   // The pin eviction and Remove honour now: a soft pin past pin_until_ns is none.
   PinLevel EffectivePin(int64_t now_ns) const {
-    if (pin == PinLevel::kSoft && pin_until_ns != 0 && now_ns >= pin_until_ns) {
+    if (pin == PinLevel::kSoft && pin_until_ns() != 0 && now_ns >= pin_until_ns()) {
       return PinLevel::kNone;
     }
     return pin;
@@ -325,8 +350,8 @@ inline void ToProto(const ObjectMeta& meta, store::proto::ObjectInfo* out) {
   out->set_checksum_format(static_cast<store::proto::ChecksumFormat>(meta.checksum_format));
   out->set_version(meta.version);
   out->set_tenant(meta.tenant);
-  if (meta.tensor != nullptr) *out->mutable_tensor() = *meta.tensor;
-  if (meta.ssd == SsdState::kStored) out->set_ssd_worker_id(meta.ssd_worker_id);
+  if (meta.tensor() != nullptr) *out->mutable_tensor() = *meta.tensor();
+  if (meta.ssd == SsdState::kStored) out->set_ssd_worker_id(meta.ssd_worker_id());
 }
 
 inline void ToProto(const Replica& r, store::proto::Replica* out) {

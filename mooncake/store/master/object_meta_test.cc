@@ -13,11 +13,44 @@ TEST(ObjectMetaTest, SizeValidation) {
   EXPECT_TRUE(ValidateObjectSize(100, 100).ok());
 }
 
+// The rarely set fields live in a side record that a plain object does not
+// have: the master holds one ObjectMeta per object (docs/master_scale.md).
+TEST(ObjectMetaTest, RareFieldsLiveInASideRecordOnlyWhenSet) {
+  EXPECT_LE(sizeof(ObjectMeta), 160u);
+  ObjectMeta m;
+  EXPECT_FALSE(m.extras.has());
+  EXPECT_EQ(m.expire_at_ns(), 0);
+  EXPECT_EQ(m.pin_until_ns(), 0);
+  EXPECT_EQ(m.tensor(), nullptr);
+  EXPECT_EQ(m.group(), nullptr);
+  EXPECT_EQ(m.ssd_bytes(), 0u);
+  m.ForgetSsdCopy();  // nothing to forget: no side record made
+  EXPECT_FALSE(m.extras.has());
+
+  m.pin = PinLevel::kSoft;
+  m.extras.mut().pin_until_ns = 100;
+  m.extras.mut().ssd_bytes = 4096;
+  m.ssd = SsdState::kStored;
+  EXPECT_EQ(m.EffectivePin(99), PinLevel::kSoft);
+  EXPECT_EQ(m.EffectivePin(100), PinLevel::kNone);
+
+  ObjectMeta copy = m;  // deep: the copy has its own side record
+  copy.extras.mut().pin_until_ns = 200;
+  EXPECT_EQ(m.pin_until_ns(), 100);
+  EXPECT_EQ(copy.ssd_bytes(), 4096u);
+
+  m.ForgetSsdCopy();
+  EXPECT_EQ(m.ssd, SsdState::kNone);
+  EXPECT_EQ(m.ssd_bytes(), 0u);
+  EXPECT_EQ(copy.ssd_bytes(), 4096u);
+}
+
 TEST(ObjectMetaTest, LeaseVisibilityAndDeferredDue) {
   ObjectMeta m;
   m.state = ObjectState::kCommitted;
   EXPECT_TRUE(m.Visible(5));
-  m.expire_at_ns = 10;
+  EXPECT_FALSE(m.extras.has());
+  m.extras.mut().expire_at_ns = 10;
   EXPECT_TRUE(m.Visible(9));
   EXPECT_FALSE(m.Visible(10));
   m.lease_refs = 1;

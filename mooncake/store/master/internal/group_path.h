@@ -73,7 +73,7 @@ absl::StatusOr<uint64_t> CloneOne(MasterState<A, P>& s, const std::string& src,
     copy.checksum = m->checksum;
     copy.checksum_format = m->checksum_format;
     copy.tenant = m->tenant;
-    copy.tensor = m->tensor;
+    if (m->tensor() != nullptr) copy.extras.mut().tensor = m->extras.get().tensor;
     copy.replica_target = m->replica_target;
     return absl::OkStatus();
   });
@@ -85,9 +85,9 @@ absl::StatusOr<uint64_t> CloneOne(MasterState<A, P>& s, const std::string& src,
   }
   copy.version = s.ids.Next();
   copy.put_id = copy.version;
-  copy.expire_at_ns = ttl_ms == 0 ? 0 : now + static_cast<int64_t>(ttl_ms) * kNsPerMs;
+  if (ttl_ms != 0) copy.extras.mut().expire_at_ns = now + static_cast<int64_t>(ttl_ms) * kNsPerMs;
   const uint64_t version = copy.version;
-  const int64_t expire_at = copy.expire_at_ns;
+  const int64_t expire_at = copy.expire_at_ns();
   const uint64_t size = copy.size_bytes;
   const bool inserted = s.table.With(dst, [&](ObjectTable::Shard& sh) {
     if (sh.objects.contains(dst)) return false;
@@ -282,7 +282,9 @@ absl::StatusOr<proto::CommitGroupResponse> CommitGroup(MasterState<A, P>& s,
   uint64_t bytes = 0;
   for (const std::string& key : members) {
     s.table.With(key, [&](ObjectTable::Shard& sh) {
-      if (const ObjectMeta* m = sh.Find(key); m != nullptr && m->group == g) bytes += m->size_bytes;
+      if (const ObjectMeta* m = sh.Find(key); m != nullptr && m->group() == g) {
+        bytes += m->size_bytes;
+      }
     });
   }
   resp.set_objects(members.size());
@@ -326,7 +328,7 @@ uint64_t ExpireGroups(MasterState<A, P>& s, int64_t now) {
 // ---- Tensor queries ----------------------------------------------------------
 
 inline bool TensorMatches(const ObjectMeta& m, const proto::QueryObjectsRequest& req) {
-  const proto::TensorMeta* t = m.tensor.get();
+  const proto::TensorMeta* t = m.tensor();
   if (!req.model().empty() && (t == nullptr || t->model() != req.model())) return false;
   if (req.has_layer_range()) {
     if (t == nullptr || t->layer_begin() >= t->layer_end()) return false;

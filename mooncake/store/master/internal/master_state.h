@@ -83,9 +83,9 @@ struct Retired {
 class ModelUsage {
  public:
   void Add(const ObjectMeta& m, int64_t sign) {
-    if (m.tensor == nullptr || m.tensor->model().empty()) return;
+    if (m.tensor() == nullptr || m.tensor()->model().empty()) return;
     MutexLock lock(&mu_);
-    auto [it, fresh] = by_model_.try_emplace(m.tensor->model());
+    auto [it, fresh] = by_model_.try_emplace(m.tensor()->model());
     it->second.first += sign;
     it->second.second += sign * static_cast<int64_t>(m.size_bytes);
     if (it->second.first <= 0) by_model_.erase(it);
@@ -237,7 +237,7 @@ struct MasterState {
               .pin = m.pin,
               .charge = m.ChargeBytes(),
               .was_committed = m.committed()};
-    if (m.group != nullptr) LeaveGroupLocked(it->first, m);
+    if (m.group() != nullptr) LeaveGroupLocked(it->first, m);
     if (m.committed()) {
       objects.fetch_sub(1, std::memory_order_relaxed);
       object_bytes.fetch_sub(static_cast<int64_t>(m.size_bytes), std::memory_order_relaxed);
@@ -286,8 +286,8 @@ struct MasterState {
   // (its put revoked or timed out) just leaves its open group; a committed
   // one ends the group, whose other members ReapDeadGroups retires.
   void LeaveGroupLocked(const std::string& key, ObjectMeta& m) {
-    std::shared_ptr<master::ObjectGroup> g = std::move(m.group);
-    m.group = nullptr;
+    std::shared_ptr<master::ObjectGroup> g = std::move(m.extras.mut().group);
+    m.extras.mut().group = nullptr;
     if (!m.committed() && g->Phase() == master::GroupPhase::kOpen) {
       MutexLock lock(&g->mu);
       g->members.erase(key);
@@ -312,7 +312,7 @@ struct MasterState {
         std::optional<Retired> r;
         table.With(key, [&](ObjectTable::Shard& sh) {
           auto it = sh.objects.find(key);
-          if (it == sh.objects.end() || it->second.group != g) return;
+          if (it == sh.objects.end() || it->second.group() != g) return;
           r = RetireLocked(sh, it, now, 0);
         });
         if (!r.has_value()) continue;
@@ -330,11 +330,12 @@ struct MasterState {
   // left alone: its task's end finds the object changed and drops the record).
   std::optional<SsdDrop> TakeSsdCopyLocked(ObjectMeta& m) {
     if (m.ssd != master::SsdState::kStored) return std::nullopt;
-    SsdDrop d{std::move(m.ssd_worker_id), m.version,
-              m.ssd_bytes > 0 ? m.ssd_bytes : tiers.ChargeFor(m.size_bytes)};
-    m.ssd_bytes = 0;
+    master::ObjectExtras& x = m.extras.mut();
+    SsdDrop d{std::move(x.ssd_worker_id), m.version,
+              x.ssd_bytes > 0 ? x.ssd_bytes : tiers.ChargeFor(m.size_bytes)};
+    x.ssd_bytes = 0;
     m.ssd = master::SsdState::kNone;
-    m.ssd_worker_id.clear();
+    x.ssd_worker_id.clear();
     ssd_objects.fetch_sub(1, std::memory_order_relaxed);
     return d;
   }
@@ -410,7 +411,7 @@ struct MasterState {
   static bool Evictable(const ObjectMeta& m, int64_t now, bool allow_soft_pinned) {
     if (!m.committed() || m.Leased(now)) return false;
     // A member of a group not committed yet (ended ones are retired anyway).
-    if (m.group != nullptr && m.group->Phase() == master::GroupPhase::kOpen) return false;
+    if (m.group() != nullptr && m.group()->Phase() == master::GroupPhase::kOpen) return false;
     // Busy with the SSD tier: an OFFLOAD or a LOAD is in flight.
     if (m.ssd == master::SsdState::kOffloading || m.Loading()) return false;
     // A copy task is filling a replica: it ends (or times out) first.
@@ -584,7 +585,7 @@ struct MasterState {
     t.set_checksum_format(static_cast<store::proto::ChecksumFormat>(m.checksum_format));
     // The dtype lets the tier compress float data; a value already stored
     // compressed (a codec frame) goes as bytes, since it would not shrink again.
-    if (m.tensor != nullptr && m.tensor->codec() == 0) t.set_dtype(m.tensor->dtype());
+    if (m.tensor() != nullptr && m.tensor()->codec() == 0) t.set_dtype(m.tensor()->dtype());
     const uint64_t charge = m.ChargeBytes();
     if (!tiers
              .Enqueue(master::TierTaskRecord{.task = std::move(t),
@@ -597,7 +598,7 @@ struct MasterState {
       return false;
     }
     m.ssd = master::SsdState::kOffloading;
-    m.ssd_worker_id = worker;
+    m.extras.mut().ssd_worker_id = worker;
     offloading_bytes.fetch_add(charge, std::memory_order_relaxed);
     return true;
   }
@@ -617,7 +618,7 @@ struct MasterState {
       table.With(*key, [&](ObjectTable::Shard& sh) {
         auto it = sh.objects.find(*key);
         if (it == sh.objects.end() || it->second.ssd != master::SsdState::kStored ||
-            it->second.ssd_worker_id != worker) {
+            it->second.ssd_worker_id() != worker) {
           return;
         }
         if (it->second.replicas.empty()) {

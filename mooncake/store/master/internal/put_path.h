@@ -194,15 +194,15 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
         return absl::OkStatus();
       }
       if (!replace || !old.committed() || old.tenant != tenant) return KeyTaken(key, old);
-      if (old.group != nullptr) {
+      if (old.group() != nullptr) {
         return absl::FailedPreconditionError(
             absl::StrCat("key '", absl::CEscape(key), "' is a member of object group '",
-                         absl::CEscape(old.group->id), "': RemoveGroup it before putting again"));
+                         absl::CEscape(old.group()->id), "': RemoveGroup it before putting again"));
       }
       slot = master::ReplacementKey(key);
       if (pin.keep) {
         level = old.EffectivePin(now);
-        if (level != PinLevel::kNone) pin_until_ns = old.pin_until_ns;
+        if (level != PinLevel::kNone) pin_until_ns = old.pin_until_ns();
       }
     }
     if (pin.keep && level != pin.level) {
@@ -232,20 +232,22 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
       group->deadline_ns = now + 2 * s.options.put_timeout_ms * kNsPerMs;
     }
     ObjectMeta& m = sh.objects[slot];
-    m.group = group;
+    if (group != nullptr) m.extras.mut().group = group;
     m.size_bytes = req.size_bytes();
     m.checksum = req.checksum();
     m.checksum_format = static_cast<uint32_t>(req.checksum_format());
     m.put_id = put_id;
     m.tenant = std::string(tenant);
     m.pin = level;
-    m.pin_until_ns = pin_until_ns;
+    if (pin_until_ns != 0) m.extras.mut().pin_until_ns = pin_until_ns;
     master::PendingPut& p = m.pending_put.mut();
     p.request_id = req.request_id();
     p.pin_ttl_ms = pin.keep || level != PinLevel::kSoft ? 0 : pin.ttl_ms;
     p.put_deadline_ns = now + s.options.put_timeout_ms * kNsPerMs;
     p.ttl_ms = req.options().ttl_ms();
-    if (req.has_tensor()) m.tensor = std::make_shared<const proto::TensorMeta>(req.tensor());
+    if (req.has_tensor()) {
+      m.extras.mut().tensor = std::make_shared<const proto::TensorMeta>(req.tensor());
+    }
     return absl::OkStatus();
   });
   for (auto& [k, r] : stale) s.FinishRetired(r, k, /*erase_from_evictor=*/true);
@@ -514,21 +516,27 @@ void CommitLocked(MasterState<A, P>& s, ObjectMeta& m, const proto::PutEndReques
   m.state = master::ObjectState::kCommitted;
   m.version = s.ids.Next();
   m.last_used_ns = now;
-  if (m.group != nullptr) {
-    MutexLock lock(&m.group->mu);
-    if (m.group->pending > 0) --m.group->pending;
+  if (m.group() != nullptr) {
+    MutexLock lock(&m.group()->mu);
+    if (m.group()->pending > 0) --m.group()->pending;
   }
   s.models.Add(m, +1);
   const master::PendingPut& p = m.pending_put.get();
   if (s.options.hold_write_windows && m.tenant != s.options.default_tenant) {
     s.write_windows.Open(m.version, p.put_deadline_ns + kWriteWindowSlackNs, now);
   }
-  m.expire_at_ns = p.ttl_ms == 0 ? 0 : now + static_cast<int64_t>(p.ttl_ms) * kNsPerMs;
-  if (p.pin_ttl_ms != 0) m.pin_until_ns = now + static_cast<int64_t>(p.pin_ttl_ms) * kNsPerMs;
+  if (p.ttl_ms != 0) {
+    m.extras.mut().expire_at_ns = now + static_cast<int64_t>(p.ttl_ms) * kNsPerMs;
+  } else if (m.extras.has()) {
+    m.extras.mut().expire_at_ns = 0;
+  }
+  if (p.pin_ttl_ms != 0) {
+    m.extras.mut().pin_until_ns = now + static_cast<int64_t>(p.pin_ttl_ms) * kNsPerMs;
+  }
   m.pending_put.reset();  // `p` is not used past here
   master::ToProto(m, out.resp.mutable_object());
   out.admit_charge = m.ChargeBytes();
-  out.expire_at_ns = m.expire_at_ns;
+  out.expire_at_ns = m.expire_at_ns();
   out.version = m.version;
 }
 

@@ -201,7 +201,7 @@ bool VisibleTo(MasterState<A, P>& s, const std::string& key, std::string_view te
     const ObjectMeta* m = sh.Find(key);
     if (found != nullptr) *found = m != nullptr;
     if (m == nullptr) return false;
-    if (seen != nullptr && m->group != nullptr) seen->Saw(index, m->group, m->group->Gen());
+    if (seen != nullptr && m->group() != nullptr) seen->Saw(index, m->group(), m->group()->Gen());
     return m->Visible(now) && m->tenant == tenant;
   });
 }
@@ -218,7 +218,7 @@ absl::StatusOr<proto::ExistsResponse> Exists(MasterState<A, P>& s,
     if (m == nullptr || !m->Visible(now) || m->tenant != tenant) return;
     resp.set_exists(true);
     resp.set_size_bytes(m->size_bytes);
-    resp.set_value_bytes(rpc::ValueBytes(m->size_bytes, m->tensor.get()));
+    resp.set_value_bytes(rpc::ValueBytes(m->size_bytes, m->tensor()));
   });
   return resp;
 }

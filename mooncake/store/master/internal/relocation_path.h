@@ -78,7 +78,7 @@ absl::flat_hash_map<uint64_t, MovableReplica> MovableOn(MasterState<A, P>& s, ui
   absl::flat_hash_map<uint64_t, MovableReplica> out;
   s.table.ForEach([&](ObjectTable::Shard& sh) {
     for (const auto& [key, m] : sh.objects) {
-      if (!m.committed() || m.group != nullptr || m.Copying() || m.Loading() ||
+      if (!m.committed() || m.group() != nullptr || m.Copying() || m.Loading() ||
           m.ssd == master::SsdState::kOffloading || m.Leased(now)) {
         continue;
       }

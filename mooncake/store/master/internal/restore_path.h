@@ -130,9 +130,7 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
     max_id = std::max({max_id, m.put_id + 1, m.version + 1});
     m.lease_refs = 0;
     m.lease_until_ns = 0;
-    m.ssd = master::SsdState::kNone;
-    m.ssd_worker_id.clear();
-    m.ssd_bytes = 0;
+    m.ForgetSsdCopy();
     const bool usable = !m.replicas.empty() && s.ResolveTenant(m.tenant).ok() &&
                         s.AdmitCharge(m.tenant, m.pin, m.ChargeBytes()).ok();
     if (!usable) {
@@ -145,7 +143,7 @@ absl::StatusOr<master::RestoreReport> Restore(MasterState<A, P>& s,
     const bool committed = m.committed();
     if (committed) s.models.Add(m, +1);  // before the move; undone below if not inserted
     if (!committed) m.pending_put.mut().put_deadline_ns = now + s.options.put_timeout_ms * kNsPerMs;
-    const int64_t deadline = committed ? m.expire_at_ns : m.pending_put.get().put_deadline_ns;
+    const int64_t deadline = committed ? m.expire_at_ns() : m.pending_put.get().put_deadline_ns;
     const uint64_t id = committed ? m.version : m.put_id;
     const bool inserted = s.table.With(o.key, [&](ObjectTable::Shard& sh) {
       return sh.objects.try_emplace(o.key, std::move(m)).second;  // no move when taken

@@ -60,14 +60,14 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
     auto it = sh.objects.find(rec.key);
     if (it == sh.objects.end() || it->second.version != rec.task.version() ||
         it->second.ssd != master::SsdState::kOffloading ||
-        it->second.ssd_worker_id != rec.worker_id) {
+        it->second.ssd_worker_id() != rec.worker_id) {
       unwanted = true;
       return;
     }
     ObjectMeta& m = it->second;
     if (st.ok()) {
       m.ssd = master::SsdState::kStored;
-      m.ssd_bytes = charged;
+      m.extras.mut().ssd_bytes = charged;
       s.tiers.Stored(rec.worker_id, rec.key, rec.tier_bytes, charged);
       s.ssd_objects.fetch_add(1, std::memory_order_relaxed);  // last: tests wait on it
       // It was chosen for eviction: its DRAM goes now unless a read leased it
@@ -84,9 +84,7 @@ void FinishOffload(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl
       }
       return;
     }
-    m.ssd = master::SsdState::kNone;
-    m.ssd_worker_id.clear();
-    m.ssd_bytes = 0;
+    m.ForgetSsdCopy();
     // The tier refused or failed: evict as if it had none (retrying a broken
     // tier would only fail again). With no replica left (its segment went
     // meanwhile) the object is gone whatever leases it has.
@@ -154,7 +152,7 @@ void FinishLoad(MasterState<A, P>& s, master::TierTaskRecord& rec, const absl::S
     // The record is gone or corrupt (the tier never serves wrong bytes): the
     // copy is lost, and with it the object if it has nothing else.
     if ((absl::IsNotFound(st) || absl::IsDataLoss(st)) && m.ssd == master::SsdState::kStored &&
-        m.ssd_worker_id == rec.worker_id) {
+        m.ssd_worker_id() == rec.worker_id) {
       drop = s.TakeSsdCopyLocked(m);
     }
     if (m.replicas.empty() && m.ssd == master::SsdState::kNone) {
@@ -216,7 +214,7 @@ absl::Status StartLoad(MasterState<A, P>& s, const std::string& key, uint64_t ve
     size = m->size_bytes;
     tenant = m->tenant;
     pin = m->pin;
-    worker = m->ssd_worker_id;
+    worker = m->ssd_worker_id();
     return true;
   });
   if (!wanted) return absl::OkStatus();
@@ -247,7 +245,7 @@ absl::Status StartLoad(MasterState<A, P>& s, const std::string& key, uint64_t ve
   s.table.With(key, [&](ObjectTable::Shard& sh) {
     ObjectMeta* m = sh.Find(key);
     if (m == nullptr || m->version != version || m->ssd != master::SsdState::kStored ||
-        m->ssd_worker_id != worker || m->Loading()) {
+        m->ssd_worker_id() != worker || m->Loading()) {
       raced = true;
       return;
     }
@@ -259,7 +257,7 @@ absl::Status StartLoad(MasterState<A, P>& s, const std::string& key, uint64_t ve
     t.set_length(size);
     t.set_checksum(m->checksum);
     t.set_checksum_format(static_cast<proto::ChecksumFormat>(m->checksum_format));
-    if (m->tensor != nullptr) t.set_dtype(m->tensor->dtype());
+    if (m->tensor() != nullptr) t.set_dtype(m->tensor()->dtype());
     queued = s.tiers
                  .Enqueue(master::TierTaskRecord{.task = std::move(t),
                                                  .key = key,
@@ -293,14 +291,12 @@ uint64_t DropTierWorker(MasterState<A, P>& s, const std::string& worker) {
   s.table.ForEach([&](ObjectTable::Shard& sh) {
     for (auto it = sh.objects.begin(); it != sh.objects.end();) {
       ObjectMeta& m = it->second;
-      if (m.ssd == master::SsdState::kNone || m.ssd_worker_id != worker) {
+      if (m.ssd == master::SsdState::kNone || m.ssd_worker_id() != worker) {
         ++it;
         continue;
       }
       if (m.ssd == master::SsdState::kStored) s.ssd_objects.fetch_sub(1, std::memory_order_relaxed);
-      m.ssd = master::SsdState::kNone;
-      m.ssd_worker_id.clear();
-      m.ssd_bytes = 0;
+      m.ForgetSsdCopy();
       if (m.committed() && m.replicas.empty()) {
         std::string key = it->first;
         lost.emplace_back(std::move(key), s.RetireLocked(sh, it++, now, 0));

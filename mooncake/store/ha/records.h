@@ -92,9 +92,6 @@ inline uint64_t GetLe64(const char* p) {
 inline std::string_view KindName(RecordKind k) {
   return k == RecordKind::kBatch ? "oplog batch" : "snapshot";
 }
-}  // namespace records_internal
-
-namespace records_internal {
 // One codec per thread (a codec owns scratch state; committer and replay
 // threads encode and decode at once).
 inline compress::ZstdCodec& RecordCodec() {
@@ -305,8 +302,9 @@ inline absl::StatusOr<master::RestoredObject> FromRecord(const hproto::ObjectRec
     rep.state = rr.complete() ? master::ReplicaState::kComplete : master::ReplicaState::kAllocated;
     m.replicas.push_back(std::move(rep));
   }
-  if (r.has_tensor())
+  if (r.has_tensor()) {
     m.extras.mut().tensor = std::make_shared<const store::proto::TensorMeta>(r.tensor());
+  }
   return o;
 }
 

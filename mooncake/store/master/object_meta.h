@@ -161,7 +161,7 @@ struct ObjectMeta {
   InternedString tenant;  // interned: the master's tenants are a configured set
   ReplicaList replicas;
   SideBox<PendingPut> pending_put;  // set while pending; reset at commit
-  SideBox<ObjectExtras> extras;     // set once one of its fields is
+  SideBox<ObjectExtras> extras;     // made when one of its fields is set
   // Read leases granted and neither released nor swept; the object is leased
   // while lease_refs > 0 and now < lease_until_ns (the latest expiry).
   uint32_t lease_refs = 0;

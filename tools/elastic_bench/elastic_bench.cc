@@ -70,6 +70,9 @@ ABSL_FLAG(int64_t, scalein_report_ms, -1,
           "reads reach the master only when their leases end; negative: the default, 100)");
 ABSL_FLAG(int64_t, drain_bandwidth, 0,
           "scalein: the drain's bandwidth in bytes/s (0: the master's default)");
+ABSL_FLAG(double, drain_pace, -1,
+          "scalein: the master's --drain_pace (a paced drain aims to end by this fraction of "
+          "its deadline; 0: unpaced; negative: the master's default, 0.5)");
 ABSL_FLAG(int32_t, probe_keys, 64, "scalein: objects the latency reader GETs");
 ABSL_FLAG(int64_t, probe_ms, 15'000,
           "scalein: the reader's window before the drain; as long as the drain (a drain paced "
@@ -150,6 +153,7 @@ int Main(int argc, char** argv) {
                             .block_tokens = absl::GetFlag(FLAGS_block_tokens),
                             .drain_deadline_ms = absl::GetFlag(FLAGS_drain_deadline_ms),
                             .drain_bandwidth = absl::GetFlag(FLAGS_drain_bandwidth),
+                            .drain_pace = absl::GetFlag(FLAGS_drain_pace),
                             .cache = absl::GetFlag(FLAGS_scalein_cache),
                             .report_ms = absl::GetFlag(FLAGS_scalein_report_ms),
                             .probe_keys = absl::GetFlag(FLAGS_probe_keys),

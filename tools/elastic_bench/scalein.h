@@ -55,6 +55,7 @@ struct ScaleinConfig {
   int64_t block_tokens = 512;
   int64_t drain_deadline_ms = 30'000;
   int64_t drain_bandwidth = 0;  // bytes/s; 0: the master's default
+  double drain_pace = -1;       // the master's --drain_pace; negative: its default
   bool cache = true;            // the replaying client's metadata cache
   int64_t report_ms = -1;       // its cached_read_report_ms (negative: the default)
   int probe_keys = 64;
@@ -179,6 +180,12 @@ class ProbeReader {
 };
 
 // Worker 0 leaves with a drain: POST /drain, then SIGTERM.
+// The master's flags a scalein config asks for.
+inline std::vector<std::string> MasterFlags(const ScaleinConfig& s) {
+  if (s.drain_pace < 0) return {};
+  return {absl::StrCat("--drain_pace=", s.drain_pace)};
+}
+
 inline absl::Status DrainWorker0(StoreCluster& cl, Client& probe_client, const ScaleinConfig& s,
                                  ScaleinVariant& v) {
   std::vector<char> val(static_cast<size_t>(s.block_bytes));
@@ -228,7 +235,8 @@ inline absl::StatusOr<ScaleinVariant> RunScaleinVariant(
                                                  .dir = env.dir,
                                                  .name = absl::StrCat("scalein_", name),
                                                  .workers = name == "three" ? 3 : kWorkers,
-                                                 .segment_bytes = absl::StrCat(segment)}));
+                                                 .segment_bytes = absl::StrCat(segment),
+                                                 .master_flags = MasterFlags(s)}));
   ASSIGN_OR_RETURN(auto conn, Connect(cl->master_rpc(), s.cache, s.report_ms));
   const size_t warm = static_cast<size_t>(s.warm);
   RETURN_IF_ERROR(ReplayRange(*conn->client, trace, 0, warm, s.block_bytes, v.warm));

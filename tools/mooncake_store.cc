@@ -128,7 +128,7 @@ ABSL_FLAG(int64_t, repair_within_ms, 10'000,
           "roles all, master: objects that lose a replica with a worker are copied back to "
           "their put's replica count within this long (ms), hottest first; 0 = no "
           "re-replication (docs/elasticity.md)");
-ABSL_FLAG(double, drain_pace, 0.5,
+ABSL_FLAG(double, drain_pace, 0.8,
           "roles all, master: a drain that names no bandwidth (POST /drain, SIGTERM) paces its "
           "copies to end by this fraction of its deadline, so foreground reads keep their "
           "latency; 0 = at the full drain bandwidth (1 GiB/s) from the start. A spot notice "

@@ -72,12 +72,12 @@ ABSL_FLAG(int64_t, drain_bandwidth, 0,
           "scalein: the drain's bandwidth in bytes/s (0: the master's default)");
 ABSL_FLAG(double, drain_pace, -1,
           "scalein: the master's --drain_pace (a paced drain aims to end by this fraction of "
-          "its deadline; 0: unpaced; negative: the master's default, 0.5)");
+          "its deadline; 0: unpaced; negative: the master's default, 0.8)");
 ABSL_FLAG(int32_t, probe_keys, 64, "scalein: objects the latency reader GETs");
-ABSL_FLAG(int64_t, probe_ms, 15'000,
+ABSL_FLAG(int64_t, probe_ms, 24'000,
           "scalein: the reader's window before the drain; as long as the drain (a drain paced "
-          "over the default 30 s deadline takes about 15 s), so the two P99s are of windows of "
-          "equal length");
+          "over the default 30 s deadline takes about 24 s at the default pace, 0.8), so the "
+          "two P99s are of windows of equal length");
 // crash
 ABSL_FLAG(int32_t, crash_objects, 2000, "crash: objects put with replica_count 2");
 ABSL_FLAG(int64_t, crash_object_bytes, 65536, "crash: bytes per object");

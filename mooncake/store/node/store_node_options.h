@@ -189,7 +189,7 @@ struct StoreNodeOptions {
   // Roles all, master: a drain that names no bandwidth ends its copies by this
   // fraction of its deadline, paced (ReplicationOptions::drain_pace; 0: at
   // the master's full drain bandwidth from the start).
-  double drain_pace = 0.5;
+  double drain_pace = 0.8;
   // Roles all, worker: the host's link arbiter the worker's copies to other
   // workers take bulk grants from (WorkerOptions::qos_link; docs/client.md,
   // "Sharing a link with other processes"). Empty: none.

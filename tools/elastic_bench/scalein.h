@@ -59,7 +59,7 @@ struct ScaleinConfig {
   bool cache = true;            // the replaying client's metadata cache
   int64_t report_ms = -1;       // its cached_read_report_ms (negative: the default)
   int probe_keys = 64;
-  int64_t probe_ms = 15'000;  // as long as the drain: P99s of equal windows
+  int64_t probe_ms = 24'000;  // as long as the drain: P99s of equal windows
 };
 
 struct ReplayCounts {

@@ -67,6 +67,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/clock.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/base/inline_string.h"
 #include "mooncake/base/mutex.h"
 #include "mooncake/index/block_key.h"
 #include "mooncake/store/master/internal/deadline_queue.h"
@@ -808,10 +809,13 @@ double SwissCapacity(double n) {
 
 void PrintEstimate(uint64_t n, size_t shards, int segments) {
   const double blocks = absl::GetFlag(FLAGS_block_fraction);
+  // Block keys are over std::string's 15 inline bytes: the LRU's copy is a
+  // heap block; the table's (an InlineString, 23 inline bytes) is not.
   const double key_heap = blocks * HeapString(rpc::kBlockObjectKeyBytes);
   // node_hash_map: a pointer and a control byte per slot, one node per object.
   const double slot = sizeof(void*);
-  const double node = Chunk(sizeof(std::pair<const std::string, ObjectMeta>));
+  // The table's keys are InlineStrings: a block key (18 bytes) sits in the node.
+  const double node = Chunk(sizeof(std::pair<const InlineString, ObjectMeta>));
   const double table = SwissCapacity(static_cast<double>(n) / static_cast<double>(shards)) *
                            (slot + 1) * static_cast<double>(shards) / static_cast<double>(n) +
                        node;
@@ -835,14 +839,14 @@ void PrintEstimate(uint64_t n, size_t shards, int segments) {
               "%.0f):\n"
               "  object table: slots (64 shards, + empty, ctrl) and nodes  %6.0f\n"
               "  replica heap (1 Replica inline, ids interned)            %6.0f\n"
-              "  block keys' heap copies (table, LRU)                      %6.0f\n"
+              "  block keys' heap copies (LRU)                             %6.0f\n"
               "  LRU node (key, charge, links)                             %6.0f\n"
               "  LRU map slots                                             %6.0f\n"
               "  TLSF allocation records (vector, %d segments)            %6.0f\n"
               "  = steady state                                            %6.0f\n"
               "  + put-deadline queue after a burst (vector kept)          %6.0f\n",
-              n, sizeof(ObjectMeta), sizeof(Replica), node, table, replica, 2 * key_heap, lru_node,
-              lru_map, segments, tlsf, table + replica + 2 * key_heap + lru_node + lru_map + tlsf,
+              n, sizeof(ObjectMeta), sizeof(Replica), node, table, replica, key_heap, lru_node,
+              lru_map, segments, tlsf, table + replica + key_heap + lru_node + lru_map + tlsf,
               deadline);
 }
 

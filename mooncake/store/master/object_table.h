@@ -11,6 +11,8 @@
 // a whole (key, ObjectMeta) pair, which at the SwissTable's load factors
 // (7/16..7/8) halves the table's memory per object (docs/master_scale.md),
 // and a rehash moves pointers. The price is one more pointer a lookup follows.
+// Keys are InlineStrings: a key of up to 23 bytes (a block key is 18) sits in
+// the node, with no heap block of its own and no second pointer to follow.
 //
 //   table.With(key, [&](ObjectTable::Shard& s) { ... s.objects.find(...) ... });
 //
@@ -33,6 +35,7 @@
 #include "mooncake/base/absl_compat.h"
 #include "mooncake/base/assert.h"
 #include "mooncake/base/hash.h"
+#include "mooncake/base/inline_string.h"
 #include "mooncake/base/mutex.h"
 #include "mooncake/store/master/object_meta.h"
 
@@ -42,7 +45,8 @@ class ObjectTable {
  public:
   struct Shard {
     Mutex mu;
-    absl::node_hash_map<std::string, ObjectMeta> objects ABSL_GUARDED_BY(mu);
+    absl::node_hash_map<InlineString, ObjectMeta, InlineStringHash, InlineStringEq> objects
+        ABSL_GUARDED_BY(mu);
     absl::flat_hash_map<uint64_t, DeferredFree> deferred ABSL_GUARDED_BY(mu);
 
     // Lookup without building a std::string (block keys are built on the stack).

@@ -355,7 +355,7 @@ absl::StatusOr<proto::QueryObjectsResponse> QueryObjects(MasterState<A, P>& s,
     for (const auto& [key, m] : sh.objects) {
       if (key <= req.start_after() || master::IsReplacementKey(key)) continue;
       if (!m.Visible(now) || m.tenant != tenant || !TensorMatches(m, req)) continue;
-      keys.push_back(key);
+      keys.push_back(key.str());
     }
   });
   const bool more = keys.size() > limit;

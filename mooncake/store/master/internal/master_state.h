@@ -256,8 +256,8 @@ struct MasterState {
       const uint64_t id = m.committed() ? m.version : m.put_id;
       const bool parked =
           shard.deferred
-              .emplace(id, master::DeferredFree{it->first, std::move(m.replicas), m.lease_refs,
-                                                m.lease_until_ns, hold_until_ns})
+              .emplace(id, master::DeferredFree{it->first.str(), std::move(m.replicas),
+                                                m.lease_refs, m.lease_until_ns, hold_until_ns})
               .second;
       if (parked) deferred_entries.fetch_add(1, std::memory_order_relaxed);
     } else {
@@ -285,12 +285,12 @@ struct MasterState {
   // Under the shard lock of `key`, as `m` leaves the table: a pending member
   // (its put revoked or timed out) just leaves its open group; a committed
   // one ends the group, whose other members ReapDeadGroups retires.
-  void LeaveGroupLocked(const std::string& key, ObjectMeta& m) {
+  void LeaveGroupLocked(std::string_view key, ObjectMeta& m) {
     std::shared_ptr<master::ObjectGroup> g = std::move(m.extras.mut().group);
     m.extras.mut().group = nullptr;
     if (!m.committed() && g->Phase() == master::GroupPhase::kOpen) {
       MutexLock lock(&g->mu);
-      g->members.erase(key);
+      g->members.erase(AbslView(key));
       if (g->pending > 0) --g->pending;
       return;
     }

@@ -56,7 +56,7 @@ uint64_t DropSegments(MasterState<A, P>& s, const std::vector<uint64_t>& segment
       charges.emplace_back(m.tenant, m.pin, m.size_bytes * n);
       // An object whose copy is on (or going to) a live worker's SSD stays.
       if (m.committed() && m.replicas.empty() && m.ssd == master::SsdState::kNone) {
-        lost.push_back(it->first);
+        lost.push_back(it->first.str());
         Retired r = s.RetireLocked(sh, it++, 0, 0);  // nothing left to free or defer
         MC_DASSERT(r.to_free.empty() && r.charge == 0, "no replica left");
         continue;

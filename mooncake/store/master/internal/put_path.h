@@ -173,7 +173,7 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
       const ObjectMeta& m = it->second;
       const bool timed_out = !m.committed() && now > m.pending_put.get().put_deadline_ns;
       if (!timed_out && !m.Expired(now)) return false;
-      std::string k = it->first;
+      std::string k = it->first.str();
       stale.emplace_back(
           std::move(k),
           s.RetireLocked(sh, it, now,
@@ -563,7 +563,7 @@ void SwapInLocked(MasterState<A, P>& s, ObjectTable::Shard& sh, const std::strin
     out.replaced = s.RetireLocked(sh, old, now, 0, /*logged=*/false);
   }
   ObjectMeta moved = std::move(rit->second);
-  const std::string replacement = rit->first;
+  const std::string replacement = rit->first.str();
   sh.objects.erase(rit);
   auto [it, fresh] = sh.objects.emplace(key, std::move(moved));
   MC_DASSERT(fresh, "the replaced version left the table first");

@@ -398,7 +398,7 @@ absl::StatusOr<proto::RemoveAllResponse> RemoveAll(MasterState<A, P>& s,
     s.table.WithShard(shard, [&](ObjectTable::Shard& sh) {
       looked += sh.objects.size();
       for (const auto& [key, m] : sh.objects) {
-        if (RemoveAllMayTake(m, tenant, req.force(), now)) keys.push_back(key);
+        if (RemoveAllMayTake(m, tenant, req.force(), now)) keys.push_back(key.str());
       }
     });
     if (re.has_value()) {

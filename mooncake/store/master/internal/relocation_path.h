@@ -85,8 +85,8 @@ absl::flat_hash_map<uint64_t, MovableReplica> MovableOn(MasterState<A, P>& s, ui
       for (const Replica& r : m.replicas) {
         if (r.segment_id != segment || r.state != master::ReplicaState::kComplete) continue;
         out.emplace(r.allocation.offset,
-                    MovableReplica{key, m.version, r.allocation.handle, m.size_bytes, m.checksum,
-                                   m.checksum_format});
+                    MovableReplica{key.str(), m.version, r.allocation.handle, m.size_bytes,
+                                   m.checksum, m.checksum_format});
       }
     }
   });

@@ -496,14 +496,14 @@ void AdvanceReplication(MasterState<A, P>& s) {
 // Called by DropSegments under a shard lock for each object that lost
 // replicas and still has one: queued for repair when below its put's count.
 template <typename A, typename P>
-void NoteUnderReplicated(MasterState<A, P>& s, const std::string& key, const ObjectMeta& m,
+void NoteUnderReplicated(MasterState<A, P>& s, std::string_view key, const ObjectMeta& m,
                          int64_t now) {
   if (!s.repl.options.repair || !m.committed() || m.replicas.empty() ||
       m.replicas.size() >= m.replica_target) {
     return;
   }
   MutexLock lock(&s.repl.inbox_mu);
-  s.repl.repair_inbox.push_back(RepairItem{key, now});
+  s.repl.repair_inbox.push_back(RepairItem{std::string(key), now});
   s.repl.inbox_dirty.store(true, std::memory_order_relaxed);
 }
 

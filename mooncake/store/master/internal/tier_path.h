@@ -298,7 +298,7 @@ uint64_t DropTierWorker(MasterState<A, P>& s, const std::string& worker) {
       if (m.ssd == master::SsdState::kStored) s.ssd_objects.fetch_sub(1, std::memory_order_relaxed);
       m.ForgetSsdCopy();
       if (m.committed() && m.replicas.empty()) {
-        std::string key = it->first;
+        std::string key = it->first.str();
         lost.emplace_back(std::move(key), s.RetireLocked(sh, it++, now, 0));
         continue;
       }

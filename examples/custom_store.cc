@@ -4,7 +4,7 @@
 // eviction). This one is
 //
 //   master::Master<alloc::KvAllocator<>,
-//                  index::S3FifoPolicy<std::string, master::ObjectKeyHash>>
+//                  index::S3FifoPolicy<master::ObjectKey, master::ObjectKeyHash>>
 //
 // - KvAllocator: objects of exactly the KV block size are packed into slab
 //   pages, other sizes come from the TLSF backing (a factory tells the master
@@ -58,7 +58,7 @@ using mooncake::examples::InProcessStore;
 
 using KvS3FifoMaster =
     master::Master<alloc::KvAllocator<>,
-                   mooncake::index::S3FifoPolicy<std::string, master::ObjectKeyHash>>;
+                   mooncake::index::S3FifoPolicy<master::ObjectKey, master::ObjectKeyHash>>;
 
 // One KV block: 16 tokens x (K, V) x 4 KV heads x 64 dims x bf16 = 16 KiB.
 constexpr size_t kBlockBytes = 16 * 2 * 4 * 64 * 2;

@@ -22,6 +22,11 @@
 // because policies assert on misuse (Touch of an untracked key, Admit of a
 // tracked one) and the master's calls race with removals.
 //
+// Keys: the policy holds ObjectKeys (InlineString: a key of up to 23 bytes,
+// a block key among them, needs no heap block of its own). The methods take
+// std::strings and copy each into an ObjectKey outside the mutex, which
+// allocates only for keys over 23 bytes.
+//
 // Thread-safety: every method may run concurrently (one mutex). Lock order:
 // the evictor's mutex is taken before shard mutexes (can_evict locks a
 // shard under it), never while holding one. `remove` is called without it.
@@ -35,24 +40,26 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/hash/hash.h"
+#include "absl/container/inlined_vector.h"
+#include "mooncake/base/inline_string.h"
 #include "mooncake/base/mutex.h"
 #include "mooncake/index/eviction_policy.h"
 
 namespace mooncake::master {
 
-// The key hash the master's policies use.
-struct ObjectKeyHash {
-  size_t operator()(const std::string& key) const { return absl::Hash<std::string>()(key); }
-};
+// The key type and hash of the master's policies: index::LruPolicy<ObjectKey,
+// ObjectKeyHash> and the like.
+using ObjectKey = InlineString;
+using ObjectKeyHash = InlineStringHash;
 
 template <typename P>
 concept ObjectEvictionPolicy =
-    index::EvictionPolicy<P> && std::same_as<typename P::key_type, std::string>;
+    index::EvictionPolicy<P> && std::same_as<typename P::key_type, ObjectKey>;
 
 // Victims EvictUntil takes out of the policy per hold of the evictor's mutex.
 inline constexpr uint64_t kEvictionBatchMax = 64;
@@ -69,27 +76,33 @@ class Evictor {
 
   // A read of `keys` (a prefix chain root first, or one key).
   void Touch(std::span<const std::string> keys) {
+    absl::InlinedVector<ObjectKey, 8> k;
+    k.reserve(keys.size());
+    for (const std::string& key : keys) k.emplace_back(key);
+    const std::span<const ObjectKey> chain(k.data(), k.size());
     MutexLock lock(&mu_);
     bool all = true;
-    for (const std::string& k : keys) all = all && policy_.Contains(k);
+    for (const ObjectKey& key : chain) all = all && policy_.Contains(key);
     if (all) {
-      policy_.Touch(keys);
+      policy_.Touch(chain);
       return;
     }
-    for (size_t i = keys.size(); i-- > 0;) {
-      if (policy_.Contains(keys[i])) policy_.Touch(keys.subspan(i, 1));
+    for (size_t i = chain.size(); i-- > 0;) {
+      if (policy_.Contains(chain[i])) policy_.Touch(chain.subspan(i, 1));
     }
   }
 
   // A commit of `key` holding `charge` bytes.
-  void Admit(const std::string& key, uint64_t charge) {
+  void Admit(std::string_view key, uint64_t charge) {
+    const ObjectKey k(key);
     MutexLock lock(&mu_);
-    AdmitLocked(key, charge);
+    AdmitLocked(k, charge);
   }
 
-  void Erase(const std::string& key) {
+  void Erase(std::string_view key) {
+    const ObjectKey k(key);
     MutexLock lock(&mu_);
-    policy_.Erase(key);
+    policy_.Erase(k);
   }
 
   // Evicts until `target_bytes` are freed, at most `max_victims` objects, or
@@ -103,8 +116,8 @@ class Evictor {
     // Each failed re-check re-admits a key; bound those rounds too.
     const uint64_t tries_max = 2 * max_victims;
     uint64_t tries = 0;
-    std::vector<index::Eviction<std::string>> batch;
-    std::vector<index::Eviction<std::string>> busy;
+    std::vector<index::Eviction<ObjectKey>> batch;
+    std::vector<index::Eviction<ObjectKey>> busy;
     while (result.freed_bytes < target_bytes && result.victims < max_victims && tries < tries_max) {
       const uint64_t want_bytes = target_bytes - result.freed_bytes;
       const uint64_t n_max =
@@ -113,7 +126,7 @@ class Evictor {
       if (batch.empty()) break;
       tries += batch.size();
       busy.clear();
-      for (index::Eviction<std::string>& victim : batch) {
+      for (index::Eviction<ObjectKey>& victim : batch) {
         std::optional<uint64_t> freed = remove(victim.key);
         if (!freed.has_value()) {
           busy.push_back(std::move(victim));
@@ -124,7 +137,7 @@ class Evictor {
       }
       if (!busy.empty()) {
         MutexLock lock(&mu_);
-        for (const index::Eviction<std::string>& v : busy) AdmitLocked(v.key, v.charge);
+        for (const index::Eviction<ObjectKey>& v : busy) AdmitLocked(v.key, v.charge);
       }
     }
     return result;
@@ -134,9 +147,10 @@ class Evictor {
     MutexLock lock(&mu_);
     return policy_.size();
   }
-  bool Contains(const std::string& key) const {
+  bool Contains(std::string_view key) const {
+    const ObjectKey k(key);
     MutexLock lock(&mu_);
-    return policy_.Contains(key);
+    return policy_.Contains(k);
   }
 
  private:
@@ -144,20 +158,20 @@ class Evictor {
   // cover `want_bytes`.
   template <typename CanEvict>
   void TakeBatch(uint64_t want_bytes, uint64_t n_max, CanEvict& can_evict,
-                 std::vector<index::Eviction<std::string>>& batch) {
+                 std::vector<index::Eviction<ObjectKey>>& batch) {
     batch.clear();
     uint64_t charged = 0;
     MutexLock lock(&mu_);
     while (batch.size() < n_max && charged < want_bytes) {
-      std::optional<index::Eviction<std::string>> victim = policy_.Evict(can_evict);
+      std::optional<index::Eviction<ObjectKey>> victim = policy_.Evict(can_evict);
       if (!victim.has_value()) break;
       charged += victim->charge;
       batch.push_back(std::move(*victim));
     }
   }
 
-  void AdmitLocked(const std::string& key, uint64_t charge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::span<const std::string> one(&key, 1);
+  void AdmitLocked(const ObjectKey& key, uint64_t charge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::span<const ObjectKey> one(&key, 1);
     if (policy_.Contains(key)) {
       policy_.Touch(one);
     } else {

@@ -16,13 +16,13 @@ namespace {
 
 // Block-keyed policies are not object policies (the master keys by string).
 static_assert(!ObjectEvictionPolicy<index::LruPolicy<>>);
-static_assert(ObjectEvictionPolicy<index::S3FifoPolicy<std::string, ObjectKeyHash>>);
+static_assert(ObjectEvictionPolicy<index::S3FifoPolicy<ObjectKey, ObjectKeyHash>>);
 
 template <typename P>
 class EvictorTest : public ::testing::Test {};
 
-using Policies = ::testing::Types<index::LruPolicy<std::string, ObjectKeyHash>,
-                                  index::S3FifoPolicy<std::string, ObjectKeyHash>>;
+using Policies = ::testing::Types<index::LruPolicy<ObjectKey, ObjectKeyHash>,
+                                  index::S3FifoPolicy<ObjectKey, ObjectKeyHash>>;
 TYPED_TEST_SUITE(EvictorTest, Policies);
 
 TYPED_TEST(EvictorTest, EvictsOnlyWhatCanGoUntilTheTarget) {
@@ -32,9 +32,9 @@ TYPED_TEST(EvictorTest, EvictsOnlyWhatCanGoUntilTheTarget) {
   std::string unknown = "never-admitted";
   ev.Touch(std::span<const std::string>(&unknown, 1));  // tolerated
   std::set<std::string> evicted;
-  auto can = [](const std::string& k) { return k != "k0" && k != "k1"; };
-  auto remove = [&](const std::string& k) -> std::optional<uint64_t> {
-    evicted.insert(k);
+  auto can = [](const ObjectKey& k) { return k != "k0" && k != "k1"; };
+  auto remove = [&](const ObjectKey& k) -> std::optional<uint64_t> {
+    evicted.insert(k.str());
     return 100;
   };
   const EvictionResult r = ev.EvictUntil(350, 100, can, remove);
@@ -49,12 +49,12 @@ TYPED_TEST(EvictorTest, AVictimThatBecameBusyIsKept) {
   Evictor<TypeParam> ev;
   ev.Admit("a", 1);
   ev.Admit("b", 1);
-  auto remove = [](const std::string& k) -> std::optional<uint64_t> {
+  auto remove = [](const ObjectKey& k) -> std::optional<uint64_t> {
     if (k == "a") return std::nullopt;  // leased between the check and the removal
     return 1;
   };
   const EvictionResult r = ev.EvictUntil(
-      10, 10, [](const std::string&) { return true; }, remove);
+      10, 10, [](const ObjectKey&) { return true; }, remove);
   EXPECT_EQ(r.victims, 1u);
   EXPECT_TRUE(ev.Contains("a"));
   EXPECT_FALSE(ev.Contains("b"));
@@ -74,9 +74,9 @@ TYPED_TEST(EvictorTest, RemovalRunsWithoutTheLockInBoundedBatches) {
   int removals = 0;
   bool others_ran = false;
   size_t size_at_first_removal = 0;
-  auto remove = [&](const std::string& k) -> std::optional<uint64_t> {
+  auto remove = [&](const ObjectKey& k) -> std::optional<uint64_t> {
     if (removals++ == 0) {
-      auto other = std::async(std::launch::async, [&ev, k] {
+      auto other = std::async(std::launch::async, [&ev, k = k.str()] {
         ev.Touch(std::span<const std::string>(&k, 1));  // a victim being removed: a no-op
         const std::string hot = "k999";
         ev.Touch(std::span<const std::string>(&hot, 1));
@@ -89,7 +89,7 @@ TYPED_TEST(EvictorTest, RemovalRunsWithoutTheLockInBoundedBatches) {
     return 1;
   };
   const EvictionResult r = ev.EvictUntil(
-      kKeys, kKeys, [](const std::string& k) { return k != "new"; }, remove);
+      kKeys, kKeys, [](const ObjectKey& k) { return k != "new"; }, remove);
   EXPECT_TRUE(others_ran);
   // kKeys admitted plus "new", less one batch taken out.
   EXPECT_GE(size_at_first_removal, kKeys + 1 - kEvictionBatchMax);
@@ -104,9 +104,9 @@ TYPED_TEST(EvictorTest, RemovalRunsWithoutTheLockInBoundedBatches) {
 TYPED_TEST(EvictorTest, ABatchTakesOnlyWhatTheTargetNeeds) {
   Evictor<TypeParam> ev;
   for (int i = 0; i < 100; ++i) ev.Admit("k" + std::to_string(i), 100);
-  auto remove = [](const std::string&) -> std::optional<uint64_t> { return 100; };
+  auto remove = [](const ObjectKey&) -> std::optional<uint64_t> { return 100; };
   const EvictionResult r = ev.EvictUntil(
-      250, 100, [](const std::string&) { return true; }, remove);
+      250, 100, [](const ObjectKey&) { return true; }, remove);
   EXPECT_EQ(r.victims, 3u);
   EXPECT_EQ(ev.size(), 97u);
 }

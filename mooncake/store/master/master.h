@@ -70,7 +70,7 @@ namespace mooncake::master {
 
 namespace proto = ::mooncake::store::proto;
 
-using ReferenceEvictionPolicy = index::LruPolicy<std::string, ObjectKeyHash>;
+using ReferenceEvictionPolicy = index::LruPolicy<ObjectKey, ObjectKeyHash>;
 static_assert(ObjectEvictionPolicy<ReferenceEvictionPolicy>);
 
 // What one Tick() did.

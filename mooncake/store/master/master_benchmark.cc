@@ -59,7 +59,7 @@ constexpr int kChainBlocks = 16;
 constexpr int kChains = 256;
 constexpr uint64_t kObjectBytes = 4096;
 
-using KvMaster = Master<alloc::KvAllocator<>, index::S3FifoPolicy<std::string, ObjectKeyHash>>;
+using KvMaster = Master<alloc::KvAllocator<>, index::S3FifoPolicy<ObjectKey, ObjectKeyHash>>;
 
 template <typename M>
 typename M::AllocatorFactory FactoryFor() {

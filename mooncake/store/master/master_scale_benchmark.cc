@@ -797,7 +797,10 @@ WorkerFigures MeasureWorkers(int workers) {
 
 // glibc's chunk for a malloc of n bytes.
 double Chunk(double n) { return std::max(32.0, std::ceil((n + 8) / 16) * 16); }
-double HeapString(size_t len) { return len > 15 ? Chunk(static_cast<double>(len) + 1) : 0; }
+// The heap block of an InlineString key of `len` bytes (none up to 23).
+double HeapKey(size_t len) {
+  return len > InlineString::kInlineMax ? Chunk(static_cast<double>(len)) : 0;
+}
 
 // Slots an absl SwissTable holds after n one-by-one inserts (capacity 2^k-1,
 // grown when size would pass 7/8 of it).
@@ -809,9 +812,8 @@ double SwissCapacity(double n) {
 
 void PrintEstimate(uint64_t n, size_t shards, int segments) {
   const double blocks = absl::GetFlag(FLAGS_block_fraction);
-  // Block keys are over std::string's 15 inline bytes: the LRU's copy is a
-  // heap block; the table's (an InlineString, 23 inline bytes) is not.
-  const double key_heap = blocks * HeapString(rpc::kBlockObjectKeyBytes);
+  // Block keys' copies in the table and the LRU, both InlineStrings.
+  const double key_heap = 2 * blocks * HeapKey(rpc::kBlockObjectKeyBytes);
   // node_hash_map: a pointer and a control byte per slot, one node per object.
   const double slot = sizeof(void*);
   // The table's keys are InlineStrings: a block key (18 bytes) sits in the node.
@@ -824,7 +826,7 @@ void PrintEstimate(uint64_t n, size_t shards, int segments) {
   const double replica = 0;
   // LruPolicy: one node_hash_map node per key (the key, its charge and two
   // links) and the map's slot pointer and control byte.
-  const double lru_node = Chunk(sizeof(std::string) + sizeof(uint64_t) + 2 * sizeof(void*));
+  const double lru_node = Chunk(sizeof(ObjectKey) + sizeof(uint64_t) + 2 * sizeof(void*));
   const double lru_map =
       SwissCapacity(static_cast<double>(n)) * (sizeof(void*) + 1) / static_cast<double>(n);
   // TlsfAllocator keeps one 40-byte record per live allocation, in a vector.
@@ -839,7 +841,7 @@ void PrintEstimate(uint64_t n, size_t shards, int segments) {
               "%.0f):\n"
               "  object table: slots (64 shards, + empty, ctrl) and nodes  %6.0f\n"
               "  replica heap (1 Replica inline, ids interned)            %6.0f\n"
-              "  block keys' heap copies (LRU)                             %6.0f\n"
+              "  block keys' heap copies (table, LRU)                      %6.0f\n"
               "  LRU node (key, charge, links)                             %6.0f\n"
               "  LRU map slots                                             %6.0f\n"
               "  TLSF allocation records (vector, %d segments)            %6.0f\n"

@@ -26,7 +26,7 @@ struct ReferenceConfig {
 };
 
 // A second, different combination: KV block slabs over TLSF, evicted by S3-FIFO.
-using KvMaster = Master<alloc::KvAllocator<>, index::S3FifoPolicy<std::string, ObjectKeyHash>>;
+using KvMaster = Master<alloc::KvAllocator<>, index::S3FifoPolicy<ObjectKey, ObjectKeyHash>>;
 struct KvS3FifoConfig {
   using MasterT = KvMaster;
   static MasterT::AllocatorFactory Factory() {

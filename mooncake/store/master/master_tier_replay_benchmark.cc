@@ -256,8 +256,8 @@ int Main(int argc, char** argv) {
               flags->trace.c_str(), chains.size(), static_cast<unsigned long long>(kBlockTokens),
               static_cast<unsigned long long>(block_bytes));
   const absl::Time t0 = absl::Now();
-  using Lru = index::LruPolicy<std::string, ObjectKeyHash>;
-  using S3Fifo = index::S3FifoPolicy<std::string, ObjectKeyHash>;
+  using Lru = index::LruPolicy<ObjectKey, ObjectKeyHash>;
+  using S3Fifo = index::S3FifoPolicy<ObjectKey, ObjectKeyHash>;
   const std::string d = Tokens(dram_tokens), s = Tokens(ssd_tokens);
   const std::string both = Tokens(dram_tokens + ssd_tokens);
   Print(absl::StrCat("store: DRAM ", d, " over SSD ", s),

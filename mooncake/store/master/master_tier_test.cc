@@ -32,8 +32,8 @@ constexpr uint64_t kObject = 4096;
 constexpr uint64_t kSegment = 16 * kObject;
 
 // LRU (the default) or S3-FIFO, as the store binary offers them.
-using S3Fifo = index::S3FifoPolicy<std::string, ObjectKeyHash>;
-using TestPolicy = index::VariantPolicy<index::LruPolicy<std::string, ObjectKeyHash>, S3Fifo>;
+using S3Fifo = index::S3FifoPolicy<ObjectKey, ObjectKeyHash>;
+using TestPolicy = index::VariantPolicy<index::LruPolicy<ObjectKey, ObjectKeyHash>, S3Fifo>;
 using TestMaster = Master<alloc::TlsfAllocator, TestPolicy>;
 
 class MasterTierTest : public ::testing::Test {

@@ -105,15 +105,16 @@ struct NodeHealth {
 
 // The master's policy: the one StoreNodeOptions::eviction_policy names,
 // chosen when the node starts.
-using MasterPolicy = index::VariantPolicy<index::LruPolicy<std::string, master::ObjectKeyHash>,
-                                          index::S3FifoPolicy<std::string, master::ObjectKeyHash>>;
+using MasterPolicy =
+    index::VariantPolicy<index::LruPolicy<master::ObjectKey, master::ObjectKeyHash>,
+                         index::S3FifoPolicy<master::ObjectKey, master::ObjectKeyHash>>;
 
 inline MasterPolicy MakeMasterPolicy(EvictionPolicyKind kind) {
   switch (kind) {
     case EvictionPolicyKind::kLru:
-      return MasterPolicy(index::LruPolicy<std::string, master::ObjectKeyHash>());
+      return MasterPolicy(index::LruPolicy<master::ObjectKey, master::ObjectKeyHash>());
     case EvictionPolicyKind::kS3Fifo:
-      return MasterPolicy(index::S3FifoPolicy<std::string, master::ObjectKeyHash>());
+      return MasterPolicy(index::S3FifoPolicy<master::ObjectKey, master::ObjectKeyHash>());
   }
   MC_ASSERT(false, "EvictionPolicyKind out of range (ValidateStoreNodeOptions refuses it)");
   return MasterPolicy();

@@ -446,7 +446,7 @@ struct MasterState {
     for (int pass = 0; pass < 2 && total.freed_bytes < target_bytes && total.victims < max_victims;
          ++pass) {
       const bool soft = pass == 1;
-      auto can_evict = [&](const std::string& key) -> index::EvictVerdict {
+      auto can_evict = [&](const master::ObjectKey& key) -> index::EvictVerdict {
         return table.With(key, [&](ObjectTable::Shard& s) -> index::EvictVerdict {
           const ObjectMeta* m = s.Find(key);
           if (m == nullptr) return index::EvictVerdict::kEvict;
@@ -454,8 +454,8 @@ struct MasterState {
           return Evictable(*m, now, soft);
         });
       };
-      auto remove = [&](const std::string& key) -> std::optional<uint64_t> {
-        return EvictOne(key, now, soft, only_worker);
+      auto remove = [&](const master::ObjectKey& key) -> std::optional<uint64_t> {
+        return EvictOne(key.str(), now, soft, only_worker);
       };
       const master::EvictionResult got =
           evictor.EvictUntil(target_bytes - total.freed_bytes,

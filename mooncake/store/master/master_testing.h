@@ -328,6 +328,46 @@ TYPED_TEST_P(MasterConformance, TickEvictsFromHighToLowWatermark) {
   EXPECT_TRUE(this->master_->Exists(e)->exists());
 }
 
+// Keys are stored inline up to 23 bytes and on the heap past that
+// (InlineString), in the table and in the eviction policy: every length
+// commits, is found, is evicted in its turn and is removed.
+TYPED_TEST_P(MasterConformance, KeysOfEveryLengthAreFoundEvictedAndRemoved) {
+  MasterOptions o;
+  o.high_watermark = 0.7;
+  o.low_watermark = 0.5;
+  this->Make(o);
+  this->Mount("w1", 10 * this->kObjectBytes);
+  const std::vector<size_t> lengths = {1, 15, 16, 23, 24, 40, 200, rpc::kMaxKeyBytes};
+  std::vector<std::string> keys;
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    keys.push_back(std::string(lengths[i] - 1, 'a' + static_cast<char>(i)) + "z");
+    ASSERT_NE(this->Put(keys.back()), 0u) << lengths[i];
+  }
+  auto exists = [&](const std::string& k) {
+    proto::ExistsRequest e;
+    e.set_key(k);
+    return this->master_->Exists(e)->exists();
+  };
+  for (const std::string& k : keys) {
+    ASSERT_TRUE(exists(k)) << k.size();
+    auto g = this->master_->GetReplicas(testing_internal::GetReq(k));
+    ASSERT_TRUE(g.ok()) << g.status();
+    proto::ReleaseLeasesRequest rel;
+    rel.add_lease_ids(g->lease().lease_id());
+    ASSERT_TRUE(this->master_->ReleaseLeases(rel).ok());
+  }
+  // Least recently used first: the three shortest were read first.
+  EXPECT_EQ(this->master_->Tick().evicted_objects, 3u);
+  for (size_t i = 0; i < keys.size(); ++i) EXPECT_EQ(exists(keys[i]), i >= 3) << lengths[i];
+  for (size_t i = 3; i < keys.size(); ++i) {
+    proto::RemoveRequest rm;
+    rm.set_key(keys[i]);
+    ASSERT_TRUE(this->master_->Remove(rm).ok()) << lengths[i];
+    EXPECT_FALSE(exists(keys[i]));
+  }
+  EXPECT_EQ(this->master_->Stats().objects, 0);
+}
+
 TYPED_TEST_P(MasterConformance, ReplicasLandOnDistinctWorkers) {
   this->Mount("w1");
   auto one = this->master_->PutStart(testing_internal::PutReq("k", 100, 2));
@@ -552,9 +592,11 @@ REGISTER_TYPED_TEST_SUITE_P(MasterConformance, ObjectIsVisibleOnlyAfterPutEnd,
                             FirstPutStartOfAKeyWins, AbandonedPutIsRevokedAtItsDeadline,
                             LeasedObjectSpaceOutlivesRemove, ExpiredLeaseStopsDeferringTheFree,
                             FullPutEvictsButNeverLeasedPinnedOrPending,
-                            TickEvictsFromHighToLowWatermark, ReplicasLandOnDistinctWorkers,
-                            SilentWorkerIsDroppedWithItsReplicas, PrefixQueryCountsLeadingBlocks,
-                            BadInputGetsClearErrors, TenantQuotaAndIsolation, TtlRemovesObjects,
+                            TickEvictsFromHighToLowWatermark,
+                            KeysOfEveryLengthAreFoundEvictedAndRemoved,
+                            ReplicasLandOnDistinctWorkers, SilentWorkerIsDroppedWithItsReplicas,
+                            PrefixQueryCountsLeadingBlocks, BadInputGetsClearErrors,
+                            TenantQuotaAndIsolation, TtlRemovesObjects,
                             DescribeSegmentsTellsMountedUnmountedAndUnknown);
 
 }  // namespace mooncake::master

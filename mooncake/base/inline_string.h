@@ -8,10 +8,18 @@
 //   absl::node_hash_map<InlineString, V, InlineStringHash, InlineStringEq> m;
 //   m.find(std::string_view("a"));       // lookups by any string type, no copy
 //
+// Borrowed keys: InlineString::Borrow(s) refers to s's bytes without copying
+// them, for a lookup through an API that takes `const InlineString&` (a
+// policy's Touch or Erase). A copy of a borrowed key owns its bytes (copies
+// are always deep), so a container that stores a key it was handed by const
+// reference never keeps the borrowed pointer; only a move passes it on. `s`
+// must outlive the borrowed key and every key moved from it.
+//
 // Layout: bytes [0, 23) hold an inline value and byte 23 its length (0..23);
-// a heap value has its pointer in bytes [0, 8), its length in [8, 16) and
-// kHeap in byte 23. InlineStringHash hashes every string type as
-// absl::Hash<absl::string_view> does, so heterogeneous lookups agree.
+// a heap or borrowed value has its pointer in bytes [0, 8), its length in
+// [8, 16) and kHeap or kBorrowed in byte 23. InlineStringHash hashes every
+// string type as absl::Hash<absl::string_view> does, so heterogeneous lookups
+// agree.
 //
 // Thread-safety: a value type; const methods may run concurrently.
 #ifndef MOONCAKE_BASE_INLINE_STRING_H_
@@ -64,9 +72,17 @@ class InlineString {
   }
   ~InlineString() { Free(); }
 
+  // A key that refers to `s` (see the file comment); no copy, no allocation.
+  static InlineString Borrow(std::string_view s) {
+    InlineString k;
+    k.SetPointer(s.data(), s.size(), kBorrowed);
+    return k;
+  }
+
   bool on_heap() const { return static_cast<uint8_t>(buf_[kTag]) == kHeap; }
-  const char* data() const { return on_heap() ? HeapPtr() : buf_; }
-  size_t size() const { return on_heap() ? HeapSize() : static_cast<uint8_t>(buf_[kTag]); }
+  bool borrowed() const { return static_cast<uint8_t>(buf_[kTag]) == kBorrowed; }
+  const char* data() const { return Pointed() ? HeapPtr() : buf_; }
+  size_t size() const { return Pointed() ? HeapSize() : static_cast<uint8_t>(buf_[kTag]); }
   bool empty() const { return size() == 0; }
   std::string_view view() const { return {data(), size()}; }
   std::string str() const { return std::string(data(), size()); }
@@ -108,6 +124,15 @@ class InlineString {
  private:
   static constexpr size_t kTag = 23;
   static constexpr uint8_t kHeap = 0xFF;
+  static constexpr uint8_t kBorrowed = 0xFE;
+
+  bool Pointed() const { return static_cast<uint8_t>(buf_[kTag]) >= kBorrowed; }
+  void SetPointer(const char* p, size_t n, uint8_t tag) {
+    const uint64_t n64 = n;
+    std::memcpy(buf_, &p, sizeof(p));
+    std::memcpy(buf_ + 8, &n64, sizeof(n64));
+    buf_[kTag] = static_cast<char>(tag);
+  }
 
   void Init(const char* p, size_t n) {
     if (n <= kInlineMax) {
@@ -117,16 +142,13 @@ class InlineString {
     }
     char* heap = new char[n];
     std::memcpy(heap, p, n);
-    const uint64_t n64 = n;
-    std::memcpy(buf_, &heap, sizeof(heap));
-    std::memcpy(buf_ + 8, &n64, sizeof(n64));
-    buf_[kTag] = static_cast<char>(kHeap);
+    SetPointer(heap, n, kHeap);
   }
   void Free() {
     if (on_heap()) delete[] HeapPtr();
     buf_[kTag] = 0;
   }
-  char* HeapPtr() const {
+  char* HeapPtr() const {  // the heap block, or the borrowed bytes
     char* p;
     std::memcpy(&p, buf_, sizeof(p));
     return p;

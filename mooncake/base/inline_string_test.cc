@@ -1,5 +1,6 @@
 #include "mooncake/base/inline_string.h"
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -82,6 +83,35 @@ TEST(InlineStringTest, HashesAgreeAcrossStringTypesForHeterogeneousLookup) {
   EXPECT_EQ(m.find(std::string_view("absent")), m.end());
   for (int i = 0; i < 1000; i += 2) EXPECT_EQ(m.erase(std::string_view(keys[i])), 1u);
   EXPECT_EQ(m.size(), 500u);
+}
+
+TEST(InlineStringTest, ABorrowedKeyRefersToItsSourceAndItsCopiesOwnTheirBytes) {
+  for (size_t n : {3, 23, 24, 300}) {
+    std::string source(n, 'b');
+    const InlineString borrowed = InlineString::Borrow(source);
+    EXPECT_TRUE(borrowed.borrowed());
+    EXPECT_FALSE(borrowed.on_heap());
+    EXPECT_EQ(borrowed.data(), source.data());  // no copy
+    EXPECT_EQ(borrowed.view(), source);
+    EXPECT_EQ(InlineStringHash()(borrowed), InlineStringHash()(source));
+    const InlineString copy = borrowed;  // a copy owns its bytes
+    InlineString assigned("x");
+    assigned = borrowed;
+    absl::node_hash_map<InlineString, int, InlineStringHash, InlineStringEq> m;
+    m.try_emplace(borrowed, 1);  // what a container stores from a const reference is a copy
+    source.assign(n, 'c');       // the source changes: only the borrowed key sees it
+    EXPECT_EQ(borrowed.view(), std::string(n, 'c'));
+    const InlineString* stored = &m.begin()->first;
+    for (const InlineString* k :
+         std::initializer_list<const InlineString*>{&copy, &assigned, stored}) {
+      EXPECT_FALSE(k->borrowed());
+      EXPECT_EQ(k->view(), std::string(n, 'b'));
+    }
+    InlineString moved = InlineString::Borrow(source);
+    const InlineString moved_to = std::move(moved);  // a move passes the reference on
+    EXPECT_TRUE(moved_to.borrowed());
+    EXPECT_EQ(moved_to.data(), source.data());
+  }
 }
 
 TEST(InlineStringTest, OrdersAsItsBytes) {

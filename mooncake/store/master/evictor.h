@@ -24,8 +24,8 @@
 //
 // Keys: the policy holds ObjectKeys (InlineString: a key of up to 23 bytes,
 // a block key among them, needs no heap block of its own). The methods take
-// std::strings and copy each into an ObjectKey outside the mutex, which
-// allocates only for keys over 23 bytes.
+// std::strings; lookups (Touch, Erase, Contains) hand the policy borrowed
+// keys (InlineString::Borrow: no copy), and what the policy stores it copies.
 //
 // Thread-safety: every method may run concurrently (one mutex). Lock order:
 // the evictor's mutex is taken before shard mutexes (can_evict locks a
@@ -78,7 +78,7 @@ class Evictor {
   void Touch(std::span<const std::string> keys) {
     absl::InlinedVector<ObjectKey, 8> k;
     k.reserve(keys.size());
-    for (const std::string& key : keys) k.emplace_back(key);
+    for (const std::string& key : keys) k.push_back(ObjectKey::Borrow(key));
     const std::span<const ObjectKey> chain(k.data(), k.size());
     MutexLock lock(&mu_);
     bool all = true;
@@ -94,13 +94,13 @@ class Evictor {
 
   // A commit of `key` holding `charge` bytes.
   void Admit(std::string_view key, uint64_t charge) {
-    const ObjectKey k(key);
+    const ObjectKey k = ObjectKey::Borrow(key);  // the policy copies what it keeps
     MutexLock lock(&mu_);
     AdmitLocked(k, charge);
   }
 
   void Erase(std::string_view key) {
-    const ObjectKey k(key);
+    const ObjectKey k = ObjectKey::Borrow(key);
     MutexLock lock(&mu_);
     policy_.Erase(k);
   }
@@ -148,7 +148,7 @@ class Evictor {
     return policy_.size();
   }
   bool Contains(std::string_view key) const {
-    const ObjectKey k(key);
+    const ObjectKey k = ObjectKey::Borrow(key);
     MutexLock lock(&mu_);
     return policy_.Contains(k);
   }

@@ -141,9 +141,12 @@ ABSL_FLAG(std::string, qos_link, "",
 ABSL_FLAG(int64_t, qos_link_bytes_per_s, 0, "the rate --qos_link sustains, bytes per second");
 ABSL_FLAG(int32_t, hot_reads, 0,
           "roles all, master: an object read this many times within --hot_window_ms gets an "
-          "extra replica on another worker (up to 3 in all), dropped first when space runs "
-          "short; 0 = off");
+          "extra replica on another worker (up to --hot_max_replicas in all), dropped first "
+          "when space runs short; 0 = off");
 ABSL_FLAG(int64_t, hot_window_ms, 1'000, "the window --hot_reads counts reads in (ms)");
+ABSL_FLAG(int32_t, hot_max_replicas, 3,
+          "the most replicas a hot object gets, its own included (one more per window in "
+          "which it is read --hot_reads times; each on another worker)");
 ABSL_FLAG(double, hot_max_fraction, 0.1,
           "the share of the pool's capacity hot extra replicas may hold, in [0, 1]");
 ABSL_FLAG(int64_t, drain_deadline_ms, 0,
@@ -309,6 +312,8 @@ node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_f
   if (absl::GetFlag(FLAGS_hot_reads) < 0) BadFlags("--hot_reads must be >= 0");
   o.hot_reads = static_cast<uint32_t>(absl::GetFlag(FLAGS_hot_reads));
   o.hot_window_ms = absl::GetFlag(FLAGS_hot_window_ms);
+  if (absl::GetFlag(FLAGS_hot_max_replicas) < 1) BadFlags("--hot_max_replicas must be >= 1");
+  o.hot_max_replicas = static_cast<uint32_t>(absl::GetFlag(FLAGS_hot_max_replicas));
   o.hot_max_fraction = absl::GetFlag(FLAGS_hot_max_fraction);
   o.drain_deadline_ms = absl::GetFlag(FLAGS_drain_deadline_ms);
   auto drain_bw = node::ParseByteSize("drain_bandwidth", absl::GetFlag(FLAGS_drain_bandwidth));

@@ -1,6 +1,7 @@
 #include "mooncake/store/client.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -214,6 +215,34 @@ TEST(Client, CachedReadsRotateOverTheReplicas) {
   for (int i = 0; i < 10; ++i) ASSERT_EQ(*c->Get("k"), v) << i;
   EXPECT_EQ(c->stats().cache_hits, 10u);
   EXPECT_EQ(c->stats().checksum_mismatches, 5u);
+}
+
+TEST(Client, ReadsInFlightToAWorkerSteerCachedReadsToAnotherReplica) {
+  Store s(2);
+  auto c = s.NewClient(NoShm());
+  PutOptions two;
+  two.replica_count = 2;
+  const std::string v = Value(1000, 'f');
+  ASSERT_TRUE(c->Put("k", v, two).ok());
+  ASSERT_EQ(*c->Get("k"), v);  // cached: replicas on both workers
+  // Worker 0's copy is corrupt, so a read that tries it first falls back.
+  static_cast<char*>(s.workers()[0]->segments()[0].data)[10] ^= 1;
+  client::InFlightReads& flying = client::InFlightReads::Process();
+  const std::string busy = s.workers()[0]->worker_id();
+  const std::array<client::InFlightReads::Read, 1> elsewhere = {{{busy, 1 << 20}}};
+  {
+    // Another client of this process is reading 1 MiB from worker 0.
+    const client::InFlightScope scope(&flying, elsewhere);
+    for (int i = 0; i < 10; ++i) ASSERT_EQ(*c->Get("k"), v) << i;
+    EXPECT_EQ(c->stats().checksum_mismatches, 0u) << "every read went to worker 1";
+    EXPECT_EQ(flying.Bytes(busy), uint64_t{1} << 20) << "the gets' own reads have settled";
+  }
+  EXPECT_EQ(flying.Bytes(busy), 0u);
+  // Nothing in flight: worker 0, which this client read least lately, is
+  // tried first again.
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(*c->Get("k"), v) << i;
+  EXPECT_GT(c->stats().checksum_mismatches, 0u);
+  EXPECT_EQ(flying.size(), 0u);
 }
 
 TEST(Client, CachedReadReportsStopWhenTheMasterDoesNotKnowThem) {

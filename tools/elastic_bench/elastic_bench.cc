@@ -100,6 +100,9 @@ ABSL_FLAG(
 ABSL_FLAG(int32_t, hot_reads, 4, "skew: the 'on' variant's --hot_reads");
 ABSL_FLAG(int64_t, hot_window_ms, 1000, "skew: the 'on' variant's --hot_window_ms");
 ABSL_FLAG(double, hot_max_fraction, 0.5, "skew: the 'on' variant's --hot_max_fraction");
+ABSL_FLAG(int32_t, hot_max_replicas, 4,
+          "skew: the 'on' variant's --hot_max_replicas (4: a hot object may have a replica on "
+          "every worker)");
 ABSL_FLAG(bool, skew_cache, true, "skew: the clients' metadata cache (its default: on)");
 ABSL_FLAG(std::string, link_rate, "400mbit",
           "skew: each worker's egress rate (tc tbf); low enough that four links, not the "
@@ -176,6 +179,7 @@ int Main(int argc, char** argv) {
                          .warmup_s = absl::GetFlag(FLAGS_skew_warmup_s),
                          .hot_reads = absl::GetFlag(FLAGS_hot_reads),
                          .hot_window_ms = absl::GetFlag(FLAGS_hot_window_ms),
+                         .hot_max_replicas = absl::GetFlag(FLAGS_hot_max_replicas),
                          .hot_max_fraction = absl::GetFlag(FLAGS_hot_max_fraction),
                          .cache = absl::GetFlag(FLAGS_skew_cache),
                          .link_rate = absl::GetFlag(FLAGS_link_rate)};

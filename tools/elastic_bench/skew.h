@@ -51,6 +51,7 @@ struct SkewConfig {
   double warmup_s = 8;
   int hot_reads = 4;
   int64_t hot_window_ms = 1000;
+  int hot_max_replicas = 4;  // one on every worker
   double hot_max_fraction = 0.5;
   bool cache = true;
   std::string link_rate = "400mbit";
@@ -93,6 +94,7 @@ inline absl::StatusOr<SkewRun> RunSkewOnce(const Env& env, const SkewConfig& k,
   std::vector<std::string> mf = {absl::StrCat("--hot_reads=", hot ? k.hot_reads : 0)};
   if (hot) {
     mf.push_back(absl::StrCat("--hot_window_ms=", k.hot_window_ms));
+    mf.push_back(absl::StrCat("--hot_max_replicas=", k.hot_max_replicas));
     mf.push_back(absl::StrCat("--hot_max_fraction=", k.hot_max_fraction));
   }
   ASSIGN_OR_RETURN(auto cl, StoreCluster::Start({.store_binary = env.store_binary,
@@ -223,7 +225,8 @@ inline absl::StatusOr<bool> RunSkew(const Env& env, const SkewConfig& k, JsonFie
   for (int hot = 0; hot < 2; ++hot) {
     for (const SkewRun& r : runs[hot]) failed += r.failed;
     const std::string name =
-        hot ? absl::StrCat("hot on (hot_reads=", k.hot_reads, ")") : "hot off (hot_reads=0)";
+        hot ? absl::StrCat("hot on (", k.hot_reads, "/", k.hot_max_replicas, ")")
+            : "hot off (hot_reads=0)";
     std::vector<double> max_share;
     for (const SkewRun& r : runs[hot]) max_share.push_back(r.MaxShare());
     std::vector<std::string> shares;
@@ -246,6 +249,9 @@ inline absl::StatusOr<bool> RunSkew(const Env& env, const SkewConfig& k, JsonFie
       "bound: with hot replicas off the busiest link carries %.3f of the bytes; an even spread "
       "over %d links could give at most %.2fx\n",
       Median(off_max), kWorkers, Median(off_max) * kWorkers);
+  std::printf(
+      "hot on (R/M): --hot_reads=R, --hot_max_replicas=M; a read takes the replica whose worker "
+      "has the fewest bytes in flight (client::ReadSpread)\n");
   std::printf("target throughput(on) >= 1.5 x throughput(off), 0 failed GETs: %s\n", Met(met));
   for (int hot = 0; hot < 2; ++hot) {
     const std::string p = hot ? "on_" : "off_";
@@ -259,6 +265,7 @@ inline absl::StatusOr<bool> RunSkew(const Env& env, const SkewConfig& k, JsonFie
   json.Num("throughput_ratio", ratio);
   json.Num("off_max_link_share", Median(off_max));
   json.Bool("cache", k.cache);
+  json.Num("hot_max_replicas", k.hot_max_replicas);
   json.Bool("target_met", met);
   return met;
 }

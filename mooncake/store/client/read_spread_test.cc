@@ -71,5 +71,49 @@ TEST(ReadSpread, RemembersABoundedNumberOfWorkers) {
   EXPECT_GT(s.Load(names.back(), static_cast<int64_t>(names.size())), 0.0) << "the newest stays";
 }
 
+TEST(ReadSpread, TheWorkerWithTheFewestBytesInFlightWinsOverTheDecayedLoad) {
+  InFlightReads flying;
+  ReadSpread s(kSecond, &flying);
+  const std::array<std::string_view, 1> only_b = {"b"};
+  s.Choose(only_b, 0, 1000, 0);  // b read a lot lately, nothing now
+  const std::array<InFlightReads::Read, 1> on_a = {{{"a", 4096}}};
+  const std::array<std::string_view, 2> ab = {"a", "b"};
+  {
+    const InFlightScope scope(&flying, on_a);
+    EXPECT_EQ(flying.Bytes("a"), 4096u);
+    EXPECT_EQ(s.Choose(ab, 0, 10, 0), 1u) << "a has a read in flight";
+  }
+  EXPECT_EQ(flying.Bytes("a"), 0u);
+  EXPECT_EQ(flying.size(), 0u) << "a worker leaves the table when its reads settle";
+  EXPECT_EQ(s.Choose(ab, 1, 10, 0), 0u) << "nothing in flight: the decayed load decides";
+}
+
+TEST(ReadSpread, ClientsSharingATableAvoidEachOthersBusyWorkers) {
+  InFlightReads flying;
+  ReadSpread one(kSecond, &flying), two(kSecond, &flying);
+  const std::array<std::string_view, 3> abc = {"a", "b", "c"};
+  const std::array<InFlightReads::Read, 3> busy = {{{"a", 1 << 20}, {"b", 1 << 20}, {"a", 1}}};
+  const InFlightScope scope(&flying, busy);
+  EXPECT_EQ(flying.Bytes("a"), (1u << 20) + 1);
+  for (uint64_t turn = 0; turn < 3; ++turn) {
+    EXPECT_EQ(one.Choose(abc, turn, 100, 0), 2u);
+    EXPECT_EQ(two.Choose(abc, turn, 100, 0), 2u);
+  }
+  // The least bytes in flight wins, not the fewest reads.
+  const std::array<InFlightReads::Read, 1> small_on_c = {{{"c", (1 << 20) + 2}}};
+  const InFlightScope more(&flying, small_on_c);
+  EXPECT_EQ(one.Choose(abc, 0, 100, 0), 1u);
+}
+
+TEST(ReadSpread, OneCandidateNeedsNoTable) {
+  InFlightReads flying;
+  ReadSpread s(kSecond, &flying);
+  const std::array<InFlightReads::Read, 1> on_a = {{{"a", 10}}};
+  const InFlightScope scope(&flying, on_a);
+  const std::array<std::string_view, 1> only_a = {"a"};
+  EXPECT_EQ(s.Choose(only_a, 7, 10, 0), 0u);
+  EXPECT_DOUBLE_EQ(s.Load("a", 0), 10.0);
+}
+
 }  // namespace
 }  // namespace mooncake::client

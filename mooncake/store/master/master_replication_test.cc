@@ -620,6 +620,26 @@ TEST_F(MasterReplicationTest, AHotObjectGetsAnExtraReplicaAndReadsSpreadOverBoth
   EXPECT_EQ(firsts.size(), 2u);
 }
 
+TEST_F(MasterReplicationTest, AHotObjectGainsAReplicaPerHotWindowUpToTheCap) {
+  for (const uint32_t cap : {2u, 4u}) {
+    SCOPED_TRACE(cap);
+    MasterOptions o;
+    o.replication.hot_reads = 3;
+    o.replication.hot_max_replicas = cap;
+    o.replication.hot_max_fraction = 0.5;
+    Make(o, /*workers=*/4);
+    Put("hot", "seg0");
+    for (int window = 0; window < 5; ++window) {
+      for (int r = 0; r < 3; ++r) ReplicaWorkers("hot");
+      master_->Tick();
+      for (int w = 0; w < 4; ++w) RunAll(absl::StrCat("w", w));
+      master_->Tick();
+      clock_.AdvanceMs(o.replication.hot_window_ms + 1);
+    }
+    EXPECT_EQ(ReplicaWorkers("hot").size(), cap) << "one replica on each of `cap` workers";
+  }
+}
+
 TEST_F(MasterReplicationTest, ReadsServedFromClientCachesCountTowardHotness) {
   MasterOptions o;
   o.replication.hot_reads = 50;

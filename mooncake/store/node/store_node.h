@@ -470,6 +470,7 @@ class StoreNode {
     if (mo.replication.repair) mo.replication.repair_within_ms = options_.repair_within_ms;
     mo.replication.hot_reads = options_.hot_reads;
     mo.replication.hot_window_ms = options_.hot_window_ms;
+    mo.replication.hot_max_replicas = options_.hot_max_replicas;
     mo.replication.hot_max_fraction = options_.hot_max_fraction;
     mo.replication.drain_pace = options_.drain_pace;
     mo.relocation.enabled = options_.relocation;

@@ -184,7 +184,8 @@ struct StoreNodeOptions {
   // Roles all, master. Re-replication of objects that lost a replica with a
   // worker, finished within repair_within_ms of the loss (0: off); hot-object
   // replicas for objects read hot_reads times within hot_window_ms (0: off),
-  // holding at most hot_max_fraction of the pool.
+  // up to hot_max_replicas replicas in all, holding at most hot_max_fraction
+  // of the pool.
   int64_t repair_within_ms = 10'000;
   // Roles all, master: a drain that names no bandwidth ends its copies by this
   // fraction of its deadline, paced (ReplicationOptions::drain_pace; 0: at
@@ -197,6 +198,7 @@ struct StoreNodeOptions {
   uint64_t qos_link_bytes_per_s = 0;
   uint32_t hot_reads = 0;
   int64_t hot_window_ms = 1'000;
+  uint32_t hot_max_replicas = 3;
   double hot_max_fraction = 0.1;
   // The read lease a get takes when it names none (MasterOptions::
   // default_lease_ms; mooncake_master --default_kv_lease_ttl). The master's
@@ -437,6 +439,9 @@ inline constexpr int64_t kMaxDefaultLeaseMs = 86'400'000;
 // The longest drain a node asks for (--drain_deadline_ms, POST /drain): a
 // day; longer is a mistake (a node that never leaves), not a plan.
 inline constexpr int64_t kMaxDrainDeadlineMs = 86'400'000;
+// The most replicas --hot_max_replicas may ask for (MasterOptions::
+// max_replica_count allows at most 255).
+inline constexpr uint32_t kMaxHotReplicas = 255;
 
 // Checks what the parsers cannot see alone (ranges, combinations).
 inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
@@ -533,12 +538,14 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
       o.heartbeat_timeout_ms <= o.heartbeat_interval_ms || o.drain_ms < 0) {
     return bad("timing: ticks and heartbeats > 0, heartbeat timeout > interval, drain >= 0");
   }
-  if (o.repair_within_ms < 0 || o.hot_window_ms <= 0 ||
+  if (o.repair_within_ms < 0 || o.hot_window_ms <= 0 || o.hot_max_replicas < 1 ||
+      o.hot_max_replicas > kMaxHotReplicas ||
       !(o.hot_max_fraction >= 0 && o.hot_max_fraction <= 1) ||
       !(o.drain_pace >= 0 && o.drain_pace <= 1)) {
     return bad(
-        "--repair_within_ms must be >= 0, --hot_window_ms > 0, --hot_max_fraction and "
-        "--drain_pace in [0, 1]");
+        absl::StrCat("--repair_within_ms must be >= 0, --hot_window_ms > 0, --hot_max_replicas "
+                     "in [1, ",
+                     kMaxHotReplicas, "], --hot_max_fraction and --drain_pace in [0, 1]"));
   }
   if (o.drain_deadline_ms < 0 || o.drain_deadline_ms > kMaxDrainDeadlineMs) {
     return bad(absl::StrCat("--drain_deadline_ms must be in [0, ", kMaxDrainDeadlineMs,

@@ -149,6 +149,13 @@ TEST(ValidateStoreNodeOptions, DefaultsAreValidAndRangesChecked) {
   // its master (the binary warns).
   EXPECT_TRUE(with([](StoreNodeOptions& x) { x.replicas = 2; }).ok());
   EXPECT_FALSE(with([](StoreNodeOptions& x) { x.replicas = 9; }).ok());
+  // Hot replicas: at least the object's own, at most kMaxHotReplicas.
+  EXPECT_EQ(o.hot_max_replicas, 3u);
+  EXPECT_TRUE(with([](StoreNodeOptions& x) { x.hot_max_replicas = 4; }).ok());
+  const absl::Status hot = with([](StoreNodeOptions& x) { x.hot_max_replicas = 0; });
+  EXPECT_TRUE(absl::IsInvalidArgument(hot)) << hot;
+  EXPECT_NE(hot.message().find("--hot_max_replicas"), std::string_view::npos) << hot;
+  EXPECT_FALSE(with([](StoreNodeOptions& x) { x.hot_max_replicas = kMaxHotReplicas + 1; }).ok());
   // Draining on SIGTERM: off by default, at most a day.
   EXPECT_EQ(o.drain_deadline_ms, 0);
   EXPECT_TRUE(with([](StoreNodeOptions& x) { x.drain_deadline_ms = 30'000; }).ok());

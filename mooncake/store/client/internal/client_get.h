@@ -125,9 +125,10 @@ void ClientCore<C>::TakeReplicas(google::protobuf::RepeatedPtrField<proto::Repli
 }
 
 // A read goes to the nearest replica (those on this host if any, else all)
-// whose worker this client loaded least lately, ties in turn by the entry's
-// read count, then the master's order (client::ReadSpread says why); the
-// others stay behind it in order, for the fallback.
+// whose worker has the fewest bytes of this process's reads in flight, then
+// the one this client loaded least lately, ties in turn by the entry's read
+// count, then the master's order (client::ReadSpread says why); the others
+// stay behind it in order, for the fallback.
 template <rpc::RpcChannel C>
 void ClientCore<C>::SpreadRead(CachedObject* obj) {
   client::ReplicaOrder& v = obj->replicas;
@@ -360,7 +361,18 @@ void ClientCore<C>::ReadAll(std::span<GetTarget> t, ResolvedList& res,
   absl::InlinedVector<bool, 4> done(t.size(), false);
   absl::InlinedVector<absl::Status, 4> first_error(t.size());  // of a failed step-2 read
   const absl::Time started = absl::Now();
-  const std::vector<absl::Status> rs = client::RunTransfers(*router_, reqs, deadline);
+  std::vector<absl::Status> rs;
+  {
+    // In flight until the batch settles: other reads of this process choose
+    // among replicas by it (client::ReadSpread).
+    absl::InlinedVector<client::InFlightReads::Read, 4> flying;
+    flying.reserve(who.size());
+    for (size_t j = 0; j < who.size(); ++j) {
+      flying.push_back({res[who[j]].obj.replicas[0].worker_id(), reqs[j].length});
+    }
+    const client::InFlightScope scope(&spread_.in_flight(), flying);
+    rs = client::RunTransfers(*router_, reqs, deadline);
+  }
   ObserveLink(reqs, rs, started);
   for (size_t j = 0; j < who.size(); ++j) {
     const size_t i = who[j];

@@ -201,17 +201,23 @@ TEST(Client, CorruptReplicaFallsBackAndAllCorruptIsDataLoss) {
   EXPECT_EQ(c->Get("k", bypass).status().code(), absl::StatusCode::kDataLoss);
 }
 
+// Puts `v` as "k" with a replica on each of the two workers of `s`, reads
+// it once (cached), then corrupts worker 0's copy: a read that tries worker
+// 0 first falls back to worker 1 and counts a checksum mismatch.
+void PutOnBothCorruptTheFirst(Store& s, TestClient& c, const std::string& v) {
+  PutOptions two;
+  two.replica_count = 2;
+  ASSERT_TRUE(c.Put("k", v, two).ok());
+  ASSERT_EQ(*c.Get("k"), v);
+  static_cast<char*>(s.workers()[0]->segments()[0].data)[10] ^= 1;
+}
+
 TEST(Client, CachedReadsRotateOverTheReplicas) {
   Store s(2);
   auto c = s.NewClient(NoShm());
-  PutOptions two;
-  two.replica_count = 2;
   const std::string v = Value(1000, 'r');
-  ASSERT_TRUE(c->Put("k", v, two).ok());
-  ASSERT_EQ(*c->Get("k"), v);  // cached: replicas on both workers
-  // A corrupt copy on worker 0 shows which replica each cached read tried
-  // first: one read in two starts there and falls back to worker 1.
-  static_cast<char*>(s.workers()[0]->segments()[0].data)[10] ^= 1;
+  ASSERT_NO_FATAL_FAILURE(PutOnBothCorruptTheFirst(s, *c, v));
+  // One cached read in two starts on worker 0 and falls back to worker 1.
   for (int i = 0; i < 10; ++i) ASSERT_EQ(*c->Get("k"), v) << i;
   EXPECT_EQ(c->stats().cache_hits, 10u);
   EXPECT_EQ(c->stats().checksum_mismatches, 5u);
@@ -220,13 +226,8 @@ TEST(Client, CachedReadsRotateOverTheReplicas) {
 TEST(Client, ReadsInFlightToAWorkerSteerCachedReadsToAnotherReplica) {
   Store s(2);
   auto c = s.NewClient(NoShm());
-  PutOptions two;
-  two.replica_count = 2;
   const std::string v = Value(1000, 'f');
-  ASSERT_TRUE(c->Put("k", v, two).ok());
-  ASSERT_EQ(*c->Get("k"), v);  // cached: replicas on both workers
-  // Worker 0's copy is corrupt, so a read that tries it first falls back.
-  static_cast<char*>(s.workers()[0]->segments()[0].data)[10] ^= 1;
+  ASSERT_NO_FATAL_FAILURE(PutOnBothCorruptTheFirst(s, *c, v));
   client::InFlightReads& flying = client::InFlightReads::Process();
   const std::string busy = s.workers()[0]->worker_id();
   const std::array<client::InFlightReads::Read, 1> elsewhere = {{{busy, 1 << 20}}};

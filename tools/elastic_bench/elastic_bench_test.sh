@@ -57,6 +57,8 @@ else
     fail "skew off: missing or failed GETs"
   grep -Eq '^hot on \(hot_reads=[0-9]+\) +[0-9.]+ +[0-9.]+ +[0-9]+ +[0-9]+ +0 ' "$out" ||
     fail "skew on: missing or failed GETs"
+  grep -Eq '^links \(frames over 4 x [0-9a-z]+\): hot on kept them [0-9.]+% busy, hot off its busiest one [0-9.]+%' "$out" ||
+    fail "skew: no link use line"
 fi
 
 for k in '"scalein":{' '"crash":{' '"skew":{' '"failed_reads":0,' '"drain_corrupt":0,'; do

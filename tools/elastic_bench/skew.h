@@ -21,18 +21,23 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "mooncake/base/absl_compat.h"
 #include "mooncake/base/status_macros.h"
 #include "tools/bench/text_query.h"
 #include "tools/elastic_bench/cluster.h"
@@ -64,12 +69,34 @@ struct SkewRun {
   // Each worker's share of the bytes sent over the links while measuring
   // (its link's counter); the largest bounds what the pool can serve.
   std::vector<double> link_share;
+  // What the links carried while measuring (frames, headers included) over
+  // what `links x link_rate` can: how busy they were on average.
+  double link_use = NAN;
+  // Of the bytes on the links, the share that was object bytes (the rest:
+  // headers, requests of other kinds).
+  double payload_share = NAN;
   double MaxShare() const {
     return link_share.empty() ? NAN : *std::max_element(link_share.begin(), link_share.end());
   }
 };
 
 inline constexpr size_t kSkewCheckBytes = 8192;
+
+// A tc rate ("400mbit", "1gbit", "800kbit", "5000bit") in bytes per second;
+// nullopt if it is not one of those forms.
+inline std::optional<double> TcRateBytesPerSec(std::string_view rate) {
+  static constexpr std::pair<std::string_view, double> kUnits[] = {
+      {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3}, {"bit", 1}};
+  for (const auto& [suffix, scale] : kUnits) {
+    if (rate.size() <= suffix.size() || !rate.ends_with(suffix)) continue;
+    double v = 0;
+    if (!absl::SimpleAtod(AbslView(rate.substr(0, rate.size() - suffix.size())), &v) || !(v > 0)) {
+      return std::nullopt;
+    }
+    return v * scale / 8;
+  }
+  return std::nullopt;
+}
 
 // Object ids by Zipf(s) over [0, n): the inverse of the cumulative weights.
 class ZipfSampler {
@@ -170,6 +197,9 @@ inline absl::StatusOr<SkewRun> RunSkewOnce(const Env& env, const SkewConfig& k,
   if (sent_sum > 0) {
     for (double b : sent) r.link_share.push_back(b / sent_sum);
   }
+  if (const std::optional<double> rate = TcRateBytesPerSec(k.link_rate); rate.has_value()) {
+    r.link_use = sent_sum / elapsed / (*rate * kWorkers);
+  }
   std::vector<double> all;
   for (int t = 0; t < k.threads; ++t) {
     all.insert(all.end(), lat[t].begin(), lat[t].end());
@@ -177,6 +207,7 @@ inline absl::StatusOr<SkewRun> RunSkewOnce(const Env& env, const SkewConfig& k,
   }
   r.gets_per_s = static_cast<double>(all.size()) / elapsed;
   r.gb_per_s = r.gets_per_s * static_cast<double>(k.object_bytes) / 1e9;
+  if (sent_sum > 0) r.payload_share = r.gb_per_s * 1e9 * elapsed / sent_sum;
   r.p50_us = Percentile(all, 0.5);
   r.p99_us = Percentile(all, 0.99);
   ASSIGN_OR_RETURN(std::string m, cl->MasterMetrics());
@@ -225,8 +256,7 @@ inline absl::StatusOr<bool> RunSkew(const Env& env, const SkewConfig& k, JsonFie
   for (int hot = 0; hot < 2; ++hot) {
     for (const SkewRun& r : runs[hot]) failed += r.failed;
     const std::string name =
-        hot ? absl::StrCat("hot on (", k.hot_reads, "/", k.hot_max_replicas, ")")
-            : "hot off (hot_reads=0)";
+        hot ? absl::StrCat("hot on (hot_reads=", k.hot_reads, ")") : "hot off (hot_reads=0)";
     std::vector<double> max_share;
     for (const SkewRun& r : runs[hot]) max_share.push_back(r.MaxShare());
     std::vector<std::string> shares;
@@ -249,9 +279,18 @@ inline absl::StatusOr<bool> RunSkew(const Env& env, const SkewConfig& k, JsonFie
       "bound: with hot replicas off the busiest link carries %.3f of the bytes; an even spread "
       "over %d links could give at most %.2fx\n",
       Median(off_max), kWorkers, Median(off_max) * kWorkers);
+  // Each run's busiest link: its share of the bytes x all links' use x links.
+  std::vector<double> off_busiest;
+  for (const SkewRun& r : runs[0]) off_busiest.push_back(r.MaxShare() * r.link_use * kWorkers);
   std::printf(
-      "hot on (R/M): --hot_reads=R, --hot_max_replicas=M; a read takes the replica whose worker "
-      "has the fewest bytes in flight (client::ReadSpread)\n");
+      "links (frames over %d x %s): hot on kept them %.1f%% busy, hot off its busiest one %.1f%%; "
+      "object bytes were %.1f%% of what they carried\n",
+      kWorkers, k.link_rate.c_str(), 100 * med(1, &SkewRun::link_use), 100 * Median(off_busiest),
+      100 * med(1, &SkewRun::payload_share));
+  std::printf(
+      "hot on: --hot_reads=%d --hot_max_replicas=%d; a read takes the replica whose worker has "
+      "the fewest bytes in flight (client::ReadSpread)\n",
+      k.hot_reads, k.hot_max_replicas);
   std::printf("target throughput(on) >= 1.5 x throughput(off), 0 failed GETs: %s\n", Met(met));
   for (int hot = 0; hot < 2; ++hot) {
     const std::string p = hot ? "on_" : "off_";
@@ -264,6 +303,8 @@ inline absl::StatusOr<bool> RunSkew(const Env& env, const SkewConfig& k, JsonFie
   json.Num("failed_gets", double(failed));
   json.Num("throughput_ratio", ratio);
   json.Num("off_max_link_share", Median(off_max));
+  json.Num("on_link_use", med(1, &SkewRun::link_use));
+  json.Num("off_busiest_link_use", Median(off_busiest));
   json.Bool("cache", k.cache);
   json.Num("hot_max_replicas", k.hot_max_replicas);
   json.Bool("target_met", met);

@@ -50,7 +50,12 @@ import sys
 import threading
 import time
 
-import torch
+# Every thread computes with one thread: torch.set_num_threads(1) below sets
+# only the calling thread's OpenMP count, and a request handler's thread would
+# otherwise start with one per core, which rounds long reductions differently
+# (bit-exact comparisons need one setting everywhere; model.py).
+os.environ["OMP_NUM_THREADS"] = "1"
+import torch  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)

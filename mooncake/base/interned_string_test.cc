@@ -1,14 +1,17 @@
 #include "mooncake/base/interned_string.h"
 
+#include <atomic>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "gtest/gtest.h"
+#include "mooncake/base/mutex.h"
 
 namespace mooncake {
 namespace {
@@ -79,6 +82,46 @@ TEST(InternedStringTest, ConcurrentInternsOfOneValueAgree) {
   // 1,000 distinct values were added once each, however many threads asked.
   EXPECT_GE(InternedString::interned_bytes() - bytes_before, 1000u * 12);
   EXPECT_LE(InternedString::interned_bytes() - bytes_before, 1000u * 15);
+}
+
+static_assert(sizeof(InternedString) == 4, "an id, so records that repeat one stay small");
+
+// Values are read without the pool's lock while another thread interns new
+// ones, across several of the id table's chunks; each value reads back as
+// itself.
+TEST(InternedStringTest, ReadsWhileAnotherThreadInternsCrossChunks) {
+  constexpr int kValues = 3 * static_cast<int>(InternedString::kChunk) + 17;
+  Mutex mu;
+  std::vector<std::pair<InternedString, std::string>> handed;  // guarded by mu
+  std::thread writer([&] {
+    for (int i = 0; i < kValues; ++i) {
+      std::string v = "chunked-" + std::to_string(i);
+      InternedString s(v);
+      MutexLock lock(&mu);
+      handed.emplace_back(s, std::move(v));
+    }
+  });
+  std::vector<std::thread> readers;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      for (size_t seen = 0; seen < static_cast<size_t>(kValues);) {
+        std::vector<std::pair<InternedString, std::string>> copy;
+        {
+          MutexLock lock(&mu);
+          copy.assign(handed.begin() + static_cast<std::ptrdiff_t>(seen), handed.end());
+        }
+        for (const auto& [s, v] : copy) {
+          if (s.view() != v || s != InternedString(v)) bad.fetch_add(1);
+        }
+        seen += copy.size();
+      }
+    });
+  }
+  writer.join();
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GE(InternedString::interned_count(), static_cast<size_t>(kValues));
 }
 
 }  // namespace

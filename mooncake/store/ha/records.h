@@ -261,7 +261,7 @@ inline void ToRecord(std::string_view key, const master::ObjectMeta& m, const Cl
 }
 
 // INVALID_ARGUMENT for a record no master could have written (a bad pin
-// level, no replica, a zero size).
+// level, no replica, a zero size, a checksum format past 255).
 inline absl::StatusOr<master::RestoredObject> FromRecord(const hproto::ObjectRecord& r,
                                                          const ClockPair& clock) {
   if (r.pin() > static_cast<uint32_t>(master::PinLevel::kHard)) {
@@ -276,7 +276,10 @@ inline absl::StatusOr<master::RestoredObject> FromRecord(const hproto::ObjectRec
   m.state = r.committed() ? master::ObjectState::kCommitted : master::ObjectState::kPending;
   m.size_bytes = r.size_bytes();
   m.checksum = r.checksum();
-  m.checksum_format = r.checksum_format();
+  if (absl::Status st = master::ValidateChecksumFormat(r.checksum_format()); !st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("object record: ", st.message()));
+  }
+  m.checksum_format = static_cast<uint8_t>(r.checksum_format());
   m.put_id = r.put_id();
   m.version = r.version();
   m.tenant = r.tenant();

@@ -206,6 +206,20 @@ hproto::ObjectRecord TenantObject(const std::string& key, const std::string& ten
   return o;
 }
 
+// A record names its value's checksum format; one no master knows is refused,
+// not restored into an object whose bytes no reader could verify.
+TEST(RecordFields, AnUnknownChecksumFormatIsRefused) {
+  hproto::ObjectRecord o = TenantObject("k", "", 0);
+  o.set_checksum_format(store::proto::CHECKSUM_XXH3_CHUNKED);
+  absl::StatusOr<master::RestoredObject> ok = FromRecord(o, ClockPair{});
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->meta.checksum_format, store::proto::CHECKSUM_XXH3_CHUNKED);
+  o.set_checksum_format(257);
+  absl::StatusOr<master::RestoredObject> bad = FromRecord(o, ClockPair{});
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+  EXPECT_NE(bad.status().message().find("checksum_format 257"), std::string::npos) << bad.status();
+}
+
 // The ranges tenants' objects leave are kept for the hold window from their
 // batch's time (a live write capability may still reach them), carried by
 // snapshots, handed to Restore with their ends on the restoring clock, and

@@ -154,6 +154,10 @@ inline absl::Status ValidateMasterOptions(const MasterOptions& o) {
         "max_queued_tasks, max_in_flight_per_worker, hot_max_replicas > 0; hot_max_fraction and "
         "drain_pace in [0, 1]");
   }
+  if (r.hot_reads > kMaxWindowReads) {
+    return bad(absl::StrCat("replication: hot_reads at most ", kMaxWindowReads,
+                            " (an object's window counts that many reads)"));
+  }
   if (o.relocation.max_moved_factor == 0 || o.relocation.min_interval_ms < 0 ||
       o.relocation.max_in_flight == 0) {
     return bad("relocation: max_moved_factor, max_in_flight > 0; min_interval_ms >= 0");

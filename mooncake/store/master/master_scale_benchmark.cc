@@ -824,11 +824,12 @@ void PrintEstimate(uint64_t n, size_t shards, int segments) {
   // One replica sits inside ObjectMeta (ReplicaList's inline slot) and its
   // worker and host ids are interned: nothing on the heap per object.
   const double replica = 0;
-  // LruPolicy: one node_hash_map node per key (the key, its charge and two
-  // links) and the map's slot pointer and control byte.
-  const double lru_node = Chunk(sizeof(ObjectKey) + sizeof(uint64_t) + 2 * sizeof(void*));
+  // LruPolicy: one slab entry per key (the key, its charge and two 32-bit
+  // links, in chunks: no heap block each) and the index's 4-byte entry
+  // number and control byte per slot.
+  const double lru_node = sizeof(ObjectKey) + sizeof(uint64_t) + 2 * sizeof(uint32_t);
   const double lru_map =
-      SwissCapacity(static_cast<double>(n)) * (sizeof(void*) + 1) / static_cast<double>(n);
+      SwissCapacity(static_cast<double>(n)) * (sizeof(uint32_t) + 1) / static_cast<double>(n);
   // TlsfAllocator keeps one 40-byte record per live allocation, in a vector.
   const double per_segment = static_cast<double>(n) / segments;
   const double tlsf =
@@ -842,8 +843,8 @@ void PrintEstimate(uint64_t n, size_t shards, int segments) {
               "  object table: slots (64 shards, + empty, ctrl) and nodes  %6.0f\n"
               "  replica heap (1 Replica inline, ids interned)            %6.0f\n"
               "  block keys' heap copies (table, LRU)                      %6.0f\n"
-              "  LRU node (key, charge, links)                             %6.0f\n"
-              "  LRU map slots                                             %6.0f\n"
+              "  LRU slab entry (key, charge, links)                       %6.0f\n"
+              "  LRU index slots                                           %6.0f\n"
               "  TLSF allocation records (vector, %d segments)            %6.0f\n"
               "  = steady state                                            %6.0f\n"
               "  + put-deadline queue after a burst (vector kept)          %6.0f\n",

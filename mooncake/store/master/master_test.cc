@@ -468,6 +468,29 @@ TEST(MasterTest, APutRefusedForAnotherReasonSpendsNoRate) {
   EXPECT_TRUE(m->PutStart(r).ok()) << "the ALREADY_EXISTS gave its tokens back";
 }
 
+// A put names how its checksum was computed, in a byte; a format past 255
+// is refused before anything is placed, and hot_reads past what an object's
+// window counts is refused at Create.
+TEST(MasterTest, UnknownChecksumFormatsAndHotReadsPastTheWindowAreRefused) {
+  FakeClock clock;
+  auto m = *Master<>::Create(MasterOptions{}, &clock);
+  ASSERT_TRUE(m->MountSegment(MountReq("w1", "s", 1 << 20)).ok());
+  proto::PutStartRequest r = PutReq("k", 4096);
+  r.set_checksum_format(static_cast<proto::ChecksumFormat>(300));
+  const absl::Status s = m->PutStart(r).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("checksum_format 300"), std::string::npos) << s;
+  EXPECT_EQ(m->Stats().used_bytes, 0u) << "nothing placed";
+  r.set_checksum_format(proto::CHECKSUM_XXH3_CHUNKED);
+  ASSERT_TRUE(m->PutStart(r).ok());
+
+  MasterOptions o;
+  o.replication.hot_reads = kMaxWindowReads;
+  EXPECT_TRUE(Master<>::Create(o, &clock).ok());
+  o.replication.hot_reads = kMaxWindowReads + 1;
+  EXPECT_EQ(Master<>::Create(o, &clock).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(MasterTest, SetTenantRateChangesTheLimitAtRunTime) {
   FakeClock clock;
   MasterOptions o;

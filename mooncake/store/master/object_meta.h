@@ -102,6 +102,9 @@ struct ObjectExtras {
   std::shared_ptr<ObjectGroup> group;
 };
 
+// The most reads an object's hot window counts (ObjectMeta::window_reads).
+inline constexpr uint32_t kMaxWindowReads = UINT16_MAX;
+
 // A T on the heap while there is one (8 bytes inline); copies are deep.
 // get() reads a default T when there is none; mut() creates one.
 template <typename T>
@@ -146,29 +149,32 @@ size_t EraseReplicasIf(ReplicaList& replicas, Pred pred) {
 
 struct ObjectMeta {
   // Fields are ordered to pack (the master holds one per object: see
-  // docs/master_scale.md); the small ones first.
+  // docs/master_scale.md); the small ones first, 16 bytes of them.
   ObjectState state = ObjectState::kPending;
   PinLevel pin = PinLevel::kNone;
   SsdState ssd = SsdState::kNone;
   // The replica count the put asked for: re-replication restores it after a
   // worker is lost (0: an object restored from a record without it = 1).
   uint8_t replica_target = 1;
-  uint32_t checksum_format = 0;  // store::proto::ChecksumFormat, as the writer gave it
-  uint64_t size_bytes = 0;
-  uint64_t checksum = 0;
-  uint64_t put_id = 0;    // the put that created (or is creating) this object
-  uint64_t version = 0;   // 0 while pending; unique across keys once committed
+  // store::proto::ChecksumFormat, as the writer gave it (0..255:
+  // ValidateChecksumFormat).
+  uint8_t checksum_format = 0;
+  // Reads (GetReplicas and PrefixQuery hits) in the current hot window,
+  // saturating at kMaxWindowReads; when that window began and the last read
+  // or the commit happened are below. Drain and repair go hottest first,
+  // hot-object replicas start above a threshold (at most kMaxWindowReads).
+  uint16_t window_reads = 0;
   InternedString tenant;  // interned: the master's tenants are a configured set
-  ReplicaList replicas;
-  SideBox<PendingPut> pending_put;  // set while pending; reset at commit
-  SideBox<ObjectExtras> extras;     // made when one of its fields is set
   // Read leases granted and neither released nor swept; the object is leased
   // while lease_refs > 0 and now < lease_until_ns (the latest expiry).
   uint32_t lease_refs = 0;
-  // Reads (GetReplicas and PrefixQuery hits) in the current hot window, and
-  // when that window began and the last read or the commit happened: drain
-  // and repair go hottest first, hot-object replicas start above a threshold.
-  uint32_t window_reads = 0;
+  uint64_t size_bytes = 0;
+  uint64_t checksum = 0;
+  uint64_t put_id = 0;   // the put that created (or is creating) this object
+  uint64_t version = 0;  // 0 while pending; unique across keys once committed
+  ReplicaList replicas;
+  SideBox<PendingPut> pending_put;  // set while pending; reset at commit
+  SideBox<ObjectExtras> extras;     // made when one of its fields is set
   int64_t lease_until_ns = 0;
   int64_t window_start_ns = 0;
   int64_t last_used_ns = 0;
@@ -285,6 +291,20 @@ inline bool IsReplacementKey(std::string_view key) { return key.starts_with(kRep
 // The part of a table key that chooses its shard: the client's key.
 inline std::string_view ShardKey(std::string_view key) {
   return IsReplacementKey(key) ? key.substr(kReplacementPrefix.size()) : key;
+}
+
+// The largest checksum format a put may name (ObjectMeta keeps it in a byte).
+inline constexpr int kMaxChecksumFormat = UINT8_MAX;
+
+// A put's checksum format: 0..kMaxChecksumFormat. A format this build does
+// not know is kept as the writer gave it (a newer client's), for readers and
+// the SSD tier to verify or refuse. INVALID_ARGUMENT outside that range.
+inline absl::Status ValidateChecksumFormat(int64_t format) {
+  if (format < 0 || format > kMaxChecksumFormat) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown checksum_format ", format,
+                                                   " (formats are 0..", kMaxChecksumFormat, ")"));
+  }
+  return absl::OkStatus();
 }
 
 inline absl::Status ValidateObjectSize(uint64_t size_bytes, uint64_t max_object_bytes) {

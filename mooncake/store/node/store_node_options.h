@@ -547,6 +547,9 @@ inline absl::Status ValidateStoreNodeOptions(const StoreNodeOptions& o) {
                      "in [1, ",
                      kMaxHotReplicas, "], --hot_max_fraction and --drain_pace in [0, 1]"));
   }
+  if (o.hot_reads > master::kMaxWindowReads) {
+    return bad(absl::StrCat("--hot_reads must be in [0, ", master::kMaxWindowReads, "]"));
+  }
   if (o.drain_deadline_ms < 0 || o.drain_deadline_ms > kMaxDrainDeadlineMs) {
     return bad(absl::StrCat("--drain_deadline_ms must be in [0, ", kMaxDrainDeadlineMs,
                             "] (0: no drain on SIGTERM)"));

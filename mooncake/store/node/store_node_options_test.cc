@@ -156,6 +156,12 @@ TEST(ValidateStoreNodeOptions, DefaultsAreValidAndRangesChecked) {
   EXPECT_TRUE(absl::IsInvalidArgument(hot)) << hot;
   EXPECT_NE(hot.message().find("--hot_max_replicas"), std::string_view::npos) << hot;
   EXPECT_FALSE(with([](StoreNodeOptions& x) { x.hot_max_replicas = kMaxHotReplicas + 1; }).ok());
+  // An object's hot window counts at most kMaxWindowReads reads.
+  EXPECT_TRUE(with([](StoreNodeOptions& x) { x.hot_reads = master::kMaxWindowReads; }).ok());
+  const absl::Status reads =
+      with([](StoreNodeOptions& x) { x.hot_reads = master::kMaxWindowReads + 1; });
+  EXPECT_TRUE(absl::IsInvalidArgument(reads)) << reads;
+  EXPECT_NE(reads.message().find("--hot_reads"), std::string_view::npos) << reads;
   // Draining on SIGTERM: off by default, at most a day.
   EXPECT_EQ(o.drain_deadline_ms, 0);
   EXPECT_TRUE(with([](StoreNodeOptions& x) { x.drain_deadline_ms = 30'000; }).ok());

@@ -66,7 +66,8 @@ void NoteRead(MasterState<A, P>& s, const std::string& key, ObjectMeta& m, int64
     m.window_reads = 0;
   }
   const uint32_t before = m.window_reads;
-  m.window_reads = before + std::min(reads, UINT32_MAX - before);
+  m.window_reads =
+      static_cast<uint16_t>(before + std::min(reads, master::kMaxWindowReads - before));
   // The moment the window crosses the threshold (once per window).
   if (o.hot_reads == 0 || before >= o.hot_reads || m.window_reads < o.hot_reads) return;
   if (m.replicas.size() >= o.hot_max_replicas) return;

@@ -235,7 +235,7 @@ absl::StatusOr<std::string> ReserveKey(MasterState<A, P>& s, const proto::PutSta
     if (group != nullptr) m.extras.mut().group = group;
     m.size_bytes = req.size_bytes();
     m.checksum = req.checksum();
-    m.checksum_format = static_cast<uint32_t>(req.checksum_format());
+    m.checksum_format = static_cast<uint8_t>(req.checksum_format());  // validated above
     m.put_id = put_id;
     m.tenant = std::string(tenant);
     m.pin = level;
@@ -348,6 +348,7 @@ std::optional<absl::StatusOr<proto::PutStartResponse>> PutStartWithin(
   RETURN_IF_ERROR(rpc::ValidateObjectKey(req.key()));
   RETURN_IF_ERROR(master::ValidateObjectSize(req.size_bytes(), s.options.max_object_bytes));
   if (req.has_tensor()) RETURN_IF_ERROR(master::ValidateTensorMeta(req.tensor(), req.size_bytes()));
+  RETURN_IF_ERROR(master::ValidateChecksumFormat(req.checksum_format()));
   const proto::PutOptions& po = req.options();
   const uint32_t replicas =
       po.replica_count() == 0 ? s.options.default_replica_count : po.replica_count();

@@ -178,7 +178,8 @@ class LruPolicy {
   struct IndexEq {
     using is_transparent = void;
     const Slab* slab;
-    bool operator()(Ref a, Ref b) const { return a.e == b.e; }
+    // By key, so that an Admit of a tracked key finds it (keys are unique).
+    bool operator()(Ref a, Ref b) const { return (*slab)[a.e].key == (*slab)[b.e].key; }
     bool operator()(Ref a, const K& k) const { return (*slab)[a.e].key == k; }
     bool operator()(const K& k, Ref a) const { return (*slab)[a.e].key == k; }
   };

@@ -187,6 +187,13 @@ TEST(LruPolicyTest, MatchesAListOverRandomOperations) {
   EXPECT_EQ(lru.charged(), 0u);
 }
 
+TEST(LruPolicyDeathTest, AdmitOfATrackedKeyIsCaught) {
+  LruPolicy<> lru;
+  const auto a = PolicyChain(0, 1);
+  lru.Admit(a, 0, 1);
+  EXPECT_DEATH(lru.Admit(a, 0, 1), "already tracked");
+}
+
 TEST(LruPolicyTest, AMoveKeepsTheOrderAndLeavesAnEmptyUsablePolicy) {
   std::vector<BlockKey> k;
   LruPolicy<> a = Ordered(3, &k);

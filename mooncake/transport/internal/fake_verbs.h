@@ -18,8 +18,12 @@
 //     into a PostSend failure; a CQ that overflows reports an overrun;
 //   - an error completion moves the QP to ERR and flushes the rest
 //     (IBV_WC_WR_FLUSH_ERR for every one, signalled or not).
-// WRs execute lazily, `execute_per_poll` per QP per PollCq, so work is really
-// asynchronous. Faults: FailNthWr (an error status on a chosen WR), Stall.
+// WRs execute lazily, `execute_per_poll` per QP per PollCq (per port with
+// SetPortExecutePerPoll: a slower link), so work is really asynchronous.
+// Each device has `ports` ports; a port's address (lid, gid) names its device
+// and port. Faults: FailNthWr (an error status on a chosen WR), Stall,
+// SetPortDown (every WR through that port, on either side, exhausts its
+// retries: a pulled cable).
 //
 // Thread-safety: every method locks the fabric.
 #ifndef MOONCAKE_TRANSPORT_INTERNAL_FAKE_VERBS_H_
@@ -32,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +63,7 @@ struct FakeFabricLimits {
   uint8_t active_mtu = 5;  // 4096
   bool is_ethernet = false;
   size_t execute_per_poll = 8;
+  uint8_t ports = 1;  // per device, numbered from 1
 };
 
 struct FakeFabricStats {
@@ -85,6 +91,25 @@ class FakeFabric {
   void Stall(bool stalled) {
     MutexLock lock(&mu_);
     stalled_ = stalled;
+  }
+  // While down, a WR on a QP of that device and port, or aimed at one,
+  // completes with IBV_WC_RETRY_EXC_ERR. Unknown devices are ignored.
+  void SetPortDown(std::string_view device, uint8_t port, bool down) {
+    MutexLock lock(&mu_);
+    const std::optional<size_t> d = DeviceIndex(device);
+    if (!d.has_value()) return;
+    if (down) {
+      down_.insert({*d, port});
+    } else {
+      down_.erase({*d, port});
+    }
+  }
+  // QPs of that device and port execute `n` WRs per PollCq (>= 1) instead
+  // of limits.execute_per_poll: a slower link.
+  void SetPortExecutePerPoll(std::string_view device, uint8_t port, size_t n) {
+    MutexLock lock(&mu_);
+    const std::optional<size_t> d = DeviceIndex(device);
+    if (d.has_value()) rate_[{*d, port}] = std::max<size_t>(n, 1);
   }
   FakeFabricStats stats() const {
     MutexLock lock(&mu_);
@@ -145,6 +170,7 @@ class FakeFabric {
   struct Qp {
     uintptr_t pd = 0, cq = 0;
     uint32_t qpn = 0;
+    uint8_t port = 1;  // set at INIT
     QpCaps caps;
     QpState state = QpState::kReset;
     uint32_t access = 0;
@@ -164,7 +190,9 @@ class FakeFabric {
   WcStatus CheckPath(const Qp& qp, const Qp* peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   const Mr* FindMr(uintptr_t pd, uint32_t key, bool remote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t DeviceOfPd(uintptr_t pd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  PortAttrs PortOf(size_t device) const;
+  PortAttrs PortOf(size_t device, uint8_t port) const;
+  std::optional<size_t> DeviceIndex(std::string_view name) const;
+  bool PortDown(const Qp& qp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<std::string> devices_;
   const FakeFabricLimits limits_;
@@ -181,6 +209,8 @@ class FakeFabric {
   uint64_t fail_at_ ABSL_GUARDED_BY(mu_) = 0;
   WcStatus fail_status_ ABSL_GUARDED_BY(mu_) = WcStatus::kSuccess;
   bool stalled_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::pair<size_t, uint8_t>> down_ ABSL_GUARDED_BY(mu_);          // (device, port)
+  std::map<std::pair<size_t, uint8_t>, size_t> rate_ ABSL_GUARDED_BY(mu_);  // WRs per poll
 };
 
 // The RdmaVerbs model: a cheap handle onto a shared fabric.

@@ -13,15 +13,27 @@ inline absl::Status FakeMissing(std::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("fake verbs: unknown ", AbslView(what)));
 }
 
-inline PortAttrs FakeFabric::PortOf(size_t device) const {
+inline std::optional<size_t> FakeFabric::DeviceIndex(std::string_view name) const {
+  auto it = std::find(devices_.begin(), devices_.end(), name);
+  if (it == devices_.end()) return std::nullopt;
+  return static_cast<size_t>(it - devices_.begin());
+}
+
+// Port 1 of device d has lid d + 1; port p adds 256 * (p - 1).
+inline PortAttrs FakeFabric::PortOf(size_t device, uint8_t port) const {
   PortAttrs p;
-  p.lid = static_cast<uint16_t>(device + 1);
+  p.lid = static_cast<uint16_t>(device + 1 + 256 * (port - 1));
   p.active_mtu = limits_.active_mtu;
   p.max_msg_sz = limits_.max_msg_sz;
   p.is_ethernet = limits_.is_ethernet;
   p.gid = Gid{0xfe, 0x80};
   p.gid[15] = static_cast<uint8_t>(device + 1);
+  p.gid[14] = static_cast<uint8_t>(port - 1);
   return p;
+}
+
+inline bool FakeFabric::PortDown(const Qp& qp) {
+  return !down_.empty() && down_.contains({DeviceOfPd(qp.pd), qp.port});
 }
 
 inline absl::StatusOr<ContextHandle> FakeFabric::OpenDevice(std::string_view name) {
@@ -53,10 +65,11 @@ inline absl::StatusOr<PortAttrs> FakeFabric::QueryPort(ContextHandle ctx, uint8_
   MutexLock lock(&mu_);
   auto it = ctxs_.find(static_cast<uintptr_t>(ctx));
   if (it == ctxs_.end()) return FakeMissing("context");
-  if (port != 1 || gid_index < 0 || gid_index >= 16) {
-    return absl::InvalidArgumentError("fake verbs: only port 1, gid index 0..15");
+  if (port < 1 || port > limits_.ports || gid_index < 0 || gid_index >= 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fake verbs: ports 1..", limits_.ports, ", gid index 0..15"));
   }
-  return PortOf(it->second.device);
+  return PortOf(it->second.device, port);
 }
 
 inline absl::StatusOr<PdHandle> FakeFabric::AllocPd(ContextHandle ctx) {
@@ -155,9 +168,12 @@ inline absl::Status FakeFabric::Transition(QpHandle h, QpState to) {
 
 inline absl::Status FakeFabric::ModifyQpToInit(QpHandle qp, uint8_t port, uint32_t access) {
   MutexLock lock(&mu_);
-  if (port != 1) return absl::InvalidArgumentError("fake verbs: only port 1");
+  if (port < 1 || port > limits_.ports) {
+    return absl::InvalidArgumentError(absl::StrCat("fake verbs: ports 1..", limits_.ports));
+  }
   RETURN_IF_ERROR(Transition(qp, QpState::kInit));
   qps_[static_cast<uintptr_t>(qp)].access = access;
+  qps_[static_cast<uintptr_t>(qp)].port = port;
   return absl::OkStatus();
 }
 
@@ -253,7 +269,8 @@ inline WcStatus FakeFabric::CheckPath(const Qp& qp, const Qp* peer) {
       (peer->state == QpState::kRts && qp.rtr.rq_psn != peer->rts.sq_psn)) {
     return WcStatus::kRetryExcErr;
   }
-  const PortAttrs dest = PortOf(DeviceOfPd(peer->pd));
+  if (PortDown(qp) || PortDown(*peer)) return WcStatus::kRetryExcErr;
+  const PortAttrs dest = PortOf(DeviceOfPd(peer->pd), peer->port);
   const bool addressed = qp.rtr.use_gid ? qp.rtr.dgid == dest.gid : qp.rtr.dlid == dest.lid;
   return addressed ? WcStatus::kSuccess : WcStatus::kRetryExcErr;
 }
@@ -297,7 +314,12 @@ inline absl::StatusOr<size_t> FakeFabric::PollCq(CqHandle h, std::span<WorkCompl
   if (cq_it == cqs_.end()) return FakeMissing("CQ");
   for (auto& [id, qp] : qps_) {
     if (qp.cq != cq_it->first || stalled_) continue;
-    for (size_t n = 0; n < limits_.execute_per_poll && !qp.queued.empty(); ++n) {
+    size_t per_poll = limits_.execute_per_poll;
+    if (!rate_.empty()) {
+      auto r = rate_.find({DeviceOfPd(qp.pd), qp.port});
+      if (r != rate_.end()) per_poll = r->second;
+    }
+    for (size_t n = 0; n < per_poll && !qp.queued.empty(); ++n) {
       const SendWr wr = qp.queued.front();
       qp.queued.pop_front();
       const WcStatus st = Execute(qp, wr);

@@ -22,26 +22,36 @@ absl::Status RdmaEngine<V>::Init() {
         "no RDMA device: ibv_get_device_list found none (no NIC, driver or rdma_rxe link); "
         "use the TCP transport on this host");
   }
-  std::string name = options_.device_name.empty() ? devices.front() : options_.device_name;
-  if (std::find(devices.begin(), devices.end(), name) == devices.end()) {
-    return absl::NotFoundError(absl::StrCat("no RDMA device named '", name,
-                                            "'; present: ", devices.size(), " device(s), first '",
-                                            devices.front(), "'"));
+  std::vector<RdmaPath> wanted = options_.paths;
+  if (wanted.empty()) {
+    wanted.push_back(RdmaPath{options_.device_name, options_.port, options_.gid_index, 1});
   }
-  ASSIGN_OR_RETURN(ctx_, verbs_.OpenDevice(name));
-  device_open_ = true;
-  ASSIGN_OR_RETURN(device_attrs_, verbs_.QueryDevice(ctx_));
-  ASSIGN_OR_RETURN(port_attrs_, verbs_.QueryPort(ctx_, options_.port, options_.gid_index));
-  ASSIGN_OR_RETURN(pd_, verbs_.AllocPd(ctx_));
-  ASSIGN_OR_RETURN(passive_cq_, verbs_.CreateCq(ctx_, 16));
-  sq_depth_ = std::min(options_.send_queue_depth, device_attrs_.max_qp_wr);
-  limits_.max_sge = static_cast<uint32_t>(
-      std::min<uint64_t>({options_.max_sge, device_attrs_.max_sge, kMaxSgePerWr}));
-  limits_.wr_bytes_max = std::min<uint64_t>(options_.wr_bytes_max, port_attrs_.max_msg_sz);
+  for (const RdmaPath& w : wanted) RETURN_IF_ERROR(OpenPath(w, devices));
+  sq_depth_ = options_.send_queue_depth;
+  limits_.max_sge = static_cast<uint32_t>(std::min<uint64_t>(options_.max_sge, kMaxSgePerWr));
+  limits_.wr_bytes_max = options_.wr_bytes_max;
+  max_mr_size_ = UINT64_MAX;
+  for (const Device& d : devices_) {
+    sq_depth_ = std::min(sq_depth_, d.attrs.max_qp_wr);
+    limits_.max_sge = std::min(limits_.max_sge, d.attrs.max_sge);
+    max_mr_size_ = std::min(max_mr_size_, d.attrs.max_mr_size);
+  }
+  double heaviest = 0;
+  for (const Path& p : paths_) {
+    limits_.wr_bytes_max = std::min<uint64_t>(limits_.wr_bytes_max, p.attrs.max_msg_sz);
+    heaviest = std::max(heaviest, p.weight);
+  }
+  if (paths_.size() > 1) {
+    for (Path& p : paths_) {
+      p.window = std::max<uint64_t>(
+          1, static_cast<uint64_t>(static_cast<double>(options_.path_window_bytes) * p.weight /
+                                   heaviest));
+    }
+  }
   if (sq_depth_ < 2 || limits_.max_sge < 1 || limits_.wr_bytes_max == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "RDMA device '", name, "' reports unusable limits: max_qp_wr ", device_attrs_.max_qp_wr,
-        ", max_sge ", device_attrs_.max_sge, ", max_msg_sz ", port_attrs_.max_msg_sz));
+        "RDMA device '", devices_.front().name, "' reports unusable limits: max_qp_wr ", sq_depth_,
+        ", max_sge ", limits_.max_sge, ", max_msg_sz ", limits_.wr_bytes_max));
   }
   ASSIGN_OR_RETURN(auto listener, rdma_ctl::ListenTcp(options_.listen_host, options_.listen_port));
   listen_fd_ = std::move(listener.first);
@@ -51,6 +61,51 @@ absl::Status RdmaEngine<V>::Init() {
   wake_read_ = UniqueFd(pipe_fds[0]);
   wake_write_ = UniqueFd(pipe_fds[1]);
   server_ = std::thread([this] { ServeLoop(); });
+  return absl::OkStatus();
+}
+
+// Opens `want`'s device (once per device) and queries its port.
+template <RdmaVerbs V>
+absl::Status RdmaEngine<V>::OpenPath(const RdmaPath& want,
+                                     const std::vector<std::string>& present) {
+  const std::string name = want.device_name.empty() ? present.front() : want.device_name;
+  if (std::find(present.begin(), present.end(), name) == present.end()) {
+    return absl::NotFoundError(absl::StrCat("no RDMA device named '", name,
+                                            "'; present: ", present.size(), " device(s), first '",
+                                            present.front(), "'"));
+  }
+  size_t dev = 0;
+  while (dev < devices_.size() && devices_[dev].name != name) ++dev;
+  if (dev == devices_.size()) {
+    Device d;
+    d.name = name;
+    ASSIGN_OR_RETURN(d.ctx, verbs_.OpenDevice(name));
+    devices_.push_back(std::move(d));  // from here Shutdown closes it
+    Device& opened = devices_.back();
+    ASSIGN_OR_RETURN(opened.attrs, verbs_.QueryDevice(opened.ctx));
+    ASSIGN_OR_RETURN(opened.pd, verbs_.AllocPd(opened.ctx));
+    ASSIGN_OR_RETURN(opened.passive_cq, verbs_.CreateCq(opened.ctx, 16));
+  }
+  for (const Path& p : paths_) {
+    if (p.device == dev && p.port == want.port) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("RdmaOptions: path '", name, ":", want.port, "' is named twice"));
+    }
+  }
+  Path path;
+  path.device = dev;
+  path.port = want.port;
+  path.gid_index = want.gid_index;
+  path.weight = want.weight;
+  absl::StatusOr<PortAttrs> attrs = verbs_.QueryPort(devices_[dev].ctx, want.port, want.gid_index);
+  if (!attrs.ok()) {
+    return absl::Status(attrs.status().code(), absl::StrCat("RDMA port '", name, ":", want.port,
+                                                            "': ", attrs.status().message()));
+  }
+  path.attrs = *attrs;
+  path.stats.name = absl::StrCat(name, ":", want.port);
+  path.stats.weight = want.weight;
+  paths_.push_back(std::move(path));
   return absl::OkStatus();
 }
 
@@ -70,46 +125,59 @@ void RdmaEngine<V>::Shutdown() {
     DestroyConnectionResources(*c);
   }
   conns_.clear();
+  by_endpoint_.clear();
   batches_.ForEach([this](transport::BatchId, Batch& b) {
     for (const MemoryRegion& mr : b.extra.temp_mrs) verbs_.DeregMr(mr.handle).IgnoreError();
   });
   batches_.Clear();
-  for (auto& [id, seg] : segments_) verbs_.DeregMr(seg.mr.handle).IgnoreError();
-  segments_.clear();
-  if (device_open_) {
-    if (passive_cq_ != CqHandle{}) verbs_.DestroyCq(passive_cq_).IgnoreError();
-    if (pd_ != PdHandle{}) verbs_.DeallocPd(pd_).IgnoreError();
-    verbs_.CloseDevice(ctx_).IgnoreError();
-    device_open_ = false;
+  for (auto& [id, seg] : segments_) {
+    for (const MemoryRegion& mr : seg.mrs) {
+      if (mr.handle != MrHandle{}) verbs_.DeregMr(mr.handle).IgnoreError();
+    }
   }
+  segments_.clear();
+  for (Device& d : devices_) {
+    if (d.passive_cq != CqHandle{}) verbs_.DestroyCq(d.passive_cq).IgnoreError();
+    if (d.pd != PdHandle{}) verbs_.DeallocPd(d.pd).IgnoreError();
+    verbs_.CloseDevice(d.ctx).IgnoreError();
+  }
+  devices_.clear();
 }
 
 template <RdmaVerbs V>
-QpInfo RdmaEngine<V>::LocalQpInfo(uint32_t qpn, uint32_t psn) const {
+std::string RdmaEngine<V>::PathName(size_t path) const {
+  return absl::StrCat(devices_[paths_[path].device].name, ":", paths_[path].port);
+}
+
+template <RdmaVerbs V>
+QpInfo RdmaEngine<V>::LocalQpInfo(size_t path, uint32_t qpn, uint32_t psn) const {
+  const PortAttrs& a = paths_[path].attrs;
   QpInfo info;
   info.qpn = qpn;
   info.psn = psn;
-  info.lid = port_attrs_.lid;
-  info.mtu = port_attrs_.active_mtu;
-  info.use_gid = port_attrs_.is_ethernet;
-  info.gid = port_attrs_.gid;
+  info.lid = a.lid;
+  info.mtu = a.active_mtu;
+  info.use_gid = a.is_ethernet;
+  info.gid = a.gid;
   return info;
 }
 
-// INIT -> RTR -> RTS against `peer`.
+// INIT -> RTR -> RTS on local `path` against `peer`.
 template <RdmaVerbs V>
-absl::Status RdmaEngine<V>::BringUp(QpHandle qp, const QpInfo& peer, uint32_t own_psn) {
+absl::Status RdmaEngine<V>::BringUp(size_t path, QpHandle qp, const QpInfo& peer,
+                                    uint32_t own_psn) {
+  const Path& p = paths_[path];
   RETURN_IF_ERROR(verbs_.ModifyQpToInit(
-      qp, options_.port, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite));
+      qp, p.port, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite));
   RtrParams rtr;
   rtr.dest_qpn = peer.qpn;
   rtr.rq_psn = peer.psn;
   rtr.dlid = peer.lid;
   rtr.dgid = peer.gid;
-  rtr.use_gid = peer.use_gid || port_attrs_.is_ethernet;
-  rtr.sgid_index = static_cast<uint8_t>(options_.gid_index);
-  rtr.port = options_.port;
-  rtr.path_mtu = std::min(port_attrs_.active_mtu, peer.mtu);
+  rtr.use_gid = peer.use_gid || p.attrs.is_ethernet;
+  rtr.sgid_index = static_cast<uint8_t>(p.gid_index);
+  rtr.port = p.port;
+  rtr.path_mtu = std::min(p.attrs.active_mtu, peer.mtu);
   RETURN_IF_ERROR(verbs_.ModifyQpToRtr(qp, rtr));
   RtsParams rts = options_.rts;
   rts.sq_psn = own_psn;
@@ -125,10 +193,9 @@ absl::StatusOr<transport::SegmentDesc> RdmaEngine<V>::RegisterMemory(
   if (addr == nullptr || length == 0 || a + length < a) {
     return absl::InvalidArgumentError("RegisterMemory: null address, zero length or overflow");
   }
-  if (length > device_attrs_.max_mr_size) {
-    return absl::InvalidArgumentError(absl::StrCat("RegisterMemory: ", length,
-                                                   " bytes exceed the device's max_mr_size ",
-                                                   device_attrs_.max_mr_size));
+  if (length > max_mr_size_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RegisterMemory: ", length, " bytes exceed the device's max_mr_size ", max_mr_size_));
   }
   MutexLock lock(&mu_);
   auto next = segments_by_addr_.lower_bound(a);
@@ -140,11 +207,19 @@ absl::StatusOr<transport::SegmentDesc> RdmaEngine<V>::RegisterMemory(
   if (overlaps) {
     return absl::AlreadyExistsError("RegisterMemory: range overlaps a registered segment");
   }
-  ASSIGN_OR_RETURN(
-      MemoryRegion mr,
-      verbs_.RegMr(pd_, addr, length, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite));
+  std::vector<MemoryRegion> mrs;
+  for (const Device& d : devices_) {
+    absl::StatusOr<MemoryRegion> mr = verbs_.RegMr(
+        d.pd, addr, length, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite);
+    if (!mr.ok()) {
+      for (const MemoryRegion& made : mrs) verbs_.DeregMr(made.handle).IgnoreError();
+      return absl::Status(mr.status().code(), absl::StrCat("RegisterMemory on '", d.name,
+                                                           "': ", mr.status().message()));
+    }
+    mrs.push_back(*mr);
+  }
   const transport::SegmentId id = next_segment_++;
-  segments_[id] = LocalSegment{a, length, location, mr};
+  segments_[id] = LocalSegment{a, length, location, std::move(mrs)};
   segments_by_addr_[a] = id;
   return transport::SegmentDesc{id, length, location};
 }
@@ -156,8 +231,14 @@ absl::Status RdmaEngine<V>::UnregisterMemory(transport::SegmentId id) {
   if (it == segments_.end()) {
     return absl::NotFoundError(absl::StrCat("UnregisterMemory: no segment ", id));
   }
-  // Deregistering invalidates the rkey: peers' later accesses fail on the device.
-  RETURN_IF_ERROR(verbs_.DeregMr(it->second.mr.handle));
+  // Deregistering invalidates the rkeys: peers' later accesses fail on the
+  // device. A failure leaves the segment (and the MRs not yet deregistered)
+  // for another try.
+  for (MemoryRegion& mr : it->second.mrs) {
+    if (mr.handle == MrHandle{}) continue;
+    RETURN_IF_ERROR(verbs_.DeregMr(mr.handle));
+    mr.handle = MrHandle{};
+  }
   segments_by_addr_.erase(it->second.addr);
   segments_.erase(it);
   return absl::OkStatus();
@@ -167,14 +248,16 @@ absl::Status RdmaEngine<V>::UnregisterMemory(transport::SegmentId id) {
 
 template <RdmaVerbs V>
 absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V>::Connect(
-    const std::string& endpoint) {
+    const std::string& endpoint, size_t path) {
   ASSIGN_OR_RETURN(const HostPort hp, rdma_ctl::ParseEndpoint(endpoint, "rdma"));
   const absl::Time deadline = absl::Now() + options_.connect_timeout;
+  const Device& dev = devices_[paths_[path].device];
   auto c = std::make_unique<Connection>();
   c->endpoint = endpoint;
+  c->path = path;
   c->signal = SignalPolicy(options_.signal_interval);
-  ASSIGN_OR_RETURN(c->cq, verbs_.CreateCq(ctx_, sq_depth_ + 1));
-  auto created = verbs_.CreateQp(pd_, c->cq, QpCaps{sq_depth_, limits_.max_sge});
+  ASSIGN_OR_RETURN(c->cq, verbs_.CreateCq(dev.ctx, sq_depth_ + 1));
+  auto created = verbs_.CreateQp(dev.pd, c->cq, QpCaps{sq_depth_, limits_.max_sge});
   if (!created.ok()) {
     verbs_.DestroyCq(c->cq).IgnoreError();
     return created.status();
@@ -190,51 +273,74 @@ absl::StatusOr<std::unique_ptr<typename RdmaEngine<V>::Connection>> RdmaEngine<V
     RETURN_IF_ERROR(AuthenticateControl(fd.get(), deadline));
     RdmaMessage hello;
     hello.type = RdmaMsgType::kConnectRequest;
-    hello.qp = LocalQpInfo(c->qp.qpn, psn);
+    hello.qp = LocalQpInfo(path, c->qp.qpn, psn);
+    hello.path = static_cast<uint8_t>(path);
     RETURN_IF_ERROR(rdma_ctl::SendRdmaMessage(fd.get(), hello, deadline));
     ASSIGN_OR_RETURN(RdmaMessage reply, rdma_ctl::RecvRdmaMessage(fd.get(), deadline));
     if (reply.type != RdmaMsgType::kConnectReply) {
       return absl::DataLossError("RDMA control: expected a connect reply");
     }
     RETURN_IF_ERROR(reply.status);
-    RETURN_IF_ERROR(BringUp(c->qp.handle, reply.qp, psn));
+    RETURN_IF_ERROR(BringUp(path, c->qp.handle, reply.qp, psn));
     MutexLock lock(&c->control_mu);
     c->control = std::move(fd);
     return absl::OkStatus();
   }();
   if (!status.ok()) {
     DestroyConnectionResources(*c);
-    return absl::Status(status.code(),
-                        absl::StrCat("RDMA connect to ", endpoint, ": ", status.message()));
+    return absl::Status(status.code(), absl::StrCat("RDMA connect to ", endpoint, " over ",
+                                                    PathName(path), ": ", status.message()));
   }
   return c;
 }
 
+// The endpoint's connections, one per local path that could connect (at
+// least one), each with a ref for the caller.
 template <RdmaVerbs V>
-absl::StatusOr<typename RdmaEngine<V>::Connection*> RdmaEngine<V>::GetOrConnect(
+absl::StatusOr<std::vector<typename RdmaEngine<V>::Connection*>> RdmaEngine<V>::GetOrConnect(
     const std::string& endpoint) {
+  const auto share = [](const std::vector<Connection*>& conns) {  // under mu_
+    for (Connection* c : conns) ++c->refs;
+    return conns;
+  };
   {
     MutexLock lock(&mu_);
     auto it = by_endpoint_.find(endpoint);
-    if (it != by_endpoint_.end()) {
-      ++it->second->refs;
-      return it->second;
+    if (it != by_endpoint_.end()) return share(it->second);
+  }
+  std::vector<std::unique_ptr<Connection>> fresh;
+  absl::Status first_error;
+  std::vector<size_t> failed;
+  for (size_t p = 0; p < paths_.size(); ++p) {
+    absl::StatusOr<std::unique_ptr<Connection>> c = Connect(endpoint, p);
+    if (c.ok()) {
+      fresh.push_back(std::move(*c));
+    } else {
+      failed.push_back(p);
+      if (first_error.ok()) first_error = c.status();
     }
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Connection> fresh, Connect(endpoint));
   MutexLock lock(&mu_);
+  for (size_t p : failed) ++paths_[p].stats.connect_failures;
+  if (fresh.empty()) return first_error;
   auto it = by_endpoint_.find(endpoint);
   if (it != by_endpoint_.end()) {  // another thread connected first: keep theirs
-    DestroyConnectionResources(*fresh);
-    ++it->second->refs;
-    return it->second;
+    for (auto& c : fresh) DestroyConnectionResources(*c);
+    return share(it->second);
   }
-  fresh->id = next_conn_++;
-  fresh->refs = 2;  // the endpoint map and the caller
-  Connection* c = fresh.get();
-  by_endpoint_[endpoint] = c;
-  conns_[c->id] = std::move(fresh);
-  return c;
+  auto group = std::make_shared<PathGroup>();
+  std::vector<Connection*> conns;
+  for (auto& owned : fresh) {
+    owned->id = next_conn_++;
+    owned->refs = 2;  // the endpoint map and the caller
+    owned->group = group;
+    Connection* c = owned.get();
+    group->conns.push_back(c);
+    conns.push_back(c);
+    conns_[c->id] = std::move(owned);
+  }
+  by_endpoint_[endpoint] = conns;
+  return conns;
 }
 
 template <RdmaVerbs V>
@@ -251,7 +357,7 @@ template <RdmaVerbs V>
 void RdmaEngine<V>::Release(Connection* c) {
   MC_ASSERT(c->refs > 0, "connection reference count underflow");
   if (--c->refs > 0) return;
-  MC_DASSERT(c->tracker.outstanding() == 0 && c->pending.empty(), "released with work queued");
+  MC_DASSERT(c->tracker.outstanding() == 0, "released with work posted");
   // Erased later by Reap(): Release may run while Progress iterates conns_.
   DestroyConnectionResources(*c);
   zombies_.push_back(c->id);
@@ -259,25 +365,46 @@ void RdmaEngine<V>::Release(Connection* c) {
 
 template <RdmaVerbs V>
 void RdmaEngine<V>::Reap() {
-  for (uint64_t id : zombies_) conns_.erase(id);
+  for (uint64_t id : zombies_) {
+    auto it = conns_.find(id);
+    if (it == conns_.end()) continue;
+    std::erase(it->second->group->conns, it->second.get());
+    conns_.erase(it);
+  }
   zombies_.clear();
 }
 
-// The QP is unusable: flush it, fail everything queued on it and forget the
-// endpoint so the next OpenSegment builds a fresh connection.
+template <RdmaVerbs V>
+bool RdmaEngine<V>::HasLivePath(const PathGroup& g, const Connection* except) {
+  return std::any_of(g.conns.begin(), g.conns.end(), [&](const Connection* c) {
+    return c != except && c->broken.ok() && c->refs > 0;
+  });
+}
+
+// The QP is unusable: flush it; its WRs go to the group's other paths (or
+// fail), and the endpoint is forgotten so the next OpenSegment connects
+// every path anew.
 template <RdmaVerbs V>
 void RdmaEngine<V>::Break(Connection* c, const absl::Status& why) {
   if (!c->broken.ok()) return;
   c->broken = why;
+  ++paths_[c->path].stats.breaks;
   verbs_.ModifyQpToError(c->qp.handle).IgnoreError();
   const absl::Status flushed = WrTracker::FlushedStatus(why);
-  c->tracker.FailAll(flushed, [&](const WrTag& t, const absl::Status& s) { Retire(t, s, true); });
-  for (const PendingWr& p : c->pending) Retire(p.tag, flushed, false);
-  c->pending.clear();
+  c->tracker.FailAll(flushed,
+                     [&](const WrTag& t, const absl::Status& s) { Retire(c, t, s, true); });
+  PathGroup& g = *c->group;
+  if (!HasLivePath(g)) {
+    std::deque<WrTag> stranded = std::move(g.pending);
+    g.pending.clear();
+    for (const WrTag& t : stranded) Retire(nullptr, t, flushed, false);
+  }
   auto it = by_endpoint_.find(c->endpoint);
-  if (it != by_endpoint_.end() && it->second == c) {
+  if (it != by_endpoint_.end() &&
+      std::find(it->second.begin(), it->second.end(), c) != it->second.end()) {
+    const std::vector<Connection*> conns = std::move(it->second);
     by_endpoint_.erase(it);
-    Release(c);
+    for (Connection* x : conns) Release(x);
   }
 }
 
@@ -285,38 +412,63 @@ template <RdmaVerbs V>
 absl::StatusOr<transport::RemoteSegment> RdmaEngine<V>::OpenSegment(std::string_view endpoint,
                                                                     transport::SegmentId id) {
   if (id == 0) return absl::InvalidArgumentError("OpenSegment: segment id 0 is never valid");
-  ASSIGN_OR_RETURN(Connection * c, GetOrConnect(std::string(endpoint)));
+  ASSIGN_OR_RETURN(std::vector<Connection*> conns, GetOrConnect(std::string(endpoint)));
   RdmaMessage ask;
   ask.type = RdmaMsgType::kOpenRequest;
   ask.segment.id = id;
-  absl::StatusOr<RdmaMessage> reply;
-  {
+  std::vector<absl::StatusOr<RdmaMessage>> replies;
+  for (Connection* c : conns) {
     MutexLock lock(&c->control_mu);
     const absl::Time deadline = absl::Now() + options_.io_timeout;
     absl::Status sent = c->control.valid()
                             ? rdma_ctl::SendRdmaMessage(c->control.get(), ask, deadline)
                             : absl::UnavailableError("RDMA control channel already closed");
-    reply = sent.ok() ? rdma_ctl::RecvRdmaMessage(c->control.get(), deadline) : sent;
+    replies.push_back(sent.ok() ? rdma_ctl::RecvRdmaMessage(c->control.get(), deadline) : sent);
   }
   MutexLock lock(&mu_);
-  if (reply.ok() && reply->type != RdmaMsgType::kOpenReply) {
-    reply = absl::DataLossError("RDMA control: expected an open reply");
+  std::vector<PathKey> keys;
+  SegmentInfo info;
+  absl::Status refusal, failure;
+  for (size_t i = 0; i < conns.size(); ++i) {
+    Connection* c = conns[i];
+    absl::StatusOr<RdmaMessage>& reply = replies[i];
+    if (reply.ok() && reply->type != RdmaMsgType::kOpenReply) {
+      reply = absl::DataLossError("RDMA control: expected an open reply");
+    }
+    if (!reply.ok()) {
+      Break(c, reply.status());
+      Release(c);
+      if (failure.ok()) failure = reply.status();
+      continue;
+    }
+    if (!reply->status.ok() || reply->segment.id != id ||
+        (!keys.empty() &&
+         (reply->segment.addr != info.addr || reply->segment.length != info.length))) {
+      Release(c);
+      if (refusal.ok()) {
+        refusal = !reply->status.ok() ? reply->status
+                  : reply->segment.id != id
+                      ? absl::DataLossError("OpenSegment: reply names another segment")
+                      : absl::DataLossError(
+                            "OpenSegment: the owner's paths disagree on the "
+                            "segment's address or length");
+      }
+      continue;
+    }
+    if (keys.empty()) info = reply->segment;
+    keys.push_back(PathKey{c, reply->segment.rkey});
   }
-  if (!reply.ok()) {
-    Break(c, reply.status());
-    Release(c);
+  if (!refusal.ok() || keys.empty()) {
+    for (const PathKey& k : keys) Release(k.conn);
     Reap();
+    if (!refusal.ok()) return refusal;
     return absl::UnavailableError(
-        absl::StrCat("OpenSegment ", AbslView(endpoint), ": ", reply.status().message()));
+        absl::StrCat("OpenSegment ", AbslView(endpoint), ": ", failure.message()));
   }
-  if (!reply->status.ok() || reply->segment.id != id) {
-    Release(c);
-    if (reply->status.ok()) return absl::DataLossError("OpenSegment: reply names another segment");
-    return reply->status;
-  }
+  Reap();
   const transport::SegmentHandle handle = next_handle_++;
-  handles_[handle] = OpenedSegment{c, reply->segment};  // keeps the caller's ref
-  return transport::RemoteSegment{handle, id, reply->segment.length, reply->segment.location};
+  handles_[handle] = OpenedSegment{info, std::move(keys)};  // keeps the caller's refs
+  return transport::RemoteSegment{handle, id, info.length, info.location};
 }
 
 template <RdmaVerbs V>
@@ -326,9 +478,9 @@ absl::Status RdmaEngine<V>::CloseSegment(transport::SegmentHandle handle) {
   if (it == handles_.end()) {
     return absl::NotFoundError(absl::StrCat("CloseSegment: unknown handle ", handle));
   }
-  Connection* c = it->second.conn;
+  const std::vector<PathKey> paths = std::move(it->second.paths);
   handles_.erase(it);
-  Release(c);
+  for (const PathKey& k : paths) Release(k.conn);
   Reap();
   return absl::OkStatus();
 }
@@ -448,7 +600,7 @@ absl::Status RdmaEngine<V>::HandleHandshake(ControlConn& s, RdmaMessage& m, absl
     // Anything else first: refused, in the reply type the requester waits for.
     reply.type =
         m.type == RdmaMsgType::kOpenRequest ? RdmaMsgType::kOpenReply : RdmaMsgType::kConnectReply;
-    reply.qp = LocalQpInfo(0, 0);  // a well-formed body around the refusal
+    reply.qp = LocalQpInfo(0, 0, 0);  // a well-formed body around the refusal
     refusal = absl::UnauthenticatedError(
         "authentication required: this RDMA transport has an auth token file (give the "
         "requester's RdmaOptions a token from it: RdmaOptions::auth)");
@@ -479,8 +631,11 @@ absl::Status RdmaEngine<V>::HandleMessage(ControlConn& s) {
       MutexLock lock(&mu_);
       psn = NextPsn();
     }
-    auto qp = verbs_.CreateQp(pd_, passive_cq_, QpCaps{1, 1});
-    absl::Status up = qp.ok() ? BringUp(qp->handle, m.qp, psn) : qp.status();
+    // Rails pair up: the requester's path i meets this side's path i (mod).
+    s.path = m.path % paths_.size();
+    const Device& dev = devices_[paths_[s.path].device];
+    auto qp = verbs_.CreateQp(dev.pd, dev.passive_cq, QpCaps{1, 1});
+    absl::Status up = qp.ok() ? BringUp(s.path, qp->handle, m.qp, psn) : qp.status();
     if (up.ok()) {
       s.qp = *qp;
       s.has_qp = true;
@@ -488,7 +643,7 @@ absl::Status RdmaEngine<V>::HandleMessage(ControlConn& s) {
       verbs_.DestroyQp(qp->handle).IgnoreError();
     }
     reply.status = up;
-    reply.qp = LocalQpInfo(up.ok() ? qp->qpn : 0, psn);
+    reply.qp = LocalQpInfo(s.path, up.ok() ? qp->qpn : 0, psn);
   } else if (m.type == RdmaMsgType::kOpenRequest) {
     reply.type = RdmaMsgType::kOpenReply;
     reply.segment.id = m.segment.id;
@@ -503,7 +658,8 @@ absl::Status RdmaEngine<V>::HandleMessage(ControlConn& s) {
                                            "unregistered)"));
     } else {
       const LocalSegment& seg = it->second;
-      reply.segment = SegmentInfo{m.segment.id, seg.addr, seg.mr.rkey, seg.length, seg.location};
+      reply.segment = SegmentInfo{m.segment.id, seg.addr, seg.mrs[paths_[s.path].device].rkey,
+                                  seg.length, seg.location};
     }
   } else if (m.type == RdmaMsgType::kAuthHello || m.type == RdmaMsgType::kAuthProof) {
     // A handshake where none is due (this owner has no token file, or it is

@@ -1,9 +1,9 @@
 // The RDMA transport's out-of-band control messages (over TCP).
 //
 // Frame: a 12-byte header then the body, all little-endian:
-//   u32 magic 0x4452434D ("MCRD")  u16 version (1)  u16 type  u32 body_bytes
+//   u32 magic 0x4452434D ("MCRD")  u16 version (2)  u16 type  u32 body_bytes
 // Bodies (fixed layout; `status` bodies end with a length-prefixed message):
-//   kConnectRequest  QpInfo                      requester -> owner
+//   kConnectRequest  QpInfo, u8 path             requester -> owner
 //   kConnectReply    u32 code, QpInfo, msg       owner -> requester
 //   kOpenRequest     u64 segment_id              requester -> owner
 //   kOpenReply       u32 code, u64 segment_id, u64 addr, u32 rkey,
@@ -15,6 +15,9 @@
 //   QpInfo = u32 qpn, u32 psn, u16 lid, u8 mtu, u8 use_gid, 16 B gid
 //   blob   = u16 bytes, then that many bytes (<= kMaxAuthBlobBytes)
 //   msg    = u16 bytes, then that many bytes (<= kMaxMessageBytes)
+// `path` is the requester's local path (RdmaOptions::paths) the queue pair
+// runs on; the owner answers on its own path `path % its path count`, so
+// rails pair up (version 1 had no path: one port a side).
 // `code` is an absl::StatusCode. The decoder accepts exactly these layouts
 // and rejects anything else with InvalidArgument/DataLoss (it is fuzzed:
 // rdma_wire_fuzz.cc).
@@ -39,7 +42,7 @@
 namespace mooncake::transport_internal {
 
 inline constexpr uint32_t kRdmaWireMagic = 0x4452434D;
-inline constexpr uint16_t kRdmaWireVersion = 1;
+inline constexpr uint16_t kRdmaWireVersion = 2;
 inline constexpr size_t kRdmaHeaderBytes = 12;
 inline constexpr size_t kMaxMessageBytes = 512;
 inline constexpr size_t kMaxAuthBlobBytes = 256;
@@ -83,6 +86,7 @@ struct RdmaMessage {
   RdmaMsgType type = RdmaMsgType::kConnectRequest;
   absl::Status status;  // replies
   QpInfo qp;            // connect request / reply
+  uint8_t path = 0;     // connect request: the requester's path index
   SegmentInfo segment;  // open request (id only) / reply
   std::string auth;     // the AUTH_* messages' blob
 };
@@ -202,6 +206,7 @@ inline std::vector<uint8_t> EncodeRdmaMessage(const RdmaMessage& m) {
   switch (m.type) {
     case RdmaMsgType::kConnectRequest:
       rdma_wire::PutQp(body, m.qp);
+      body.U8(m.path);
       break;
     case RdmaMsgType::kConnectReply:
       rdma_wire::PutStatus(body, m.status);
@@ -280,7 +285,7 @@ inline absl::StatusOr<RdmaMessage> DecodeRdmaBody(RdmaMsgType type, std::span<co
   bool ok = false;
   switch (type) {
     case RdmaMsgType::kConnectRequest:
-      ok = rdma_wire::GetQp(r, &m.qp);
+      ok = rdma_wire::GetQp(r, &m.qp) && r.U8(&m.path);
       break;
     case RdmaMsgType::kConnectReply:
       ok = r.U32(&code) && rdma_wire::GetQp(r, &m.qp) && rdma_wire::GetStatus(r, code, &m.status);

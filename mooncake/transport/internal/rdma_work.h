@@ -108,6 +108,7 @@ class SignalPolicy {
 struct WrTag {
   uint64_t batch = 0;
   uint32_t request = 0;
+  uint32_t wr = 0;  // the WR's index among its batch's WRs (the engine's)
 };
 
 // The posted-but-not-retired WRs of one QP, in posting order (RC executes

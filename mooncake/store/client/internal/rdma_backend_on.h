@@ -4,12 +4,15 @@
 #ifndef MOONCAKE_STORE_CLIENT_INTERNAL_RDMA_BACKEND_ON_H_
 #define MOONCAKE_STORE_CLIENT_INTERNAL_RDMA_BACKEND_ON_H_
 
+#include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "mooncake/base/auth.h"
 #include "mooncake/transport/internal/any_transport.h"
 #include "mooncake/transport/rdma_transport.h"
@@ -22,6 +25,17 @@ inline absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>> MakeDef
     const std::string& listen_host, std::shared_ptr<const auth::Credentials> auth,
     bool refuse_tenants) {
   transport::RdmaOptions o;
+  // Several local ports (docs/transport.md, "Aggregation"): every peer is
+  // reached over each, its transfers spread over them.
+  if (const char* paths = std::getenv("MOONCAKE_RDMA_PATHS"); paths != nullptr && *paths != '\0') {
+    absl::StatusOr<std::vector<transport_internal::RdmaPath>> parsed =
+        transport_internal::ParseRdmaPaths(paths);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MOONCAKE_RDMA_PATHS: ", parsed.status().message()));
+    }
+    o.paths = *std::move(parsed);
+  }
   o.listen_host = listen_host;
   o.auth = std::move(auth);
   o.refuse_tenants = refuse_tenants;

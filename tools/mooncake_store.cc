@@ -7,6 +7,7 @@
 // Exit codes: 0 after a graceful shutdown (SIGINT, SIGTERM or SIGHUP), 1 when
 // the node cannot start (a port in use, the master unreachable), 2 for bad
 // flags, 128 + the signal when a second signal cuts a shutdown short.
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,7 +28,9 @@
 #include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -40,6 +43,7 @@
 #include "mooncake/store/node/store_node.h"
 #include "mooncake/store/node/store_node_options.h"
 #include "mooncake/tier/tier.h"
+#include "mooncake/transport/route_binding.h"
 #include "mooncake/transport/route_policy.h"
 #include "mooncake/transport/topology.h"
 
@@ -160,7 +164,12 @@ ABSL_FLAG(std::string, drain_bandwidth, "0",
 ABSL_FLAG(std::string, route_policy, "",
           "a routing policy file (docs/transport.md, \"Routing policy\"): the host's topology "
           "is read from --sysfs_root, the path each source and traffic class would take is "
-          "printed at start and exported as mooncake_route_paths; empty = none");
+          "printed at start and exported as mooncake_route_paths, and the worker's transports "
+          "take the bulk plan of --route_source: TCP over its NICs' addresses (listening on "
+          "all addresses), RDMA over its ports; empty = none");
+ABSL_FLAG(std::string, route_source, "",
+          "with --route_policy: whose bulk plan the worker follows, numaN, gpuN or cpuN; "
+          "empty = the CPU this process starts on");
 ABSL_FLAG(std::string, sysfs_root, "/sys", "where --route_policy reads the host's topology");
 ABSL_FLAG(bool, demo, true,
           "role all: run a short workload against itself and print its figures, then serve");
@@ -187,6 +196,57 @@ using node::Say;
 [[noreturn]] void BadFlags(std::string_view why) { node::ExitBadFlags(kProgram, why); }
 
 // `tenant_flags`: every --tenant value, in order.
+// --route_source: "numaN", "gpuN", "cpuN"; empty: the CPU this process
+// runs on (sched_getcpu). nullopt when it does not parse.
+std::optional<transport::RouteSource> ParseRouteSource(std::string_view text) {
+  if (text.empty()) return transport::RouteSource::Cpu(std::max(0, ::sched_getcpu()));
+  for (const auto& [prefix, kind] :
+       {std::pair{std::string_view("numa"), transport::RouteSource::Kind::kNuma},
+        std::pair{std::string_view("gpu"), transport::RouteSource::Kind::kGpu},
+        std::pair{std::string_view("cpu"), transport::RouteSource::Kind::kCpu}}) {
+    int index = 0;
+    if (text.starts_with(prefix) &&
+        absl::SimpleAtoi(AbslView(text.substr(prefix.size())), &index) && index >= 0) {
+      return transport::RouteSource{kind, index};
+    }
+  }
+  return std::nullopt;
+}
+
+// The worker's transports follow `source`'s bulk plan: TCP over the plan's
+// NICs' addresses, RDMA over its ports. What cannot be bound is said and
+// left as it was.
+void BindWorkerToPlan(const transport::RoutePlanner& planner, transport::RouteSource source,
+                      node::StoreNodeOptions* options) {
+  absl::StatusOr<transport::RoutePlan> plan = planner.Plan(source, transport::TrafficClass::kBulk);
+  if (!plan.ok()) {
+    Say(absl::StrCat("route: no bulk plan for ", source.Name(), " (", plan.status().message(),
+                     "); the worker's transports are not bound"));
+    return;
+  }
+  if (absl::StatusOr<std::vector<transport::TcpTransport::Options::LocalPath>> tcp =
+          transport::TcpLocalPaths(*plan);
+      tcp.ok()) {
+    options->worker_path_hosts.clear();
+    for (const auto& p : *tcp) options->worker_path_hosts.push_back(p.host);
+    Say(absl::StrCat("route: the worker's TCP transport follows the bulk plan of ", source.Name(),
+                     ": listens on every address, advertises ",
+                     absl::StrJoin(options->worker_path_hosts, ", ")));
+  } else {
+    Say(absl::StrCat("route: TCP stays on --worker_host (", tcp.status().message(), ")"));
+  }
+  if (absl::StatusOr<std::vector<transport_internal::RdmaPath>> rdma =
+          transport::RdmaLocalPaths(*plan);
+      rdma.ok()) {
+    options->rdma_paths = *std::move(rdma);
+    std::vector<std::string> names;
+    for (const auto& p : options->rdma_paths) {
+      names.push_back(absl::StrCat(p.device_name, ":", p.port));
+    }
+    Say(absl::StrCat("route: the worker's RDMA transport uses ", absl::StrJoin(names, ", ")));
+  }
+}
+
 node::StoreNodeOptions OptionsFromFlags(const std::vector<std::string>& tenant_flags) {
   node::StoreNodeOptions o;
   auto check = [](const absl::Status& s) {
@@ -499,7 +559,7 @@ int Main(int argc, char** argv) {
   }
   std::vector<char*> rest = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (rest.size() > 1) BadFlags(absl::StrCat("unexpected argument \"", rest[1], "\""));
-  const node::StoreNodeOptions options = OptionsFromFlags(tenant_flags);
+  node::StoreNodeOptions options = OptionsFromFlags(tenant_flags);
   WarnAboutAddresses(options);
   node::SetLogTimestamps(absl::GetFlag(FLAGS_log_timestamps));
   // A bad policy file is a flag error (before anything starts).
@@ -515,9 +575,30 @@ int Main(int argc, char** argv) {
     }
     route_policy = std::move(*parsed);
   }
+  const std::optional<transport::RouteSource> route_source =
+      ParseRouteSource(absl::GetFlag(FLAGS_route_source));
+  if (!route_source.has_value()) {
+    BadFlags(absl::StrCat("--route_source=", absl::GetFlag(FLAGS_route_source),
+                          ": expected numaN, gpuN or cpuN (or empty)"));
+  }
   if (only_check) {
     Say("flags ok");
     return 0;
+  }
+  // The route plans, before anything starts: the worker binds to its bulk plan.
+  std::optional<transport::RoutePlans> route_plans;
+  if (route_policy.has_value()) {
+    absl::StatusOr<transport::Topology> topo =
+        transport::DiscoverTopology(absl::GetFlag(FLAGS_sysfs_root));
+    if (!topo.ok()) {
+      std::fprintf(stderr, "mooncake_store: --route_policy: %s\n",
+                   topo.status().ToString().c_str());
+      return node::kExitCannotStart;
+    }
+    Say(topo->ToString());
+    const transport::RoutePlanner planner(std::move(*topo), *route_policy);
+    route_plans = planner.PlanAll();
+    if (options.role != node::Role::kMaster) BindWorkerToPlan(planner, *route_source, &options);
   }
 
   node::StopSignals signals;  // before any thread starts
@@ -528,20 +609,12 @@ int Main(int argc, char** argv) {
   }
   node::StoreNode& n = **started;
   PrintBanner(n);
-  if (route_policy.has_value()) {
-    absl::StatusOr<transport::Topology> topo =
-        transport::DiscoverTopology(absl::GetFlag(FLAGS_sysfs_root));
-    if (!topo.ok()) {
-      std::fprintf(stderr, "mooncake_store: --route_policy: %s\n",
-                   topo.status().ToString().c_str());
-      n.Shutdown().IgnoreError();
-      return node::kExitCannotStart;
+  if (route_plans.has_value()) {
+    for (const std::string& line : transport::RenderPlans(*route_plans)) {
+      Say(absl::StrCat("  ", line));
     }
-    Say(topo->ToString());
-    const transport::RoutePlanner planner(std::move(*topo), *route_policy);
-    const transport::RoutePlans plans = planner.PlanAll();
-    for (const std::string& line : transport::RenderPlans(plans)) Say(absl::StrCat("  ", line));
-    if (const absl::Status s = transport::ExportRoutePlans(plans.plans, n.metrics()); !s.ok()) {
+    if (const absl::Status s = transport::ExportRoutePlans(route_plans->plans, n.metrics());
+        !s.ok()) {
       std::fprintf(stderr, "mooncake_store: route metrics: %s\n", s.ToString().c_str());
     }
   }

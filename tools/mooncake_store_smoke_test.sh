@@ -30,7 +30,8 @@ for args in "--role=bogus" "--no_such_flag=1" "--segment_bytes=12Q" "--listen=no
             "--tenant=a" "--tenant=a:1G:fast" "--tenant=a:1G --tenant=a:2G" \
             "--tenants=a:2G:1G --tenant=a:512M" "--relocation=maybe" \
             "--relocation=on --ha_etcd=http://127.0.0.1:1" "--qos_link=eth0" \
-            "--qos_link=eth0 --qos_link_bytes_per_s=-1"; do
+            "--qos_link=eth0 --qos_link_bytes_per_s=-1" "--route_source=tpu3" \
+            "--route_source=numa-1"; do
   set +e
   msg=$("$bin" $args --http= --demo=false 2>&1)
   rc=$?
@@ -147,9 +148,11 @@ echo "ok   SIGTERM: exit 0"
 cat "$out"
 
 # ---- --allocator=kv and --tenant: the demo's every byte through KV slabs --------
+# With --route_policy too: the worker takes this host's bulk plan (its NICs'
+# addresses, or --worker_host when none has one) and says so.
 "$bin" --listen=127.0.0.1:0 --http=127.0.0.1:0 --segment_bytes=64M --demo \
   --allocator=kv --kv_block_bytes=64K,1M,4M --tenant=acme:1G:64M --status_interval=0 \
-  --relocation=on --ready_file="$ready" >"$out" 2>&1 &
+  --relocation=on --route_policy="$tmp/good.policy" --ready_file="$ready" >"$out" 2>&1 &
 pid=$!
 for _ in $(seq 300); do
   [[ -f $ready ]] && break
@@ -158,6 +161,8 @@ for _ in $(seq 300); do
 done
 [[ -f $ready ]] || fail "kv: no ready file within 30 s"
 grep -q '^demo: ok' "$out" || fail "kv: demo did not report ok"
+grep -qE "^route: (the worker's TCP transport follows the bulk plan|TCP stays on --worker_host|no bulk plan)" \
+  "$out" || fail "kv: --route_policy did not say how the worker is bound: $(cat "$out")"
 grep -q "allocator kv" "$out" || fail "kv: banner does not name the allocator"
 grep -q "acme 1.0GiB at 64.0MiB/s" "$out" || fail "kv: banner does not show acme's rate"
 hp=$(sed -n 's/^http=//p' "$ready")
@@ -170,7 +175,7 @@ kill -TERM "$pid"
 await_exit "$pid"
 pid=
 [[ $rc -eq 0 ]] || fail "kv: exit $rc after SIGTERM, want 0"
-echo "ok   --allocator=kv --relocation=on with the demo, --tenant's rate in the banner and /metrics"
+echo "ok   --allocator=kv --relocation=on --route_policy with the demo, --tenant's rate in the banner and /metrics"
 
 # ---- README command 1 as written: no flags at all --------------------------------
 # The embedded default: master on 127.0.0.1:50051, HTTP on 127.0.0.1:9090, a

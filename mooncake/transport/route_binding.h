@@ -36,7 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "mooncake/transport/internal/rdma_engine.h"
+#include "mooncake/transport/internal/rdma_path.h"
 #include "mooncake/transport/route_policy.h"
 #include "mooncake/transport/tcp_transport.h"
 

@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "mooncake/transport/internal/fake_verbs.h"
+#include "mooncake/transport/internal/rdma_engine.h"
 #include "mooncake/transport/topology.h"
 #include "mooncake/transport/topology_testing.h"
 

@@ -40,6 +40,7 @@
 #include "mooncake/base/assert.h"
 #include "mooncake/base/auth.h"
 #include "mooncake/transport/internal/any_transport.h"
+#include "mooncake/transport/internal/rdma_path.h"
 
 #if defined(MOONCAKE_STORE_RDMA)  // set by //mooncake/store/client:rdma_backend_on
 #include "mooncake/store/client/internal/rdma_backend_on.h"
@@ -61,18 +62,21 @@ inline constexpr bool kRdmaBuilt = client_internal::kRdmaBackendBuilt;
 // real verbs' listening for its control channel on `listen_host`. No device:
 // nothing appended, OK unless `required` (then FAILED_PRECONDITION). Also
 // FAILED_PRECONDITION when enabled in a build without RDMA and no factory is
-// set; other errors as the transport's Create says.
+// set; other errors as the transport's Create says. `paths`: the real verbs'
+// local ports (RdmaOptions::paths); empty: MOONCAKE_RDMA_PATHS, else the
+// first device's port 1. A factory makes its transport as it likes.
 inline absl::Status AppendRdmaRoute(
     bool enabled, bool required, const RdmaTransportFactory& factory,
     const std::string& listen_host,
     std::vector<std::unique_ptr<transport_internal::AnyTransport>>* list,
-    std::shared_ptr<const auth::Credentials> auth = nullptr, bool refuse_tenants = false) {
+    std::shared_ptr<const auth::Credentials> auth = nullptr, bool refuse_tenants = false,
+    const std::vector<transport_internal::RdmaPath>& paths = {}) {
   MC_ASSERT(list != nullptr, "AppendRdmaRoute needs a list");
   if (!enabled) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>> t =
-      factory
-          ? factory()
-          : client_internal::MakeDefaultRdmaTransport(listen_host, std::move(auth), refuse_tenants);
+      factory ? factory()
+              : client_internal::MakeDefaultRdmaTransport(listen_host, std::move(auth),
+                                                          refuse_tenants, paths);
   if (!t.ok()) {
     if (factory || !kRdmaBuilt || !client_internal::IsNoRdmaDevice(t.status())) {
       return t.status();

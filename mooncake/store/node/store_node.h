@@ -526,6 +526,11 @@ class StoreNode {
     wo.host_id = options_.host_id;
     wo.tcp_bind_host = options_.worker_host;
     wo.tcp_port = options_.worker_port;
+    if (!options_.worker_path_hosts.empty()) {
+      wo.tcp_bind_host = options_.worker_host.find(':') != std::string::npos ? "::" : "0.0.0.0";
+      wo.tcp_path_hosts = options_.worker_path_hosts;
+    }
+    wo.rdma_paths = options_.rdma_paths;
     wo.auth = auth_;
     wo.qos_link = options_.qos_link;
     wo.qos_link_bytes_per_s = options_.qos_link_bytes_per_s;

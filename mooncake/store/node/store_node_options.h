@@ -37,6 +37,7 @@
 #include "mooncake/store/ha/keys.h"
 #include "mooncake/store/master/master_options.h"
 #include "mooncake/tier/tier.h"
+#include "mooncake/transport/internal/rdma_path.h"
 
 namespace mooncake::node {
 
@@ -153,7 +154,15 @@ struct StoreNodeOptions {
   bool serve_shm = true;
   std::string worker_host = "127.0.0.1";  // where the worker's TCP transport listens
   uint16_t worker_port = 0;               // its port; 0: any free port
-  std::string host_id;                    // "" = gethostname()
+  // The worker's transports over several paths (mooncake_store
+  // --route_policy fills them from the host's bulk plan; docs/transport.md,
+  // "Aggregation"): TCP over these addresses of this host
+  // (WorkerOptions::tcp_path_hosts: the worker then listens on all
+  // addresses and advertises these instead of worker_host), RDMA over these
+  // ports. Empty: worker_host alone; the first device's port 1.
+  std::vector<std::string> worker_path_hosts;
+  std::vector<transport_internal::RdmaPath> rdma_paths;
+  std::string host_id;  // "" = gethostname()
   uint32_t replicas = 1;
   uint64_t max_object_bytes = uint64_t{64} << 20;
   // A KV cache wants its memory full; eviction on the put path covers bursts.

@@ -68,6 +68,7 @@
 #include "mooncake/store/rpc/worker_id.h"
 #include "mooncake/store/worker/copy_agent.h"
 #include "mooncake/store/worker/tier_agent.h"
+#include "mooncake/transport/internal/rdma_path.h"
 #include "mooncake/transport/internal/router_ids.h"
 #include "mooncake/transport/local_transport.h"
 #include "mooncake/transport/router.h"
@@ -94,9 +95,19 @@ struct WorkerOptions {
   std::string host_id;                      // "" = gethostname() (what SHM matching uses)
   std::string tcp_bind_host = "127.0.0.1";  // where the TCP transport listens
   uint16_t tcp_port = 0;                    // 0: any free port
-  bool serve_local = true;                  // clients in this process
-  bool serve_shm = true;                    // clients on this host
-  bool serve_tcp = true;                    // everyone
+  // Several addresses of this host for the TCP transport (docs/transport.md,
+  // "Aggregation"; mooncake_store --route_policy fills them from a plan):
+  // it then listens on every address (tcp_bind_host must be "0.0.0.0" or
+  // "::"), advertises these, so that a client spreads a value's slices over
+  // them, and binds its own outgoing lanes to them (weight 1 each). Numeric
+  // addresses, at most 8. Empty: tcp_bind_host alone.
+  std::vector<std::string> tcp_path_hosts;
+  // The RDMA transport's local ports (RdmaOptions::paths, at most 8).
+  // Empty: MOONCAKE_RDMA_PATHS, else the first device's port 1.
+  std::vector<transport_internal::RdmaPath> rdma_paths;
+  bool serve_local = true;  // clients in this process
+  bool serve_shm = true;    // clients on this host
+  bool serve_tcp = true;    // everyone
   // Cross-process QoS (client/link_arbiter.h): the host's link arbiter that
   // this worker's copies to other workers (drain, repair, hot replicas, copy
   // and move tasks) take bulk grants from over TCP and RDMA, so that they
@@ -348,6 +359,25 @@ class Worker {
     if (o.rpc_timeout_ms <= 0 || o.initial_heartbeat_interval_ms <= 0) {
       return absl::InvalidArgumentError("WorkerOptions: timeouts and intervals must be > 0");
     }
+    if (!o.tcp_path_hosts.empty()) {
+      if (o.tcp_bind_host != "0.0.0.0" && o.tcp_bind_host != "::") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "WorkerOptions: tcp_path_hosts need tcp_bind_host 0.0.0.0 or :: (the listener "
+            "answers on every address advertised), not ",
+            o.tcp_bind_host));
+      }
+      transport::TcpTransport::Options t;
+      t.advertise_hosts = o.tcp_path_hosts;
+      for (const std::string& h : o.tcp_path_hosts) t.local_paths.push_back({h, 1});
+      if (absl::Status s = transport::TcpTransport::CheckOptions(t); !s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("WorkerOptions.tcp_path_hosts: ", s.message()));
+      }
+    }
+    if (o.rdma_paths.size() > transport_internal::kRdmaPathsMax) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WorkerOptions: at most ", transport_internal::kRdmaPathsMax, " rdma_paths"));
+    }
     return absl::OkStatus();
   }
 
@@ -390,14 +420,20 @@ class Worker {
     }
     // A worker that checks tenants' ranges on TCP keeps tenants off RDMA,
     // where no check is possible (rdma_route.h).
+    // The RDMA control channel listens where TCP is reached: the first path
+    // host when the TCP transport listens on every address.
     RETURN_IF_ERROR(client::AppendRdmaRoute(
-        options_.serve_rdma, options_.require_rdma, options_.rdma_factory, options_.tcp_bind_host,
+        options_.serve_rdma, options_.require_rdma, options_.rdma_factory,
+        options_.tcp_path_hosts.empty() ? options_.tcp_bind_host : options_.tcp_path_hosts.front(),
         &list, options_.auth,
-        options_.auth != nullptr && options_.auth->SecretOf(auth::kClusterPrincipal) != nullptr));
+        options_.auth != nullptr && options_.auth->SecretOf(auth::kClusterPrincipal) != nullptr,
+        options_.rdma_paths));
     if (options_.serve_tcp) {
       transport::TcpTransport::Options t;
       t.bind_host = options_.tcp_bind_host;
       t.port = options_.tcp_port;
+      t.advertise_hosts = options_.tcp_path_hosts;
+      for (const std::string& h : options_.tcp_path_hosts) t.local_paths.push_back({h, 1});
       t.auth = options_.auth;
       if (options_.auth != nullptr && options_.auth->SecretOf(auth::kClusterPrincipal) != nullptr) {
         ASSIGN_OR_RETURN(auth::CapabilityKey key,

@@ -221,6 +221,63 @@ TEST(Worker, RejectsBadOptions) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A worker on several addresses of its host (tcp_path_hosts, what
+// mooncake_store --route_policy sets from a plan): it listens on all,
+// advertises each, and a reader's TCP transport spreads a large read over
+// them. 127.0.0.2 is this host's too (all of 127/8 is loopback).
+TEST(Worker, PathHostsAreAdvertisedAndCarryReads) {
+  Env env;
+  WorkerOptions o = Small(1);
+  o.segment_bytes = 16 << 20;
+  o.tcp_bind_host = "0.0.0.0";
+  o.tcp_path_hosts = {"127.0.0.1", "127.0.0.2"};
+  auto w = Worker<rpc::InProcessChannel>::Start(o, env.channel.get());
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::string endpoint = (*w)->router_endpoint();
+  EXPECT_NE(endpoint.find("tcp://127.0.0.1:"), std::string::npos) << endpoint;
+  EXPECT_NE(endpoint.find(",127.0.0.2:"), std::string::npos) << endpoint;
+  const MountedSegment seg = (*w)->segments()[0];
+  auto* bytes = static_cast<std::byte*>(seg.data);
+  for (uint64_t i = 0; i < seg.size_bytes; ++i) bytes[i] = static_cast<std::byte>(i * 13 + 1);
+
+  transport::TcpTransport::Options to;
+  to.spread_min_bytes = 1 << 20;
+  auto tcp = transport::TcpTransport::Create(to);
+  ASSERT_TRUE(tcp.ok()) << tcp.status();
+  transport::TcpTransport* reader = tcp->get();
+  auto router = transport::Router::Create({}, std::move(*tcp));
+  ASSERT_TRUE(router.ok()) << router.status();
+  auto opened = (*router)->OpenSegment(endpoint, seg.router_segment_id);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  std::vector<std::byte> buf(seg.size_bytes);
+  transport::TransferRequest r{transport::OpCode::kRead, buf.data(), opened->handle, 0,
+                               seg.size_bytes};
+  auto id = (*router)->Submit(std::span<const transport::TransferRequest>(&r, 1));
+  ASSERT_TRUE(id.ok()) << id.status();
+  auto res = (*router)->Wait(*id, absl::Now() + absl::Seconds(20));
+  ASSERT_TRUE(res.ok() && res->ok()) << (res.ok() ? res->FirstError() : res.status());
+  EXPECT_EQ(std::memcmp(buf.data(), seg.data, seg.size_bytes), 0);
+  const size_t tcp_at = endpoint.find("tcp://");
+  const std::string tcp_endpoint = endpoint.substr(tcp_at, endpoint.find('|', tcp_at) - tcp_at);
+  const auto paths = reader->PathStats(tcp_endpoint);
+  ASSERT_EQ(paths.size(), 2u) << tcp_endpoint;
+  EXPECT_GT(paths[0].bytes, 0u) << paths[0].name;
+  EXPECT_GT(paths[1].bytes, 0u) << paths[1].name;
+}
+
+TEST(Worker, PathHostsNeedAListenerOnEveryAddress) {
+  Env env;
+  WorkerOptions o = Small(1);
+  o.tcp_path_hosts = {"127.0.0.1", "127.0.0.2"};  // tcp_bind_host stays 127.0.0.1
+  absl::Status s = Worker<rpc::InProcessChannel>::Start(o, env.channel.get()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("0.0.0.0"), absl::string_view::npos) << s;
+  o.tcp_bind_host = "0.0.0.0";
+  o.tcp_path_hosts = {"localhost"};  // not numeric
+  s = Worker<rpc::InProcessChannel>::Start(o, env.channel.get()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+}
+
 TEST(Worker, ReservesItsMemoryAtStartWhenAsked) {
   Env env;
   WorkerOptions o = Small(2);

@@ -152,9 +152,13 @@ void RdmaEngine<V>::Retire(Connection* c, const WrTag& tag, const absl::Status& 
   }
   // Done already: cancelled, or an earlier WR failed it (its pieces_left
   // then stays above 0, so Poll does not count it while WRs still run).
-  if (b->requests[tag.request].done) return;
+  const RequestState& request = b->requests[tag.request];
+  if (request.done) return;
+  // Moved only when the path failed it and its request has not failed for
+  // another reason already (an owner that refused a key refuses it on every
+  // path: moving its WRs would break the other paths too).
   const bool path_failed = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s);
-  if (was_posted && path_failed && plan.moves < options_.path_retries_max &&
+  if (was_posted && path_failed && request.status.ok() && plan.moves < options_.path_retries_max &&
       HasLivePath(*c->group, c)) {
     ++plan.moves;
     ++paths_[c->path].stats.wrs_moved;
@@ -178,14 +182,21 @@ void RdmaEngine<V>::Pump(Connection* c, size_t max_wrs) {
     size_t n = 0;
     uint64_t posted = c->bytes_posted;
     bool window_full = false;
-    while (n < chain_max && n < room && n < queue.size()) {
-      const WrTag t = queue[n];
-      Batch* b = batches_.Find(t.batch);
-      if (b->requests[t.request].done) {  // failed or cancelled: never posted
+    // Drops the tags from queue[n] on whose requests are over (cancelled, or
+    // failed: they are never posted), so that queue[n], if any, is one to post.
+    const auto drop_dead = [&] {
+      while (n < queue.size()) {
+        const WrTag t = queue[n];
+        const RequestState& r = batches_.Find(t.batch)->requests[t.request];
+        if (!r.done && r.status.ok()) return;
+        const absl::Status why = r.status;
         queue.erase(queue.begin() + static_cast<ptrdiff_t>(n));
-        Retire(c, t, absl::OkStatus(), false);
-        continue;
+        Retire(c, t, why, false);
       }
+    };
+    for (drop_dead(); n < chain_max && n < room && n < queue.size(); drop_dead()) {
+      const WrTag t = queue[n];
+      const Batch* b = batches_.Find(t.batch);
       const uint64_t bytes = b->extra.wrs[t.wr].wr.total_bytes();
       if (window != 0 && posted > 0 && posted + bytes > window) {
         window_full = true;
@@ -387,7 +398,7 @@ absl::StatusOr<transport::BatchResult> RdmaEngine<V>::Cancel(transport::BatchId 
   if (b.extra.wrs_outstanding > 0) {
     const std::vector<Connection*> conns = b.extra.conns;
     for (Connection* c : conns) {
-      if (c->tracker.outstanding() > 0) {
+      if (c->tracker.Holds(id)) {  // not a healthy path that carries other batches only
         Break(c, absl::DeadlineExceededError("cancelled work requests did not complete within "
                                              "the I/O timeout; queue pair flushed"));
       }

@@ -232,15 +232,31 @@ absl::Status RdmaEngine<V>::UnregisterMemory(transport::SegmentId id) {
     return absl::NotFoundError(absl::StrCat("UnregisterMemory: no segment ", id));
   }
   // Deregistering invalidates the rkeys: peers' later accesses fail on the
-  // device. A failure leaves the segment (and the MRs not yet deregistered)
-  // for another try.
-  for (MemoryRegion& mr : it->second.mrs) {
+  // device. If the first deregistration fails the segment stays as it was
+  // (try again); if a later one fails the segment is gone all the same (its
+  // other keys are dead) and the error says how many regions stay pinned.
+  LocalSegment& seg = it->second;
+  size_t failed = 0, done = 0;
+  absl::Status first;
+  for (MemoryRegion& mr : seg.mrs) {
     if (mr.handle == MrHandle{}) continue;
-    RETURN_IF_ERROR(verbs_.DeregMr(mr.handle));
+    if (absl::Status s = verbs_.DeregMr(mr.handle); !s.ok()) {
+      if (done == 0) return s;
+      ++failed;
+      if (first.ok()) first = s;
+      continue;
+    }
     mr.handle = MrHandle{};
+    ++done;
   }
-  segments_by_addr_.erase(it->second.addr);
+  segments_by_addr_.erase(seg.addr);
   segments_.erase(it);
+  if (failed > 0) {
+    return absl::Status(
+        first.code(),
+        absl::StrCat("UnregisterMemory: segment ", id, " is unregistered, but ", failed,
+                     " of its memory regions could not be released: ", first.message()));
+  }
   return absl::OkStatus();
 }
 

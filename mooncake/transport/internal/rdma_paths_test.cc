@@ -200,15 +200,25 @@ TEST(RdmaPathsTest, APortDownLeavesTheOtherAndBothDownFail) {
 }
 
 // The owner refusing a key is not the path's fault: the request fails with
-// NotFound on the first path that tries, and nothing is moved for it.
+// NotFound, none of its WRs is moved to another path, and its WRs still
+// queued are never posted. (Each path that had posted one breaks: an error
+// completion ends an RC queue pair.)
 TEST(RdmaPathsTest, ARefusedKeyFailsTheRequestWithoutMovingIt) {
-  constexpr uint64_t kLen = 1 << 20;
-  Fixture f(kLen, TwoPaths("o"), TwoPaths("r"));
+  constexpr uint64_t kLen = 4 << 20;
+  RdmaOptions requester = TwoPaths("r");
+  requester.path_window_bytes = 128 << 10;  // most WRs wait in the queue
+  Fixture f(kLen, TwoPaths("o"), requester);
   ASSERT_TRUE(f.owner->UnregisterMemory(f.seg.id).ok());
   std::vector<std::byte> dst(kLen);
+  const uint64_t posted_before = f.fabric->stats().wrs_posted;
   auto r = f.Run({f.Req(OpCode::kRead, dst.data(), 0, kLen)});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->statuses[0].code(), absl::StatusCode::kNotFound) << r->statuses[0];
+  const std::vector<RdmaPathStats> stats = f.requester->path_stats();
+  EXPECT_EQ(stats[0].wrs_moved + stats[1].wrs_moved, 0u);
+  EXPECT_LE(stats[0].breaks + stats[1].breaks, 2u);
+  // At most the two windows' WRs were posted, not the 64 of the request.
+  EXPECT_LE(f.fabric->stats().wrs_posted - posted_before, 4u);
 }
 
 // A requester with two paths and an owner with one: both requester paths

@@ -123,6 +123,11 @@ class WrTracker {
   }
 
   size_t outstanding() const { return fifo_.size(); }
+  // Whether a WR of `batch` is outstanding here.
+  bool Holds(uint64_t batch) const {
+    return std::any_of(fifo_.begin(), fifo_.end(),
+                       [&](const Entry& e) { return e.tag.batch == batch; });
+  }
 
   // Handles one completion. `done(tag, status)` runs once per retired WR.
   // Completions for ids already retired (flushes after FailAll) are ignored.

@@ -6,11 +6,13 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "mooncake/base/auth.h"
 #include "mooncake/transport/internal/any_transport.h"
+#include "mooncake/transport/internal/rdma_path.h"
 
 namespace mooncake::client_internal {
 
@@ -18,7 +20,7 @@ inline constexpr bool kRdmaBackendBuilt = false;
 
 inline absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>> MakeDefaultRdmaTransport(
     const std::string& /*listen_host*/, std::shared_ptr<const auth::Credentials> /*auth*/,
-    bool /*refuse_tenants*/) {
+    bool /*refuse_tenants*/, const std::vector<transport_internal::RdmaPath>& /*paths*/) {
   return absl::FailedPreconditionError(
       "RDMA requested but this build has no RDMA transport (build with --config=rdma)");
 }

@@ -23,13 +23,15 @@ inline constexpr bool kRdmaBackendBuilt = true;
 
 inline absl::StatusOr<std::unique_ptr<transport_internal::AnyTransport>> MakeDefaultRdmaTransport(
     const std::string& listen_host, std::shared_ptr<const auth::Credentials> auth,
-    bool refuse_tenants) {
+    bool refuse_tenants, const std::vector<transport_internal::RdmaPath>& paths) {
   transport::RdmaOptions o;
   // Several local ports (docs/transport.md, "Aggregation"): every peer is
   // reached over each, its transfers spread over them.
-  if (const char* paths = std::getenv("MOONCAKE_RDMA_PATHS"); paths != nullptr && *paths != '\0') {
+  o.paths = paths;
+  if (const char* env = std::getenv("MOONCAKE_RDMA_PATHS");
+      paths.empty() && env != nullptr && *env != '\0') {
     absl::StatusOr<std::vector<transport_internal::RdmaPath>> parsed =
-        transport_internal::ParseRdmaPaths(paths);
+        transport_internal::ParseRdmaPaths(env);
     if (!parsed.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("MOONCAKE_RDMA_PATHS: ", parsed.status().message()));

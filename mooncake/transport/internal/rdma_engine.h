@@ -396,6 +396,7 @@ class RdmaEngine {
   absl::flat_hash_map<uint64_t, std::unique_ptr<Connection>> conns_ ABSL_GUARDED_BY(mu_);
   std::vector<uint64_t> zombies_ ABSL_GUARDED_BY(mu_);            // released, not yet erased
   std::vector<Connection*> groups_to_pump_ ABSL_GUARDED_BY(mu_);  // Progress's scratch
+  std::vector<PathGroup*> pump_scratch_ ABSL_GUARDED_BY(mu_);     // PumpGroups
   // Each holds one ref on every connection it lists.
   absl::flat_hash_map<std::string, std::vector<Connection*>> by_endpoint_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<transport::SegmentHandle, OpenedSegment> handles_ ABSL_GUARDED_BY(mu_);

@@ -263,8 +263,8 @@ void RdmaEngine<V>::PumpGroup(PathGroup& g) {
 
 template <RdmaVerbs V>
 void RdmaEngine<V>::PumpGroups(std::span<Connection* const> conns) {
-  std::vector<PathGroup*> groups;
-  groups.reserve(conns.size());
+  std::vector<PathGroup*>& groups = pump_scratch_;  // no allocation per call once grown
+  groups.clear();
   for (Connection* c : conns) groups.push_back(c->group.get());
   std::sort(groups.begin(), groups.end());
   groups.erase(std::unique(groups.begin(), groups.end()), groups.end());

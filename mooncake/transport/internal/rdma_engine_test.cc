@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mooncake/transport/internal/fake_rdma_kit.h"
 #include "mooncake/transport/internal/fake_verbs.h"
 #include "mooncake/transport/transport_testing.h"
 
@@ -29,22 +30,15 @@ std::shared_ptr<FakeFabric> SharedFabric() {
   return *fabric;
 }
 
-struct FakeRdmaFactory {
-  using Transport = FakeRdma;
-  static constexpr bool kCrossProcess = false;  // the fake fabric lives in one process
-  static constexpr bool kUnregisterRevokes = true;
-  static constexpr bool kMappingSurvivesOwner = false;
-  static std::unique_ptr<FakeRdma> Make() {
+struct OnePort {
+  static std::shared_ptr<FakeFabric> Fabric() { return SharedFabric(); }
+  static RdmaOptions Options() {
     RdmaOptions o;
     o.wr_bytes_max = 256 << 10;  // several WRs per large request
-    auto t = FakeRdma::Create(FakeVerbs(SharedFabric()), o);
-    MC_ASSERT(t.ok(), "fake RDMA transport must start");
-    return std::move(*t);
-  }
-  static absl::StatusOr<transport::KitBuffer> Allocate(uint64_t length) {
-    return transport::AllocateHeapKitBuffer(length);
+    return o;
   }
 };
+using FakeRdmaFactory = FakeRdmaKitFactory<OnePort>;
 }  // namespace
 }  // namespace mooncake::transport_internal
 

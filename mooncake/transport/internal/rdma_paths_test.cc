@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "mooncake/transport/internal/fake_rdma_kit.h"
 #include "mooncake/transport/internal/fake_verbs.h"
 #include "mooncake/transport/internal/rdma_engine.h"
 #include "mooncake/transport/transport_testing.h"
@@ -325,23 +326,16 @@ std::shared_ptr<FakeFabric> TwoPathFabric() {
   return *fabric;
 }
 
-struct TwoPathFakeRdmaFactory {
-  using Transport = FakeRdma;
-  static constexpr bool kCrossProcess = false;
-  static constexpr bool kUnregisterRevokes = true;
-  static constexpr bool kMappingSurvivesOwner = false;
-  static std::unique_ptr<FakeRdma> Make() {
+struct TwoPorts {
+  static std::shared_ptr<FakeFabric> Fabric() { return TwoPathFabric(); }
+  static RdmaOptions Options() {
     RdmaOptions o = TwoPaths("p");
     o.path_window_bytes = 128 << 10;
     o.io_timeout = absl::Seconds(5);
-    auto t = FakeRdma::Create(FakeVerbs(TwoPathFabric()), o);
-    MC_ASSERT(t.ok(), "fake RDMA transport must start");
-    return std::move(*t);
-  }
-  static absl::StatusOr<transport::KitBuffer> Allocate(uint64_t length) {
-    return transport::AllocateHeapKitBuffer(length);
+    return o;
   }
 };
+using TwoPathFakeRdmaFactory = FakeRdmaKitFactory<TwoPorts>;
 
 }  // namespace
 }  // namespace mooncake::transport_internal

@@ -1,8 +1,10 @@
 // A small blocking HTTP/1.1 client for metadata servers: Mooncake's HTTP
 // metadata server (GET/PUT/DELETE on <url>?key=...) and etcd's v3 JSON
-// gateway (POST /v3/kv/...). One connection per call ("Connection: close"):
-// metadata traffic is a handful of calls per engine and per peer, so reuse
-// buys nothing and a fresh socket cannot be left half-read by a failure.
+// gateway (POST /v3/kv/...). HttpCall makes one connection per call
+// ("Connection: close"): metadata traffic is a handful of calls per engine
+// and per peer, so reuse buys nothing and a fresh socket cannot be left
+// half-read by a failure. HttpConnectionPool keeps connections for callers
+// that call often (the HA oplog on etcd).
 //
 // Bounds: the whole call (resolve, connect, send, receive) ends by
 // options.timeout; a response over options.max_response_bytes (status line,
@@ -15,7 +17,8 @@
 // DATA_LOSS (not an HTTP/1.x answer), RESOURCE_EXHAUSTED. Any HTTP status is a
 // result, not an error: the caller decides what 404 means.
 //
-// Thread-safety: pure functions; calls may run concurrently.
+// Thread-safety: pure functions and a pool that locks; calls may run
+// concurrently.
 #ifndef MOONCAKE_TRANSPORT_COMPAT_HTTP_CLIENT_H_
 #define MOONCAKE_TRANSPORT_COMPAT_HTTP_CLIENT_H_
 
@@ -23,13 +26,18 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -42,6 +50,7 @@
 #include "mooncake/base/errno_status.h"
 #include "mooncake/base/fd.h"
 #include "mooncake/base/host_port.h"
+#include "mooncake/base/mutex.h"
 #include "mooncake/base/status_macros.h"
 #include "mooncake/base/tcp_connect.h"
 
@@ -199,35 +208,25 @@ inline absl::StatusOr<std::optional<std::string>> Dechunk(std::string_view in) {
   }
 }
 
-}  // namespace mooncake::transport::compat_internal
+// How an answer was framed, for a caller that keeps connections.
+struct ResponseFraming {
+  bool received_any = false;  // a byte of the answer arrived
+  bool reusable = false;      // framed, no "Connection: close", nothing after it
+};
 
-namespace mooncake::transport::compat {
-
-// One request to host:port. `target` is the path with its query
-// ("/metadata?key=a%2Fb").
-inline absl::StatusOr<HttpResult> HttpCall(std::string_view method, const std::string& host,
-                                           uint16_t port, std::string_view target,
-                                           std::string_view body, HttpClientOptions options = {}) {
-  namespace ci = compat_internal;
-  MC_ASSERT(options.max_response_bytes > 0, "a response needs room");
-  const absl::Time deadline = absl::Now() + options.timeout;
-  absl::StatusOr<UniqueFd> fd = mooncake::ConnectTcp(HostPort{host, port}, deadline);
-  if (!fd.ok()) return fd.status();
-  const std::string request = absl::StrCat(
-      AbslView(method), " ", AbslView(target), " HTTP/1.1\r\nHost: ", JoinHostPort(host, port),
-      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-      options.authorization.empty() ? "" : "\r\nAuthorization: ", options.authorization,
-      "\r\nConnection: close\r\n\r\n", AbslView(body));
-  if (absl::Status s = ci::SendAllBy(fd->get(), request, deadline); !s.ok()) return s;
-
+// Reads one HTTP/1.x answer from `fd`.
+inline absl::StatusOr<transport::compat::HttpResult> ReadHttpResponse(
+    int fd, size_t max_response_bytes, absl::Time deadline, ResponseFraming* framing = nullptr) {
+  ResponseFraming local;
+  ResponseFraming& f = framing != nullptr ? *framing : local;
   std::string in;
   std::optional<size_t> head_end, content_length;
-  bool chunked = false;
-  HttpResult result;
+  bool chunked = false, closes = false;
+  transport::compat::HttpResult result;
   for (;;) {
-    absl::StatusOr<bool> more =
-        ci::RecvSomeBy(fd->get(), &in, options.max_response_bytes, deadline);
+    absl::StatusOr<bool> more = RecvSomeBy(fd, &in, max_response_bytes, deadline);
     if (!more.ok()) return more.status();
+    f.received_any = f.received_any || !in.empty();
     if (!head_end.has_value()) {
       const size_t end = in.find("\r\n\r\n");
       if (end != std::string::npos) {
@@ -250,19 +249,24 @@ inline absl::StatusOr<HttpResult> HttpCall(std::string_view method, const std::s
           content_length = n;
         }
         chunked = lower.find("\r\ntransfer-encoding: chunked") != std::string::npos;
+        closes = lower.find("\r\nconnection: close") != std::string::npos ||
+                 head.starts_with("HTTP/1.0");
       }
     }
     if (head_end.has_value()) {
       const std::string_view payload = std::string_view(in).substr(*head_end);
       if (chunked) {
-        absl::StatusOr<std::optional<std::string>> body_or = ci::Dechunk(payload);
+        absl::StatusOr<std::optional<std::string>> body_or = Dechunk(payload);
         if (!body_or.ok()) return body_or.status();
         if (body_or->has_value()) {
           result.body = std::move(**body_or);
+          // Chunk extensions or trailers make the exact end unknown here.
+          f.reusable = !closes && payload.ends_with("0\r\n\r\n");
           return result;
         }
       } else if (content_length.has_value() && payload.size() >= *content_length) {
         result.body = std::string(payload.substr(0, *content_length));
+        f.reusable = !closes && payload.size() == *content_length;
         return result;
       }
     }
@@ -275,6 +279,108 @@ inline absl::StatusOr<HttpResult> HttpCall(std::string_view method, const std::s
     }
   }
 }
+
+}  // namespace mooncake::transport::compat_internal
+
+namespace mooncake::transport::compat {
+
+// One request to host:port. `target` is the path with its query
+// ("/metadata?key=a%2Fb").
+inline absl::StatusOr<HttpResult> HttpCall(std::string_view method, const std::string& host,
+                                           uint16_t port, std::string_view target,
+                                           std::string_view body, HttpClientOptions options = {}) {
+  namespace ci = compat_internal;
+  MC_ASSERT(options.max_response_bytes > 0, "a response needs room");
+  const absl::Time deadline = absl::Now() + options.timeout;
+  absl::StatusOr<UniqueFd> fd = mooncake::ConnectTcp(HostPort{host, port}, deadline);
+  if (!fd.ok()) return fd.status();
+  const std::string request = absl::StrCat(
+      AbslView(method), " ", AbslView(target), " HTTP/1.1\r\nHost: ", JoinHostPort(host, port),
+      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+      options.authorization.empty() ? "" : "\r\nAuthorization: ", options.authorization,
+      "\r\nConnection: close\r\n\r\n", AbslView(body));
+  if (absl::Status s = ci::SendAllBy(fd->get(), request, deadline); !s.ok()) return s;
+  return ci::ReadHttpResponse(fd->get(), options.max_response_bytes, deadline);
+}
+
+// Keeps connections to HTTP/1.1 servers open between calls (keep-alive), for
+// a caller whose every call would otherwise pay a TCP connect: etcd's JSON
+// gateway, where the HA oplog makes a call per batch of changes. Call sends
+// the request on an idle connection to host:port, or a new one; a reused
+// connection that the server had closed (no byte of an answer arrives) is
+// replaced by a new one once. A connection goes back to the pool only when
+// its answer was framed (Content-Length or chunked), the server did not ask
+// to close, and nothing followed the answer; at most `max_idle` a server.
+//
+// Thread-safety: every method may be called concurrently; a connection serves
+// one call at a time.
+class HttpConnectionPool {
+ public:
+  explicit HttpConnectionPool(size_t max_idle = 8) : max_idle_(max_idle) {}
+  HttpConnectionPool(const HttpConnectionPool&) = delete;
+  HttpConnectionPool& operator=(const HttpConnectionPool&) = delete;
+
+  // As HttpCall (errors included), over a kept-alive connection.
+  absl::StatusOr<HttpResult> Call(std::string_view method, const std::string& host, uint16_t port,
+                                  std::string_view target, std::string_view body,
+                                  HttpClientOptions options = {}) {
+    namespace ci = compat_internal;
+    MC_ASSERT(options.max_response_bytes > 0, "a response needs room");
+    const absl::Time deadline = absl::Now() + options.timeout;
+    const std::string key = JoinHostPort(host, port);
+    const std::string request = absl::StrCat(
+        AbslView(method), " ", AbslView(target), " HTTP/1.1\r\nHost: ", key,
+        "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+        options.authorization.empty() ? "" : "\r\nAuthorization: ", options.authorization,
+        "\r\n\r\n", AbslView(body));
+    for (int attempt = 0;; ++attempt) {
+      UniqueFd fd = attempt == 0 ? TakeIdle(key) : UniqueFd();
+      const bool reused = fd.valid();
+      if (!reused) {
+        absl::StatusOr<UniqueFd> fresh = mooncake::ConnectTcp(HostPort{host, port}, deadline);
+        if (!fresh.ok()) return fresh.status();
+        fd = std::move(*fresh);
+        connects_.fetch_add(1, std::memory_order_relaxed);
+      }
+      ci::ResponseFraming framing;
+      absl::Status sent = ci::SendAllBy(fd.get(), request, deadline);
+      absl::StatusOr<HttpResult> r =
+          sent.ok() ? ci::ReadHttpResponse(fd.get(), options.max_response_bytes, deadline, &framing)
+                    : absl::StatusOr<HttpResult>(sent);
+      // A kept-alive connection the server closed while it was idle: nothing
+      // of an answer came, so the server did not take the request.
+      if (!r.ok() && reused && !framing.received_any && attempt == 0 &&
+          !absl::IsDeadlineExceeded(r.status())) {
+        continue;
+      }
+      if (r.ok() && framing.reusable) PutIdle(key, std::move(fd));
+      return r;
+    }
+  }
+
+  // New connections made so far (tests and metrics).
+  uint64_t connects() const { return connects_.load(std::memory_order_relaxed); }
+
+ private:
+  UniqueFd TakeIdle(const std::string& key) {
+    MutexLock lock(&mu_);
+    auto it = idle_.find(key);
+    if (it == idle_.end() || it->second.empty()) return UniqueFd();
+    UniqueFd fd = std::move(it->second.back());
+    it->second.pop_back();
+    return fd;
+  }
+  void PutIdle(const std::string& key, UniqueFd fd) {
+    MutexLock lock(&mu_);
+    std::vector<UniqueFd>& list = idle_[key];
+    if (list.size() < max_idle_) list.push_back(std::move(fd));  // else closed here
+  }
+
+  const size_t max_idle_;
+  std::atomic<uint64_t> connects_{0};
+  Mutex mu_;
+  absl::flat_hash_map<std::string, std::vector<UniqueFd>> idle_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace mooncake::transport::compat
 

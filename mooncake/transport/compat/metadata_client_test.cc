@@ -4,10 +4,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
+#include "mooncake/base/assert.h"
 #include "mooncake/store/node/metadata_server.h"
 #include "mooncake/transport/compat/http_client.h"
 
@@ -147,6 +150,133 @@ TEST(HttpCallTest, OversizedResponseIsRefused) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->body.size(), 100000u);
+}
+
+// A scripted HTTP/1.1 server for HttpConnectionPool: answers every request
+// with "ok <n>" (n counts requests), framed by Content-Length; `mode` says
+// what it does with the connection after each answer.
+class ScriptedServer {
+ public:
+  enum class Mode { kKeepAlive, kCloseSilently, kSayClose };
+
+  explicit ScriptedServer(Mode mode) : mode_(mode) {
+    listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    MC_ASSERT(::bind(listen_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0, "bind");
+    MC_ASSERT(::listen(listen_, 16) == 0, "listen");
+    socklen_t len = sizeof(a);
+    MC_ASSERT(::getsockname(listen_, reinterpret_cast<sockaddr*>(&a), &len) == 0, "getsockname");
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ScriptedServer() {
+    stop_ = true;
+    ::shutdown(listen_, SHUT_RDWR);
+    ::close(listen_);
+    thread_.join();
+  }
+  uint16_t port() const { return port_; }
+  int accepts() const { return accepts_.load(); }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      const int c = ::accept(listen_, nullptr, nullptr);
+      if (c < 0) return;
+      ++accepts_;
+      std::string in;
+      char buf[4096];
+      for (;;) {
+        const size_t head = in.find("\r\n\r\n");
+        if (head == std::string::npos) {
+          const ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+          if (n <= 0) break;
+          in.append(buf, static_cast<size_t>(n));
+          continue;
+        }
+        size_t body = 0;
+        if (const size_t at = in.find("Content-Length: "); at != std::string::npos && at < head) {
+          body = std::stoul(in.substr(at + 16));
+        }
+        if (in.size() < head + 4 + body) {
+          const ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+          if (n <= 0) break;
+          in.append(buf, static_cast<size_t>(n));
+          continue;
+        }
+        in.erase(0, head + 4 + body);
+        const std::string text = absl::StrCat("ok ", ++requests_);
+        const std::string answer =
+            absl::StrCat("HTTP/1.1 200 OK\r\nContent-Length: ", text.size(),
+                         mode_ == Mode::kSayClose ? "\r\nConnection: close" : "", "\r\n\r\n", text);
+        if (::send(c, answer.data(), answer.size(), MSG_NOSIGNAL) < 0) break;
+        if (mode_ != Mode::kKeepAlive) break;
+      }
+      ::close(c);
+    }
+  }
+
+  const Mode mode_;
+  int listen_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepts_{0};
+  int requests_ = 0;  // the server thread's
+  std::thread thread_;
+};
+
+TEST(HttpConnectionPoolTest, KeepsOneConnectionForSequentialCalls) {
+  ScriptedServer server(ScriptedServer::Mode::kKeepAlive);
+  HttpConnectionPool pool;
+  for (int i = 1; i <= 5; ++i) {
+    auto r = pool.Call("POST", "127.0.0.1", server.port(), "/v3/kv/range", R"({"key":"YQ=="})");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->status, 200);
+    EXPECT_EQ(r->body, absl::StrCat("ok ", i));
+  }
+  EXPECT_EQ(pool.connects(), 1u);
+  EXPECT_EQ(server.accepts(), 1);
+}
+
+// A server that closes a connection after each answer without saying so (as
+// an idle timeout does): the reused connection yields no answer, and the call
+// goes through once more on a new one.
+TEST(HttpConnectionPoolTest, AConnectionTheServerClosedIsReplacedOnce) {
+  ScriptedServer server(ScriptedServer::Mode::kCloseSilently);
+  HttpConnectionPool pool;
+  for (int i = 1; i <= 3; ++i) {
+    auto r = pool.Call("POST", "127.0.0.1", server.port(), "/", "{}");
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->body, absl::StrCat("ok ", i));
+  }
+  EXPECT_EQ(server.accepts(), 3);
+  EXPECT_EQ(pool.connects(), 3u);
+}
+
+TEST(HttpConnectionPoolTest, ConnectionCloseIsHonouredAndErrorsAreHttpCalls) {
+  {
+    ScriptedServer server(ScriptedServer::Mode::kSayClose);
+    HttpConnectionPool pool;
+    for (int i = 1; i <= 3; ++i) {
+      auto r = pool.Call("GET", "127.0.0.1", server.port(), "/", "");
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+    EXPECT_EQ(pool.connects(), 3u);  // none kept
+  }
+  // A refused port is Unavailable, as for HttpCall.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ::close(fd);
+  HttpConnectionPool pool;
+  auto r = pool.Call("GET", "127.0.0.1", ntohs(a.sin_port), "/", "");
+  EXPECT_TRUE(absl::IsUnavailable(r.status())) << r.status();
 }
 
 }  // namespace

@@ -66,6 +66,8 @@ tsan_targets=(
   //mooncake/transport:tcp_paths_test
   //mooncake/transport:tcp_transport_paths_test
   //mooncake/transport:router_arbiter_test
+  //mooncake/transport:rdma_engine_test
+  //mooncake/transport:rdma_paths_test
   # Its bulk-rate check (within 15% of the capacity) misses under TSan's
   # slowdown when the machine is loaded; it runs in the main step.
   -//mooncake/qos:shm_arbiter_test

@@ -546,8 +546,7 @@ class EtcdClient {
   std::vector<HostPort> endpoints_;
   EtcdClientOptions options_;
   // Kept-alive connections to the endpoints, shared by the client's copies:
-  // a call over one costs no TCP connect (an etcd Txn: 2.9 ms against 3.7 ms
-  // with a connection per call on the Zen 3 microVM, docs/ha.md).
+  // a call over one costs no TCP connect (docs/ha.md has the oplog's figures).
   std::shared_ptr<transport::compat::HttpConnectionPool> pool_;
 };
 

@@ -208,6 +208,17 @@ inline absl::StatusOr<std::optional<std::string>> Dechunk(std::string_view in) {
   }
 }
 
+// One request with a JSON body; `close` asks the server to close after it.
+inline std::string RequestText(std::string_view method, std::string_view host_port,
+                               std::string_view target, std::string_view body,
+                               std::string_view authorization, bool close) {
+  return absl::StrCat(AbslView(method), " ", AbslView(target),
+                      " HTTP/1.1\r\nHost: ", AbslView(host_port),
+                      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
+                      authorization.empty() ? "" : "\r\nAuthorization: ", AbslView(authorization),
+                      close ? "\r\nConnection: close" : "", "\r\n\r\n", AbslView(body));
+}
+
 // How an answer was framed, for a caller that keeps connections.
 struct ResponseFraming {
   bool received_any = false;  // a byte of the answer arrived
@@ -294,11 +305,8 @@ inline absl::StatusOr<HttpResult> HttpCall(std::string_view method, const std::s
   const absl::Time deadline = absl::Now() + options.timeout;
   absl::StatusOr<UniqueFd> fd = mooncake::ConnectTcp(HostPort{host, port}, deadline);
   if (!fd.ok()) return fd.status();
-  const std::string request = absl::StrCat(
-      AbslView(method), " ", AbslView(target), " HTTP/1.1\r\nHost: ", JoinHostPort(host, port),
-      "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-      options.authorization.empty() ? "" : "\r\nAuthorization: ", options.authorization,
-      "\r\nConnection: close\r\n\r\n", AbslView(body));
+  const std::string request = ci::RequestText(method, JoinHostPort(host, port), target, body,
+                                              options.authorization, /*close=*/true);
   if (absl::Status s = ci::SendAllBy(fd->get(), request, deadline); !s.ok()) return s;
   return ci::ReadHttpResponse(fd->get(), options.max_response_bytes, deadline);
 }
@@ -328,11 +336,8 @@ class HttpConnectionPool {
     MC_ASSERT(options.max_response_bytes > 0, "a response needs room");
     const absl::Time deadline = absl::Now() + options.timeout;
     const std::string key = JoinHostPort(host, port);
-    const std::string request = absl::StrCat(
-        AbslView(method), " ", AbslView(target), " HTTP/1.1\r\nHost: ", key,
-        "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
-        options.authorization.empty() ? "" : "\r\nAuthorization: ", options.authorization,
-        "\r\n\r\n", AbslView(body));
+    const std::string request =
+        ci::RequestText(method, key, target, body, options.authorization, /*close=*/false);
     for (int attempt = 0;; ++attempt) {
       UniqueFd fd = attempt == 0 ? TakeIdle(key) : UniqueFd();
       const bool reused = fd.valid();
